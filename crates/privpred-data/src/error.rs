@@ -1,0 +1,43 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+
+/// Errors of the data layer; each names the file (where there is one) and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A file's contents are malformed.
+    #[error("{path}: {reason}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A user argument is invalid.
+    #[error("invalid {name} = {value}: {expected}")]
+    InvalidArgument {
+        /// Argument name.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// The valid range in words.
+        expected: String,
+    },
+    /// The data violates an invariant (e.g. a row outside the unit ball).
+    #[error("{0}")]
+    Invariant(String),
+    /// The dataset could not be found or obtained.
+    #[error("{0}")]
+    NotFound(String),
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, DataError>;

