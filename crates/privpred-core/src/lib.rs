@@ -5,8 +5,20 @@
 //! calibration modes (`paper`, `corrected`, `tight`), accounting (composition, RDP, PLD) and
 //! noise samplers.
 
+pub mod calibrate;
+pub mod composition;
+pub mod dpsgd;
 pub mod error;
+pub mod gaussian;
+pub mod noise;
+pub mod pld;
+pub mod rdp;
 pub mod types;
+
+pub use calibrate::{CalibrationRequest, calibrate};
+pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
+pub use gaussian::sigma_ag;
+pub use noise::{PrivRng, release_rng, seeded_rng};
 
 pub use error::CoreError;
 pub use types::*;

@@ -220,4 +220,10 @@ pub struct Calibration {
     /// DP-SGD: the ε actually spent by the accountant at that multiplier.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epsilon_spent: Option<f64>,
+    /// DP-SGD: the Poisson sampling rate q = b/N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_rate: Option<f64>,
+    /// DP-SGD: the number of noisy steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
 }

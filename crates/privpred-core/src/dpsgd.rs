@@ -1,0 +1,207 @@
+//! DP-SGD accounting: the schedule (q, steps), the ε spent under each accountant, and the
+//! noise-multiplier search that never overshoots the target ε.
+
+use crate::error::{CoreError, Result};
+use crate::pld::pld_epsilon;
+use crate::rdp::rdp_epsilon;
+use serde::{Deserialize, Serialize};
+
+/// Which accountant bounds the ε of DP-SGD.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum Accountant {
+    /// Rényi DP of the sampled Gaussian (Mironov, Talwar & Zhang 2019), the smaller of the
+    /// classic and improved conversions.
+    #[default]
+    Rdp,
+    /// RDP with the classic conversion only (the paper's reference code, via TF-Privacy).
+    RdpClassic,
+    /// Privacy-loss distribution (pessimistic discretisation, FFT composition).
+    Pld,
+    /// The smaller of RDP and PLD (both are valid upper bounds).
+    Best,
+}
+
+impl Accountant {
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accountant::Rdp => "rdp",
+            Accountant::RdpClassic => "rdp-classic",
+            Accountant::Pld => "pld",
+            Accountant::Best => "best",
+        }
+    }
+}
+
+/// A DP-SGD schedule as the user states it: expected batch size b and epochs. With the
+/// training-set size N it gives q = b/N and steps = ⌈epochs·N/b⌉ ([`DpSgdSchedule::steps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DpSgdSchedule {
+    /// Expected batch size b (Poisson sampling with q = b/N).
+    pub batch_size: usize,
+    /// Number of epochs (may be fractional).
+    pub epochs: f64,
+}
+
+impl DpSgdSchedule {
+    /// (q, steps) = (b/N, ⌈epochs·N/b⌉), the contract (as in TF-Privacy).
+    pub fn steps(&self, n: usize) -> Result<SampledSteps> {
+        SampledSteps::from_epochs(n, self.batch_size, self.epochs)
+    }
+}
+
+/// The accountant's view of a DP-SGD run: Poisson sampling rate q and number of steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SampledSteps {
+    /// q ∈ (0, 1].
+    pub sampling_rate: f64,
+    /// Number of noisy steps.
+    pub steps: u64,
+}
+
+impl SampledSteps {
+    /// Validated (q, steps).
+    pub fn new(sampling_rate: f64, steps: u64) -> Result<Self> {
+        if !(sampling_rate.is_finite() && sampling_rate > 0.0 && sampling_rate <= 1.0) {
+            return Err(CoreError::invalid("sampling-rate", sampling_rate, "must be in (0, 1]"));
+        }
+        if steps == 0 {
+            return Err(CoreError::invalid("steps", steps, "must be an integer >= 1"));
+        }
+        Ok(SampledSteps { sampling_rate, steps })
+    }
+
+    /// q = b/N and steps = ⌈epochs·N/b⌉.
+    pub fn from_epochs(n: usize, batch_size: usize, epochs: f64) -> Result<Self> {
+        if n == 0 {
+            return Err(CoreError::invalid("n", n, "must be an integer >= 1"));
+        }
+        if batch_size == 0 || batch_size > n {
+            return Err(CoreError::invalid("batch-size", batch_size, format!("must be in [1, N = {n}]")));
+        }
+        if !(epochs.is_finite() && epochs > 0.0) {
+            return Err(CoreError::invalid("epochs", epochs, "must be a finite number > 0"));
+        }
+        let steps = (epochs * n as f64 / batch_size as f64).ceil();
+        if steps > 1e12 {
+            return Err(CoreError::invalid("epochs", epochs, "gives more than 1e12 steps"));
+        }
+        Self::new(batch_size as f64 / n as f64, steps as u64)
+    }
+}
+
+/// ε spent by DP-SGD with noise multiplier σ under `accountant`.
+pub fn dpsgd_epsilon(schedule: &SampledSteps, sigma: f64, delta: f64, accountant: Accountant) -> Result<f64> {
+    let (q, k) = (schedule.sampling_rate, schedule.steps);
+    match accountant {
+        Accountant::Rdp => Ok(rdp_epsilon(q, sigma, k, delta)?.epsilon),
+        Accountant::RdpClassic => Ok(rdp_epsilon(q, sigma, k, delta)?.classic),
+        Accountant::Pld => pld_epsilon(q, sigma, k, delta),
+        Accountant::Best => {
+            let r = rdp_epsilon(q, sigma, k, delta)?.epsilon;
+            match pld_epsilon(q, sigma, k, delta) {
+                Ok(p) => Ok(r.min(p)),
+                Err(_) => Ok(r),
+            }
+        }
+    }
+}
+
+/// The smallest noise multiplier σ (to 1e-4, rounded up) whose ε after the schedule is
+/// ≤ `target_epsilon` under `accountant`. The returned σ is checked: ε(σ) ≤ target always.
+/// Returns (σ, ε spent).
+pub fn noise_multiplier(
+    target_epsilon: f64,
+    delta: f64,
+    schedule: &SampledSteps,
+    accountant: Accountant,
+) -> Result<(f64, f64)> {
+    if !(target_epsilon.is_finite() && target_epsilon > 0.0) {
+        return Err(CoreError::invalid("epsilon", target_epsilon, "must be a finite number > 0"));
+    }
+    if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
+        return Err(CoreError::invalid("delta", delta, "must be in (0, 1) for DP-SGD"));
+    }
+    let eps = |s: f64| dpsgd_epsilon(schedule, s, delta, accountant);
+    // For PLD-based accountants, RDP's σ is an upper bracket (PLD's ε ≤ RDP's here, but
+    // check rather than assume).
+    let mut hi = match accountant {
+        Accountant::Pld | Accountant::Best => {
+            noise_multiplier(target_epsilon, delta, schedule, Accountant::Rdp)?.0
+        }
+        _ => 1.0,
+    };
+    let mut e_hi = eps(hi)?;
+    while e_hi > target_epsilon {
+        hi *= 2.0;
+        if hi > 1e6 {
+            return Err(CoreError::Numerical(format!(
+                "no noise multiplier up to 1e6 reaches epsilon = {target_epsilon}"
+            )));
+        }
+        e_hi = eps(hi)?;
+    }
+    let mut lo = hi / 2.0;
+    loop {
+        if lo < 1e-3 {
+            lo = 0.0;
+            break;
+        }
+        match eps(lo) {
+            Ok(e) if e > target_epsilon => break,
+            _ if lo < 1e-3 => break,
+            Ok(e) => {
+                hi = lo;
+                e_hi = e;
+                lo /= 2.0;
+            }
+            Err(_) => break,
+        }
+    }
+    // Invariant: ε(hi) ≤ target < ε(lo) (or lo is too small to evaluate).
+    while hi - lo > 1e-4 {
+        let mid = 0.5 * (lo + hi);
+        match eps(mid) {
+            Ok(e) if e <= target_epsilon => {
+                hi = mid;
+                e_hi = e;
+            }
+            _ => lo = mid,
+        }
+    }
+    debug_assert!(e_hi <= target_epsilon);
+    Ok((hi, e_hi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_from_epochs_matches_tf_privacy() {
+        let s = SampledSteps::from_epochs(60000, 256, 60.0).unwrap();
+        assert_eq!(s.steps, 14063);
+        assert!((s.sampling_rate - 256.0 / 60000.0).abs() < 1e-18);
+        assert!(SampledSteps::from_epochs(0, 256, 60.0).is_err());
+        assert!(SampledSteps::from_epochs(100, 256, 60.0).is_err());
+    }
+
+    #[test]
+    fn noise_search_never_overshoots_rdp_grid() {
+        // Property over a grid: ε(σ returned) ≤ target, and σ − 1e-4 would overshoot.
+        for &(n, b, epochs) in &[(60000usize, 256usize, 60.0), (1000, 100, 5.0), (50000, 600, 100.0)] {
+            let s = SampledSteps::from_epochs(n, b, epochs).unwrap();
+            for &eps in &[0.1, 0.5, 1.0, 3.0, 8.0] {
+                for &delta in &[1e-5, 1e-8] {
+                    let (sigma, spent) = noise_multiplier(eps, delta, &s, Accountant::Rdp).unwrap();
+                    let check = dpsgd_epsilon(&s, sigma, delta, Accountant::Rdp).unwrap();
+                    assert!(check <= eps && spent == check, "n={n} eps={eps} sigma={sigma} check={check}");
+                    let below = dpsgd_epsilon(&s, sigma - 1.001e-4, delta, Accountant::Rdp).unwrap();
+                    assert!(below > eps * (1.0 - 1e-12), "sigma not minimal: {sigma} {below}");
+                }
+            }
+        }
+    }
+}
