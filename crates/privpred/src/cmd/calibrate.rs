@@ -1,10 +1,178 @@
-//! `privpred calibrate`.
+//! `privpred calibrate`: how much noise a method needs for (ε, δ) and a budget B.
+
+use privpred_core::calibrate::{CalibrationRequest, calibrate};
+use privpred_core::{Budget, Calibration, CalibrationMode, DpSgdSchedule, Method, Noise, Privacy};
+use serde_json::json;
 
 /// Arguments of `privpred calibrate`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The method to calibrate.
+    #[arg(value_enum)]
+    pub method: Method,
+    /// Privacy loss ε > 0.
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon: f64,
+    /// Failure probability δ ∈ [0, 1) (0 = pure ε-DP).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub delta: f64,
+    /// Inference budget B ≥ 1 (number of answers; private-prediction methods only).
+    #[arg(long)]
+    pub budget: Option<u64>,
+    /// Training-set size N.
+    #[arg(long)]
+    pub n: Option<usize>,
+    /// L2 regularisation λ > 0.
+    #[arg(long, allow_negative_numbers = true)]
+    pub lambda: Option<f64>,
+    /// Number of classes C.
+    #[arg(long, default_value_t = 10)]
+    pub classes: usize,
+    /// DP-SGD: expected batch size b (Poisson sampling rate q = b/N).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// DP-SGD: epochs (steps = ceil(epochs·N/b)).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epochs: Option<f64>,
+    /// Which analysis sets the noise.
+    #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
+    pub calibration: CalibrationMode,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Builds the core request from the command line (validation happens in core).
+fn request(args: &Args) -> anyhow::Result<CalibrationRequest> {
+    let privacy = Privacy::new(args.epsilon, args.delta)?;
+    let mut req = CalibrationRequest::new(args.method, args.calibration, privacy);
+    if let Some(b) = args.budget {
+        req.budget = Budget::finite(b)?;
+    }
+    if args.method.is_private_training() {
+        req.budget = Budget::Unlimited;
+    }
+    req.n = args.n;
+    req.lambda = args.lambda;
+    req.classes = args.classes;
+    if args.method == Method::DpSgd {
+        match (args.batch_size, args.epochs) {
+            (Some(b), Some(e)) => req.dp_sgd = Some(DpSgdSchedule { batch_size: b, epochs: e }),
+            (None, _) => return Err(crate::exit::usage("invalid batch-size: dp-sgd needs --batch-size b >= 1 (and --n, --epochs)")),
+            (_, None) => return Err(crate::exit::usage("invalid epochs: dp-sgd needs --epochs > 0 (and --n, --batch-size)")),
+        }
+    }
+    Ok(req)
+}
+
+/// The `--json` object of a calibration.
+pub fn to_json(c: &Calibration) -> serde_json::Value {
+    let noise = match c.noise {
+        Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
+        Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
+        Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
+    };
+    let mut v = json!({
+        "method": c.method.name(),
+        "calibration": c.calibration.name(),
+        "epsilon": c.privacy.epsilon,
+        "delta": c.privacy.delta,
+        "budget": c.budget.get(),
+        "budget_unlimited": c.budget.get().is_none(),
+        "noise": noise,
+        "valid_guarantee": c.valid_guarantee,
+        "assumptions": {
+            "K": c.assumptions.k,
+            "L": c.assumptions.l,
+            "classes": c.assumptions.classes,
+            "n": c.assumptions.n,
+            "lambda": c.assumptions.lambda,
+        },
+        "notes": c.notes,
+    });
+    let o = v.as_object_mut().expect("object");
+    if let Some(r) = c.rho {
+        o.insert("rho".into(), json!(r));
+    }
+    if let Some(s) = c.noise_multiplier {
+        o.insert("noise_multiplier".into(), json!(s));
+    }
+    if let Some(e) = c.epsilon_spent {
+        o.insert("epsilon_spent".into(), json!(e));
+    }
+    if let Some(q) = c.sampling_rate {
+        o.insert("sampling_rate".into(), json!(q));
+    }
+    if let Some(k) = c.steps {
+        o.insert("steps".into(), json!(k));
+    }
+    v
+}
+
+/// A short human-readable explanation of a calibration.
+pub fn to_text(c: &Calibration) -> String {
+    let mut s = String::new();
+    let budget = match c.budget.get() {
+        Some(b) => format!("a budget of B = {b} answers"),
+        None => "any number of answers (the released model itself is private)".to_string(),
+    };
+    s.push_str(&format!(
+        "{} ({} calibration): ({}, {})-differential privacy for {}.\n",
+        c.method,
+        c.calibration,
+        c.privacy.epsilon,
+        c.privacy.delta,
+        budget
+    ));
+    let what = match c.method {
+        Method::ModelSensitivity => "added once to the trained weights θ",
+        Method::LossPerturbation => "the random linear term b added to the training objective",
+        Method::DpSgd => "added to the sum of clipped per-example gradients at every step",
+        Method::PredictionSensitivity => "added to the logits of every answer",
+        Method::SubsampleAggregate => "the temperature of the vote over the teachers",
+    };
+    match c.noise {
+        Noise::L2Laplace { beta } => s.push_str(&format!(
+            "Noise: l2-Laplace with beta = {beta:.6e} (density ∝ exp(-beta·‖b‖), mean norm = dimension/beta), {what}.\n"
+        )),
+        Noise::Gaussian { sigma } => {
+            if let Some(m) = c.noise_multiplier {
+                s.push_str(&format!(
+                    "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"
+                ));
+            } else {
+                s.push_str(&format!("Noise: Gaussian with std sigma = {sigma:.6e} per coordinate, {what}.\n"));
+            }
+        }
+        Noise::Exponential { beta } => s.push_str(&format!(
+            "Noise: exponential mechanism, P(class) ∝ exp(beta·votes) with beta = {beta:.6e}, {what}.\n"
+        )),
+    }
+    if let Some(r) = c.rho {
+        s.push_str(&format!(
+            "Regulariser: rho = 2LC/eps = {r:.6e} (the objective uses max(rho, N·lambda)).\n"
+        ));
+    }
+    if let (Some(e), Some(q), Some(k)) = (c.epsilon_spent, c.sampling_rate, c.steps) {
+        s.push_str(&format!("Accounting: {k} steps at sampling rate q = {q:.6} spend epsilon = {e:.4} ≤ target.\n"));
+    }
+    if !c.valid_guarantee {
+        s.push_str("WARNING: paper mode reproduces the published rule, which does NOT deliver this guarantee (SPEC §4). Use --calibration corrected for deployment.\n");
+    }
+    for n in &c.notes {
+        s.push_str(&format!("  - {n}\n"));
+    }
+    s
+}
 
 /// Runs `privpred calibrate`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    Err(crate::exit::usage("`privpred calibrate` is not implemented yet"))
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let req = request(&args)?;
+    let c = calibrate(&req)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&to_json(&c))?);
+    } else {
+        print!("{}", to_text(&c));
+    }
+    Ok(())
 }
