@@ -18,6 +18,13 @@ pub struct Provenance {
     pub steps: Vec<String>,
     /// Free-form labels such as "substitute" or "CIFAR-10 (JPEG copy)".
     pub labels: Vec<String>,
+    /// Shape of one example before flattening (e.g. `[28, 28]`, `[3, 32, 32]`); empty when
+    /// unknown (then `[d]`).
+    #[serde(default)]
+    pub feature_shape: Vec<usize>,
+    /// Class names where the source has them (label i = `class_names[i]`).
+    #[serde(default)]
+    pub class_names: Vec<String>,
 }
 
 /// A labelled dataset: `n` rows of `d` f32 features, row-major, labels in `0..classes`.
@@ -39,10 +46,19 @@ pub struct Dataset {
 
 impl Dataset {
     /// Builds a dataset, checking shapes, finiteness and the label range.
-    pub fn new(d: usize, classes: usize, features: Vec<f32>, labels: Vec<u32>, provenance: Provenance) -> Result<Self> {
+    pub fn new(
+        d: usize,
+        classes: usize,
+        features: Vec<f32>,
+        labels: Vec<u32>,
+        provenance: Provenance,
+    ) -> Result<Self> {
         let n = labels.len();
         if n == 0 {
-            return Err(DataError::Invariant(format!("{}: empty dataset", provenance.name)));
+            return Err(DataError::Invariant(format!(
+                "{}: empty dataset",
+                provenance.name
+            )));
         }
         if d == 0 || features.len() != n * d {
             return Err(DataError::Invariant(format!(
@@ -61,13 +77,24 @@ impl Dataset {
                 i % d
             )));
         }
-        if let Some((i, y)) = labels.iter().enumerate().find(|(_, y)| **y as usize >= classes) {
+        if let Some((i, y)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, y)| **y as usize >= classes)
+        {
             return Err(DataError::Invariant(format!(
                 "{}: label {} at row {} outside the class range 0..{}",
                 provenance.name, y, i, classes
             )));
         }
-        Ok(Dataset { n, d, classes, features, labels, provenance })
+        Ok(Dataset {
+            n,
+            d,
+            classes,
+            features,
+            labels,
+            provenance,
+        })
     }
 
     /// Row `i`.
@@ -75,11 +102,57 @@ impl Dataset {
         &self.features[i * self.d..(i + 1) * self.d]
     }
 
+    /// The shape of one example (`provenance.feature_shape`, or `[d]` when unknown).
+    pub fn feature_shape(&self) -> Vec<usize> {
+        if self.provenance.feature_shape.iter().product::<usize>() == self.d
+            && !self.provenance.feature_shape.is_empty()
+        {
+            self.provenance.feature_shape.clone()
+        } else {
+            vec![self.d]
+        }
+    }
+
+    /// Examples per class (`classes` entries).
+    pub fn class_counts(&self) -> Vec<usize> {
+        let mut c = vec![0usize; self.classes];
+        for &y in &self.labels {
+            if let Some(v) = c.get_mut(y as usize) {
+                *v += 1;
+            }
+        }
+        c
+    }
+
+    /// The rows at `idx` (in that order), same classes and provenance. Indices must be < `n`
+    /// (out-of-range indices are skipped).
+    pub fn subset(&self, idx: &[usize]) -> Dataset {
+        let mut features = Vec::with_capacity(idx.len() * self.d);
+        let mut labels = Vec::with_capacity(idx.len());
+        for &i in idx.iter().filter(|&&i| i < self.n) {
+            features.extend_from_slice(self.row(i));
+            labels.push(self.labels[i]);
+        }
+        Dataset {
+            n: labels.len(),
+            d: self.d,
+            classes: self.classes,
+            features,
+            labels,
+            provenance: self.provenance.clone(),
+        }
+    }
+
     /// The largest L2 row norm (computed in f64).
     pub fn max_norm(&self) -> f64 {
         self.features
             .chunks_exact(self.d)
-            .map(|r| r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt())
+            .map(|r| {
+                r.iter()
+                    .map(|&v| (v as f64) * (v as f64))
+                    .sum::<f64>()
+                    .sqrt()
+            })
             .fold(0.0, f64::max)
     }
 }
@@ -93,7 +166,11 @@ impl UnitBallDataset {
     /// Checks the unit-ball invariant for every row.
     pub fn new(ds: Dataset) -> Result<Self> {
         for (i, r) in ds.features.chunks_exact(ds.d).enumerate() {
-            let norm = r.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>().sqrt();
+            let norm = r
+                .iter()
+                .map(|&v| (v as f64) * (v as f64))
+                .sum::<f64>()
+                .sqrt();
             if norm > 1.0 {
                 return Err(DataError::Invariant(format!(
                     "{}: row {} has norm {:.6} > 1; the privacy guarantees need every example inside the unit ball (preprocess with a unit-ball mapping)",
@@ -107,6 +184,11 @@ impl UnitBallDataset {
     /// The inner dataset.
     pub fn inner(&self) -> &Dataset {
         &self.0
+    }
+
+    /// The rows at `idx` (a subset of a unit-ball dataset stays in the unit ball).
+    pub fn subset(&self, idx: &[usize]) -> UnitBallDataset {
+        UnitBallDataset(self.0.subset(idx))
     }
 
     /// Consumes the wrapper.

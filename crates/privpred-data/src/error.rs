@@ -21,6 +21,18 @@ pub enum DataError {
         /// What is wrong.
         reason: String,
     },
+    /// A file's SHA-256 does not match the reference: the file is not used.
+    #[error(
+        "{path}: checksum mismatch (SHA-256 {actual}, expected {expected}); the file is not used — delete it and run `privpred data fetch`"
+    )]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// Expected SHA-256 (hex).
+        expected: String,
+        /// Actual SHA-256 (hex).
+        actual: String,
+    },
     /// A user argument is invalid.
     #[error("invalid {name} = {value}: {expected}")]
     InvalidArgument {

@@ -1,0 +1,236 @@
+//! CSV reader for users' tabular data: one example per row, numeric features and an integer
+//! label column (default: the last), optional header (auto-detected: a first row with any
+//! non-numeric field is a header). Plain or gzip-compressed. Ragged rows, non-numeric fields,
+//! NaN/inf and non-integer or negative labels are errors naming the file, row and column.
+
+use crate::error::{DataError, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::Path;
+
+/// Which column holds the label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum LabelColumn {
+    /// The first column.
+    First,
+    /// The last column (default).
+    #[default]
+    Last,
+    /// A 0-based column index.
+    Index(usize),
+    /// A header name (needs a header row).
+    Name(String),
+}
+
+impl std::str::FromStr for LabelColumn {
+    type Err = DataError;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "first" => LabelColumn::First,
+            "last" => LabelColumn::Last,
+            _ => match s.parse::<usize>() {
+                Ok(i) => LabelColumn::Index(i),
+                Err(_) if !s.is_empty() => LabelColumn::Name(s.to_string()),
+                Err(_) => {
+                    return Err(DataError::InvalidArgument {
+                        name: "label column",
+                        value: s.into(),
+                        expected: "first, last, a 0-based index or a header name".into(),
+                    });
+                }
+            },
+        })
+    }
+}
+
+/// CSV reading options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CsvOptions {
+    /// The label column.
+    pub label: LabelColumn,
+    /// `Some(true)`: first row is a header; `Some(false)`: no header; `None`: auto-detect.
+    pub header: Option<bool>,
+    /// Field delimiter.
+    pub delimiter: u8,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        CsvOptions {
+            label: LabelColumn::Last,
+            header: None,
+            delimiter: b',',
+        }
+    }
+}
+
+/// A parsed CSV table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CsvTable {
+    /// Feature dimension (columns minus the label).
+    pub d: usize,
+    /// Row-major features.
+    pub features: Vec<f32>,
+    /// Labels.
+    pub labels: Vec<u32>,
+    /// The header, if there was one.
+    pub header: Option<Vec<String>>,
+}
+
+fn fmt_err(path: &Path, reason: String) -> DataError {
+    DataError::Format {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+fn parse_num(field: &[u8]) -> Option<f64> {
+    std::str::from_utf8(field).ok()?.trim().parse::<f64>().ok()
+}
+
+/// Reads a CSV file (plain or gzip).
+pub fn read_csv(path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
+    let r = crate::idx::open_maybe_gz(path)?;
+    parse_csv(r, path, opts)
+}
+
+/// Parses CSV from a reader; `path` names the source in errors. Never panics.
+pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .delimiter(opts.delimiter)
+        .trim(csv::Trim::All)
+        .from_reader(r);
+    let mut rec = csv::ByteRecord::new();
+    let mut header: Option<Vec<String>> = None;
+    let mut width: Option<usize> = None;
+    let mut label_idx = 0usize;
+    let mut features = Vec::new();
+    let mut labels = Vec::new();
+    let mut first = true;
+    loop {
+        let more = rdr
+            .read_byte_record(&mut rec)
+            .map_err(|e| fmt_err(path, format!("malformed CSV: {e}")))?;
+        if !more {
+            break;
+        }
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        if rec.len() == 1 && rec.get(0).is_some_and(|f| f.is_empty()) {
+            continue; // blank line
+        }
+        if first {
+            first = false;
+            let is_header = match opts.header {
+                Some(h) => h,
+                None => rec.iter().any(|f| parse_num(f).is_none()),
+            };
+            let names: Vec<String> = rec
+                .iter()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect();
+            let w = rec.len();
+            if w < 2 {
+                return Err(fmt_err(
+                    path,
+                    format!("line {line}: {w} column(s); need at least one feature and a label"),
+                ));
+            }
+            width = Some(w);
+            label_idx = match &opts.label {
+                LabelColumn::First => 0,
+                LabelColumn::Last => w - 1,
+                LabelColumn::Index(i) if *i < w => *i,
+                LabelColumn::Index(i) => {
+                    return Err(fmt_err(
+                        path,
+                        format!(
+                            "label column {i} does not exist (the file has {w} columns, 0..{})",
+                            w - 1
+                        ),
+                    ));
+                }
+                LabelColumn::Name(n) => {
+                    if !is_header {
+                        return Err(fmt_err(
+                            path,
+                            format!("label column `{n}` named but the file has no header row"),
+                        ));
+                    }
+                    names.iter().position(|x| x == n).ok_or_else(|| {
+                        fmt_err(
+                            path,
+                            format!("no column named `{n}` in the header ({})", names.join(",")),
+                        )
+                    })?
+                }
+            };
+            if is_header {
+                header = Some(names);
+                continue;
+            }
+        }
+        let w = width.unwrap_or(rec.len());
+        if rec.len() != w {
+            return Err(fmt_err(
+                path,
+                format!(
+                    "line {line}: ragged row with {} fields, expected {w}",
+                    rec.len()
+                ),
+            ));
+        }
+        for (c, f) in rec.iter().enumerate() {
+            let v = parse_num(f).ok_or_else(|| {
+                fmt_err(
+                    path,
+                    format!(
+                        "line {line}, column {c}: `{}` is not a number",
+                        String::from_utf8_lossy(f)
+                    ),
+                )
+            })?;
+            if !v.is_finite() {
+                return Err(fmt_err(
+                    path,
+                    format!(
+                        "line {line}, column {c}: non-finite value `{}`",
+                        String::from_utf8_lossy(f)
+                    ),
+                ));
+            }
+            if c == label_idx {
+                if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 {
+                    return Err(fmt_err(
+                        path,
+                        format!(
+                            "line {line}, column {c}: label `{}` is not a class index (an integer ≥ 0)",
+                            String::from_utf8_lossy(f)
+                        ),
+                    ));
+                }
+                labels.push(v as u32);
+            } else {
+                let x = v as f32;
+                if !x.is_finite() {
+                    return Err(fmt_err(
+                        path,
+                        format!("line {line}, column {c}: value {v} overflows f32"),
+                    ));
+                }
+                features.push(x);
+            }
+        }
+    }
+    if labels.is_empty() {
+        return Err(fmt_err(path, "empty dataset: no data rows".into()));
+    }
+    let d = width.unwrap_or(1) - 1;
+    Ok(CsvTable {
+        d,
+        features,
+        labels,
+        header,
+    })
+}

