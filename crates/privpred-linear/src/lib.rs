@@ -1,1 +1,31 @@
 //! # privpred-linear
+//!
+//! Multinomial logistic regression θ ∈ R^{D×C} on unit-ball data (SPEC §2) and the five
+//! private-prediction methods of van der Maaten & Hannun (NeurIPS 2020) for linear models:
+//! model sensitivity, loss perturbation, DP-SGD, prediction sensitivity and
+//! subsample-and-aggregate (SPEC §3), each calibrated by `privpred-core`.
+//!
+//! - [`kernel`]: the fused logits/softmax/gradient pass (AVX2+FMA when available, rayon over
+//!   row blocks for large N).
+//! - [`lbfgs`]: full-batch L-BFGS with a strong-Wolfe line search.
+//! - [`train`]: [`train::fit_logistic`], accuracy, λ cross-validation.
+//! - [`methods`]: [`methods::train_private`] → [`methods::PrivatePredictor`], plus the exact
+//!   study shortcuts.
+//! - [`dpsgd`]: DP-SGD with Poisson sampling and joint per-example clipping.
+//! - [`artifact`]: safetensors files with the guarantee and preprocessing in the header.
+
+pub mod artifact;
+pub mod dpsgd;
+pub mod error;
+pub mod kernel;
+pub mod lbfgs;
+pub mod methods;
+pub mod model;
+mod shim;
+pub mod train;
+
+pub use error::{LinearError, Result};
+pub use lbfgs::{GradNorm, LbfgsOptions, LbfgsReport, Termination};
+pub use methods::{Answer, MethodConfig, PrivatePredictor, SeedPolicy, check_query, train_private};
+pub use model::LinearModel;
+pub use train::{FitReport, fit_logistic};

@@ -1,0 +1,727 @@
+//! The five private-prediction methods for linear models behind one interface (SPEC §1, §3):
+//! [`train_private`] turns a [`MethodConfig`] and unit-ball training data into a
+//! [`PrivatePredictor`] that carries its guarantee and answers queries.
+//!
+//! # Exact shortcuts for studies
+//! The study repeats each mechanism many times. These helpers share work across repetitions
+//! **without changing the distribution of any single repetition** — they are exact, not
+//! approximations:
+//! - model sensitivity and prediction sensitivity add noise to a deterministic function of the
+//!   data (the non-private minimiser θ*, and its logits on the queries): computing θ* once and
+//!   drawing fresh noise per repetition ([`perturb_model`], [`prediction_sensitivity_labels`])
+//!   samples exactly the mechanism's output distribution each time;
+//! - subsample-and-aggregate's answers depend on the data only through the vote counts of the
+//!   T teachers: for a fixed partition the T × n votes ([`Teachers::vote_matrix`]) are computed
+//!   once and every (ε, B) only changes β in the exponential mechanism
+//!   ([`VoteMatrix::private_labels`]); the partition is redrawn when the study redraws it;
+//! - loss perturbation minimises a strictly convex objective, whose unique minimiser does not
+//!   depend on the starting point: warm-starting from the non-private solution
+//!   ([`loss_perturbation_fit`]) only saves iterations (to the same gradient tolerance).
+
+use crate::dpsgd::{self, DpSgdConfig, DpSgdStats};
+use crate::error::{LinearError, Result};
+use crate::kernel::{self, Design, KernelParams};
+use crate::lbfgs::LbfgsOptions;
+use crate::model::{LinearModel, argmax};
+use crate::shim::{self, CalibrationRequest, DpSgdSchedule};
+use crate::train::{self, Objective, check_classes, check_lambda};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
+use privpred_data::{Dataset, UnitBallDataset};
+use rand::{Rng, RngExt};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// How the randomness of a predictor was seeded (recorded with the guarantee).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "policy")]
+pub enum SeedPolicy {
+    /// Experiment: a recorded seed (reproducible; not for deployment).
+    Seeded {
+        /// The seed.
+        seed: u64,
+    },
+    /// Release: an OS-seeded cryptographic generator; no seed exists to record.
+    OsRandom,
+}
+
+/// Everything needed to train one private predictor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodConfig {
+    /// Which method.
+    pub method: Method,
+    /// Which calibration analysis.
+    pub mode: CalibrationMode,
+    /// Target (ε, δ).
+    pub privacy: Privacy,
+    /// Inference budget B (forced to unlimited for private-training methods).
+    pub budget: Budget,
+    /// L2 strength λ > 0 for model sensitivity, loss perturbation (a floor on ρ/N) and
+    /// prediction sensitivity. Ignored by DP-SGD (no L2, SPEC §6).
+    pub lambda: f64,
+    /// Subsample-and-aggregate: number of teachers T (SPEC §6: 256 for linear/MNIST).
+    pub teachers: usize,
+    /// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2: 0).
+    pub teacher_lambda: f64,
+    /// DP-SGD hyper-parameters (`clip` must be set: cross-validation is done by the caller,
+    /// see [`cv_clip`]).
+    pub dp_sgd: DpSgdConfig,
+    /// Solver options for the full-data fits.
+    pub lbfgs: LbfgsOptions,
+    /// Solver options for the teachers (capped; see [`teacher_lbfgs_options`]).
+    pub teacher_lbfgs: LbfgsOptions,
+    /// Recorded seed policy.
+    pub seed_policy: SeedPolicy,
+}
+
+/// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
+/// are usually linearly separable and the objective has no minimiser: the loss decreases
+/// forever as ‖θ‖ grows. Like the reference (PyTorch L-BFGS: `tolerance_grad = 1e-4` on
+/// max |gᵢ|, `tolerance_change = 1e-9`, 100 × 20 iterations) we stop at the gradient tolerance
+/// (reached as the loss saturates), a change in value below 1e-9, or 2,000 iterations,
+/// whichever comes first. Any stopping rule is fine for privacy: the teachers are arbitrary
+/// functions of their disjoint shards.
+pub fn teacher_lbfgs_options() -> LbfgsOptions {
+    LbfgsOptions {
+        max_iter: 2000,
+        f_tol: 1e-9,
+        ..LbfgsOptions::default()
+    }
+}
+
+impl MethodConfig {
+    /// A configuration with the defaults of SPEC §6 (λ = 1e-4 until cross-validated,
+    /// T = 256, teachers without L2, DP-SGD defaults with ν = 0.1, experiment seed 0).
+    pub fn new(method: Method, mode: CalibrationMode, privacy: Privacy, budget: Budget) -> Self {
+        MethodConfig {
+            method,
+            mode,
+            privacy,
+            budget: if method.is_private_training() {
+                Budget::Unlimited
+            } else {
+                budget
+            },
+            lambda: 1e-4,
+            teachers: 256,
+            teacher_lambda: 0.0,
+            dp_sgd: DpSgdConfig {
+                clip: Some(0.1),
+                ..DpSgdConfig::default()
+            },
+            lbfgs: LbfgsOptions::default(),
+            teacher_lbfgs: teacher_lbfgs_options(),
+            seed_policy: SeedPolicy::Seeded { seed: 0 },
+        }
+    }
+
+    /// The calibration request for training on `n` examples with `classes` classes.
+    pub fn request(&self, n: usize, classes: usize) -> CalibrationRequest {
+        let (lambda, dp_sgd) = match self.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                (Some(self.lambda), None)
+            }
+            Method::DpSgd => (
+                None,
+                Some(DpSgdSchedule {
+                    batch_size: self.dp_sgd.batch_size,
+                    epochs: self.dp_sgd.epochs,
+                }),
+            ),
+            Method::SubsampleAggregate => (None, None),
+        };
+        CalibrationRequest {
+            method: self.method,
+            mode: self.mode,
+            privacy: self.privacy,
+            budget: if self.method.is_private_training() {
+                Budget::Unlimited
+            } else {
+                self.budget
+            },
+            n: Some(n),
+            lambda,
+            classes,
+            dp_sgd,
+        }
+    }
+
+    /// Validates the configuration against the training data's size.
+    pub fn check(&self, n: usize) -> Result<()> {
+        match self.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                check_lambda(self.lambda, true)?
+            }
+            Method::SubsampleAggregate => {
+                check_lambda(self.teacher_lambda, false)?;
+                if self.teachers == 0 || self.teachers > n {
+                    return Err(LinearError::invalid(
+                        "teachers",
+                        self.teachers,
+                        format!("must be in 1..={n} (each teacher needs ≥ 1 example)"),
+                    ));
+                }
+            }
+            Method::DpSgd => {
+                self.dp_sgd.check(n)?;
+                if self.dp_sgd.clip.is_none() {
+                    return Err(LinearError::invalid(
+                        "clip",
+                        "none",
+                        "DP-SGD needs a clip ν (cross-validate with cv_clip first)",
+                    ));
+                }
+            }
+        }
+        if !self.method.is_private_training() && self.budget.get().is_none() {
+            return Err(LinearError::invalid(
+                "budget",
+                "unlimited",
+                format!("{} needs a finite inference budget B >= 1", self.method),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One answer to a query.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The predicted class.
+    pub label: u32,
+    /// Scores released with the label, where the mechanism allows it: logits of a privately
+    /// trained model, the noisy logits of prediction sensitivity; `None` for
+    /// subsample-and-aggregate (the vote counts are not private).
+    pub scores: Option<Vec<f64>>,
+}
+
+/// T teachers trained on disjoint shards (row-major `d × c` each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Teachers {
+    /// Input dimension.
+    pub d: usize,
+    /// Classes.
+    pub c: usize,
+    /// The teachers.
+    pub models: Vec<LinearModel>,
+    /// Examples per teacher ⌊N/T⌋.
+    pub shard_size: usize,
+}
+
+/// Vote counts of T teachers on n queries: `counts[i*c + k]` teachers voted k on query i.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VoteMatrix {
+    /// Queries.
+    pub n: usize,
+    /// Classes.
+    pub c: usize,
+    /// Teachers.
+    pub t: usize,
+    /// Row-major `n × c` counts.
+    pub counts: Vec<u32>,
+}
+
+impl VoteMatrix {
+    /// One draw of the exponential mechanism per query: P(k) ∝ exp(β·votes_k).
+    pub fn private_labels<R: Rng + ?Sized>(&self, beta: f64, rng: &mut R) -> Result<Vec<u32>> {
+        self.counts
+            .chunks_exact(self.c)
+            .map(|v| Ok(shim::exp_mech(rng, v, beta)? as u32))
+            .collect()
+    }
+
+    /// The non-private majority vote (lowest class on ties).
+    pub fn majority(&self) -> Vec<u32> {
+        self.counts
+            .chunks_exact(self.c)
+            .map(|v| {
+                v.iter()
+                    .enumerate()
+                    .fold(0, |b, (k, &x)| if x > v[b] { k } else { b }) as u32
+            })
+            .collect()
+    }
+}
+
+impl Teachers {
+    /// The vote counts on every row of `queries` (computed once per partition).
+    pub fn vote_matrix(&self, queries: &Dataset) -> Result<VoteMatrix> {
+        if queries.d != self.d {
+            return Err(LinearError::Dimension(format!(
+                "queries have {} features, the teachers expect {}",
+                queries.d, self.d
+            )));
+        }
+        let design = Design::new(&queries.features, &queries.labels, queries.d, self.c);
+        let params: Vec<KernelParams> = self
+            .models
+            .iter()
+            .map(|m| KernelParams::from_theta(&m.theta, m.d, m.c))
+            .collect();
+        let c = self.c;
+        let mut counts = vec![0u32; queries.n * c];
+        let per_row = |(i, out): (usize, &mut [u32])| {
+            let mut l = vec![0f32; params.first().map_or(c, |p| p.cp)];
+            for p in &params {
+                kernel::forward_row(design.row(i), &p.w, p.dp, p.cp, &mut l);
+                let mut best = 0;
+                for k in 1..c {
+                    if l[k] > l[best] {
+                        best = k;
+                    }
+                }
+                out[best] += 1;
+            }
+        };
+        counts.par_chunks_mut(c).enumerate().for_each(per_row);
+        Ok(VoteMatrix {
+            n: queries.n,
+            c,
+            t: self.models.len(),
+            counts,
+        })
+    }
+
+    /// Vote counts for one query.
+    pub fn votes(&self, x: &[f32]) -> Vec<u32> {
+        let mut v = vec![0u32; self.c];
+        for m in &self.models {
+            v[m.predict(x) as usize] += 1;
+        }
+        v
+    }
+}
+
+/// Trains T teachers on disjoint ⌊N/T⌋ slices of a random partition (drawn from `rng`), in
+/// parallel across teachers (each fit sequential).
+pub fn train_teachers<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    t: usize,
+    lambda: f64,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<Teachers> {
+    check_classes(train)?;
+    check_lambda(lambda, false)?;
+    let n = train.n;
+    if t == 0 || t > n {
+        return Err(LinearError::invalid(
+            "teachers",
+            t,
+            format!("must be in 1..={n}"),
+        ));
+    }
+    let shard = n / t;
+    // Fisher–Yates permutation
+    let mut perm: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = rng.random_range(0..=i);
+        perm.swap(i, j);
+    }
+    let design = Design::new(&train.features, &train.labels, train.d, train.classes);
+    let models: Result<Vec<LinearModel>> = (0..t)
+        .into_par_iter()
+        .map(|k| {
+            let sub = design.select(&perm[k * shard..(k + 1) * shard]);
+            let obj = Objective {
+                design: sub,
+                lambda,
+                linear: None,
+                parallel: false,
+            };
+            Ok(obj.minimize(None, opts)?.0)
+        })
+        .collect();
+    Ok(Teachers {
+        d: train.d,
+        c: train.classes,
+        models: models?,
+        shard_size: shard,
+    })
+}
+
+/// Model sensitivity from a (shared) non-private fit: θ* + one draw of the calibrated noise
+/// over all D·C coordinates jointly.
+pub fn perturb_model<R: Rng + ?Sized>(
+    base: &LinearModel,
+    calibration: &Calibration,
+    rng: &mut R,
+) -> Result<LinearModel> {
+    let mut m = base.clone();
+    shim::add_noise(&calibration.noise, rng, &mut m.theta)?;
+    Ok(m)
+}
+
+/// Prediction sensitivity from (shared) non-private logits (row-major `n × c`): one noise
+/// draw in R^C per answer, then arg-max.
+pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
+    logits: &[f64],
+    c: usize,
+    calibration: &Calibration,
+    rng: &mut R,
+) -> Result<Vec<u32>> {
+    let mut out = Vec::with_capacity(logits.len() / c.max(1));
+    let mut buf = vec![0.0; c];
+    for l in logits.chunks_exact(c) {
+        buf.copy_from_slice(l);
+        shim::add_noise(&calibration.noise, rng, &mut buf)?;
+        out.push(argmax(&buf) as u32);
+    }
+    Ok(out)
+}
+
+/// Loss perturbation: draws b from the calibrated noise and minimises
+/// (1/N)Σℓ + (1/N)⟨b, θ⟩ + (ρ_eff/(2N))‖θ‖² with ρ_eff = max(ρ, Nλ) (SPEC §3), from `warm`
+/// (e.g. the non-private solution: exact, the objective is strictly convex).
+pub fn loss_perturbation_fit<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    warm: Option<&LinearModel>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<LinearModel> {
+    check_lambda(lambda, true)?;
+    let (n, d, c) = (train.n, train.d, train.classes);
+    let rho = calibration
+        .rho
+        .unwrap_or(2.0 * calibration.assumptions.l * c as f64 / calibration.privacy.epsilon);
+    let rho_eff = rho.max(n as f64 * lambda);
+    let mut b = vec![0.0; d * c];
+    shim::add_noise(&calibration.noise, rng, &mut b)?;
+    let obj = Objective {
+        design: Design::new(&train.features, &train.labels, d, c),
+        lambda: rho_eff / n as f64,
+        linear: Some(b),
+        parallel: true,
+    };
+    Ok(obj.minimize(warm.map(|m| m.theta.as_slice()), opts)?.0)
+}
+
+/// What a private predictor holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum PredictorKind {
+    /// A privately trained model (model sensitivity, loss perturbation, DP-SGD): public,
+    /// answers are deterministic.
+    Released {
+        /// The private model.
+        model: LinearModel,
+    },
+    /// Prediction sensitivity: the non-private θ*, kept secret; every answer adds noise.
+    NoisyLogits {
+        /// The non-private model.
+        model: LinearModel,
+    },
+    /// Subsample-and-aggregate: T teachers, kept secret; every answer is an exponential-
+    /// mechanism draw over their votes.
+    Teachers {
+        /// The teachers.
+        teachers: Teachers,
+    },
+}
+
+/// A trained private predictor: its guarantee plus the parameters it needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrivatePredictor {
+    /// The guarantee (method, mode, ε, δ, B, N, λ, noise).
+    pub calibration: Calibration,
+    /// λ used for training (model/loss/prediction sensitivity), or the teachers' λ.
+    pub lambda: Option<f64>,
+    /// Number of teachers T (subsample-and-aggregate).
+    pub teachers: Option<usize>,
+    /// DP-SGD clip ν.
+    pub clip: Option<f64>,
+    /// DP-SGD run statistics.
+    pub dp_sgd: Option<DpSgdStats>,
+    /// How the randomness was seeded.
+    pub seed_policy: SeedPolicy,
+    /// The parameters.
+    pub kind: PredictorKind,
+}
+
+/// Validates one query: dimension, finiteness and the unit ball ‖x‖₂ ≤ 1 (+1e-6 for f32
+/// rounding of the preprocessing).
+pub fn check_query(x: &[f32], d: usize) -> Result<()> {
+    if x.len() != d {
+        return Err(LinearError::Dimension(format!(
+            "query has {} features, the model expects {d}",
+            x.len()
+        )));
+    }
+    if let Some(j) = x.iter().position(|v| !v.is_finite()) {
+        return Err(LinearError::NonFinite(format!(
+            "query feature {j} is {}",
+            x[j]
+        )));
+    }
+    let norm = x
+        .iter()
+        .map(|&v| (v as f64) * (v as f64))
+        .sum::<f64>()
+        .sqrt();
+    if norm > 1.0 + 1e-6 {
+        return Err(LinearError::UnitBall(format!(
+            "query has norm {norm:.6} > 1; the guarantee assumes every query in the unit ball (preprocess it with the model's recipe)"
+        )));
+    }
+    Ok(())
+}
+
+impl PrivatePredictor {
+    /// Input dimension D.
+    pub fn input_dim(&self) -> usize {
+        match &self.kind {
+            PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => model.d,
+            PredictorKind::Teachers { teachers } => teachers.d,
+        }
+    }
+
+    /// Number of classes C.
+    pub fn classes(&self) -> usize {
+        match &self.kind {
+            PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => model.c,
+            PredictorKind::Teachers { teachers } => teachers.c,
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.calibration.method
+    }
+
+    /// Whether each answer consumes the inference budget (prediction sensitivity,
+    /// subsample-and-aggregate) or the model itself is private (unlimited answers).
+    pub fn spends_budget(&self) -> bool {
+        !matches!(self.kind, PredictorKind::Released { .. })
+    }
+
+    /// Answers already-validated queries (see [`check_query`]; rows must have length D).
+    /// Each answer of a private-prediction method is one fresh draw of its mechanism.
+    pub fn predict<R: Rng + ?Sized>(&self, rows: &[&[f32]], rng: &mut R) -> Vec<Answer> {
+        match self.try_predict(rows, rng) {
+            Ok(a) => a,
+            Err(e) => panic!("predict on invalid queries (use try_predict): {e}"),
+        }
+    }
+
+    /// Validates every query, then answers them.
+    pub fn try_predict<R: Rng + ?Sized>(
+        &self,
+        rows: &[&[f32]],
+        rng: &mut R,
+    ) -> Result<Vec<Answer>> {
+        let d = self.input_dim();
+        for (i, r) in rows.iter().enumerate() {
+            check_query(r, d).map_err(|e| match e {
+                LinearError::Dimension(m) => LinearError::Dimension(format!("row {}: {m}", i + 1)),
+                LinearError::NonFinite(m) => LinearError::NonFinite(format!("row {}: {m}", i + 1)),
+                LinearError::UnitBall(m) => LinearError::UnitBall(format!("row {}: {m}", i + 1)),
+                other => other,
+            })?;
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            out.push(match &self.kind {
+                PredictorKind::Released { model } => {
+                    let l = model.logits(r);
+                    Answer {
+                        label: argmax(&l) as u32,
+                        scores: Some(l),
+                    }
+                }
+                PredictorKind::NoisyLogits { model } => {
+                    let mut l = model.logits(r);
+                    shim::add_noise(&self.calibration.noise, rng, &mut l)?;
+                    Answer {
+                        label: argmax(&l) as u32,
+                        scores: Some(l),
+                    }
+                }
+                PredictorKind::Teachers { teachers } => {
+                    let beta = match self.calibration.noise {
+                        Noise::Exponential { beta } => beta,
+                        other => {
+                            return Err(LinearError::Numerical(format!(
+                                "subsample-and-aggregate with {other:?} noise"
+                            )));
+                        }
+                    };
+                    let v = teachers.votes(r);
+                    Answer {
+                        label: shim::exp_mech(rng, &v, beta)? as u32,
+                        scores: None,
+                    }
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Labels for every row of a (preprocessed) test set: one mechanism draw per row (fast
+    /// kernels; the vote matrix / logits are computed once).
+    pub fn predict_dataset<R: Rng + ?Sized>(&self, ds: &Dataset, rng: &mut R) -> Result<Vec<u32>> {
+        match &self.kind {
+            PredictorKind::Released { model } => train::predict_all(model, ds),
+            PredictorKind::NoisyLogits { model } => {
+                let l = train::logits_all(model, ds)?;
+                prediction_sensitivity_labels(&l, model.c, &self.calibration, rng)
+            }
+            PredictorKind::Teachers { teachers } => {
+                let beta = match self.calibration.noise {
+                    Noise::Exponential { beta } => beta,
+                    other => {
+                        return Err(LinearError::Numerical(format!(
+                            "subsample-and-aggregate with {other:?} noise"
+                        )));
+                    }
+                };
+                teachers.vote_matrix(ds)?.private_labels(beta, rng)
+            }
+        }
+    }
+
+    /// Test accuracy of one draw.
+    pub fn accuracy<R: Rng + ?Sized>(&self, ds: &Dataset, rng: &mut R) -> Result<f64> {
+        Ok(train::accuracy_of(
+            &self.predict_dataset(ds, rng)?,
+            &ds.labels,
+        ))
+    }
+}
+
+/// Trains a private predictor with `cfg` on unit-ball training data.
+pub fn train_private<R: Rng + ?Sized>(
+    cfg: &MethodConfig,
+    train: &UnitBallDataset,
+    rng: &mut R,
+) -> Result<PrivatePredictor> {
+    check_classes(train)?;
+    cfg.check(train.n)?;
+    let calibration = shim::calibrate(&cfg.request(train.n, train.classes))?;
+    let mut p = PrivatePredictor {
+        calibration,
+        lambda: None,
+        teachers: None,
+        clip: None,
+        dp_sgd: None,
+        seed_policy: cfg.seed_policy,
+        kind: PredictorKind::Released {
+            model: LinearModel::zeros(train.d, train.classes),
+        },
+    };
+    match cfg.method {
+        Method::ModelSensitivity => {
+            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
+            p.kind = PredictorKind::Released {
+                model: perturb_model(&fit.model, &p.calibration, rng)?,
+            };
+            p.lambda = Some(cfg.lambda);
+        }
+        Method::LossPerturbation => {
+            let model =
+                loss_perturbation_fit(train, &p.calibration, cfg.lambda, None, &cfg.lbfgs, rng)?;
+            p.kind = PredictorKind::Released { model };
+            p.lambda = Some(cfg.lambda);
+        }
+        Method::PredictionSensitivity => {
+            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
+            p.kind = PredictorKind::NoisyLogits { model: fit.model };
+            p.lambda = Some(cfg.lambda);
+        }
+        Method::SubsampleAggregate => {
+            let teachers = train_teachers(
+                train,
+                cfg.teachers,
+                cfg.teacher_lambda,
+                &cfg.teacher_lbfgs,
+                rng,
+            )?;
+            p.teachers = Some(cfg.teachers);
+            p.lambda = Some(cfg.teacher_lambda);
+            p.kind = PredictorKind::Teachers { teachers };
+        }
+        Method::DpSgd => {
+            let clip = cfg.dp_sgd.clip.unwrap_or(0.1);
+            let sigma = p
+                .calibration
+                .noise_multiplier
+                .or(match p.calibration.noise {
+                    Noise::Gaussian { sigma } => Some(sigma),
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    LinearError::Numerical("DP-SGD calibration without a noise multiplier".into())
+                })?;
+            let design = Design::new(&train.features, &train.labels, train.d, train.classes);
+            let (model, stats) = dpsgd::train_dpsgd(&design, &cfg.dp_sgd, clip, sigma, rng)?;
+            p.clip = Some(clip);
+            p.dp_sgd = Some(stats);
+            p.kind = PredictorKind::Released { model };
+        }
+    }
+    Ok(p)
+}
+
+/// Cross-validates λ for `cfg.method` (model sensitivity, loss perturbation, prediction
+/// sensitivity): trains the private predictor on `train` for each λ of `grid` and scores one
+/// mechanism draw on `holdout` (SPEC §6; the privacy cost of the selection is ignored, as in
+/// the paper).
+pub fn cv_lambda<R: Rng + ?Sized>(
+    cfg: &MethodConfig,
+    train: &UnitBallDataset,
+    holdout: &Dataset,
+    grid: &[f64],
+    rng: &mut R,
+) -> Result<train::CvResult> {
+    match cfg.method {
+        Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {}
+        m => {
+            return Err(LinearError::invalid(
+                "method",
+                m,
+                "λ cross-validation applies to model sensitivity, loss perturbation and prediction sensitivity",
+            ));
+        }
+    }
+    let mut nonpriv: Option<LinearModel> = None;
+    train::select_best(grid, |l| {
+        let mut c = cfg.clone();
+        c.lambda = l;
+        let calib = shim::calibrate(&c.request(train.n, train.classes))?;
+        let fit = train::fit_logistic(train, l, nonpriv.as_ref(), &cfg.lbfgs)?;
+        nonpriv = Some(fit.model.clone());
+        let labels = match cfg.method {
+            Method::ModelSensitivity => {
+                train::predict_all(&perturb_model(&fit.model, &calib, rng)?, holdout)?
+            }
+            Method::PredictionSensitivity => prediction_sensitivity_labels(
+                &train::logits_all(&fit.model, holdout)?,
+                fit.model.c,
+                &calib,
+                rng,
+            )?,
+            _ => train::predict_all(
+                &loss_perturbation_fit(train, &calib, l, Some(&fit.model), &cfg.lbfgs, rng)?,
+                holdout,
+            )?,
+        };
+        Ok(train::accuracy_of(&labels, &holdout.labels))
+    })
+}
+
+/// Cross-validates DP-SGD's clip ν over `grid` on `holdout` (one private run per value).
+pub fn cv_clip<R: Rng + ?Sized>(
+    cfg: &MethodConfig,
+    train: &UnitBallDataset,
+    holdout: &Dataset,
+    grid: &[f64],
+    rng: &mut R,
+) -> Result<train::CvResult> {
+    train::select_best(grid, |nu| {
+        let mut c = cfg.clone();
+        c.method = Method::DpSgd;
+        c.dp_sgd.clip = Some(nu);
+        let p = train_private(&c, train, rng)?;
+        p.accuracy(holdout, rng)
+    })
+}

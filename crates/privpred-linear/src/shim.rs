@@ -1,0 +1,20 @@
+//! Thin adapters over `privpred_core`'s calibration and noise samplers.
+
+use crate::error::Result;
+use privpred_core::Noise;
+use rand::Rng;
+
+pub use privpred_core::calibrate::{CalibrationRequest, calibrate};
+pub use privpred_core::dpsgd::DpSgdSchedule;
+
+/// Adds one draw of `noise` (ℓ2-Laplace or Gaussian, all coordinates jointly) to `v`.
+pub fn add_noise<R: Rng + ?Sized>(noise: &Noise, rng: &mut R, v: &mut [f64]) -> Result<()> {
+    Ok(noise.add_to(rng, v)?)
+}
+
+/// One draw of the exponential mechanism P(k) ∝ exp(β·scores_k).
+pub fn exp_mech<R: Rng + ?Sized>(rng: &mut R, scores: &[u32], beta: f64) -> Result<usize> {
+    Ok(privpred_core::noise::sample_exponential_mechanism(
+        rng, scores, beta,
+    )?)
+}

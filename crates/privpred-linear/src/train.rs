@@ -1,0 +1,383 @@
+//! Fitting multinomial logistic regression by full-batch L-BFGS.
+//!
+//! Objective (SPEC §2, §3):
+//! J(θ) = (1/N) Σₙ ℓ(θᵀxₙ, yₙ) + (λ/2)‖θ‖²_F + (1/N)⟨b, θ⟩,
+//! with ℓ the softmax cross-entropy and `b` the optional loss-perturbation term (zero otherwise).
+
+use crate::error::{LinearError, Result};
+use crate::kernel::{self, Design, KernelParams};
+use crate::lbfgs::{self, LbfgsOptions, LbfgsReport};
+use crate::model::{LinearModel, argmax};
+use privpred_data::{Dataset, UnitBallDataset};
+use serde::{Deserialize, Serialize};
+
+pub use crate::lbfgs::{GradNorm, Termination};
+
+/// The λ grid of SPEC §6 (cross-validated on a 10 % hold-out).
+pub const LAMBDA_GRID: [f64; 10] = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1];
+
+/// The regularised (and optionally perturbed) logistic objective over a design.
+#[derive(Debug, Clone)]
+pub struct Objective<'a> {
+    /// The data.
+    pub design: Design<'a>,
+    /// L2 strength λ ≥ 0.
+    pub lambda: f64,
+    /// Optional linear term b (row-major `d × c`), entering as (1/N)⟨b, θ⟩.
+    pub linear: Option<Vec<f64>>,
+    /// Whether the kernel may use rayon (turn off inside already-parallel loops).
+    pub parallel: bool,
+}
+
+impl<'a> Objective<'a> {
+    /// The plain regularised objective.
+    pub fn new(design: Design<'a>, lambda: f64) -> Self {
+        Objective {
+            design,
+            lambda,
+            linear: None,
+            parallel: true,
+        }
+    }
+
+    /// Value and gradient (row-major `d × c`) at `theta`.
+    pub fn value_grad(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
+        let (d, c, dp) = (self.design.d, self.design.c, self.design.dp);
+        let n = self.design.n as f64;
+        let p = KernelParams::from_theta(theta, d, c);
+        let (loss, g) = kernel::loss_grad_sums(&self.design, &p, self.parallel);
+        let mut v = loss / n;
+        let mut sq = 0.0;
+        for j in 0..d {
+            for k in 0..c {
+                let t = theta[j * c + k];
+                sq += t * t;
+                grad[j * c + k] = g[k * dp + j] / n + self.lambda * t;
+            }
+        }
+        v += 0.5 * self.lambda * sq;
+        if let Some(b) = &self.linear {
+            let mut lin = 0.0;
+            for ((gi, bi), ti) in grad.iter_mut().zip(b).zip(theta) {
+                *gi += bi / n;
+                lin += bi * ti;
+            }
+            v += lin / n;
+        }
+        v
+    }
+
+    /// Minimises the objective from `warm` (or zero).
+    pub fn minimize(
+        &self,
+        warm: Option<&[f64]>,
+        opts: &LbfgsOptions,
+    ) -> Result<(LinearModel, LbfgsReport)> {
+        let (d, c) = (self.design.d, self.design.c);
+        let x0 = match warm {
+            Some(w) if w.len() == d * c => w.to_vec(),
+            Some(w) => {
+                return Err(LinearError::Dimension(format!(
+                    "warm start has {} parameters, the problem needs {d} × {c}",
+                    w.len()
+                )));
+            }
+            None => vec![0.0; d * c],
+        };
+        let (theta, _, report) = lbfgs::minimize(|t, g| self.value_grad(t, g), x0, opts);
+        if theta.iter().any(|v| !v.is_finite()) || !report.value.is_finite() {
+            return Err(LinearError::Numerical(
+                "L-BFGS produced non-finite parameters".into(),
+            ));
+        }
+        Ok((LinearModel { d, c, theta }, report))
+    }
+}
+
+/// A fitted model and how the fit went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitReport {
+    /// The minimiser.
+    pub model: LinearModel,
+    /// λ used.
+    pub lambda: f64,
+    /// Solver statistics (iterations, evaluations, final gradient norm, termination).
+    pub lbfgs: LbfgsReport,
+}
+
+/// Checks λ ≥ 0 (or > 0 with `strict`), finite.
+pub fn check_lambda(lambda: f64, strict: bool) -> Result<()> {
+    let ok = lambda.is_finite() && if strict { lambda > 0.0 } else { lambda >= 0.0 };
+    if !ok {
+        return Err(LinearError::invalid(
+            "lambda",
+            lambda,
+            if strict {
+                "must be a finite number > 0 for this method"
+            } else {
+                "must be a finite number >= 0"
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Fits L2-regularised multinomial logistic regression (non-private) on unit-ball data, from
+/// `warm` when given, to the gradient tolerance of `opts`.
+pub fn fit_logistic(
+    ds: &UnitBallDataset,
+    lambda: f64,
+    warm: Option<&LinearModel>,
+    opts: &LbfgsOptions,
+) -> Result<FitReport> {
+    check_lambda(lambda, false)?;
+    check_classes(ds)?;
+    let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+    let obj = Objective::new(design, lambda);
+    let (model, lbfgs) = obj.minimize(warm.map(|m| m.theta.as_slice()), opts)?;
+    Ok(FitReport {
+        model,
+        lambda,
+        lbfgs,
+    })
+}
+
+pub(crate) fn check_classes(ds: &Dataset) -> Result<()> {
+    if ds.classes < 2 {
+        return Err(LinearError::invalid(
+            "classes",
+            ds.classes,
+            "need at least 2 classes",
+        ));
+    }
+    Ok(())
+}
+
+/// Arg-max predictions of `model` on every row of `ds` (fast kernel).
+pub fn predict_all(model: &LinearModel, ds: &Dataset) -> Result<Vec<u32>> {
+    let logits = logits_all(model, ds)?;
+    Ok(logits
+        .chunks_exact(model.c)
+        .map(|l| argmax(l) as u32)
+        .collect())
+}
+
+/// Logits (row-major `n × c`) of `model` on every row of `ds`.
+pub fn logits_all(model: &LinearModel, ds: &Dataset) -> Result<Vec<f64>> {
+    if ds.d != model.d {
+        return Err(LinearError::Dimension(format!(
+            "dataset {} has {} features, the model expects {}",
+            ds.provenance.name, ds.d, model.d
+        )));
+    }
+    let design = Design::new(&ds.features, &ds.labels, ds.d, model.c);
+    Ok(kernel::all_logits(
+        &design,
+        &KernelParams::from_theta(&model.theta, model.d, model.c),
+    ))
+}
+
+/// Fraction of correct labels.
+pub fn accuracy_of(pred: &[u32], labels: &[u32]) -> f64 {
+    if pred.is_empty() {
+        return 0.0;
+    }
+    pred.iter().zip(labels).filter(|(a, b)| a == b).count() as f64 / pred.len() as f64
+}
+
+/// Test accuracy of a non-private model.
+pub fn accuracy(model: &LinearModel, ds: &Dataset) -> Result<f64> {
+    Ok(accuracy_of(&predict_all(model, ds)?, &ds.labels))
+}
+
+/// One cross-validation score.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CvPoint {
+    /// The hyper-parameter value.
+    pub value: f64,
+    /// Hold-out accuracy.
+    pub accuracy: f64,
+}
+
+/// Result of a cross-validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CvResult {
+    /// The chosen value (best hold-out accuracy; the smaller-noise end on ties).
+    pub best: f64,
+    /// All scores.
+    pub scores: Vec<CvPoint>,
+}
+
+/// Chooses the value of `grid` that maximises `score` (ties → first).
+pub fn select_best(grid: &[f64], mut score: impl FnMut(f64) -> Result<f64>) -> Result<CvResult> {
+    if grid.is_empty() {
+        return Err(LinearError::invalid(
+            "grid",
+            "[]",
+            "needs at least one value",
+        ));
+    }
+    let mut scores = Vec::with_capacity(grid.len());
+    for &v in grid {
+        scores.push(CvPoint {
+            value: v,
+            accuracy: score(v)?,
+        });
+    }
+    let best = scores
+        .iter()
+        .fold(
+            scores[0],
+            |b, p| if p.accuracy > b.accuracy { *p } else { b },
+        )
+        .value;
+    Ok(CvResult { best, scores })
+}
+
+/// Cross-validates λ of the non-private model on `holdout` (trained on `train`); warm-starts
+/// each fit from the previous one (the grid is visited from large λ to small).
+/// The privacy cost of hyper-parameter selection is ignored, as in the paper (SPEC §2).
+pub fn cv_lambda_nonprivate(
+    train: &UnitBallDataset,
+    holdout: &Dataset,
+    grid: &[f64],
+    opts: &LbfgsOptions,
+) -> Result<CvResult> {
+    let mut order: Vec<f64> = grid.to_vec();
+    order.sort_by(|a, b| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal));
+    let mut warm: Option<LinearModel> = None;
+    let mut acc = std::collections::HashMap::new();
+    for &l in &order {
+        let fit = fit_logistic(train, l, warm.as_ref(), opts)?;
+        acc.insert(l.to_bits(), accuracy(&fit.model, holdout)?);
+        warm = Some(fit.model);
+    }
+    select_best(grid, |l| Ok(acc[&l.to_bits()]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use privpred_data::Provenance;
+    use proptest::prelude::*;
+
+    pub(crate) fn toy(n: usize, d: usize, c: usize, seed: u64) -> UnitBallDataset {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        let mut f = Vec::with_capacity(n * d);
+        let mut y = Vec::with_capacity(n);
+        for i in 0..n {
+            let cls = (i % c) as u32;
+            let mut row: Vec<f32> = (0..d)
+                .map(|j| rng.random::<f32>() - 0.5 + if j % c == cls as usize { 0.7 } else { 0.0 })
+                .collect();
+            let norm = row.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt();
+            let s = (rng.random::<f64>() * 0.99 + 0.01) / norm;
+            row.iter_mut().for_each(|v| *v = (*v as f64 * s) as f32);
+            f.extend(row);
+            y.push(cls);
+        }
+        UnitBallDataset::new(
+            Dataset::new(
+                d,
+                c,
+                f,
+                y,
+                Provenance {
+                    name: "toy".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn f64_objective(ds: &Dataset, lambda: f64, b: Option<&[f64]>, theta: &[f64]) -> f64 {
+        let (d, c) = (ds.d, ds.classes);
+        let mut tot = 0.0;
+        for i in 0..ds.n {
+            let x = ds.row(i);
+            let l: Vec<f64> = (0..c)
+                .map(|k| (0..d).map(|j| x[j] as f64 * theta[j * c + k]).sum())
+                .collect();
+            let m = l.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let s: f64 = l.iter().map(|v| (v - m).exp()).sum();
+            tot += s.ln() + m - l[ds.labels[i] as usize];
+        }
+        let mut v = tot / ds.n as f64 + 0.5 * lambda * theta.iter().map(|t| t * t).sum::<f64>();
+        if let Some(b) = b {
+            v += b.iter().zip(theta).map(|(a, t)| a * t).sum::<f64>() / ds.n as f64;
+        }
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// The fused kernel's gradient matches central finite differences of an independent
+        /// f64 implementation of the objective, and its value matches that implementation.
+        #[test]
+        fn gradient_matches_finite_differences(
+            n in 1usize..40, d in 1usize..21, c in 2usize..14, seed in 0u64..1000,
+            lambda in 0.0f64..1.0, scale in 0.1f64..3.0, with_b in any::<bool>(),
+        ) {
+            use rand::{RngExt, SeedableRng};
+            let ds = toy(n, d, c, seed);
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed + 1);
+            let theta: Vec<f64> = (0..d * c).map(|_| (rng.random::<f64>() - 0.5) * scale).collect();
+            let b: Option<Vec<f64>> = with_b.then(|| (0..d * c).map(|_| rng.random::<f64>() - 0.5).collect());
+            let mut obj = Objective::new(Design::new(&ds.features, &ds.labels, d, c), lambda);
+            obj.linear = b.clone();
+            let mut g = vec![0.0; d * c];
+            let v = obj.value_grad(&theta, &mut g);
+            let v_ref = f64_objective(&ds, lambda, b.as_deref(), &theta);
+            prop_assert!((v - v_ref).abs() <= 1e-5 * (1.0 + v_ref.abs()), "value {v} vs {v_ref}");
+            let h = 1e-5;
+            for i in 0..d * c {
+                let mut tp = theta.clone();
+                tp[i] += h;
+                let mut tm = theta.clone();
+                tm[i] -= h;
+                let fd = (f64_objective(&ds, lambda, b.as_deref(), &tp) - f64_objective(&ds, lambda, b.as_deref(), &tm)) / (2.0 * h);
+                prop_assert!((g[i] - fd).abs() <= 1e-5, "coord {i}: {} vs fd {}", g[i], fd);
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_and_sequential_agree() {
+        let ds = toy(20000, 37, 10, 3);
+        let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+        let theta: Vec<f64> = (0..37 * 10)
+            .map(|i| ((i * 7919) % 13) as f64 * 0.1 - 0.6)
+            .collect();
+        let mut a = Objective::new(design.clone(), 0.01);
+        let mut ga = vec![0.0; 370];
+        let va = a.value_grad(&theta, &mut ga);
+        a.parallel = false;
+        let mut gb = vec![0.0; 370];
+        let vb = a.value_grad(&theta, &mut gb);
+        assert!((va - vb).abs() < 1e-9);
+        assert!(ga.iter().zip(&gb).all(|(x, y)| (x - y).abs() < 1e-9));
+    }
+
+    #[test]
+    fn fit_reaches_tolerance_and_is_optimal() {
+        let ds = toy(3000, 30, 5, 7);
+        let r = fit_logistic(&ds, 1e-3, None, &LbfgsOptions::default()).unwrap();
+        assert_eq!(r.lbfgs.termination, Termination::Converged, "{:?}", r.lbfgs);
+        assert!(r.lbfgs.grad_norm <= 1e-4);
+        // warm start from the solution converges immediately
+        let r2 = fit_logistic(&ds, 1e-3, Some(&r.model), &LbfgsOptions::default()).unwrap();
+        assert!(r2.lbfgs.evaluations <= 2, "{:?}", r2.lbfgs);
+        assert!(accuracy(&r.model, &ds).unwrap() > 0.5);
+    }
+
+    #[test]
+    fn rejects_bad_lambda() {
+        let ds = toy(10, 3, 2, 1);
+        assert!(fit_logistic(&ds, -1.0, None, &LbfgsOptions::default()).is_err());
+        assert!(fit_logistic(&ds, f64::NAN, None, &LbfgsOptions::default()).is_err());
+        assert!(check_lambda(0.0, true).is_err());
+    }
+}
