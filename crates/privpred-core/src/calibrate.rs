@@ -134,7 +134,7 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
         Noise::Gaussian { sigma } => sigma,
         Noise::Exponential { beta } => beta,
     };
-    if !(v.is_finite() && v > 0.0) {
+    if !(v.is_normal() && v > 0.0 && (1.0 / v).is_normal()) {
         return Err(CoreError::Numerical(format!("calibration produced a non-finite noise parameter {v}")));
     }
     Ok(c)

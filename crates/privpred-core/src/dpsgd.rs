@@ -143,21 +143,23 @@ pub fn noise_multiplier(
         }
         e_hi = eps(hi)?;
     }
-    let mut lo = hi / 2.0;
+    // Walk down geometrically until ε(lo) > target. PLD searches start near RDP's σ and step
+    // by 0.75 (tiny σ makes the PLD grid huge); RDP steps by 0.5.
+    let shrink = if matches!(accountant, Accountant::Pld | Accountant::Best) { 0.75 } else { 0.5 };
+    let mut lo = hi * shrink;
     loop {
         if lo < 1e-3 {
             lo = 0.0;
             break;
         }
         match eps(lo) {
-            Ok(e) if e > target_epsilon => break,
-            _ if lo < 1e-3 => break,
-            Ok(e) => {
+            Ok(e) if e <= target_epsilon => {
                 hi = lo;
                 e_hi = e;
-                lo /= 2.0;
+                lo *= shrink;
             }
-            Err(_) => break,
+            // ε(lo) > target, or the accountant cannot evaluate this σ (treated as too little noise).
+            _ => break,
         }
     }
     // Invariant: ε(hi) ≤ target < ε(lo) (or lo is too small to evaluate).
