@@ -15,11 +15,18 @@ fn request(method: Method, mode: CalibrationMode, delta: f64) -> CalibrationRequ
         method,
         mode,
         privacy: Privacy::new(1.0, delta).expect("valid"),
-        budget: if method.is_private_training() { Budget::Unlimited } else { Budget::Finite(100) },
+        budget: if method.is_private_training() {
+            Budget::Unlimited
+        } else {
+            Budget::Finite(100)
+        },
         n: Some(60000),
         lambda: Some(1e-3),
         classes: 10,
-        dp_sgd: Some(DpSgdSchedule { batch_size: 256, epochs: 60.0 }),
+        dp_sgd: Some(DpSgdSchedule {
+            batch_size: 256,
+            epochs: 60.0,
+        }),
     }
 }
 
@@ -29,13 +36,19 @@ fn calibrations(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(300));
     g.measurement_time(Duration::from_secs(1));
     for m in Method::ALL {
-        for mode in [CalibrationMode::Paper, CalibrationMode::Corrected, CalibrationMode::Tight] {
+        for mode in [
+            CalibrationMode::Paper,
+            CalibrationMode::Corrected,
+            CalibrationMode::Tight,
+        ] {
             for delta in [0.0, 1e-5] {
                 if m == Method::DpSgd && (delta == 0.0 || mode == CalibrationMode::Tight) {
                     continue; // δ = 0 unsupported; tight DP-SGD is an accountant search, below
                 }
                 let r = request(m, mode, delta);
-                g.bench_function(format!("{m}/{mode}/delta={delta}"), |b| b.iter(|| calibrate(black_box(&r)).expect("ok")));
+                g.bench_function(format!("{m}/{mode}/delta={delta}"), |b| {
+                    b.iter(|| calibrate(black_box(&r)).expect("ok"))
+                });
             }
         }
     }
@@ -44,7 +57,9 @@ fn calibrations(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements(1));
     let r = request(Method::DpSgd, CalibrationMode::Tight, 1e-5);
-    g.bench_function("dp-sgd/tight/delta=1e-5 (PLD search, 14063 steps)", |b| b.iter(|| calibrate(black_box(&r)).expect("ok")));
+    g.bench_function("dp-sgd/tight/delta=1e-5 (PLD search, 14063 steps)", |b| {
+        b.iter(|| calibrate(black_box(&r)).expect("ok"))
+    });
     g.finish();
 }
 
@@ -52,12 +67,19 @@ fn accountants(c: &mut Criterion) {
     let mut g = c.benchmark_group("accountant-100k-steps");
     g.sample_size(10);
     let (q, sigma, steps, delta) = (256.0 / 60000.0, 1.1, 100_000u64, 1e-5);
-    g.bench_function("rdp", |b| b.iter(|| rdp_epsilon(black_box(q), sigma, steps, delta).expect("ok")));
-    g.bench_function("pld", |b| b.iter(|| pld_epsilon(black_box(q), sigma, steps, delta).expect("ok")));
+    g.bench_function("rdp", |b| {
+        b.iter(|| rdp_epsilon(black_box(q), sigma, steps, delta).expect("ok"))
+    });
+    g.bench_function("pld", |b| {
+        b.iter(|| pld_epsilon(black_box(q), sigma, steps, delta).expect("ok"))
+    });
     g.finish();
     let r = rdp_epsilon(q, sigma, steps, delta).expect("ok");
     let p = pld_epsilon(q, sigma, steps, delta).expect("ok");
-    println!("100,000 steps at q = {q:.6}, sigma = {sigma}: RDP epsilon = {:.4} (classic {:.4}), PLD epsilon = {p:.4}", r.epsilon, r.classic);
+    println!(
+        "100,000 steps at q = {q:.6}, sigma = {sigma}: RDP epsilon = {:.4} (classic {:.4}), PLD epsilon = {p:.4}",
+        r.epsilon, r.classic
+    );
 }
 
 criterion_group!(benches, calibrations, accountants);

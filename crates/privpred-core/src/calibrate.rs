@@ -40,7 +40,11 @@ impl CalibrationRequest {
             method,
             mode,
             privacy,
-            budget: if method.is_private_training() { Budget::Unlimited } else { Budget::Finite(1) },
+            budget: if method.is_private_training() {
+                Budget::Unlimited
+            } else {
+                Budget::Finite(1)
+            },
             n: None,
             lambda: None,
             classes: 10,
@@ -50,7 +54,12 @@ impl CalibrationRequest {
 
     /// The assumptions this request rests on (K = √2, L = 1/2, C, N, λ).
     pub fn assumptions(&self) -> Assumptions {
-        Assumptions { classes: self.classes, n: self.n, lambda: self.lambda, ..Assumptions::default() }
+        Assumptions {
+            classes: self.classes,
+            n: self.n,
+            lambda: self.lambda,
+            ..Assumptions::default()
+        }
     }
 }
 
@@ -62,14 +71,22 @@ fn check_constants(a: &Assumptions) -> Result<()> {
         return Err(CoreError::invalid("L", a.l, "must be a finite number > 0"));
     }
     if a.classes < 2 {
-        return Err(CoreError::invalid("classes", a.classes, "must be an integer >= 2"));
+        return Err(CoreError::invalid(
+            "classes",
+            a.classes,
+            "must be an integer >= 2",
+        ));
     }
     Ok(())
 }
 
 fn need_n(a: &Assumptions, method: Method) -> Result<usize> {
     match a.n {
-        None => Err(CoreError::invalid("n", "missing", format!("{method} needs the training-set size N >= 1"))),
+        None => Err(CoreError::invalid(
+            "n",
+            "missing",
+            format!("{method} needs the training-set size N >= 1"),
+        )),
         Some(0) => Err(CoreError::invalid("n", 0, "must be an integer >= 1")),
         Some(n) => Ok(n),
     }
@@ -77,8 +94,16 @@ fn need_n(a: &Assumptions, method: Method) -> Result<usize> {
 
 fn need_lambda(a: &Assumptions, method: Method) -> Result<f64> {
     match a.lambda {
-        None => Err(CoreError::invalid("lambda", "missing", format!("{method} needs the L2 regularisation lambda > 0"))),
-        Some(l) if !(l.is_finite() && l > 0.0) => Err(CoreError::invalid("lambda", l, "must be a finite number > 0")),
+        None => Err(CoreError::invalid(
+            "lambda",
+            "missing",
+            format!("{method} needs the L2 regularisation lambda > 0"),
+        )),
+        Some(l) if !(l.is_finite() && l > 0.0) => Err(CoreError::invalid(
+            "lambda",
+            l,
+            "must be a finite number > 0",
+        )),
         Some(l) => Ok(l),
     }
 }
@@ -135,7 +160,9 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
         Noise::Exponential { beta } => beta,
     };
     if !(v.is_normal() && v > 0.0 && (1.0 / v).is_normal()) {
-        return Err(CoreError::Numerical(format!("calibration produced a non-finite noise parameter {v}")));
+        return Err(CoreError::Numerical(format!(
+            "calibration produced a non-finite noise parameter {v}"
+        )));
     }
     Ok(c)
 }
@@ -155,19 +182,26 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let sens = 2.0 * a.k / (n as f64 * lambda);
     let p = req.privacy;
     let noise = if p.is_pure() {
-        Noise::L2Laplace { beta: p.epsilon / sens }
+        Noise::L2Laplace {
+            beta: p.epsilon / sens,
+        }
     } else {
-        Noise::Gaussian { sigma: sens * sigma_ag(p.epsilon, p.delta)? }
+        Noise::Gaussian {
+            sigma: sens * sigma_ag(p.epsilon, p.delta)?,
+        }
     };
     let mut c = base(req, Budget::Unlimited, noise);
-    c.notes.push(format!("sensitivity 2K/(N*lambda) = {sens:.6e}"));
+    c.notes
+        .push(format!("sensitivity 2K/(N*lambda) = {sens:.6e}"));
     c.notes.push(if p.is_pure() {
         "l2-Laplace on theta, beta = N*lambda*eps/(2K)".into()
     } else {
-        "Gaussian on theta, sigma = (2K/(N*lambda))*sigma_AG(eps, delta) (Balle & Wang 2018, Thm 8)".into()
+        "Gaussian on theta, sigma = (2K/(N*lambda))*sigma_AG(eps, delta) (Balle & Wang 2018, Thm 8)"
+            .into()
     });
     if req.mode == CalibrationMode::Tight {
-        c.notes.push("tight = corrected for a single release".into());
+        c.notes
+            .push("tight = corrected for a single release".into());
     }
     Ok(c)
 }
@@ -187,23 +221,35 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     if let Some(l) = a.lambda
         && !(l.is_finite() && l >= 0.0)
     {
-        return Err(CoreError::invalid("lambda", l, "must be a finite number >= 0"));
+        return Err(CoreError::invalid(
+            "lambda",
+            l,
+            "must be a finite number >= 0",
+        ));
     }
     let p = req.privacy;
     let rho = 2.0 * a.l * a.classes as f64 / p.epsilon;
     let noise = if p.is_pure() {
-        Noise::L2Laplace { beta: p.epsilon / (2.0 * a.k) }
+        Noise::L2Laplace {
+            beta: p.epsilon / (2.0 * a.k),
+        }
     } else {
-        Noise::Gaussian { sigma: (a.k / p.epsilon) * (8.0 * (2.0 / p.delta).ln() + 4.0 * p.epsilon).sqrt() }
+        Noise::Gaussian {
+            sigma: (a.k / p.epsilon) * (8.0 * (2.0 / p.delta).ln() + 4.0 * p.epsilon).sqrt(),
+        }
     };
     let mut c = base(req, Budget::Unlimited, noise);
     c.rho = Some(rho);
-    c.notes.push(format!("rho = 2LC/eps = {rho:.6e}; the objective uses rho_eff = max(rho, N*lambda)"));
+    c.notes.push(format!(
+        "rho = 2LC/eps = {rho:.6e}; the objective uses rho_eff = max(rho, N*lambda)"
+    ));
     if let (Some(n), Some(l)) = (a.n, a.lambda) {
-        c.notes.push(format!("rho_eff = {:.6e}", rho.max(n as f64 * l)));
+        c.notes
+            .push(format!("rho_eff = {:.6e}", rho.max(n as f64 * l)));
     }
     if req.mode == CalibrationMode::Tight {
-        c.notes.push("tight = corrected for loss perturbation".into());
+        c.notes
+            .push("tight = corrected for loss perturbation".into());
     }
     Ok(c)
 }
@@ -220,10 +266,18 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
 pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     let p = req.privacy;
     if p.is_pure() {
-        return Err(CoreError::invalid("delta", 0, "DP-SGD needs delta in (0, 1)"));
+        return Err(CoreError::invalid(
+            "delta",
+            0,
+            "DP-SGD needs delta in (0, 1)",
+        ));
     }
     let sched = req.dp_sgd.ok_or_else(|| {
-        CoreError::invalid("batch-size", "missing", "DP-SGD needs --n, --batch-size and --epochs (q = b/N, steps = ceil(epochs*N/b))")
+        CoreError::invalid(
+            "batch-size",
+            "missing",
+            "DP-SGD needs --n, --batch-size and --epochs (q = b/N, steps = ceil(epochs*N/b))",
+        )
     })?;
     let n = need_n(&req.assumptions(), req.method)?;
     let s = sched.steps(n)?;
@@ -304,7 +358,11 @@ fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
     }
     let t = 0.5 * (lo + hi);
     let v = f(t);
-    if v < best.0 { (v, delta * t.exp()) } else { (best.0, delta * best.1.exp()) }
+    if v < best.0 {
+        (v, delta * t.exp())
+    } else {
+        (best.0, delta * best.1.exp())
+    }
 }
 
 /// Prediction sensitivity (noise on each answer's logits), SPEC §3 and §5.
@@ -327,8 +385,15 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let p = req.privacy;
     let bf = b as f64;
     if p.is_pure() {
-        let mut c = base(req, Budget::Finite(b), Noise::L2Laplace { beta: p.epsilon / (sens * bf) });
-        c.notes.push("l2-Laplace on logits, beta = N*lambda*eps/(2KB) (basic composition)".into());
+        let mut c = base(
+            req,
+            Budget::Finite(b),
+            Noise::L2Laplace {
+                beta: p.epsilon / (sens * bf),
+            },
+        );
+        c.notes
+            .push("l2-Laplace on logits, beta = N*lambda*eps/(2KB) (basic composition)".into());
         return Ok(c);
     }
     let sigma_basic = sigma_ag(p.epsilon / bf, p.delta / bf)?;
@@ -338,31 +403,58 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
                 .map(|dp| sigma_advanced(p.epsilon, p.delta, b, dp, true))
                 .fold(f64::INFINITY, f64::min);
             if adv < sigma_basic {
-                (adv, false, "advanced composition with the paper's closed-form eps* over a 998-point delta' grid (erratum 4.6: composed epsilon slightly exceeds the target)")
+                (
+                    adv,
+                    false,
+                    "advanced composition with the paper's closed-form eps* over a 998-point delta' grid (erratum 4.6: composed epsilon slightly exceeds the target)",
+                )
             } else {
-                (sigma_basic, true, "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)")
+                (
+                    sigma_basic,
+                    true,
+                    "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)",
+                )
             }
         }
         CalibrationMode::Corrected => {
             let (adv, _dp) = optimise_delta_prime(p.epsilon, p.delta, b);
             if adv < sigma_basic {
-                (adv, true, "advanced composition (Dwork & Rothblum 2016, Thm 1.1), exact eps*, delta' optimised")
+                (
+                    adv,
+                    true,
+                    "advanced composition (Dwork & Rothblum 2016, Thm 1.1), exact eps*, delta' optimised",
+                )
             } else {
-                (sigma_basic, true, "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)")
+                (
+                    sigma_basic,
+                    true,
+                    "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)",
+                )
             }
         }
         CalibrationMode::Tight => {
             let gdp = bf.sqrt() * sigma_ag(p.epsilon, p.delta)?;
             let (adv, _) = optimise_delta_prime(p.epsilon, p.delta, b);
             let corrected = adv.min(sigma_basic);
-            (gdp.min(corrected), true, "GDP composition: B Gaussian answers are sqrt(B)*Delta/sigma-GDP (Dong, Roth & Su 2019)")
+            (
+                gdp.min(corrected),
+                true,
+                "GDP composition: B Gaussian answers are sqrt(B)*Delta/sigma-GDP (Dong, Roth & Su 2019)",
+            )
         }
     };
-    let mut c = base(req, Budget::Finite(b), Noise::Gaussian { sigma: sens * sigma });
+    let mut c = base(
+        req,
+        Budget::Finite(b),
+        Noise::Gaussian {
+            sigma: sens * sigma,
+        },
+    );
     c.valid_guarantee = valid;
     c.notes.push(note.into());
     if !valid {
-        c.notes.push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)".into());
+        c.notes
+            .push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)".into());
     }
     Ok(c)
 }
@@ -390,12 +482,24 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     } else {
         match req.mode {
             CalibrationMode::Paper => {
-                let e0 = (p.epsilon / bf).max(advanced_per_answer_epsilon_paper(p.epsilon, b, p.delta));
-                (e0, false, "paper: beta = max(eps/B, closed-form advanced eps0) (errata 4.1 and 4.6)".into())
+                let e0 =
+                    (p.epsilon / bf).max(advanced_per_answer_epsilon_paper(p.epsilon, b, p.delta));
+                (
+                    e0,
+                    false,
+                    "paper: beta = max(eps/B, closed-form advanced eps0) (errata 4.1 and 4.6)"
+                        .into(),
+                )
             }
             CalibrationMode::Corrected => {
                 let e0 = (p.epsilon / bf).max(advanced_per_answer_epsilon(p.epsilon, b, p.delta)?);
-                (e0 / 2.0, true, format!("beta = eps0/2 with eps0 = {e0:.6e} (max of basic and exact advanced composition)"))
+                (
+                    e0 / 2.0,
+                    true,
+                    format!(
+                        "beta = eps0/2 with eps0 = {e0:.6e} (max of basic and exact advanced composition)"
+                    ),
+                )
             }
             CalibrationMode::Tight => {
                 let e0 = (p.epsilon / bf).max(advanced_per_answer_epsilon(p.epsilon, b, p.delta)?);
@@ -403,9 +507,19 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
                 let rho = zcdp_rho_for(p.epsilon, p.delta)?;
                 let zb = (2.0 * rho / bf).sqrt();
                 if zb >= corrected {
-                    (zb, true, format!("zCDP: B*beta^2/2 = {rho:.6e}-zCDP (bounded range, Cesar & Rogers 2021) converted by Canonne, Kamath & Steinke 2020"))
+                    (
+                        zb,
+                        true,
+                        format!(
+                            "zCDP: B*beta^2/2 = {rho:.6e}-zCDP (bounded range, Cesar & Rogers 2021) converted by Canonne, Kamath & Steinke 2020"
+                        ),
+                    )
                 } else {
-                    (corrected, true, "tight: zCDP gives no gain here; corrected beta used".into())
+                    (
+                        corrected,
+                        true,
+                        "tight: zCDP gives no gain here; corrected beta used".into(),
+                    )
                 }
             }
         }
@@ -414,7 +528,8 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     c.valid_guarantee = valid;
     c.notes.push(note);
     if !valid {
-        c.notes.push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)".into());
+        c.notes
+            .push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)".into());
     }
     Ok(c)
 }

@@ -35,20 +35,30 @@ pub fn advanced_per_answer_epsilon_paper(epsilon: f64, k: u64, delta_prime: f64)
 /// returning the lower end (less ε₀ ⇒ more noise).
 pub fn advanced_per_answer_epsilon(epsilon: f64, k: u64, delta_prime: f64) -> Result<f64> {
     if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid("epsilon", epsilon, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "epsilon",
+            epsilon,
+            "must be a finite number > 0",
+        ));
     }
     if k == 0 {
         return Err(CoreError::invalid("budget", k, "must be an integer >= 1"));
     }
     if !(delta_prime > 0.0 && delta_prime < 1.0) {
-        return Err(CoreError::invalid("delta'", delta_prime, "must be in (0, 1)"));
+        return Err(CoreError::invalid(
+            "delta'",
+            delta_prime,
+            "must be in (0, 1)",
+        ));
     }
     // The closed form solves a smaller left-hand side, so it is an upper bracket.
     let mut hi = advanced_per_answer_epsilon_paper(epsilon, k, delta_prime).max(1e-300);
     while advanced_epsilon(hi, k, delta_prime) <= epsilon {
         hi *= 2.0;
         if !hi.is_finite() {
-            return Err(CoreError::Numerical("advanced composition: no bracket".into()));
+            return Err(CoreError::Numerical(
+                "advanced composition: no bracket".into(),
+            ));
         }
     }
     let mut lo = 0.0;
@@ -84,7 +94,11 @@ pub fn rdp_order_to_epsilon_improved(alpha: f64, tau: f64, delta: f64) -> f64 {
 /// than the classic bound. Any α gives a valid ε, so an approximate minimiser is still sound.
 pub fn zcdp_to_epsilon(rho: f64, delta: f64) -> Result<f64> {
     if !(rho.is_finite() && rho >= 0.0) {
-        return Err(CoreError::invalid("rho", rho, "must be a finite number >= 0"));
+        return Err(CoreError::invalid(
+            "rho",
+            rho,
+            "must be a finite number >= 0",
+        ));
     }
     if !(delta > 0.0 && delta < 1.0) {
         return Err(CoreError::invalid("delta", delta, "must be in (0, 1)"));
@@ -127,7 +141,11 @@ pub fn zcdp_to_epsilon(rho: f64, delta: f64) -> Result<f64> {
 /// (bisection on ρ, rounded down).
 pub fn zcdp_rho_for(epsilon: f64, delta: f64) -> Result<f64> {
     if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid("epsilon", epsilon, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "epsilon",
+            epsilon,
+            "must be a finite number > 0",
+        ));
     }
     let mut lo = 0.0;
     let mut hi = epsilon; // ε(ρ) ≥ ρ, so ρ = ε is always too much
@@ -162,13 +180,21 @@ mod tests {
     #[test]
     fn exact_inversion_never_exceeds_target_but_paper_does() {
         // SPEC §4.6: the paper's closed form overshoots ε; the exact solve does not.
-        for &(eps, b, dp) in &[(1.0, 100u64, 1e-5), (10.0, 10, 1e-5), (5.0, 2, 1e-6), (1.0, 1000, 1e-10)] {
+        for &(eps, b, dp) in &[
+            (1.0, 100u64, 1e-5),
+            (10.0, 10, 1e-5),
+            (5.0, 2, 1e-6),
+            (1.0, 1000, 1e-10),
+        ] {
             let exact = advanced_per_answer_epsilon(eps, b, dp).unwrap();
             assert!(advanced_epsilon(exact, b, dp) <= eps);
             assert!((advanced_epsilon(exact, b, dp) - eps).abs() < 1e-9 * eps);
             let paper = advanced_per_answer_epsilon_paper(eps, b, dp);
             assert!(paper > exact);
-            assert!(advanced_epsilon(paper, b, dp) > eps, "paper closed form should overshoot");
+            assert!(
+                advanced_epsilon(paper, b, dp) > eps,
+                "paper closed form should overshoot"
+            );
         }
     }
 

@@ -65,12 +65,23 @@ impl SampledSteps {
     /// Validated (q, steps).
     pub fn new(sampling_rate: f64, steps: u64) -> Result<Self> {
         if !(sampling_rate.is_finite() && sampling_rate > 0.0 && sampling_rate <= 1.0) {
-            return Err(CoreError::invalid("sampling-rate", sampling_rate, "must be in (0, 1]"));
+            return Err(CoreError::invalid(
+                "sampling-rate",
+                sampling_rate,
+                "must be in (0, 1]",
+            ));
         }
         if steps == 0 {
-            return Err(CoreError::invalid("steps", steps, "must be an integer >= 1"));
+            return Err(CoreError::invalid(
+                "steps",
+                steps,
+                "must be an integer >= 1",
+            ));
         }
-        Ok(SampledSteps { sampling_rate, steps })
+        Ok(SampledSteps {
+            sampling_rate,
+            steps,
+        })
     }
 
     /// q = b/N and steps = ⌈epochs·N/b⌉.
@@ -79,21 +90,38 @@ impl SampledSteps {
             return Err(CoreError::invalid("n", n, "must be an integer >= 1"));
         }
         if batch_size == 0 || batch_size > n {
-            return Err(CoreError::invalid("batch-size", batch_size, format!("must be in [1, N = {n}]")));
+            return Err(CoreError::invalid(
+                "batch-size",
+                batch_size,
+                format!("must be in [1, N = {n}]"),
+            ));
         }
         if !(epochs.is_finite() && epochs > 0.0) {
-            return Err(CoreError::invalid("epochs", epochs, "must be a finite number > 0"));
+            return Err(CoreError::invalid(
+                "epochs",
+                epochs,
+                "must be a finite number > 0",
+            ));
         }
         let steps = (epochs * n as f64 / batch_size as f64).ceil();
         if steps > 1e12 {
-            return Err(CoreError::invalid("epochs", epochs, "gives more than 1e12 steps"));
+            return Err(CoreError::invalid(
+                "epochs",
+                epochs,
+                "gives more than 1e12 steps",
+            ));
         }
         Self::new(batch_size as f64 / n as f64, steps as u64)
     }
 }
 
 /// ε spent by DP-SGD with noise multiplier σ under `accountant`.
-pub fn dpsgd_epsilon(schedule: &SampledSteps, sigma: f64, delta: f64, accountant: Accountant) -> Result<f64> {
+pub fn dpsgd_epsilon(
+    schedule: &SampledSteps,
+    sigma: f64,
+    delta: f64,
+    accountant: Accountant,
+) -> Result<f64> {
     let (q, k) = (schedule.sampling_rate, schedule.steps);
     match accountant {
         Accountant::Rdp => Ok(rdp_epsilon(q, sigma, k, delta)?.epsilon),
@@ -119,10 +147,18 @@ pub fn noise_multiplier(
     accountant: Accountant,
 ) -> Result<(f64, f64)> {
     if !(target_epsilon.is_finite() && target_epsilon > 0.0) {
-        return Err(CoreError::invalid("epsilon", target_epsilon, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "epsilon",
+            target_epsilon,
+            "must be a finite number > 0",
+        ));
     }
     if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
-        return Err(CoreError::invalid("delta", delta, "must be in (0, 1) for DP-SGD"));
+        return Err(CoreError::invalid(
+            "delta",
+            delta,
+            "must be in (0, 1) for DP-SGD",
+        ));
     }
     let eps = |s: f64| dpsgd_epsilon(schedule, s, delta, accountant);
     // For PLD-based accountants, RDP's σ is an upper bracket (PLD's ε ≤ RDP's here, but
@@ -145,7 +181,11 @@ pub fn noise_multiplier(
     }
     // Walk down geometrically until ε(lo) > target. PLD searches start near RDP's σ and step
     // by 0.75 (tiny σ makes the PLD grid huge); RDP steps by 0.5.
-    let shrink = if matches!(accountant, Accountant::Pld | Accountant::Best) { 0.75 } else { 0.5 };
+    let shrink = if matches!(accountant, Accountant::Pld | Accountant::Best) {
+        0.75
+    } else {
+        0.5
+    };
     let mut lo = hi * shrink;
     loop {
         if lo < 1e-3 {
@@ -193,15 +233,26 @@ mod tests {
     #[test]
     fn noise_search_never_overshoots_rdp_grid() {
         // Property over a grid: ε(σ returned) ≤ target, and σ − 1e-4 would overshoot.
-        for &(n, b, epochs) in &[(60000usize, 256usize, 60.0), (1000, 100, 5.0), (50000, 600, 100.0)] {
+        for &(n, b, epochs) in &[
+            (60000usize, 256usize, 60.0),
+            (1000, 100, 5.0),
+            (50000, 600, 100.0),
+        ] {
             let s = SampledSteps::from_epochs(n, b, epochs).unwrap();
             for &eps in &[0.1, 0.5, 1.0, 3.0, 8.0] {
                 for &delta in &[1e-5, 1e-8] {
                     let (sigma, spent) = noise_multiplier(eps, delta, &s, Accountant::Rdp).unwrap();
                     let check = dpsgd_epsilon(&s, sigma, delta, Accountant::Rdp).unwrap();
-                    assert!(check <= eps && spent == check, "n={n} eps={eps} sigma={sigma} check={check}");
-                    let below = dpsgd_epsilon(&s, sigma - 1.001e-4, delta, Accountant::Rdp).unwrap();
-                    assert!(below > eps * (1.0 - 1e-12), "sigma not minimal: {sigma} {below}");
+                    assert!(
+                        check <= eps && spent == check,
+                        "n={n} eps={eps} sigma={sigma} check={check}"
+                    );
+                    let below =
+                        dpsgd_epsilon(&s, sigma - 1.001e-4, delta, Accountant::Rdp).unwrap();
+                    assert!(
+                        below > eps * (1.0 - 1e-12),
+                        "sigma not minimal: {sigma} {below}"
+                    );
                 }
             }
         }

@@ -23,8 +23,16 @@ pub enum CoreError {
 
 impl CoreError {
     /// Convenience constructor for [`CoreError::InvalidArgument`].
-    pub fn invalid(name: &'static str, value: impl std::fmt::Display, expected: impl Into<String>) -> Self {
-        CoreError::InvalidArgument { name, value: value.to_string(), expected: expected.into() }
+    pub fn invalid(
+        name: &'static str,
+        value: impl std::fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
+        CoreError::InvalidArgument {
+            name,
+            value: value.to_string(),
+            expected: expected.into(),
+        }
     }
 }
 

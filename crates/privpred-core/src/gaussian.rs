@@ -89,7 +89,11 @@ pub fn gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
     let la = log_ndtr(a);
     let lb = epsilon + log_ndtr(b);
     let l = log_sub_exp(la, lb);
-    if l == f64::NEG_INFINITY { 0.0 } else { l.exp().clamp(0.0, 1.0) }
+    if l == f64::NEG_INFINITY {
+        0.0
+    } else {
+        l.exp().clamp(0.0, 1.0)
+    }
 }
 
 /// ln δ(σ) of [`gaussian_delta`] (−∞ where δ rounds to 0).
@@ -101,21 +105,33 @@ fn log_gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
 
 fn check_eps(epsilon: f64) -> Result<()> {
     if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid("epsilon", epsilon, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "epsilon",
+            epsilon,
+            "must be a finite number > 0",
+        ));
     }
     Ok(())
 }
 
 fn check_delta_open(delta: f64) -> Result<()> {
     if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
-        return Err(CoreError::invalid("delta", delta, "must be in (0, 1) for the Gaussian mechanism"));
+        return Err(CoreError::invalid(
+            "delta",
+            delta,
+            "must be in (0, 1) for the Gaussian mechanism",
+        ));
     }
     Ok(())
 }
 
 fn check_sensitivity(sensitivity: f64) -> Result<()> {
     if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(CoreError::invalid("sensitivity", sensitivity, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "sensitivity",
+            sensitivity,
+            "must be a finite number > 0",
+        ));
     }
     Ok(())
 }
@@ -142,7 +158,9 @@ pub fn sigma_ag(epsilon: f64, delta: f64) -> Result<f64> {
             lo = hi;
             hi *= 2.0;
             if hi > 700.0 {
-                return Err(CoreError::Numerical(format!("sigma_ag({epsilon}, {delta}): no upper bracket")));
+                return Err(CoreError::Numerical(format!(
+                    "sigma_ag({epsilon}, {delta}): no upper bracket"
+                )));
             }
         }
     } else {
@@ -151,7 +169,9 @@ pub fn sigma_ag(epsilon: f64, delta: f64) -> Result<f64> {
             hi = lo;
             lo *= 2.0;
             if lo < -700.0 {
-                return Err(CoreError::Numerical(format!("sigma_ag({epsilon}, {delta}): no lower bracket")));
+                return Err(CoreError::Numerical(format!(
+                    "sigma_ag({epsilon}, {delta}): no lower bracket"
+                )));
             }
         }
     }
@@ -279,10 +299,16 @@ mod tests {
                 let s = sigma_ag(eps, delta).unwrap();
                 assert!(s.is_finite() && s > 0.0, "eps={eps} delta={delta} s={s}");
                 let d = gaussian_delta(s, eps);
-                assert!(d <= delta * (1.0 + 1e-9), "eps={eps} delta={delta} s={s} d={d}");
+                assert!(
+                    d <= delta * (1.0 + 1e-9),
+                    "eps={eps} delta={delta} s={s} d={d}"
+                );
                 // And 1e-9 less noise would violate it (tightness).
                 let d2 = gaussian_delta(s * (1.0 - 1e-9), eps);
-                assert!(d2 > delta * (1.0 - 1e-6), "eps={eps} delta={delta} s={s} d2={d2}");
+                assert!(
+                    d2 > delta * (1.0 - 1e-6),
+                    "eps={eps} delta={delta} s={s} d2={d2}"
+                );
             }
         }
     }

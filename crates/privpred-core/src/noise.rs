@@ -16,8 +16,9 @@ pub type PrivRng = ChaCha20Rng;
 /// The release-path generator: ChaCha20 seeded from the operating system's entropy source.
 /// Exposes no seed. Errors (never panics) if the OS has no entropy to give.
 pub fn release_rng() -> Result<PrivRng> {
-    ChaCha20Rng::try_from_rng(&mut rand::rngs::SysRng)
-        .map_err(|e| CoreError::Numerical(format!("the operating system's entropy source failed: {e}")))
+    ChaCha20Rng::try_from_rng(&mut rand::rngs::SysRng).map_err(|e| {
+        CoreError::Numerical(format!("the operating system's entropy source failed: {e}"))
+    })
 }
 
 /// An experiment generator: ChaCha20 from a recorded 64-bit seed (deterministic).
@@ -60,12 +61,17 @@ pub fn sample_l2_laplace<R: Rng + ?Sized>(rng: &mut R, dim: usize, beta: f64) ->
 }
 
 /// The radius of an ℓ2-Laplace draw: Gamma(shape = dim, rate = β).
-pub fn sample_l2_laplace_radius<R: Rng + ?Sized>(rng: &mut R, dim: usize, beta: f64) -> Result<f64> {
+pub fn sample_l2_laplace_radius<R: Rng + ?Sized>(
+    rng: &mut R,
+    dim: usize,
+    beta: f64,
+) -> Result<f64> {
     check_scale("beta", beta)?;
     if dim == 0 {
         return Err(CoreError::invalid("dimension", dim, "must be >= 1"));
     }
-    let g = Gamma::new(dim as f64, 1.0 / beta).map_err(|e| CoreError::Numerical(format!("gamma: {e}")))?;
+    let g = Gamma::new(dim as f64, 1.0 / beta)
+        .map_err(|e| CoreError::Numerical(format!("gamma: {e}")))?;
     Ok(g.sample(rng))
 }
 
@@ -82,12 +88,23 @@ pub fn sample_gaussian<R: Rng + ?Sized>(rng: &mut R, dim: usize, sigma: f64) -> 
 
 /// Log-probabilities of the exponential mechanism P(y) ∝ exp(β·score_y), by log-sum-exp
 /// (stable for any β·score).
-pub fn exponential_mechanism_log_probabilities<T: Copy + Into<f64>>(scores: &[T], beta: f64) -> Result<Vec<f64>> {
+pub fn exponential_mechanism_log_probabilities<T: Copy + Into<f64>>(
+    scores: &[T],
+    beta: f64,
+) -> Result<Vec<f64>> {
     if !(beta.is_finite() && beta >= 0.0) {
-        return Err(CoreError::invalid("beta", beta, "must be a finite number >= 0"));
+        return Err(CoreError::invalid(
+            "beta",
+            beta,
+            "must be a finite number >= 0",
+        ));
     }
     if scores.is_empty() {
-        return Err(CoreError::invalid("scores", "[]", "must hold at least one class"));
+        return Err(CoreError::invalid(
+            "scores",
+            "[]",
+            "must hold at least one class",
+        ));
     }
     let logits: Vec<f64> = scores.iter().map(|&s| beta * s.into()).collect();
     if logits.iter().any(|l| !l.is_finite()) {
@@ -107,10 +124,18 @@ pub fn sample_exponential_mechanism<R: Rng + ?Sized, T: Copy + Into<f64>>(
     beta: f64,
 ) -> Result<usize> {
     if !(beta.is_finite() && beta >= 0.0) {
-        return Err(CoreError::invalid("beta", beta, "must be a finite number >= 0"));
+        return Err(CoreError::invalid(
+            "beta",
+            beta,
+            "must be a finite number >= 0",
+        ));
     }
     if scores.is_empty() {
-        return Err(CoreError::invalid("scores", "[]", "must hold at least one class"));
+        return Err(CoreError::invalid(
+            "scores",
+            "[]",
+            "must hold at least one class",
+        ));
     }
     let mut best = 0;
     let mut best_v = f64::NEG_INFINITY;
@@ -134,7 +159,11 @@ pub fn sample_exponential_mechanism<R: Rng + ?Sized, T: Copy + Into<f64>>(
 /// One draw of the exponential mechanism (alias of [`sample_exponential_mechanism`]):
 /// index y with probability ∝ exp(β·score_y), by Gumbel-max. Scores may be `f64`, `f32` or
 /// integer vote counts (`u32`, `u16`, `u8`).
-pub fn exponential_mechanism<R: Rng + ?Sized, T: Copy + Into<f64>>(rng: &mut R, scores: &[T], beta: f64) -> Result<usize> {
+pub fn exponential_mechanism<R: Rng + ?Sized, T: Copy + Into<f64>>(
+    rng: &mut R,
+    scores: &[T],
+    beta: f64,
+) -> Result<usize> {
     sample_exponential_mechanism(rng, scores, beta)
 }
 
@@ -145,7 +174,11 @@ pub fn add_noise<R: Rng + ?Sized>(noise: &Noise, rng: &mut R, values: &mut [f64]
 }
 
 /// [`add_noise`] for `f32` values (noise drawn in f64, added, rounded once).
-pub fn add_noise_f32<R: Rng + ?Sized>(noise: &Noise, rng: &mut R, values: &mut [f32]) -> Result<()> {
+pub fn add_noise_f32<R: Rng + ?Sized>(
+    noise: &Noise,
+    rng: &mut R,
+    values: &mut [f32],
+) -> Result<()> {
     noise.add_to_f32(rng, values)
 }
 
@@ -166,9 +199,9 @@ impl Noise {
         match *self {
             Noise::L2Laplace { beta } => sample_l2_laplace(rng, dim, beta),
             Noise::Gaussian { sigma } => sample_gaussian(rng, dim, sigma),
-            Noise::Exponential { .. } => {
-                Err(CoreError::Unsupported("the exponential mechanism is not additive noise".into()))
-            }
+            Noise::Exponential { .. } => Err(CoreError::Unsupported(
+                "the exponential mechanism is not additive noise".into(),
+            )),
         }
     }
 

@@ -32,7 +32,10 @@ pub struct PldConfig {
 
 impl Default for PldConfig {
     fn default() -> Self {
-        PldConfig { discretization: 1e-4, tail_mass: 1e-15 }
+        PldConfig {
+            discretization: 1e-4,
+            tail_mass: 1e-15,
+        }
     }
 }
 
@@ -41,7 +44,10 @@ impl PldConfig {
     /// spreads like √k, so the grid error stays comparable), tails at 1e-15. Any h gives a
     /// valid upper bound; a finer grid is tighter and slower.
     pub fn for_steps(k: u64) -> Self {
-        PldConfig { discretization: (0.01 / (k.max(1) as f64).sqrt()).clamp(1e-4, 1e-3), tail_mass: 1e-15 }
+        PldConfig {
+            discretization: (0.01 / (k.max(1) as f64).sqrt()).clamp(1e-4, 1e-3),
+            tail_mass: 1e-15,
+        }
     }
 }
 
@@ -69,7 +75,11 @@ fn normal_mass(x1: f64, x2: f64, mu: f64, s: f64) -> f64 {
     }
     let a = (x1 - mu) / s;
     let b = (x2 - mu) / s;
-    let m = if a > 0.0 { ndtr(-a) - ndtr(-b) } else { ndtr(b) - ndtr(a) };
+    let m = if a > 0.0 {
+        ndtr(-a) - ndtr(-b)
+    } else {
+        ndtr(b) - ndtr(a)
+    };
     m.max(0.0)
 }
 
@@ -107,7 +117,9 @@ fn single_step(q: f64, sigma: f64, dir: Direction, cfg: &PldConfig) -> Result<Pl
     let h = cfg.discretization;
     let tail = cfg.tail_mass;
     let t = (2.0 * (1.0 / (0.5 * tail)).ln()).sqrt();
-    let mix = |x1: f64, x2: f64| (1.0 - q) * normal_mass(x1, x2, 0.0, sigma) + q * normal_mass(x1, x2, 1.0, sigma);
+    let mix = |x1: f64, x2: f64| {
+        (1.0 - q) * normal_mass(x1, x2, 0.0, sigma) + q * normal_mass(x1, x2, 1.0, sigma)
+    };
     let gauss = |x1: f64, x2: f64| normal_mass(x1, x2, 0.0, sigma);
     let lmin_remove = (-q).ln_1p();
     match dir {
@@ -120,7 +132,9 @@ fn single_step(q: f64, sigma: f64, dir: Direction, cfg: &PldConfig) -> Result<Pl
             let k_hi = (l_hi / h).ceil() as i64;
             let n = (k_hi - k_lo + 1).max(2) as usize;
             if n > MAX_GRID {
-                return Err(CoreError::Numerical("PLD grid too large: increase the discretization".into()));
+                return Err(CoreError::Numerical(
+                    "PLD grid too large: increase the discretization".into(),
+                ));
             }
             let mut probs = vec![0.0; n];
             for k in k_lo..k_hi {
@@ -135,7 +149,12 @@ fn single_step(q: f64, sigma: f64, dir: Direction, cfg: &PldConfig) -> Result<Pl
             // Lower tail (L below the grid's first cell end): moved up to the second point.
             probs[1] += mix(f64::NEG_INFINITY, x_lo);
             let inf_mass = mix(x_hi, f64::INFINITY);
-            Ok(Pld { h, offset: k_lo, probs, inf_mass })
+            Ok(Pld {
+                h,
+                offset: k_lo,
+                probs,
+                inf_mass,
+            })
         }
         Direction::Add => {
             // L(x) = −remove_loss(x), decreasing in x, L ≤ −ln(1−q). Truncate at x_hi
@@ -146,7 +165,9 @@ fn single_step(q: f64, sigma: f64, dir: Direction, cfg: &PldConfig) -> Result<Pl
             let k_hi = (-lmin_remove / h).ceil() as i64;
             let n = (k_hi - k_lo + 1).max(2) as usize;
             if n > MAX_GRID {
-                return Err(CoreError::Numerical("PLD grid too large: increase the discretization".into()));
+                return Err(CoreError::Numerical(
+                    "PLD grid too large: increase the discretization".into(),
+                ));
             }
             let mut probs = vec![0.0; n];
             for k in k_lo..k_hi {
@@ -160,7 +181,12 @@ fn single_step(q: f64, sigma: f64, dir: Direction, cfg: &PldConfig) -> Result<Pl
                 split(&mut probs, (k - k_lo) as usize, a, h, mp, mq);
             }
             probs[1] += gauss(x_hi, f64::INFINITY);
-            Ok(Pld { h, offset: k_lo, probs, inf_mass: 0.0 })
+            Ok(Pld {
+                h,
+                offset: k_lo,
+                probs,
+                inf_mass: 0.0,
+            })
         }
     }
 }
@@ -270,8 +296,12 @@ impl Pld {
             let size = n.next_power_of_two();
             let fft = planner.plan_fft_forward(size);
             let ifft = planner.plan_fft_inverse(size);
-            let mut a: Vec<Complex<f64>> = (0..size).map(|i| Complex::new(*self.probs.get(i).unwrap_or(&0.0), 0.0)).collect();
-            let mut b: Vec<Complex<f64>> = (0..size).map(|i| Complex::new(*other.probs.get(i).unwrap_or(&0.0), 0.0)).collect();
+            let mut a: Vec<Complex<f64>> = (0..size)
+                .map(|i| Complex::new(*self.probs.get(i).unwrap_or(&0.0), 0.0))
+                .collect();
+            let mut b: Vec<Complex<f64>> = (0..size)
+                .map(|i| Complex::new(*other.probs.get(i).unwrap_or(&0.0), 0.0))
+                .collect();
             fft.process(&mut a);
             fft.process(&mut b);
             for (x, y) in a.iter_mut().zip(&b) {
@@ -282,7 +312,12 @@ impl Pld {
             a[..n].iter().map(|c| c.re * s).collect()
         };
         let inf_mass = 1.0 - (1.0 - self.inf_mass) * (1.0 - other.inf_mass);
-        let mut out = Pld { h: self.h, offset: self.offset + other.offset, probs, inf_mass };
+        let mut out = Pld {
+            h: self.h,
+            offset: self.offset + other.offset,
+            probs,
+            inf_mass,
+        };
         out.truncate(tail);
         Ok(out)
     }
@@ -305,7 +340,12 @@ impl Pld {
                 base = base.compose(&base, tail, &mut planner)?;
             }
         }
-        Ok(result.unwrap_or(Pld { h: self.h, offset: 0, probs: vec![1.0], inf_mass: 0.0 }))
+        Ok(result.unwrap_or(Pld {
+            h: self.h,
+            offset: 0,
+            probs: vec![1.0],
+            inf_mass: 0.0,
+        }))
     }
 }
 
@@ -318,13 +358,27 @@ pub fn pld_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> Result<f64> {
 }
 
 /// [`pld_epsilon`] with explicit discretisation settings.
-pub fn pld_epsilon_with(q: f64, sigma: f64, steps: u64, delta: f64, cfg: &PldConfig) -> Result<f64> {
+pub fn pld_epsilon_with(
+    q: f64,
+    sigma: f64,
+    steps: u64,
+    delta: f64,
+    cfg: &PldConfig,
+) -> Result<f64> {
     crate::rdp::check_dpsgd(q, sigma, delta)?;
     if steps == 0 {
-        return Err(CoreError::invalid("steps", steps, "must be an integer >= 1"));
+        return Err(CoreError::invalid(
+            "steps",
+            steps,
+            "must be an integer >= 1",
+        ));
     }
     if !(cfg.discretization.is_finite() && cfg.discretization > 0.0) {
-        return Err(CoreError::invalid("discretization", cfg.discretization, "must be > 0"));
+        return Err(CoreError::invalid(
+            "discretization",
+            cfg.discretization,
+            "must be > 0",
+        ));
     }
     let mut eps: f64 = 0.0;
     for dir in [Direction::Remove, Direction::Add] {
@@ -349,11 +403,17 @@ mod tests {
         let delta = 1e-5;
         let exact = crate::gaussian::gdp_epsilon(1.0 / sigma, delta).unwrap();
         let e = pld_epsilon(1.0 - 1e-12, sigma, 1, delta).unwrap();
-        assert!(e >= exact - 1e-6 && e <= exact + 2e-3, "pld {e} exact {exact}");
+        assert!(
+            e >= exact - 1e-6 && e <= exact + 2e-3,
+            "pld {e} exact {exact}"
+        );
         // Composition of 16 Gaussians = one Gaussian with σ/4.
         let e16 = pld_epsilon(1.0 - 1e-12, sigma, 16, delta).unwrap();
         let exact16 = crate::gaussian::gdp_epsilon(4.0 / sigma, delta).unwrap();
-        assert!(e16 >= exact16 - 1e-6 && e16 <= exact16 + 5e-3, "pld {e16} exact {exact16}");
+        assert!(
+            e16 >= exact16 - 1e-6 && e16 <= exact16 + 5e-3,
+            "pld {e16} exact {exact16}"
+        );
         let _ = gaussian_delta(sigma, exact);
     }
 

@@ -119,14 +119,21 @@ pub fn rdp_sampled_gaussian_step(q: f64, sigma: f64, alpha: f64) -> f64 {
     if alpha.is_infinite() {
         return f64::INFINITY;
     }
-    let log_a = if alpha.fract() == 0.0 { log_a_int(q, sigma, alpha as u64) } else { log_a_frac(q, sigma, alpha) };
+    let log_a = if alpha.fract() == 0.0 {
+        log_a_int(q, sigma, alpha as u64)
+    } else {
+        log_a_frac(q, sigma, alpha)
+    };
     (log_a / (alpha - 1.0)).max(0.0)
 }
 
 /// The RDP curve of `steps` compositions of the Poisson-subsampled Gaussian at `orders`
 /// (RDP composes additively: Mironov 2017, Proposition 1).
 pub fn rdp_sampled_gaussian(q: f64, sigma: f64, steps: u64, orders: &[f64]) -> Vec<f64> {
-    orders.iter().map(|&a| steps as f64 * rdp_sampled_gaussian_step(q, sigma, a)).collect()
+    orders
+        .iter()
+        .map(|&a| steps as f64 * rdp_sampled_gaussian_step(q, sigma, a))
+        .collect()
 }
 
 /// The classic RDP → (ε, δ) conversion (Mironov 2017, Proposition 3):
@@ -187,10 +194,18 @@ pub(crate) fn check_dpsgd(q: f64, sigma: f64, delta: f64) -> Result<()> {
         return Err(CoreError::invalid("sampling-rate", q, "must be in (0, 1]"));
     }
     if !(sigma.is_finite() && sigma > 0.0) {
-        return Err(CoreError::invalid("noise-multiplier", sigma, "must be a finite number > 0"));
+        return Err(CoreError::invalid(
+            "noise-multiplier",
+            sigma,
+            "must be a finite number > 0",
+        ));
     }
     if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
-        return Err(CoreError::invalid("delta", delta, "must be in (0, 1) for DP-SGD"));
+        return Err(CoreError::invalid(
+            "delta",
+            delta,
+            "must be in (0, 1) for DP-SGD",
+        ));
     }
     Ok(())
 }
@@ -202,10 +217,20 @@ pub fn rdp_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> Result<RdpEpsi
 }
 
 /// [`rdp_epsilon`] with explicit orders.
-pub fn rdp_epsilon_with_orders(q: f64, sigma: f64, steps: u64, delta: f64, orders: &[f64]) -> Result<RdpEpsilon> {
+pub fn rdp_epsilon_with_orders(
+    q: f64,
+    sigma: f64,
+    steps: u64,
+    delta: f64,
+    orders: &[f64],
+) -> Result<RdpEpsilon> {
     check_dpsgd(q, sigma, delta)?;
     if steps == 0 {
-        return Err(CoreError::invalid("steps", steps, "must be an integer >= 1"));
+        return Err(CoreError::invalid(
+            "steps",
+            steps,
+            "must be an integer >= 1",
+        ));
     }
     let rdp = rdp_sampled_gaussian(q, sigma, steps, orders);
     if rdp.iter().any(|r| r.is_nan()) {
@@ -214,7 +239,12 @@ pub fn rdp_epsilon_with_orders(q: f64, sigma: f64, steps: u64, delta: f64, order
     let (c, co) = rdp_to_epsilon_classic(orders, &rdp, delta);
     let (i, oi) = rdp_to_epsilon_improved(orders, &rdp, delta);
     let (epsilon, order) = if i <= c { (i, oi) } else { (c, co) };
-    Ok(RdpEpsilon { classic: c, improved: i, epsilon, order })
+    Ok(RdpEpsilon {
+        classic: c,
+        improved: i,
+        epsilon,
+        order,
+    })
 }
 
 #[cfg(test)]

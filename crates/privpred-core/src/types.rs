@@ -44,7 +44,10 @@ impl Method {
 
     /// Private-training methods release a private model: their inference budget is ∞.
     pub fn is_private_training(self) -> bool {
-        matches!(self, Method::ModelSensitivity | Method::LossPerturbation | Method::DpSgd)
+        matches!(
+            self,
+            Method::ModelSensitivity | Method::LossPerturbation | Method::DpSgd
+        )
     }
 
     /// Whether the method has a δ = 0 variant (DP-SGD needs δ > 0).
@@ -60,7 +63,9 @@ impl std::fmt::Display for Method {
 }
 
 /// Calibration mode (SPEC §3): which analysis sets the noise.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum CalibrationMode {
@@ -103,7 +108,11 @@ impl Privacy {
     /// Validates ε ∈ (0, ∞) and δ ∈ [0, 1).
     pub fn new(epsilon: f64, delta: f64) -> Result<Self> {
         if !(epsilon.is_finite() && epsilon > 0.0) {
-            return Err(CoreError::invalid("epsilon", epsilon, "must be a finite number > 0"));
+            return Err(CoreError::invalid(
+                "epsilon",
+                epsilon,
+                "must be a finite number > 0",
+            ));
         }
         if !(delta.is_finite() && (0.0..1.0).contains(&delta)) {
             return Err(CoreError::invalid("delta", delta, "must be in [0, 1)"));
@@ -188,7 +197,13 @@ pub struct Assumptions {
 
 impl Default for Assumptions {
     fn default() -> Self {
-        Assumptions { k: std::f64::consts::SQRT_2, l: 0.5, classes: 10, n: None, lambda: None }
+        Assumptions {
+            k: std::f64::consts::SQRT_2,
+            l: 0.5,
+            classes: 10,
+            n: None,
+            lambda: None,
+        }
     }
 }
 

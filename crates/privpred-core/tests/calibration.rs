@@ -8,18 +8,37 @@ use privpred_core::noise::exponential_mechanism_log_probabilities;
 use privpred_core::{Budget, CalibrationMode, DpSgdSchedule, Method, Noise, Privacy};
 use proptest::prelude::*;
 
-const MODES: [CalibrationMode; 3] = [CalibrationMode::Paper, CalibrationMode::Corrected, CalibrationMode::Tight];
+const MODES: [CalibrationMode; 3] = [
+    CalibrationMode::Paper,
+    CalibrationMode::Corrected,
+    CalibrationMode::Tight,
+];
 
-fn req(method: Method, mode: CalibrationMode, eps: f64, delta: f64, b: u64, n: usize, lambda: f64) -> CalibrationRequest {
+fn req(
+    method: Method,
+    mode: CalibrationMode,
+    eps: f64,
+    delta: f64,
+    b: u64,
+    n: usize,
+    lambda: f64,
+) -> CalibrationRequest {
     CalibrationRequest {
         method,
         mode,
         privacy: Privacy::new(eps, delta).unwrap(),
-        budget: if method.is_private_training() { Budget::Unlimited } else { Budget::Finite(b) },
+        budget: if method.is_private_training() {
+            Budget::Unlimited
+        } else {
+            Budget::Finite(b)
+        },
         n: Some(n),
         lambda: Some(lambda),
         classes: 10,
-        dp_sgd: Some(DpSgdSchedule { batch_size: 256, epochs: 2.0 }),
+        dp_sgd: Some(DpSgdSchedule {
+            batch_size: 256,
+            epochs: 2.0,
+        }),
     }
 }
 
@@ -77,18 +96,89 @@ fn spec_table_formulas() {
     let k = std::f64::consts::SQRT_2;
     let (n, l, eps, b) = (60000usize, 1e-3, 0.5, 100u64);
     let nl = n as f64 * l;
-    let c = calibrate(&req(Method::ModelSensitivity, CalibrationMode::Corrected, eps, 0.0, b, n, l)).unwrap();
-    assert_eq!(c.noise, Noise::L2Laplace { beta: nl * eps / (2.0 * k) });
-    let c = calibrate(&req(Method::ModelSensitivity, CalibrationMode::Corrected, eps, 1e-5, b, n, l)).unwrap();
-    assert_eq!(c.noise, Noise::Gaussian { sigma: 2.0 * k / nl * sigma_ag(eps, 1e-5).unwrap() });
-    let c = calibrate(&req(Method::LossPerturbation, CalibrationMode::Corrected, eps, 0.0, b, n, l)).unwrap();
-    assert_eq!(c.noise, Noise::L2Laplace { beta: eps / (2.0 * k) });
-    let c = calibrate(&req(Method::LossPerturbation, CalibrationMode::Corrected, eps, 1e-5, b, n, l)).unwrap();
+    let c = calibrate(&req(
+        Method::ModelSensitivity,
+        CalibrationMode::Corrected,
+        eps,
+        0.0,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
+    assert_eq!(
+        c.noise,
+        Noise::L2Laplace {
+            beta: nl * eps / (2.0 * k)
+        }
+    );
+    let c = calibrate(&req(
+        Method::ModelSensitivity,
+        CalibrationMode::Corrected,
+        eps,
+        1e-5,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
+    assert_eq!(
+        c.noise,
+        Noise::Gaussian {
+            sigma: 2.0 * k / nl * sigma_ag(eps, 1e-5).unwrap()
+        }
+    );
+    let c = calibrate(&req(
+        Method::LossPerturbation,
+        CalibrationMode::Corrected,
+        eps,
+        0.0,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
+    assert_eq!(
+        c.noise,
+        Noise::L2Laplace {
+            beta: eps / (2.0 * k)
+        }
+    );
+    let c = calibrate(&req(
+        Method::LossPerturbation,
+        CalibrationMode::Corrected,
+        eps,
+        1e-5,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
     let s = (k / eps) * (8.0 * (2.0f64 / 1e-5).ln() + 4.0 * eps).sqrt();
     assert!(matches!(c.noise, Noise::Gaussian { sigma } if (sigma - s).abs() < 1e-12 * s));
-    let c = calibrate(&req(Method::PredictionSensitivity, CalibrationMode::Corrected, eps, 0.0, b, n, l)).unwrap();
-    assert!(matches!(c.noise, Noise::L2Laplace { beta } if (beta - nl * eps / (2.0 * k * b as f64)).abs() < 1e-12 * beta));
-    let c = calibrate(&req(Method::PredictionSensitivity, CalibrationMode::Tight, eps, 1e-5, b, n, l)).unwrap();
+    let c = calibrate(&req(
+        Method::PredictionSensitivity,
+        CalibrationMode::Corrected,
+        eps,
+        0.0,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
+    assert!(
+        matches!(c.noise, Noise::L2Laplace { beta } if (beta - nl * eps / (2.0 * k * b as f64)).abs() < 1e-12 * beta)
+    );
+    let c = calibrate(&req(
+        Method::PredictionSensitivity,
+        CalibrationMode::Tight,
+        eps,
+        1e-5,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
     let gdp = (b as f64).sqrt() * 2.0 * k / nl * sigma_ag(eps, 1e-5).unwrap();
     assert!(matches!(c.noise, Noise::Gaussian { sigma } if sigma <= gdp * (1.0 + 1e-12)));
 }
@@ -106,28 +196,47 @@ fn erratum_4_1_exact_privacy_loss_of_the_exponential_mechanism() {
         let p = exponential_mechanism_log_probabilities(&d, beta).unwrap();
         let q = exponential_mechanism_log_probabilities(&d2, beta).unwrap();
         // Both directions, every outcome.
-        p.iter().zip(&q).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max)
+        p.iter()
+            .zip(&q)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
     };
     for &(eps, b) in &[(1.0, 1u64), (1.0, 10), (10.0, 100), (2.0, 5)] {
         let paper = calibrate(&CalibrationRequest {
             budget: Budget::Finite(b),
-            ..CalibrationRequest::new(Method::SubsampleAggregate, CalibrationMode::Paper, Privacy::pure(eps).unwrap())
+            ..CalibrationRequest::new(
+                Method::SubsampleAggregate,
+                CalibrationMode::Paper,
+                Privacy::pure(eps).unwrap(),
+            )
         })
         .unwrap();
         let corrected = calibrate(&CalibrationRequest {
             budget: Budget::Finite(b),
-            ..CalibrationRequest::new(Method::SubsampleAggregate, CalibrationMode::Corrected, Privacy::pure(eps).unwrap())
+            ..CalibrationRequest::new(
+                Method::SubsampleAggregate,
+                CalibrationMode::Corrected,
+                Privacy::pure(eps).unwrap(),
+            )
         })
         .unwrap();
-        let (Noise::Exponential { beta: bp }, Noise::Exponential { beta: bc }) = (paper.noise, corrected.noise) else {
+        let (Noise::Exponential { beta: bp }, Noise::Exponential { beta: bc }) =
+            (paper.noise, corrected.noise)
+        else {
             panic!("not exponential")
         };
         let total_paper = b as f64 * loss(bp);
         let total_corrected = b as f64 * loss(bc);
         // The paper's β = ε/B fails: the exact loss exceeds ε (this assertion fails on the
         // paper's formula if it were used as `corrected`).
-        assert!(total_paper > eps, "eps {eps} B {b}: paper loss {total_paper}");
-        assert!(total_corrected <= eps * (1.0 + 1e-12), "eps {eps} B {b}: corrected loss {total_corrected}");
+        assert!(
+            total_paper > eps,
+            "eps {eps} B {b}: paper loss {total_paper}"
+        );
+        assert!(
+            total_corrected <= eps * (1.0 + 1e-12),
+            "eps {eps} B {b}: corrected loss {total_corrected}"
+        );
         assert!(!paper.valid_guarantee && corrected.valid_guarantee);
     }
 }
@@ -145,10 +254,18 @@ fn erratum_4_1_and_4_6_delta_rule() {
             })
             .unwrap()
         };
-        let Noise::Exponential { beta: bc } = mk(CalibrationMode::Corrected).noise else { panic!() };
-        let Noise::Exponential { beta: bp } = mk(CalibrationMode::Paper).noise else { panic!() };
+        let Noise::Exponential { beta: bc } = mk(CalibrationMode::Corrected).noise else {
+            panic!()
+        };
+        let Noise::Exponential { beta: bp } = mk(CalibrationMode::Paper).noise else {
+            panic!()
+        };
         let composed = |e0: f64| advanced_epsilon(e0, b, delta).min(b as f64 * e0);
-        assert!(composed(2.0 * bc) <= eps * (1.0 + 1e-12), "corrected composes to {}", composed(2.0 * bc));
+        assert!(
+            composed(2.0 * bc) <= eps * (1.0 + 1e-12),
+            "corrected composes to {}",
+            composed(2.0 * bc)
+        );
         assert!(composed(2.0 * bp) > eps, "paper should exceed");
         // Even ignoring the factor 2, the closed form alone overshoots (SPEC §4.6).
         let closed = advanced_per_answer_epsilon_paper(eps, b, delta);
@@ -162,13 +279,32 @@ fn erratum_4_1_and_4_6_delta_rule() {
 fn dpsgd_tight_uses_less_noise_and_never_overshoots() {
     let base = CalibrationRequest {
         n: Some(60000),
-        dp_sgd: Some(DpSgdSchedule { batch_size: 256, epochs: 60.0 }),
-        ..CalibrationRequest::new(Method::DpSgd, CalibrationMode::Corrected, Privacy::new(1.0, 1e-5).unwrap())
+        dp_sgd: Some(DpSgdSchedule {
+            batch_size: 256,
+            epochs: 60.0,
+        }),
+        ..CalibrationRequest::new(
+            Method::DpSgd,
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, 1e-5).unwrap(),
+        )
     };
     let c = calibrate(&base).unwrap();
-    let t = calibrate(&CalibrationRequest { mode: CalibrationMode::Tight, ..base.clone() }).unwrap();
-    let p = calibrate(&CalibrationRequest { mode: CalibrationMode::Paper, ..base.clone() }).unwrap();
-    let (sc, st, sp) = (c.noise_multiplier.unwrap(), t.noise_multiplier.unwrap(), p.noise_multiplier.unwrap());
+    let t = calibrate(&CalibrationRequest {
+        mode: CalibrationMode::Tight,
+        ..base.clone()
+    })
+    .unwrap();
+    let p = calibrate(&CalibrationRequest {
+        mode: CalibrationMode::Paper,
+        ..base.clone()
+    })
+    .unwrap();
+    let (sc, st, sp) = (
+        c.noise_multiplier.unwrap(),
+        t.noise_multiplier.unwrap(),
+        p.noise_multiplier.unwrap(),
+    );
     assert!(st <= sc && sc <= sp, "tight {st} corrected {sc} paper {sp}");
     let s = SampledSteps::from_epochs(60000, 256, 60.0).unwrap();
     assert!(dpsgd_epsilon(&s, sc, 1e-5, Accountant::Rdp).unwrap() <= 1.0);
@@ -184,25 +320,114 @@ fn dpsgd_tight_uses_less_noise_and_never_overshoots() {
 
 #[test]
 fn bad_inputs_are_errors_never_panics() {
-    let ok = req(Method::ModelSensitivity, CalibrationMode::Corrected, 1.0, 0.0, 1, 100, 0.1);
-    assert!(calibrate(&CalibrationRequest { n: Some(0), ..ok.clone() }).is_err());
-    assert!(calibrate(&CalibrationRequest { n: None, ..ok.clone() }).is_err());
-    assert!(calibrate(&CalibrationRequest { lambda: Some(0.0), ..ok.clone() }).is_err());
-    assert!(calibrate(&CalibrationRequest { lambda: Some(-1.0), ..ok.clone() }).is_err());
-    assert!(calibrate(&CalibrationRequest { lambda: Some(f64::NAN), ..ok.clone() }).is_err());
-    let pred = req(Method::PredictionSensitivity, CalibrationMode::Corrected, 1.0, 0.0, 1, 100, 0.1);
-    assert!(calibrate(&CalibrationRequest { budget: Budget::Finite(0), ..pred.clone() }).is_err());
-    assert!(calibrate(&CalibrationRequest { budget: Budget::Unlimited, ..pred.clone() }).is_err());
+    let ok = req(
+        Method::ModelSensitivity,
+        CalibrationMode::Corrected,
+        1.0,
+        0.0,
+        1,
+        100,
+        0.1,
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            n: Some(0),
+            ..ok.clone()
+        })
+        .is_err()
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            n: None,
+            ..ok.clone()
+        })
+        .is_err()
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            lambda: Some(0.0),
+            ..ok.clone()
+        })
+        .is_err()
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            lambda: Some(-1.0),
+            ..ok.clone()
+        })
+        .is_err()
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            lambda: Some(f64::NAN),
+            ..ok.clone()
+        })
+        .is_err()
+    );
+    let pred = req(
+        Method::PredictionSensitivity,
+        CalibrationMode::Corrected,
+        1.0,
+        0.0,
+        1,
+        100,
+        0.1,
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            budget: Budget::Finite(0),
+            ..pred.clone()
+        })
+        .is_err()
+    );
+    assert!(
+        calibrate(&CalibrationRequest {
+            budget: Budget::Unlimited,
+            ..pred.clone()
+        })
+        .is_err()
+    );
     let mut bad = ok.clone();
-    bad.privacy = Privacy { epsilon: f64::NAN, delta: 0.0 };
+    bad.privacy = Privacy {
+        epsilon: f64::NAN,
+        delta: 0.0,
+    };
     assert!(calibrate(&bad).is_err());
-    bad.privacy = Privacy { epsilon: 1.0, delta: 1.0 };
+    bad.privacy = Privacy {
+        epsilon: 1.0,
+        delta: 1.0,
+    };
     assert!(calibrate(&bad).is_err());
-    bad.privacy = Privacy { epsilon: -1.0, delta: 0.0 };
+    bad.privacy = Privacy {
+        epsilon: -1.0,
+        delta: 0.0,
+    };
     assert!(calibrate(&bad).is_err());
-    let dp = req(Method::DpSgd, CalibrationMode::Corrected, 1.0, 0.0, 1, 1000, 0.1);
+    let dp = req(
+        Method::DpSgd,
+        CalibrationMode::Corrected,
+        1.0,
+        0.0,
+        1,
+        1000,
+        0.1,
+    );
     assert!(calibrate(&dp).is_err());
-    assert!(calibrate(&CalibrationRequest { dp_sgd: None, ..req(Method::DpSgd, CalibrationMode::Corrected, 1.0, 1e-5, 1, 1000, 0.1) }).is_err());
+    assert!(
+        calibrate(&CalibrationRequest {
+            dp_sgd: None,
+            ..req(
+                Method::DpSgd,
+                CalibrationMode::Corrected,
+                1.0,
+                1e-5,
+                1,
+                1000,
+                0.1
+            )
+        })
+        .is_err()
+    );
 }
 
 proptest! {

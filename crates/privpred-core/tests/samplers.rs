@@ -2,11 +2,11 @@
 //! rate of α = 1e-6, so a correct sampler fails with probability ≤ 1e-6 per test and, with the
 //! seeds fixed, never flakes. Reference distributions from `statrs` (an independent crate).
 
-use privpred_core::noise::{
-    add_noise, exponential_mechanism, exponential_mechanism_log_probabilities, release_rng, sample_gaussian,
-    sample_l2_laplace, seeded_rng,
-};
 use privpred_core::Noise;
+use privpred_core::noise::{
+    add_noise, exponential_mechanism, exponential_mechanism_log_probabilities, release_rng,
+    sample_gaussian, sample_l2_laplace, seeded_rng,
+};
 use statrs::distribution::{ChiSquared, ContinuousCDF, Gamma};
 
 const ALPHA: f64 = 1e-6;
@@ -42,7 +42,11 @@ fn l2_laplace_radius_matches_gamma_ks() {
             .collect();
         let g = Gamma::new(dim as f64, beta).unwrap();
         let d = ks_statistic(&mut radii, |x| g.cdf(x));
-        assert!(d < ks_critical(n), "dim {dim} beta {beta}: KS {d} >= {}", ks_critical(n));
+        assert!(
+            d < ks_critical(n),
+            "dim {dim} beta {beta}: KS {d} >= {}",
+            ks_critical(n)
+        );
     }
 }
 
@@ -53,7 +57,14 @@ fn l2_laplace_radius_quantiles() {
     let (dim, beta, n) = (5usize, 2.0, 50000usize);
     let g = Gamma::new(dim as f64, beta).unwrap();
     let radii: Vec<f64> = (0..n)
-        .map(|_| sample_l2_laplace(&mut rng, dim, beta).unwrap().iter().map(|x| x * x).sum::<f64>().sqrt())
+        .map(|_| {
+            sample_l2_laplace(&mut rng, dim, beta)
+                .unwrap()
+                .iter()
+                .map(|x| x * x)
+                .sum::<f64>()
+                .sqrt()
+        })
         .collect();
     for k in 1..10 {
         let p = k as f64 / 10.0;
@@ -85,7 +96,10 @@ fn l2_laplace_direction_is_isotropic() {
         let mean = sums[i] / n as f64;
         let var = sq[i] / n as f64;
         // sd of a coordinate ≤ 1/√dim; 4.9 sd band.
-        assert!(mean.abs() < 4.9 / (dim as f64).sqrt() / (n as f64).sqrt(), "mean {mean}");
+        assert!(
+            mean.abs() < 4.9 / (dim as f64).sqrt() / (n as f64).sqrt(),
+            "mean {mean}"
+        );
         assert!((var - 1.0 / dim as f64).abs() < 0.01, "var {var}");
     }
 }
@@ -100,10 +114,16 @@ fn gaussian_moments() {
     let z = 4.9;
     assert!(mean.abs() < z * sigma / (n as f64).sqrt(), "mean {mean}");
     // Var of the sample variance of a normal: 2σ⁴/(n−1).
-    assert!((var - sigma * sigma).abs() < z * sigma * sigma * (2.0 / (n as f64 - 1.0)).sqrt(), "var {var}");
+    assert!(
+        (var - sigma * sigma).abs() < z * sigma * sigma * (2.0 / (n as f64 - 1.0)).sqrt(),
+        "var {var}"
+    );
     // Fourth moment: E[x⁴] = 3σ⁴ (loose band, sd of the estimate ≈ √96 σ⁴/√n).
     let m4 = xs.iter().map(|x| x.powi(4)).sum::<f64>() / n as f64;
-    assert!((m4 / sigma.powi(4) - 3.0).abs() < z * 96f64.sqrt() / (n as f64).sqrt(), "m4 {m4}");
+    assert!(
+        (m4 / sigma.powi(4) - 3.0).abs() < z * 96f64.sqrt() / (n as f64).sqrt(),
+        "m4 {m4}"
+    );
     // And a KS test against N(0, σ²).
     let mut v = xs;
     let normal = statrs::distribution::Normal::new(0.0, sigma).unwrap();
@@ -138,12 +158,20 @@ fn chi_square_check(counts: &[f64], beta: f64, n: usize, seed: u64) {
             cells += 1;
         } else {
             // Too rare to test by χ²: the pooled count must be small.
-            assert!(pooled_o <= 30.0, "rare classes drawn {pooled_o} times, expected {pooled_e}");
+            assert!(
+                pooled_o <= 30.0,
+                "rare classes drawn {pooled_o} times, expected {pooled_e}"
+            );
         }
     }
     if cells >= 2 {
-        let crit = ChiSquared::new((cells - 1) as f64).unwrap().inverse_cdf(1.0 - ALPHA);
-        assert!(stat < crit, "chi2 {stat} >= {crit} (counts {counts:?}, beta {beta}, obs {obs:?})");
+        let crit = ChiSquared::new((cells - 1) as f64)
+            .unwrap()
+            .inverse_cdf(1.0 - ALPHA);
+        assert!(
+            stat < crit,
+            "chi2 {stat} >= {crit} (counts {counts:?}, beta {beta}, obs {obs:?})"
+        );
     }
 }
 

@@ -54,7 +54,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn dp_sgd(a: DpSgdArgs) -> anyhow::Result<()> {
     let (q, s, k, d) = (a.sampling_rate, a.noise_multiplier, a.steps, a.delta);
     if k == 0 {
-        return Err(privpred_core::CoreError::invalid("steps", 0, "must be an integer >= 1").into());
+        return Err(
+            privpred_core::CoreError::invalid("steps", 0, "must be an integer >= 1").into(),
+        );
     }
     let rdp = rdp_epsilon(q, s, k, d)?;
     let pld = match a.accountant {
@@ -81,7 +83,9 @@ fn dp_sgd(a: DpSgdArgs) -> anyhow::Result<()> {
             "rdp_order": rdp.order,
         });
         if let Some(p) = pld {
-            v.as_object_mut().expect("object").insert("epsilon_pld".into(), json!(p));
+            v.as_object_mut()
+                .expect("object")
+                .insert("epsilon_pld".into(), json!(p));
         }
         println!("{}", serde_json::to_string(&v)?);
     } else {
@@ -96,7 +100,9 @@ fn dp_sgd(a: DpSgdArgs) -> anyhow::Result<()> {
         if let Some(p) = pld {
             println!("  PLD (pessimistic discretisation, FFT composition): epsilon = {p:.4}.");
         }
-        println!("  Every number is an upper bound on the privacy loss: smaller is tighter, all are valid.");
+        println!(
+            "  Every number is an upper bound on the privacy loss: smaller is tighter, all are valid."
+        );
     }
     Ok(())
 }

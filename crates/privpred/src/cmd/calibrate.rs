@@ -57,9 +57,22 @@ fn request(args: &Args) -> anyhow::Result<CalibrationRequest> {
     req.classes = args.classes;
     if args.method == Method::DpSgd {
         match (args.batch_size, args.epochs) {
-            (Some(b), Some(e)) => req.dp_sgd = Some(DpSgdSchedule { batch_size: b, epochs: e }),
-            (None, _) => return Err(crate::exit::usage("invalid batch-size: dp-sgd needs --batch-size b >= 1 (and --n, --epochs)")),
-            (_, None) => return Err(crate::exit::usage("invalid epochs: dp-sgd needs --epochs > 0 (and --n, --batch-size)")),
+            (Some(b), Some(e)) => {
+                req.dp_sgd = Some(DpSgdSchedule {
+                    batch_size: b,
+                    epochs: e,
+                })
+            }
+            (None, _) => {
+                return Err(crate::exit::usage(
+                    "invalid batch-size: dp-sgd needs --batch-size b >= 1 (and --n, --epochs)",
+                ));
+            }
+            (_, None) => {
+                return Err(crate::exit::usage(
+                    "invalid epochs: dp-sgd needs --epochs > 0 (and --n, --batch-size)",
+                ));
+            }
         }
     }
     Ok(req)
@@ -118,11 +131,7 @@ pub fn to_text(c: &Calibration) -> String {
     };
     s.push_str(&format!(
         "{} ({} calibration): ({}, {})-differential privacy for {}.\n",
-        c.method,
-        c.calibration,
-        c.privacy.epsilon,
-        c.privacy.delta,
-        budget
+        c.method, c.calibration, c.privacy.epsilon, c.privacy.delta, budget
     ));
     let what = match c.method {
         Method::ModelSensitivity => "added once to the trained weights θ",
@@ -154,7 +163,9 @@ pub fn to_text(c: &Calibration) -> String {
         ));
     }
     if let (Some(e), Some(q), Some(k)) = (c.epsilon_spent, c.sampling_rate, c.steps) {
-        s.push_str(&format!("Accounting: {k} steps at sampling rate q = {q:.6} spend epsilon = {e:.4} ≤ target.\n"));
+        s.push_str(&format!(
+            "Accounting: {k} steps at sampling rate q = {q:.6} spend epsilon = {e:.4} ≤ target.\n"
+        ));
     }
     if !c.valid_guarantee {
         s.push_str("WARNING: paper mode reproduces the published rule, which does NOT deliver this guarantee (SPEC §4). Use --calibration corrected for deployment.\n");
