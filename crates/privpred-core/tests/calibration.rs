@@ -505,3 +505,73 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn tight_calibrations_checked_numerically() {
+    use privpred_core::composition::{exponential_mechanism_zcdp, zcdp_to_epsilon};
+    use privpred_core::gaussian::gdp_delta;
+    let k = std::f64::consts::SQRT_2;
+    for &(eps, delta, b) in &[
+        (1.0, 1e-5, 100u64),
+        (0.1, 1e-8, 10),
+        (5.0, 1e-3, 1000),
+        (1.0, 1e-5, 1),
+    ] {
+        // Prediction sensitivity: B Gaussian answers with sensitivity Δ are √B·Δ/σ-GDP, and
+        // that μ-GDP curve must be ≤ δ at ε (Dong, Roth & Su 2019).
+        let c = calibrate(&req(
+            Method::PredictionSensitivity,
+            CalibrationMode::Tight,
+            eps,
+            delta,
+            b,
+            60000,
+            1e-3,
+        ))
+        .unwrap();
+        let Noise::Gaussian { sigma } = c.noise else {
+            panic!()
+        };
+        let sens = 2.0 * k / (60000.0 * 1e-3);
+        let mu = (b as f64).sqrt() * sens / sigma;
+        assert!(
+            gdp_delta(mu, eps) <= delta * (1.0 + 1e-9),
+            "GDP delta {} > {delta}",
+            gdp_delta(mu, eps)
+        );
+        // Subsample-and-aggregate: B answers are Bβ²/2-zCDP; converted, ε must be ≤ target
+        // (or β is the corrected one, which is valid by advanced composition).
+        let c = calibrate(&req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Tight,
+            eps,
+            delta,
+            b,
+            1,
+            1.0,
+        ))
+        .unwrap();
+        let Noise::Exponential { beta } = c.noise else {
+            panic!()
+        };
+        let corr = calibrate(&req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Corrected,
+            eps,
+            delta,
+            b,
+            1,
+            1.0,
+        ))
+        .unwrap();
+        let Noise::Exponential { beta: bc } = corr.noise else {
+            panic!()
+        };
+        let e = zcdp_to_epsilon(exponential_mechanism_zcdp(beta, b), delta).unwrap();
+        assert!(
+            e <= eps * (1.0 + 1e-12) || beta == bc,
+            "zCDP epsilon {e} > {eps}"
+        );
+        assert!(beta >= bc);
+    }
+}
