@@ -575,3 +575,34 @@ fn tight_calibrations_checked_numerically() {
         assert!(beta >= bc);
     }
 }
+
+#[test]
+fn dpsgd_noise_decreasing_in_n_and_epsilon() {
+    let nm = |n: usize, eps: f64, mode: CalibrationMode| {
+        calibrate(&CalibrationRequest {
+            n: Some(n),
+            dp_sgd: Some(DpSgdSchedule {
+                batch_size: 256,
+                epochs: 5.0,
+            }),
+            ..CalibrationRequest::new(Method::DpSgd, mode, Privacy::new(eps, 1e-5).unwrap())
+        })
+        .unwrap()
+        .noise_multiplier
+        .unwrap()
+    };
+    for mode in [CalibrationMode::Paper, CalibrationMode::Corrected] {
+        let mut prev = f64::INFINITY;
+        for n in [2000usize, 10000, 60000, 1_000_000] {
+            let s = nm(n, 1.0, mode);
+            assert!(s < prev, "{mode} N={n}: {s} !< {prev}");
+            prev = s;
+        }
+        let mut prev = f64::INFINITY;
+        for eps in [0.1, 0.5, 1.0, 4.0, 16.0] {
+            let s = nm(60000, eps, mode);
+            assert!(s < prev, "{mode} eps={eps}: {s} !< {prev}");
+            prev = s;
+        }
+    }
+}
