@@ -1,10 +1,169 @@
-//! `privpred audit`.
+//! `privpred audit`: empirical lower bound on ε for a method's claimed guarantee, from a
+//! worst-case pair of neighbouring datasets, the product's own calibration and samplers, and
+//! the optimal distinguishing test with Clopper–Pearson confidence bounds.
+
+use privpred_audit::{AuditReport, AuditRequest, AuditSetting};
+use privpred_core::{CalibrationMode, Method, Privacy};
 
 /// Arguments of `privpred audit`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The method to audit.
+    #[arg(value_enum)]
+    pub method: Method,
+    /// Which calibration's claim to audit.
+    #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
+    pub calibration: CalibrationMode,
+    /// The claimed ε (> 0).
+    #[arg(long)]
+    pub epsilon: f64,
+    /// The claimed δ in [0, 1) (DP-SGD needs δ > 0).
+    #[arg(long, default_value_t = 0.0)]
+    pub delta: f64,
+    /// Inference budget B (private-prediction methods): answers to the same query per trial.
+    #[arg(long, default_value_t = 1)]
+    pub budget: u64,
+    /// Trials per dataset (half choose the test, half bound ε).
+    #[arg(long, default_value_t = 100_000)]
+    pub trials: usize,
+    /// Seed of the trials (audits are experiments: deterministic from the seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Confidence of the lower bound, in (0, 1).
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Training-set size N (model/prediction sensitivity, loss perturbation).
+    #[arg(long, default_value_t = AuditSetting::default().n)]
+    pub n: usize,
+    /// L2 regularisation λ.
+    #[arg(long, default_value_t = AuditSetting::default().lambda)]
+    pub lambda: f64,
+    /// Number of classes C.
+    #[arg(long, default_value_t = AuditSetting::default().classes)]
+    pub classes: usize,
+    /// Input dimension D (model sensitivity releases D·C parameters).
+    #[arg(long, default_value_t = AuditSetting::default().features)]
+    pub features: usize,
+    /// Number of teachers T (subsample-and-aggregate).
+    #[arg(long, default_value_t = AuditSetting::default().teachers)]
+    pub teachers: usize,
+    /// DP-SGD training-set size.
+    #[arg(long, default_value_t = AuditSetting::default().dpsgd_n)]
+    pub dpsgd_n: usize,
+    /// DP-SGD expected batch size b (q = b/N).
+    #[arg(long, default_value_t = AuditSetting::default().batch_size)]
+    pub batch_size: usize,
+    /// DP-SGD epochs.
+    #[arg(long, default_value_t = AuditSetting::default().epochs)]
+    pub epochs: f64,
+    /// DP-SGD parameter tensors clipped separately by the reference code (`paper` mode only:
+    /// erratum 4.2; `corrected`/`tight` clip jointly).
+    #[arg(long, default_value_t = AuditSetting::default().tensors)]
+    pub tensors: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `privpred audit`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    Err(crate::exit::usage("`privpred audit` is not implemented yet"))
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let privacy = Privacy::new(args.epsilon, args.delta)?;
+    let req = AuditRequest {
+        method: args.method,
+        calibration: args.calibration,
+        privacy,
+        budget: args.budget,
+        trials: args.trials,
+        seed: args.seed,
+        confidence: args.confidence,
+        setting: AuditSetting {
+            n: args.n,
+            lambda: args.lambda,
+            classes: args.classes,
+            features: args.features,
+            teachers: args.teachers,
+            dpsgd_n: args.dpsgd_n,
+            batch_size: args.batch_size,
+            epochs: args.epochs,
+            tensors: args.tensors,
+        },
+    };
+    let report = privpred_audit::audit(&req).map_err(|e| match e {
+        privpred_audit::AuditError::InvalidArgument { .. }
+        | privpred_audit::AuditError::Unsupported(_)
+        | privpred_audit::AuditError::Calibration(_) => crate::exit::usage(e),
+        other => anyhow::Error::new(other),
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string(&json_view(&report))?);
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+/// The `--json` object: `{method, calibration, claimed_epsilon, delta,
+/// empirical_epsilon_lower, confidence, trials}` plus the details of the test.
+fn json_view(r: &AuditReport) -> serde_json::Value {
+    serde_json::json!({
+        "method": r.method,
+        "calibration": r.calibration,
+        "claimed_epsilon": r.claimed_epsilon,
+        "delta": r.delta,
+        "empirical_epsilon_lower": r.empirical_epsilon_lower,
+        "confidence": r.confidence,
+        "trials": r.trials,
+        "empirical_epsilon_point": r.empirical_epsilon_point,
+        "exceeds_claim": r.exceeds_claim,
+        "budget": r.budget,
+        "noise": r.noise,
+        "valid_guarantee": r.valid_guarantee,
+        "pair": r.pair,
+        "test": r.test,
+    })
+}
+
+fn print_text(r: &AuditReport) {
+    let budget = r
+        .budget
+        .map_or("unlimited (private model)".to_string(), |b| b.to_string());
+    println!("method                  {}", r.method);
+    println!(
+        "calibration             {}{}",
+        r.calibration,
+        if r.valid_guarantee {
+            ""
+        } else {
+            " (flagged: not a valid guarantee, SPEC §4)"
+        }
+    );
+    println!(
+        "claimed                 epsilon = {}, delta = {}, budget = {budget}",
+        r.claimed_epsilon, r.delta
+    );
+    println!("noise                   {:?}", r.noise);
+    println!("pair                    {}", r.pair);
+    println!(
+        "test                    region {:?} threshold {:.6} (likelier under {:?}): D {} / {}, D' {} / {} (evaluation half; {} trials per dataset chose the region)",
+        r.test.side,
+        r.test.threshold,
+        r.test.likelier,
+        r.test.hits_d,
+        r.test.evaluation_trials,
+        r.test.hits_d_prime,
+        r.test.evaluation_trials,
+        r.test.selection_trials
+    );
+    println!(
+        "empirical epsilon       >= {:.4} at {} confidence (point estimate {:.4}; {} trials per dataset)",
+        r.empirical_epsilon_lower, r.confidence, r.empirical_epsilon_point, r.trials
+    );
+    println!(
+        "verdict                 {}",
+        if r.exceeds_claim {
+            "REFUTED: the lower bound exceeds the claimed epsilon"
+        } else {
+            "consistent: the lower bound does not exceed the claimed epsilon"
+        }
+    );
 }

@@ -1,0 +1,27 @@
+//! The product's samplers, as the audit calls them: thin re-exports of
+//! `privpred_core::noise`, so that every audited draw is the noise the product releases.
+
+use privpred_core::{CoreError, Noise};
+use rand::Rng;
+
+type CoreResult<T> = std::result::Result<T, CoreError>;
+
+/// Adds one draw of `noise` (ℓ2-Laplace or Gaussian) to `values` in place
+/// (`privpred_core::Noise::add_to`).
+pub fn add_noise<R: Rng + ?Sized>(
+    noise: &Noise,
+    rng: &mut R,
+    values: &mut [f64],
+) -> CoreResult<()> {
+    noise.add_to(rng, values)
+}
+
+/// One draw of the exponential mechanism: index y with probability ∝ exp(β·score_y)
+/// (`privpred_core::noise::sample_exponential_mechanism`).
+pub fn exponential_mechanism<R: Rng + ?Sized>(
+    rng: &mut R,
+    scores: &[f64],
+    beta: f64,
+) -> CoreResult<usize> {
+    privpred_core::noise::sample_exponential_mechanism(rng, scores, beta)
+}
