@@ -298,6 +298,12 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
         s.steps,
         s.sampling_rate
     ));
+    if req.mode == CalibrationMode::Paper {
+        c.notes.push(
+            "the accounting assumes Poisson sampling and joint clipping; the reference's per-layer clipping and shuffled batches (errata 4.2, 4.3) do not deliver it"
+                .into(),
+        );
+    }
     if req.mode == CalibrationMode::Tight {
         // Report both for transparency.
         if let Ok(r) = dpsgd_epsilon(&s, sigma, p.delta, Accountant::Rdp) {
