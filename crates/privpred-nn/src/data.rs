@@ -1,0 +1,377 @@
+//! Image sets for the convnet: 8-bit pixels stored channel-major per image, a reader for the
+//! image-folder layout inside a `.tar.gz` (the CIFAR-10 JPEG copy), conversion from a
+//! [`privpred_data::Dataset`], fixed per-channel normalisation and the training augmentation
+//! (random horizontal flip, random crop with 4-pixel zero padding).
+
+use crate::error::{NnError, Result};
+use rand::{Rng, RngExt};
+use rayon::prelude::*;
+use std::io::Read;
+use std::path::Path;
+
+/// The label every result computed on the shared CIFAR-10 copy must carry (DATA.md).
+pub const CIFAR10_JPEG_LABEL: &str = "CIFAR-10 (JPEG copy)";
+
+/// The CIFAR-10 copy's location relative to the repository root.
+pub const CIFAR10_JPEG_DEFAULT: &str = "../shared/data/cifar10-jpeg.tar.gz";
+
+/// A labelled set of images, pixels `0..=255`, each image `C×H×W` channel-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSet {
+    /// Channels.
+    pub channels: usize,
+    /// Height.
+    pub height: usize,
+    /// Width.
+    pub width: usize,
+    /// Number of classes.
+    pub classes: usize,
+    /// `n · C·H·W` pixels.
+    pub pixels: Vec<u8>,
+    /// `n` labels in `0..classes`.
+    pub labels: Vec<u32>,
+    /// Where the images came from (e.g. [`CIFAR10_JPEG_LABEL`]).
+    pub source: String,
+}
+
+/// How a flat row of pixels is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PixelLayout {
+    /// Channel-major `C×H×W` (CIFAR binary batches).
+    Chw,
+    /// Interleaved `H×W×C` (decoded image files).
+    Hwc,
+}
+
+impl ImageSet {
+    /// Number of images.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+    /// Whether there are no images.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+    /// Values per image.
+    pub fn image_len(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+    /// Image `i` (channel-major bytes).
+    pub fn image(&self, i: usize) -> &[u8] {
+        let l = self.image_len();
+        &self.pixels[i * l..(i + 1) * l]
+    }
+    /// The images at `idx`, in that order.
+    pub fn subset(&self, idx: &[usize]) -> ImageSet {
+        let mut pixels = Vec::with_capacity(idx.len() * self.image_len());
+        for &i in idx {
+            pixels.extend_from_slice(self.image(i));
+        }
+        ImageSet {
+            pixels,
+            labels: idx.iter().map(|&i| self.labels[i]).collect(),
+            ..self.clone_meta()
+        }
+    }
+    fn clone_meta(&self) -> ImageSet {
+        ImageSet {
+            channels: self.channels,
+            height: self.height,
+            width: self.width,
+            classes: self.classes,
+            pixels: Vec::new(),
+            labels: Vec::new(),
+            source: self.source.clone(),
+        }
+    }
+    /// The first `per_class` images of each class (in stored order).
+    pub fn take_per_class(&self, per_class: usize) -> ImageSet {
+        let mut count = vec![0usize; self.classes];
+        let idx: Vec<usize> = (0..self.len())
+            .filter(|&i| {
+                let c = &mut count[self.labels[i] as usize];
+                *c += 1;
+                *c <= per_class
+            })
+            .collect();
+        self.subset(&idx)
+    }
+
+    /// Converts a [`privpred_data::Dataset`] of raw pixel values (`0..=255`, as the data
+    /// layer reads them) into an image set.
+    pub fn from_dataset(
+        ds: &privpred_data::Dataset,
+        channels: usize,
+        height: usize,
+        width: usize,
+        layout: PixelLayout,
+    ) -> Result<ImageSet> {
+        let l = channels * height * width;
+        if ds.d != l {
+            return Err(NnError::Shape(format!(
+                "{}: rows have {} values, expected {channels}×{height}×{width} = {l}",
+                ds.provenance.name, ds.d
+            )));
+        }
+        let mut pixels = vec![0u8; ds.n * l];
+        for i in 0..ds.n {
+            let row = ds.row(i);
+            let out = &mut pixels[i * l..(i + 1) * l];
+            for c in 0..channels {
+                for p in 0..height * width {
+                    let v = match layout {
+                        PixelLayout::Chw => row[c * height * width + p],
+                        PixelLayout::Hwc => row[p * channels + c],
+                    };
+                    if !(0.0..=255.0).contains(&v) {
+                        return Err(NnError::Shape(format!(
+                            "{}: pixel value {v} at row {i} outside 0..=255 (pass raw, unscaled pixels)",
+                            ds.provenance.name
+                        )));
+                    }
+                    out[c * height * width + p] = v.round() as u8;
+                }
+            }
+        }
+        let mut labels = ds.provenance.labels.clone();
+        labels.insert(0, ds.provenance.name.clone());
+        Ok(ImageSet {
+            channels,
+            height,
+            width,
+            classes: ds.classes,
+            pixels,
+            labels: ds.labels.clone(),
+            source: labels.join(", "),
+        })
+    }
+}
+
+/// (class, width, height, channel-major pixels) of one decoded image.
+type Decoded = (u32, u32, u32, Vec<u8>);
+
+/// Reads an image-folder archive (`.tar.gz` holding `<split>/<class>/<file>.jpg|png`) and
+/// returns `(train, test)`; classes are the sorted folder names of the train split. With
+/// `per_class = Some((a, b))` only the first `a` train and `b` test files of each class (by
+/// sorted file name) are decoded.
+pub fn load_image_folder_tar(
+    path: &Path,
+    per_class: Option<(usize, usize)>,
+    source: &str,
+) -> Result<(ImageSet, ImageSet)> {
+    let f = std::fs::File::open(path).map_err(|e| NnError::io(path, e))?;
+    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
+    // (split, class, file) -> bytes
+    let mut entries: Vec<(String, String, String, Vec<u8>)> = Vec::new();
+    for e in ar.entries().map_err(|e| NnError::io(path, e))? {
+        let mut e = e.map_err(|e| NnError::io(path, e))?;
+        if !e.header().entry_type().is_file() {
+            continue;
+        }
+        let p = e
+            .path()
+            .map_err(|e| NnError::io(path, e))?
+            .to_string_lossy()
+            .into_owned();
+        let parts: Vec<&str> = p.trim_start_matches("./").split('/').collect();
+        if parts.len() != 3 || !(parts[0] == "train" || parts[0] == "test") {
+            continue;
+        }
+        let (s, c, n) = (
+            parts[0].to_string(),
+            parts[1].to_string(),
+            parts[2].to_string(),
+        );
+        let mut buf = Vec::with_capacity(e.header().size().unwrap_or(0) as usize);
+        e.read_to_end(&mut buf).map_err(|e| NnError::io(path, e))?;
+        entries.push((s, c, n, buf));
+    }
+    let mut classes: Vec<String> = entries
+        .iter()
+        .filter(|e| e.0 == "train")
+        .map(|e| e.1.clone())
+        .collect();
+    classes.sort();
+    classes.dedup();
+    if classes.len() < 2 {
+        return Err(NnError::format(
+            path,
+            "expected train/<class>/<image> entries for at least two classes",
+        ));
+    }
+    entries.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    let mut out = Vec::new();
+    for split in ["train", "test"] {
+        let mut count = vec![0usize; classes.len()];
+        let mut sel: Vec<(u32, &Vec<u8>, &str)> = Vec::new();
+        for e in entries.iter().filter(|e| e.0 == split) {
+            let Ok(ci) = classes.binary_search(&e.1) else {
+                return Err(NnError::format(
+                    path,
+                    format!("{split}/{}: class not present in train/", e.1),
+                ));
+            };
+            count[ci] += 1;
+            let limit = per_class.map(|(a, b)| if split == "train" { a } else { b });
+            if limit.is_none_or(|l| count[ci] <= l) {
+                sel.push((ci as u32, &e.3, &e.2));
+            }
+        }
+        if sel.is_empty() {
+            return Err(NnError::format(path, format!("no images under {split}/")));
+        }
+        let decoded: Vec<Result<Decoded>> = sel
+            .par_iter()
+            .map(|(ci, bytes, name)| {
+                let img = image::load_from_memory(bytes)
+                    .map_err(|e| {
+                        NnError::format(
+                            path,
+                            format!("{split}/{}/{name}: {e}", classes[*ci as usize]),
+                        )
+                    })?
+                    .to_rgb8();
+                let (w, h) = img.dimensions();
+                let raw = img.into_raw();
+                let hw = (w * h) as usize;
+                let mut chw = vec![0u8; 3 * hw];
+                for p in 0..hw {
+                    for c in 0..3 {
+                        chw[c * hw + p] = raw[p * 3 + c];
+                    }
+                }
+                Ok((*ci, w, h, chw))
+            })
+            .collect();
+        let mut set = ImageSet {
+            channels: 3,
+            height: 0,
+            width: 0,
+            classes: classes.len(),
+            pixels: Vec::new(),
+            labels: Vec::new(),
+            source: source.to_string(),
+        };
+        for d in decoded {
+            let (ci, w, h, chw) = d?;
+            if set.labels.is_empty() {
+                set.width = w as usize;
+                set.height = h as usize;
+            } else if (w as usize, h as usize) != (set.width, set.height) {
+                return Err(NnError::format(
+                    path,
+                    format!(
+                        "{split}: images of different sizes ({w}×{h} vs {}×{})",
+                        set.width, set.height
+                    ),
+                ));
+            }
+            set.pixels.extend_from_slice(&chw);
+            set.labels.push(ci);
+        }
+        out.push(set);
+    }
+    let test = out.pop().expect("two splits");
+    let train = out.pop().expect("two splits");
+    Ok((train, test))
+}
+
+/// Loads the CIFAR-10 JPEG copy (DATA.md) from `path` (default [`CIFAR10_JPEG_DEFAULT`]).
+pub fn load_cifar10_jpeg(
+    path: &Path,
+    per_class: Option<(usize, usize)>,
+) -> Result<(ImageSet, ImageSet)> {
+    let (tr, te) = load_image_folder_tar(path, per_class, CIFAR10_JPEG_LABEL)?;
+    if tr.classes != 10 || tr.height != 32 || tr.width != 32 {
+        return Err(NnError::format(
+            path,
+            format!(
+                "expected 10 classes of 32×32 images, found {} classes of {}×{}",
+                tr.classes, tr.width, tr.height
+            ),
+        ));
+    }
+    Ok((tr, te))
+}
+
+/// Fixed per-channel normalisation `(v/255 − mean_c)/std_c`. The default constants are the
+/// published CIFAR-10 channel statistics (public constants, not computed from the private
+/// training set).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Normalization {
+    /// Per-channel mean (of pixel/255).
+    pub mean: Vec<f32>,
+    /// Per-channel standard deviation (of pixel/255).
+    pub std: Vec<f32>,
+}
+
+impl Normalization {
+    /// The usual CIFAR-10 constants.
+    pub fn cifar10() -> Self {
+        Normalization {
+            mean: vec![0.4914, 0.4822, 0.4465],
+            std: vec![0.2470, 0.2435, 0.2616],
+        }
+    }
+    /// Mean 0.5, std 0.25 for every channel (for non-CIFAR inputs).
+    pub fn generic(channels: usize) -> Self {
+        Normalization {
+            mean: vec![0.5; channels],
+            std: vec![0.25; channels],
+        }
+    }
+}
+
+/// One draw of the training augmentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Augment {
+    /// Mirror horizontally.
+    pub flip: bool,
+    /// Crop offset in rows, `−pad..=pad` (zero padding outside the image).
+    pub dy: i32,
+    /// Crop offset in columns.
+    pub dx: i32,
+}
+
+impl Augment {
+    /// Random flip (p = 1/2) and random crop with `pad` pixels of zero padding.
+    pub fn sample(rng: &mut impl Rng, pad: i32) -> Self {
+        Augment {
+            flip: rng.random::<bool>(),
+            dy: rng.random_range(-pad..=pad),
+            dx: rng.random_range(-pad..=pad),
+        }
+    }
+}
+
+/// Writes the normalised (and optionally augmented) float image into `out`.
+pub fn prepare_image(
+    img: &[u8],
+    c: usize,
+    h: usize,
+    w: usize,
+    norm: &Normalization,
+    aug: Augment,
+    out: &mut Vec<f32>,
+) {
+    out.clear();
+    out.resize(c * h * w, 0.0);
+    for ch in 0..c {
+        let (m, s) = (norm.mean[ch], norm.std[ch]);
+        let pad_val = (0.0 - m) / s;
+        let src = &img[ch * h * w..(ch + 1) * h * w];
+        let dst = &mut out[ch * h * w..(ch + 1) * h * w];
+        for y in 0..h {
+            let sy = y as i32 + aug.dy;
+            for x in 0..w {
+                let xx = if aug.flip { w - 1 - x } else { x };
+                let sx = xx as i32 + aug.dx;
+                dst[y * w + x] = if sy < 0 || sy >= h as i32 || sx < 0 || sx >= w as i32 {
+                    pad_val
+                } else {
+                    (src[sy as usize * w + sx as usize] as f32 / 255.0 - m) / s
+                };
+            }
+        }
+    }
+}

@@ -1,0 +1,749 @@
+//! Training: mini-batch SGD with momentum (non-private, teachers) and DP-SGD (SPEC §3, §4.2–4.3).
+//!
+//! Gradients are computed example by example in parallel (rayon, one contiguous chunk of the
+//! batch per worker): each worker runs forward + backward for its examples and either adds
+//! the gradient to its running sum (non-private) or first writes it into a per-example buffer,
+//! clips it, and then adds it (DP-SGD). The per-example gradient is the backward pass itself,
+//! so DP-SGD costs one extra pass over the parameter vector per example (norm, scale, add).
+
+use crate::data::{Augment, ImageSet, Normalization, prepare_image};
+use crate::error::{NnError, Result};
+use crate::resnet::{ResNet, Tape};
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rand_distr::{Distribution, StandardNormal};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Hyper-parameters of SGD with momentum and the step schedule (SPEC §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SgdConfig {
+    /// Passes over the training set (fractional allowed).
+    pub epochs: f64,
+    /// Batch size b (the expected batch size for Poisson sampling).
+    pub batch_size: usize,
+    /// Initial learning rate.
+    pub lr: f64,
+    /// Times the learning rate is divided by 10, at equal intervals (3 in the paper).
+    pub lr_drops: usize,
+    /// Momentum μ (PyTorch convention: v ← μv + g, θ ← θ − lr·v).
+    pub momentum: f64,
+    /// L2 weight decay added to the (noisy) gradient (post-processing under DP).
+    pub weight_decay: f64,
+    /// Random horizontal flip + random crop with 4-pixel padding.
+    pub augment: bool,
+}
+
+impl SgdConfig {
+    /// The paper's schedule for subsample-and-aggregate teachers: 500 epochs, batch 600,
+    /// lr 0.1 divided by 10 three times, momentum 0.9, augmentation.
+    pub fn paper_teacher() -> Self {
+        SgdConfig {
+            epochs: 500.0,
+            batch_size: 600,
+            lr: 0.1,
+            lr_drops: 3,
+            momentum: 0.9,
+            weight_decay: 5e-4,
+            augment: true,
+        }
+    }
+    /// The paper's DP-SGD schedule: 100 epochs, batch 600, same learning-rate schedule, no
+    /// weight decay.
+    pub fn paper_dpsgd() -> Self {
+        SgdConfig {
+            epochs: 100.0,
+            weight_decay: 0.0,
+            ..Self::paper_teacher()
+        }
+    }
+    /// The learning rate at `step` of `steps`: lr·10^(−k), k = ⌊(drops+1)·step/steps⌋.
+    pub fn lr_at(&self, step: usize, steps: usize) -> f64 {
+        let k = ((self.lr_drops + 1) * step / steps.max(1)).min(self.lr_drops);
+        self.lr * 0.1f64.powi(k as i32)
+    }
+    /// Validates the values.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.epochs.is_finite() && self.epochs > 0.0) {
+            return Err(NnError::invalid("epochs", self.epochs, "must be > 0"));
+        }
+        if self.batch_size == 0 {
+            return Err(NnError::invalid(
+                "batch-size",
+                self.batch_size,
+                "must be ≥ 1",
+            ));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(NnError::invalid("lr", self.lr, "must be > 0"));
+        }
+        if !(0.0..1.0).contains(&self.momentum) {
+            return Err(NnError::invalid(
+                "momentum",
+                self.momentum,
+                "must be in [0, 1)",
+            ));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err(NnError::invalid(
+                "weight-decay",
+                self.weight_decay,
+                "must be ≥ 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How per-example gradients are clipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clipping {
+    /// The whole per-example gradient (all parameters jointly) to norm ≤ ν: sensitivity ν,
+    /// what the accountant assumes (SPEC §3, `corrected`/`tight`).
+    Joint,
+    /// Each parameter tensor separately to ν, as the paper's reference code does: the true
+    /// sensitivity is √k·ν for k tensors (SPEC §4.2) — **not a valid guarantee**.
+    PerLayer,
+}
+
+/// How batches are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sampling {
+    /// Each example independently with probability q = b/N per step (what the RDP accountant
+    /// of the sampled Gaussian mechanism assumes).
+    Poisson,
+    /// Shuffled fixed-size batches, as the paper's reference code — **not** covered by the
+    /// accountant (SPEC §4.3).
+    Shuffle,
+}
+
+/// DP-SGD settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DpSgdConfig {
+    /// The optimiser and schedule.
+    pub sgd: SgdConfig,
+    /// Clipping norm ν.
+    pub clip: f64,
+    /// Noise multiplier σ: Gaussian noise of std σ·ν on the sum of clipped gradients.
+    pub noise_multiplier: f64,
+    /// Joint (valid) or per-layer (paper) clipping.
+    pub clipping: Clipping,
+    /// Poisson (valid) or shuffled (paper) batches.
+    pub sampling: Sampling,
+}
+
+impl DpSgdConfig {
+    /// `corrected`: joint clipping and Poisson sampling.
+    pub fn corrected(sgd: SgdConfig, clip: f64, noise_multiplier: f64) -> Self {
+        DpSgdConfig {
+            sgd,
+            clip,
+            noise_multiplier,
+            clipping: Clipping::Joint,
+            sampling: Sampling::Poisson,
+        }
+    }
+    /// `paper`: the reference code's per-layer clipping and shuffled batches (SPEC §4.2–4.3).
+    pub fn paper(sgd: SgdConfig, clip: f64, noise_multiplier: f64) -> Self {
+        DpSgdConfig {
+            sgd,
+            clip,
+            noise_multiplier,
+            clipping: Clipping::PerLayer,
+            sampling: Sampling::Shuffle,
+        }
+    }
+    /// Whether the accountant's guarantee holds for this configuration.
+    pub fn valid_guarantee(&self) -> bool {
+        self.clipping == Clipping::Joint && self.sampling == Sampling::Poisson
+    }
+    /// Number of steps, ⌈epochs·N/b⌉ (as the accountant counts them).
+    pub fn steps(&self, n: usize) -> usize {
+        (self.sgd.epochs * n as f64 / self.sgd.batch_size as f64).ceil() as usize
+    }
+    /// Sampling rate q = b/N.
+    pub fn sampling_rate(&self, n: usize) -> f64 {
+        self.sgd.batch_size as f64 / n as f64
+    }
+    /// Validates the values.
+    pub fn validate(&self, n: usize) -> Result<()> {
+        self.sgd.validate()?;
+        if !(self.clip.is_finite() && self.clip > 0.0) {
+            return Err(NnError::invalid("clip", self.clip, "must be > 0"));
+        }
+        if !(self.noise_multiplier.is_finite() && self.noise_multiplier >= 0.0) {
+            return Err(NnError::invalid(
+                "noise-multiplier",
+                self.noise_multiplier,
+                "must be ≥ 0",
+            ));
+        }
+        if self.sgd.batch_size > n {
+            return Err(NnError::invalid(
+                "batch-size",
+                self.sgd.batch_size,
+                format!("must be ≤ the training-set size {n}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the batch-gradient kernel does with each example's gradient.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GradMode {
+    /// Sum the raw gradients.
+    Sum,
+    /// Clip each example's full gradient to norm ≤ ν, then sum.
+    ClipJoint(f64),
+    /// Clip each parameter tensor of each example's gradient to ≤ ν, then sum.
+    ClipPerLayer(f64),
+}
+
+/// Statistics of one batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BatchStats {
+    /// Examples in the batch.
+    pub n: usize,
+    /// Sum of losses.
+    pub loss_sum: f64,
+    /// Correct predictions (training mode: on augmented inputs).
+    pub correct: usize,
+    /// Examples whose gradient was scaled down by clipping.
+    pub clipped: usize,
+    /// Sum of the examples' (unclipped) gradient norms (0 for [`GradMode::Sum`]).
+    pub norm_sum: f64,
+}
+
+impl BatchStats {
+    fn merge(mut self, o: BatchStats) -> Self {
+        self.n += o.n;
+        self.loss_sum += o.loss_sum;
+        self.correct += o.correct;
+        self.clipped += o.clipped;
+        self.norm_sum += o.norm_sum;
+        self
+    }
+}
+
+/// Where the inputs of a batch come from.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The images.
+    pub data: &'a ImageSet,
+    /// Normalisation.
+    pub norm: &'a Normalization,
+    /// Seed of the augmentation of this batch (None: no augmentation). Example `j` of the
+    /// batch uses a generator seeded by (seed, j), so results do not depend on threads.
+    pub augment_seed: Option<u64>,
+}
+
+fn aug_for(seed: Option<u64>, j: usize) -> Augment {
+    match seed {
+        None => Augment::default(),
+        Some(s) => {
+            let mut r =
+                ChaCha20Rng::seed_from_u64(s ^ (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            Augment::sample(&mut r, 4)
+        }
+    }
+}
+
+/// Scales `g` so that its norm is at most `clip`; returns (norm before, whether scaled).
+pub fn clip_in_place(g: &mut [f32], clip: f64) -> (f64, bool) {
+    let norm = g
+        .iter()
+        .map(|&v| (v as f64) * (v as f64))
+        .sum::<f64>()
+        .sqrt();
+    if norm > clip {
+        // round the factor down so the clipped norm never exceeds ν in f32
+        let f = (clip / norm) as f32 * (1.0 - 4.0 * f32::EPSILON);
+        for v in g.iter_mut() {
+            *v *= f;
+        }
+        (norm, true)
+    } else {
+        (norm, false)
+    }
+}
+
+/// Σ over the batch `idx` of each example's gradient (raw or clipped per `mode`), written into
+/// `out` (overwritten). Runs in parallel over contiguous chunks of the batch.
+pub fn batch_gradient(
+    net: &ResNet,
+    params: &[f32],
+    inputs: Inputs<'_>,
+    idx: &[usize],
+    mode: GradMode,
+    out: &mut [f32],
+) -> BatchStats {
+    let p = net.num_params();
+    assert_eq!(out.len(), p);
+    out.fill(0.0);
+    if idx.is_empty() {
+        return BatchStats::default();
+    }
+    let workers = rayon::current_num_threads().max(1).min(idx.len());
+    let chunk = idx.len().div_ceil(workers);
+    let d = inputs.data;
+    let partials: Vec<(Vec<f32>, BatchStats)> = idx
+        .par_chunks(chunk)
+        .enumerate()
+        .map(|(ci, part)| {
+            let mut acc = vec![0.0f32; p];
+            let mut gi = if mode == GradMode::Sum {
+                Vec::new()
+            } else {
+                vec![0.0f32; p]
+            };
+            let mut tape = Tape::default();
+            let mut x = Vec::new();
+            let mut st = BatchStats::default();
+            for (jj, &i) in part.iter().enumerate() {
+                let j = ci * chunk + jj;
+                prepare_image(
+                    d.image(i),
+                    d.channels,
+                    d.height,
+                    d.width,
+                    inputs.norm,
+                    aug_for(inputs.augment_seed, j),
+                    &mut x,
+                );
+                let y = d.labels[i];
+                net.forward(params, &x, &mut tape);
+                let pred = argmax(tape.logits());
+                st.correct += (pred == y as usize) as usize;
+                st.n += 1;
+                match mode {
+                    GradMode::Sum => st.loss_sum += net.backward(params, &mut tape, y, &mut acc),
+                    GradMode::ClipJoint(c) => {
+                        gi.fill(0.0);
+                        st.loss_sum += net.backward(params, &mut tape, y, &mut gi);
+                        let (nrm, clipped) = clip_in_place(&mut gi, c);
+                        st.norm_sum += nrm;
+                        st.clipped += clipped as usize;
+                        for (a, g) in acc.iter_mut().zip(&gi) {
+                            *a += g;
+                        }
+                    }
+                    GradMode::ClipPerLayer(c) => {
+                        gi.fill(0.0);
+                        st.loss_sum += net.backward(params, &mut tape, y, &mut gi);
+                        let mut any = false;
+                        let mut sq = 0.0;
+                        for t in net.tensors() {
+                            let (nrm, clipped) = clip_in_place(&mut gi[t.range()], c);
+                            sq += nrm * nrm;
+                            any |= clipped;
+                        }
+                        st.norm_sum += sq.sqrt();
+                        st.clipped += any as usize;
+                        for (a, g) in acc.iter_mut().zip(&gi) {
+                            *a += g;
+                        }
+                    }
+                }
+            }
+            (acc, st)
+        })
+        .collect();
+    let mut stats = BatchStats::default();
+    for (acc, st) in partials {
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o += a;
+        }
+        stats = stats.merge(st);
+    }
+    stats
+}
+
+/// Each example's exact gradient (unclipped), in the order of `idx` (for tests and audits).
+pub fn per_example_gradients(
+    net: &ResNet,
+    params: &[f32],
+    inputs: Inputs<'_>,
+    idx: &[usize],
+) -> Vec<Vec<f32>> {
+    idx.par_iter()
+        .enumerate()
+        .map(|(j, &i)| {
+            let d = inputs.data;
+            let mut x = Vec::new();
+            prepare_image(
+                d.image(i),
+                d.channels,
+                d.height,
+                d.width,
+                inputs.norm,
+                aug_for(inputs.augment_seed, j),
+                &mut x,
+            );
+            let mut g = vec![0.0f32; net.num_params()];
+            net.loss_grad(params, &x, d.labels[i], &mut Tape::default(), &mut g);
+            g
+        })
+        .collect()
+}
+
+fn argmax(v: &[f32]) -> usize {
+    let mut b = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[b] {
+            b = i;
+        }
+    }
+    b
+}
+
+/// Logits of every image (no augmentation), in parallel.
+pub fn predict_logits(
+    net: &ResNet,
+    params: &[f32],
+    data: &ImageSet,
+    norm: &Normalization,
+) -> Vec<Vec<f32>> {
+    (0..data.len())
+        .into_par_iter()
+        .map_init(
+            || (Tape::default(), Vec::new()),
+            |(tape, x), i| {
+                prepare_image(
+                    data.image(i),
+                    data.channels,
+                    data.height,
+                    data.width,
+                    norm,
+                    Augment::default(),
+                    x,
+                );
+                net.forward(params, x, tape).to_vec()
+            },
+        )
+        .collect()
+}
+
+/// Predicted labels of every image.
+pub fn predict_labels(
+    net: &ResNet,
+    params: &[f32],
+    data: &ImageSet,
+    norm: &Normalization,
+) -> Vec<u32> {
+    predict_logits(net, params, data, norm)
+        .iter()
+        .map(|l| argmax(l) as u32)
+        .collect()
+}
+
+/// Fraction of `pred` equal to the labels of `data`.
+pub fn accuracy(pred: &[u32], labels: &[u32]) -> f64 {
+    let c = pred.iter().zip(labels).filter(|(a, b)| a == b).count();
+    c as f64 / labels.len().max(1) as f64
+}
+
+/// Progress record emitted after every step (observer pattern: the caller decides whether it
+/// goes to a progress bar, a log or nowhere).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Step just finished (1-based).
+    pub step: usize,
+    /// Total steps.
+    pub steps: usize,
+    /// Epochs done.
+    pub epoch: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Batch statistics.
+    pub batch: BatchStats,
+}
+
+fn check_data(net: &ResNet, data: &ImageSet) -> Result<()> {
+    let c = net.config();
+    if data.channels != c.in_channels || data.height != c.image_size || data.width != c.image_size {
+        return Err(NnError::Shape(format!(
+            "{}: images are {}×{}×{}, the network expects {}×{}×{}",
+            data.source,
+            data.channels,
+            data.height,
+            data.width,
+            c.in_channels,
+            c.image_size,
+            c.image_size
+        )));
+    }
+    if data.classes > net.classes() {
+        return Err(NnError::Shape(format!(
+            "{}: {} classes, the network has {}",
+            data.source,
+            data.classes,
+            net.classes()
+        )));
+    }
+    if data.is_empty() {
+        return Err(NnError::Shape(format!("{}: no images", data.source)));
+    }
+    Ok(())
+}
+
+struct Momentum {
+    v: Vec<f32>,
+}
+
+impl Momentum {
+    fn step(&mut self, params: &mut [f32], grad: &[f32], lr: f64, mu: f64, wd: f64) -> Result<()> {
+        let (lr, mu, wd) = (lr as f32, mu as f32, wd as f32);
+        for ((p, v), &g) in params.iter_mut().zip(self.v.iter_mut()).zip(grad) {
+            let g = g + wd * *p;
+            *v = mu * *v + g;
+            *p -= lr * *v;
+        }
+        if params.iter().any(|v| !v.is_finite()) {
+            return Err(NnError::Diverged(
+                "non-finite parameters (lower the learning rate)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Non-private mini-batch SGD with momentum on shuffled fixed-size batches from `init`
+/// (or a fresh He initialisation drawn from `rng`). Returns the parameters.
+pub fn train_nonprivate(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    init: Option<Vec<f32>>,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    cfg.validate()?;
+    check_data(net, data)?;
+    let n = data.len();
+    let b = cfg.batch_size.min(n);
+    let steps = ((cfg.epochs * n as f64) / b as f64).ceil() as usize;
+    let mut params = init.unwrap_or_else(|| net.init_params(rng));
+    let mut opt = Momentum {
+        v: vec![0.0; params.len()],
+    };
+    let mut grad = vec![0.0f32; params.len()];
+    let mut perm: Vec<usize> = (0..n).collect();
+    let mut pos = n; // forces a shuffle at the first step
+    for step in 0..steps {
+        let mut batch = Vec::with_capacity(b);
+        while batch.len() < b {
+            if pos == n {
+                shuffle(&mut perm, rng);
+                pos = 0;
+            }
+            let take = (b - batch.len()).min(n - pos);
+            batch.extend_from_slice(&perm[pos..pos + take]);
+            pos += take;
+        }
+        let seed = cfg.augment.then(|| rng.random::<u64>());
+        let st = batch_gradient(
+            net,
+            &params,
+            Inputs {
+                data,
+                norm,
+                augment_seed: seed,
+            },
+            &batch,
+            GradMode::Sum,
+            &mut grad,
+        );
+        let inv = 1.0 / batch.len() as f32;
+        grad.iter_mut().for_each(|g| *g *= inv);
+        let lr = cfg.lr_at(step, steps);
+        opt.step(&mut params, &grad, lr, cfg.momentum, cfg.weight_decay)?;
+        observer(&Progress {
+            step: step + 1,
+            steps,
+            epoch: (step + 1) as f64 * b as f64 / n as f64,
+            lr,
+            batch: st,
+        });
+    }
+    Ok(params)
+}
+
+/// Fisher–Yates shuffle.
+pub fn shuffle(v: &mut [usize], rng: &mut impl Rng) {
+    for i in (1..v.len()).rev() {
+        let j = rng.random_range(0..=i);
+        v.swap(i, j);
+    }
+}
+
+/// A Poisson-sampled batch: each of `0..n` independently with probability `q`.
+pub fn poisson_batch(n: usize, q: f64, rng: &mut impl Rng) -> Vec<usize> {
+    (0..n).filter(|_| rng.random::<f64>() < q).collect()
+}
+
+/// Adds N(0, std²) to every coordinate of `v`.
+pub fn add_gaussian_noise(v: &mut [f32], std: f64, rng: &mut impl Rng) {
+    if std == 0.0 {
+        return;
+    }
+    for x in v.iter_mut() {
+        let z: f64 = StandardNormal.sample(rng);
+        *x = (*x as f64 + std * z) as f32;
+    }
+}
+
+/// One DP-SGD update direction: Σ clip(g_i) + N(0, σ²ν²I), divided by the expected batch
+/// size b. Returns the batch statistics. Exposed so tests can check the noise scale.
+#[allow(clippy::too_many_arguments)]
+pub fn dp_gradient(
+    net: &ResNet,
+    params: &[f32],
+    inputs: Inputs<'_>,
+    batch: &[usize],
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    out: &mut [f32],
+) -> BatchStats {
+    let mode = match cfg.clipping {
+        Clipping::Joint => GradMode::ClipJoint(cfg.clip),
+        Clipping::PerLayer => GradMode::ClipPerLayer(cfg.clip),
+    };
+    let st = batch_gradient(net, params, inputs, batch, mode, out);
+    add_gaussian_noise(out, cfg.noise_multiplier * cfg.clip, rng);
+    let inv = 1.0 / cfg.sgd.batch_size as f32;
+    out.iter_mut().for_each(|g| *g *= inv);
+    st
+}
+
+/// DP-SGD (Abadi et al. 2016) with the sampling and clipping of `cfg`; the privacy of the
+/// result is what the accountant gives for q = b/N, ⌈epochs·N/b⌉ steps and `cfg.noise_multiplier`
+/// when [`DpSgdConfig::valid_guarantee`] holds. `rng` drives sampling, augmentation and noise
+/// (pass an OS-seeded cryptographic generator for a release).
+pub fn train_dpsgd(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    check_data(net, data)?;
+    let n = data.len();
+    cfg.validate(n)?;
+    let steps = cfg.steps(n);
+    let q = cfg.sampling_rate(n);
+    let b = cfg.sgd.batch_size;
+    let mut params = net.init_params(rng);
+    let mut opt = Momentum {
+        v: vec![0.0; params.len()],
+    };
+    let mut grad = vec![0.0f32; params.len()];
+    let mut perm: Vec<usize> = (0..n).collect();
+    let mut pos = n;
+    for step in 0..steps {
+        let batch = match cfg.sampling {
+            Sampling::Poisson => poisson_batch(n, q, rng),
+            Sampling::Shuffle => {
+                if pos + b > n {
+                    shuffle(&mut perm, rng);
+                    pos = 0;
+                }
+                pos += b;
+                perm[pos - b..pos].to_vec()
+            }
+        };
+        let seed = cfg.sgd.augment.then(|| rng.random::<u64>());
+        let st = dp_gradient(
+            net,
+            &params,
+            Inputs {
+                data,
+                norm,
+                augment_seed: seed,
+            },
+            &batch,
+            cfg,
+            rng,
+            &mut grad,
+        );
+        let lr = cfg.sgd.lr_at(step, steps);
+        opt.step(
+            &mut params,
+            &grad,
+            lr,
+            cfg.sgd.momentum,
+            cfg.sgd.weight_decay,
+        )?;
+        observer(&Progress {
+            step: step + 1,
+            steps,
+            epoch: (step + 1) as f64 * q,
+            lr,
+            batch: st,
+        });
+    }
+    Ok(params)
+}
+
+/// T teachers for subsample-and-aggregate: disjoint slices of ⌊N/T⌋ examples of a seeded
+/// random permutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeacherEnsemble {
+    /// The training indices of each teacher (pairwise disjoint).
+    pub partition: Vec<Vec<usize>>,
+    /// Each teacher's parameters.
+    #[serde(skip)]
+    pub params: Vec<Vec<f32>>,
+}
+
+/// Splits `0..n` into `t` disjoint random slices of ⌊n/t⌋ (SPEC §6).
+pub fn partition(n: usize, t: usize, rng: &mut impl Rng) -> Result<Vec<Vec<usize>>> {
+    if t == 0 || t > n {
+        return Err(NnError::invalid(
+            "teachers",
+            t,
+            format!("must be in 1..={n} (the training-set size)"),
+        ));
+    }
+    let mut perm: Vec<usize> = (0..n).collect();
+    shuffle(&mut perm, rng);
+    let m = n / t;
+    Ok((0..t).map(|k| perm[k * m..(k + 1) * m].to_vec()).collect())
+}
+
+/// Trains `t` teachers, each non-privately on its own disjoint slice (one after another, each
+/// using all cores within its batches). `observer` gets (teacher index, progress).
+pub fn train_teachers(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    t: usize,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(usize, &Progress),
+) -> Result<TeacherEnsemble> {
+    let part = partition(data.len(), t, rng)?;
+    let mut params = Vec::with_capacity(t);
+    for (k, idx) in part.iter().enumerate() {
+        let shard = data.subset(idx);
+        let mut cfg_k = cfg.clone();
+        cfg_k.batch_size = cfg.batch_size.min(shard.len());
+        params.push(train_nonprivate(
+            net,
+            &shard,
+            norm,
+            &cfg_k,
+            None,
+            rng,
+            &mut |p| observer(k, p),
+        )?);
+    }
+    Ok(TeacherEnsemble {
+        partition: part,
+        params,
+    })
+}
