@@ -1,0 +1,399 @@
+//! Plots of the study with plotters, in PNG and SVG: accuracy vs the x-axis, one line per
+//! method, ±1 std bands, logarithmic axes where the paper's grid is logarithmic, and the
+//! non-private accuracy as a dashed reference line. Text is drawn with an embedded copy of
+//! DejaVu Sans (see `assets/LICENSE-DejaVu.txt`), so no system fonts are needed.
+
+use crate::error::{Result, StudyError};
+use crate::figures::{FigureId, fmt_num};
+use crate::summary::Point;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use privpred_core::{CalibrationMode, Method};
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+static REGISTER: Once = Once::new();
+
+fn register_font() {
+    REGISTER.call_once(|| {
+        // The embedded font is a valid TTF; a failure would only make text invisible.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// One line of a plot.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Legend label.
+    pub label: String,
+    /// Palette index.
+    pub color: usize,
+    /// Dashed (the second calibration of an overlay).
+    pub dashed: bool,
+    /// (x, mean, std) with accuracies as fractions.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Everything a plot shows.
+#[derive(Debug, Clone)]
+pub struct PlotSpec {
+    /// Title.
+    pub title: String,
+    /// x-axis label.
+    pub x_label: String,
+    /// Logarithmic x-axis.
+    pub log_x: bool,
+    /// The curves.
+    pub lines: Vec<Line>,
+    /// The non-private reference (x, accuracy).
+    pub reference: Vec<(f64, f64)>,
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+fn method_color(m: Method) -> usize {
+    Method::ALL.iter().position(|x| *x == m).unwrap_or(7)
+}
+
+fn tx(log: bool, x: f64) -> f64 {
+    if log { x.log10() } else { x }
+}
+
+/// A tick label with at most 4 significant digits (undoes the rounding of 10^log10(x)).
+fn tick_label(v: f64) -> String {
+    format!("{v:.3e}")
+        .parse::<f64>()
+        .map_or_else(|_| fmt_num(v), fmt_num)
+}
+
+fn ticks(log: bool, lo: f64, hi: f64, grid: &[f64]) -> Vec<f64> {
+    if !log {
+        return grid.to_vec();
+    }
+    let mut t = Vec::new();
+    let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let span = b - a;
+    for k in a..=b {
+        let mults: &[f64] = if span <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+        for &m in mults {
+            let v = m * 10f64.powi(k);
+            if v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9) {
+                t.push(v);
+            }
+        }
+    }
+    if t.len() < 2 {
+        return grid.to_vec();
+    }
+    t
+}
+
+/// A linear f64 axis whose tick marks are exactly the given key points (plotters'
+/// `WithKeyPoints` over f64 lacks a default formatter).
+struct KeyAxis {
+    lo: f64,
+    hi: f64,
+    keys: Vec<f64>,
+}
+
+impl plotters::coord::ranged1d::Ranged for KeyAxis {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let r = (v - self.lo) / (self.hi - self.lo);
+        limit.0 + (r * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.max_num_points() == 0 {
+            Vec::new()
+        } else {
+            self.keys.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+fn render<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    spec: &PlotSpec,
+) -> std::result::Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let xs: Vec<f64> = spec
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .collect();
+    let (mut lo, mut hi) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    if !lo.is_finite() || !hi.is_finite() {
+        lo = 1.0;
+        hi = 10.0;
+    }
+    if hi <= lo {
+        hi = lo * 2.0 + 1.0;
+    }
+    let mut grid: Vec<f64> = xs.clone();
+    grid.sort_by(f64::total_cmp);
+    grid.dedup();
+    let key: Vec<f64> = ticks(spec.log_x, lo, hi, &grid)
+        .into_iter()
+        .map(|v| tx(spec.log_x, v))
+        .collect();
+    let (tlo, thi) = (tx(spec.log_x, lo), tx(spec.log_x, hi));
+    let pad = (thi - tlo) * 0.02;
+    let ymin = spec
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1 - p.2))
+        .fold(1.0f64, f64::min)
+        .clamp(0.0, 1.0);
+    let y0 = ((ymin * 10.0).floor() / 10.0 * 100.0).max(0.0);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&spec.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(55)
+        .build_cartesian_2d(
+            KeyAxis {
+                lo: tlo - pad,
+                hi: thi + pad,
+                keys: key,
+            },
+            y0..100.0,
+        )
+        .map_err(e)?;
+    let log = spec.log_x;
+    chart
+        .configure_mesh()
+        .x_desc(spec.x_label.as_str())
+        .y_desc("test accuracy (%)")
+        .x_label_formatter(&|v| tick_label(if log { 10f64.powf(*v) } else { *v }))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    for l in &spec.lines {
+        let c = PALETTE[l.color % PALETTE.len()];
+        if l.points.len() >= 2 {
+            let mut band: Vec<(f64, f64)> = l
+                .points
+                .iter()
+                .map(|p| (tx(log, p.0), (100.0 * (p.1 + p.2)).min(100.0)))
+                .collect();
+            band.extend(
+                l.points
+                    .iter()
+                    .rev()
+                    .map(|p| (tx(log, p.0), (100.0 * (p.1 - p.2)).max(y0))),
+            );
+            chart
+                .draw_series(std::iter::once(Polygon::new(band, c.mix(0.15).filled())))
+                .map_err(e)?;
+        }
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .map(|p| (tx(log, p.0), 100.0 * p.1))
+            .collect();
+        let style = c.stroke_width(2);
+        let anno = if l.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
+                .map_err(e)?
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.clone(), style))
+                .map_err(e)?
+        };
+        let dashed = l.dashed;
+        anno.label(l.label.as_str()).legend(move |(x, y)| {
+            if dashed {
+                PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+            } else {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+            }
+        });
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(e)?;
+    }
+    if !spec.reference.is_empty() {
+        let mut r: Vec<(f64, f64)> = spec
+            .reference
+            .iter()
+            .map(|p| (tx(log, p.0), 100.0 * p.1))
+            .collect();
+        r.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if r.len() == 1 {
+            r.push((thi, r[0].1));
+            r[0].0 = tlo;
+        }
+        chart
+            .draw_series(DashedLineSeries::new(r, 6, 4, BLACK.stroke_width(1)))
+            .map_err(e)?
+            .label("non-private")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.5))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Renders a plot to `stem.png` and `stem.svg`; returns both paths.
+pub fn write_plot(stem: &Path, spec: &PlotSpec) -> Result<Vec<PathBuf>> {
+    register_font();
+    let png = stem.with_extension("png");
+    let svg = stem.with_extension("svg");
+    for (path, is_png) in [(&png, true), (&svg, false)] {
+        let tmp = path.with_extension(if is_png { "tmp.png" } else { "tmp.svg" });
+        let res = if is_png {
+            let root = BitMapBackend::new(&tmp, (960, 620)).into_drawing_area();
+            render(&root, spec)
+        } else {
+            let root = SVGBackend::new(&tmp, (960, 620)).into_drawing_area();
+            render(&root, spec)
+        };
+        res.map_err(|m| StudyError::Plot {
+            path: path.clone(),
+            message: m,
+        })?;
+        std::fs::rename(&tmp, path).map_err(|e| StudyError::io(path, e))?;
+    }
+    Ok(vec![png, svg])
+}
+
+fn lines_for(points: &[&Point], dashed: bool, suffix: &str, by_series: bool) -> Vec<Line> {
+    let mut out: Vec<Line> = Vec::new();
+    let mut series: Vec<(String, Method)> = Vec::new();
+    for p in points {
+        if !series.iter().any(|s| s.0 == p.series) {
+            series.push((p.series.clone(), p.method));
+        }
+    }
+    for (i, (s, m)) in series.iter().enumerate() {
+        let mut pts: Vec<(f64, f64, f64)> = points
+            .iter()
+            .filter(|p| &p.series == s)
+            .map(|p| (p.x, p.mean, p.std))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out.push(Line {
+            label: format!("{s}{suffix}"),
+            color: if by_series { i } else { method_color(*m) },
+            dashed,
+            points: pts,
+        });
+    }
+    out
+}
+
+fn reference(points: &[&Point]) -> Vec<(f64, f64)> {
+    let mut xs: Vec<f64> = points.iter().map(|p| p.x).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let vals: Vec<(f64, f64)> = xs
+        .iter()
+        .filter_map(|&x| {
+            let v: Vec<f64> = points
+                .iter()
+                .filter(|p| p.x == x && p.nonprivate.is_finite())
+                .map(|p| p.nonprivate)
+                .collect();
+            (!v.is_empty()).then(|| (x, v.iter().sum::<f64>() / v.len() as f64))
+        })
+        .collect();
+    vals
+}
+
+/// Writes `{fig}-{calibration}.{png,svg}` for every (figure, calibration) in `points`, and
+/// `{fig}-paper-vs-tight.{png,svg}` where both modes are present.
+pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let q = if quick {
+        " [--quick: subsampled, few repetitions]"
+    } else {
+        ""
+    };
+    let mut figs: Vec<FigureId> = points.iter().map(|p| p.figure).collect();
+    figs.dedup();
+    for fig in figs {
+        let def = fig.definition();
+        let by_series = !def.series_epsilons.is_empty();
+        let mut cals: Vec<CalibrationMode> = points
+            .iter()
+            .filter(|p| p.figure == fig)
+            .map(|p| p.calibration)
+            .collect();
+        cals.sort();
+        cals.dedup();
+        for &cal in &cals {
+            let pts: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.figure == fig && p.calibration == cal)
+                .collect();
+            let spec = PlotSpec {
+                title: format!("{fig}: {} — {cal} calibration{q}", def.title),
+                x_label: def.axis.kind.label().to_string(),
+                log_x: def.axis.log,
+                lines: lines_for(&pts, false, "", by_series),
+                reference: reference(&pts),
+            };
+            out.extend(write_plot(&dir.join(format!("{fig}-{cal}")), &spec)?);
+        }
+        if cals.contains(&CalibrationMode::Paper) && cals.contains(&CalibrationMode::Tight) {
+            let paper: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.figure == fig && p.calibration == CalibrationMode::Paper)
+                .collect();
+            let tight: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.figure == fig && p.calibration == CalibrationMode::Tight)
+                .collect();
+            let mut lines = lines_for(&paper, false, " (paper)", by_series);
+            lines.extend(lines_for(&tight, true, " (tight)", by_series));
+            let spec = PlotSpec {
+                title: format!("{fig}: {} — paper (solid) vs tight (dashed){q}", def.title),
+                x_label: def.axis.kind.label().to_string(),
+                log_x: def.axis.log,
+                lines,
+                reference: reference(&paper),
+            };
+            out.extend(write_plot(
+                &dir.join(format!("{fig}-paper-vs-tight")),
+                &spec,
+            )?);
+        }
+    }
+    Ok(out)
+}
