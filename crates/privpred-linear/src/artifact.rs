@@ -1,1 +1,544 @@
-//! placeholder
+//! Model artifacts: safetensors files holding the weights (f64) plus, in the header's
+//! metadata, the guarantee (method, mode, ε, δ, B, N, λ, T, ν, seed policy, noise), the fitted
+//! preprocessing (so queries are mapped exactly as the training data was), a format version
+//! and a SHA-256 of the weight bytes. Files that are not privpred models, from another format
+//! version, or whose weights do not match their checksum are refused with a clear error.
+//!
+//! Tensors: `theta` (`[D, C]`) for a single model; `teachers` (`[T, D, C]`) for
+//! subsample-and-aggregate (all T teachers are stored).
+//!
+//! Metadata keys: `format` = `privpred-linear`, `format_version`, `model` (JSON: kind and
+//! guarantee), `preprocessing` (JSON [`FittedPreprocessing`]), `extra` (JSON, caller's),
+//! `weights_sha256`, `privacy_notes`.
+
+use crate::error::{LinearError, Result};
+use crate::methods::{PredictorKind, PrivatePredictor, Teachers};
+use crate::model::LinearModel;
+use privpred_data::FittedPreprocessing;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The artifact format name written in the header.
+pub const FORMAT: &str = "privpred-linear";
+/// The artifact format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What an artifact holds: a non-private reference model or a private predictor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredModel {
+    /// The non-private baseline (no guarantee).
+    NonPrivate(LinearModel),
+    /// A private predictor with its guarantee.
+    Private(Box<PrivatePredictor>),
+}
+
+impl StoredModel {
+    /// Input dimension D (after preprocessing).
+    pub fn input_dim(&self) -> usize {
+        match self {
+            StoredModel::NonPrivate(m) => m.d,
+            StoredModel::Private(p) => p.input_dim(),
+        }
+    }
+
+    /// Number of classes C.
+    pub fn classes(&self) -> usize {
+        match self {
+            StoredModel::NonPrivate(m) => m.c,
+            StoredModel::Private(p) => p.classes(),
+        }
+    }
+
+    /// The private predictor, if any.
+    pub fn private(&self) -> Option<&PrivatePredictor> {
+        match self {
+            StoredModel::Private(p) => Some(p.as_ref()),
+            StoredModel::NonPrivate(_) => None,
+        }
+    }
+}
+
+/// A loaded artifact.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedModel {
+    /// The model.
+    pub model: StoredModel,
+    /// The preprocessing to apply to raw queries.
+    pub preprocessing: FittedPreprocessing,
+    /// The caller's extra metadata.
+    pub extra: serde_json::Value,
+    /// The format version read.
+    pub format_version: u32,
+    /// SHA-256 (hex) of the weight bytes (identifies the model, e.g. for budget ledgers).
+    pub weights_sha256: String,
+}
+
+impl LoadedModel {
+    /// The private predictor, if the artifact holds one.
+    pub fn private(&self) -> Option<&PrivatePredictor> {
+        self.model.private()
+    }
+}
+
+/// Header description of the model (everything but the weights).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ModelHeader {
+    kind: String,
+    d: usize,
+    c: usize,
+    #[serde(default)]
+    teachers: Option<usize>,
+    #[serde(default)]
+    shard_size: Option<usize>,
+    /// The private predictor with its weights emptied (guarantee fields only).
+    #[serde(default)]
+    predictor: Option<PrivatePredictor>,
+}
+
+fn err(path: &Path, reason: impl Into<String>) -> LinearError {
+    LinearError::Artifact {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn to_bytes(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes a private predictor (see [`save_model`]).
+pub fn save(
+    path: &Path,
+    predictor: &PrivatePredictor,
+    preprocessing: &FittedPreprocessing,
+    extra: serde_json::Value,
+) -> Result<()> {
+    save_model(
+        path,
+        &StoredModel::Private(Box::new(predictor.clone())),
+        preprocessing,
+        extra,
+    )
+}
+
+/// Writes an artifact atomically (temporary file in the same directory, then rename).
+pub fn save_model(
+    path: &Path,
+    model: &StoredModel,
+    preprocessing: &FittedPreprocessing,
+    extra: serde_json::Value,
+) -> Result<()> {
+    if preprocessing.output_dim() != model.input_dim() {
+        return Err(LinearError::Dimension(format!(
+            "the preprocessing outputs {} features, the model expects {}",
+            preprocessing.output_dim(),
+            model.input_dim()
+        )));
+    }
+    let (name, shape, weights, header) = match model {
+        StoredModel::NonPrivate(m) => (
+            "theta",
+            vec![m.d, m.c],
+            to_bytes(&m.theta),
+            ModelHeader {
+                kind: "non-private".into(),
+                d: m.d,
+                c: m.c,
+                teachers: None,
+                shard_size: None,
+                predictor: None,
+            },
+        ),
+        StoredModel::Private(p) => {
+            let mut stripped = p.clone();
+            let (name, shape, w, t, shard) = match &mut stripped.kind {
+                PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
+                    let w = to_bytes(&model.theta);
+                    model.theta = Vec::new();
+                    ("theta", vec![model.d, model.c], w, None, None)
+                }
+                PredictorKind::Teachers { teachers } => {
+                    let mut w =
+                        Vec::with_capacity(teachers.models.len() * teachers.d * teachers.c * 8);
+                    for m in &teachers.models {
+                        w.extend(to_bytes(&m.theta));
+                    }
+                    let t = teachers.models.len();
+                    teachers.models = Vec::new();
+                    (
+                        "teachers",
+                        vec![t, teachers.d, teachers.c],
+                        w,
+                        Some(t),
+                        Some(teachers.shard_size),
+                    )
+                }
+            };
+            let kind = match p.kind {
+                PredictorKind::Released { .. } => "released",
+                PredictorKind::NoisyLogits { .. } => "noisy-logits",
+                PredictorKind::Teachers { .. } => "teachers",
+            };
+            (
+                name,
+                shape,
+                w,
+                ModelHeader {
+                    kind: kind.into(),
+                    d: p.input_dim(),
+                    c: p.classes(),
+                    teachers: t,
+                    shard_size: shard,
+                    predictor: Some(*stripped),
+                },
+            )
+        }
+    };
+    let json = |v: &dyn erased::Ser| {
+        v.to_json()
+            .map_err(|e| err(path, format!("cannot serialise the header: {e}")))
+    };
+    let mut meta = HashMap::new();
+    meta.insert("format".to_string(), FORMAT.to_string());
+    meta.insert("format_version".to_string(), FORMAT_VERSION.to_string());
+    meta.insert("model".to_string(), json(&header)?);
+    meta.insert("preprocessing".to_string(), json(preprocessing)?);
+    meta.insert("extra".to_string(), json(&extra)?);
+    meta.insert("weights_sha256".to_string(), sha256_hex(&weights));
+    let mut notes = vec![
+        "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
+    ];
+    notes.extend(preprocessing.data_dependent());
+    meta.insert("privacy_notes".to_string(), json(&notes)?);
+    let view =
+        TensorView::new(Dtype::F64, shape, &weights).map_err(|e| err(path, format!("{e}")))?;
+    let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
+        .map_err(|e| err(path, format!("{e}")))?;
+    write_atomic(path, &bytes)
+}
+
+mod erased {
+    /// Object-safe JSON serialisation (keeps `save_model` free of generic closures).
+    pub trait Ser {
+        fn to_json(&self) -> serde_json::Result<String>;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> serde_json::Result<String> {
+            serde_json::to_string(self)
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file next to `path`, syncs it and renames it over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let fname = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let tmp = dir.join(format!(".{fname}.tmp{}", std::process::id()));
+    let io = |e: std::io::Error, p: &Path| LinearError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(|e| io(e, &tmp))?;
+    let res = f.write_all(bytes).and_then(|_| f.sync_all());
+    drop(f);
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e, &tmp));
+    }
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e, path)
+    })
+}
+
+fn from_bytes(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8-byte chunk")))
+        .collect()
+}
+
+/// Reads an artifact, refusing anything that is not a valid privpred-linear model of this
+/// format version.
+pub fn load(path: &Path) -> Result<LoadedModel> {
+    let bytes = std::fs::read(path).map_err(|e| LinearError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let (_, md) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let meta = md
+        .metadata()
+        .clone()
+        .ok_or_else(|| err(path, "no metadata header: not a privpred model"))?;
+    let get = |k: &str| {
+        meta.get(k).ok_or_else(|| {
+            err(
+                path,
+                format!("metadata key `{k}` missing: not a privpred model or corrupt"),
+            )
+        })
+    };
+    if get("format")? != FORMAT {
+        return Err(err(
+            path,
+            format!("format `{}` is not `{FORMAT}`", get("format")?),
+        ));
+    }
+    let version: u32 = get("format_version")?
+        .parse()
+        .map_err(|_| err(path, "unreadable format_version"))?;
+    if version != FORMAT_VERSION {
+        return Err(err(
+            path,
+            format!(
+                "format version {version} is not supported (this build reads version {FORMAT_VERSION})"
+            ),
+        ));
+    }
+    let header: ModelHeader = serde_json::from_str(get("model")?)
+        .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
+    let preprocessing: FittedPreprocessing = serde_json::from_str(get("preprocessing")?)
+        .map_err(|e| err(path, format!("corrupt preprocessing header: {e}")))?;
+    let extra: serde_json::Value = match meta.get("extra") {
+        Some(s) => {
+            serde_json::from_str(s).map_err(|e| err(path, format!("corrupt extra header: {e}")))?
+        }
+        None => serde_json::Value::Null,
+    };
+    let tname = if header.kind == "teachers" {
+        "teachers"
+    } else {
+        "theta"
+    };
+    let t = st
+        .tensor(tname)
+        .map_err(|_| err(path, format!("tensor `{tname}` missing")))?;
+    if t.dtype() != Dtype::F64 {
+        return Err(err(
+            path,
+            format!("tensor `{tname}` has dtype {:?}, expected F64", t.dtype()),
+        ));
+    }
+    let weights_sha256 = get("weights_sha256")?.clone();
+    if sha256_hex(t.data()) != weights_sha256 {
+        return Err(err(
+            path,
+            "weights do not match their SHA-256 checksum: the file is corrupt",
+        ));
+    }
+    let (d, c) = (header.d, header.c);
+    let w = from_bytes(t.data());
+    let check_model =
+        |theta: Vec<f64>| LinearModel::new(d, c, theta).map_err(|e| err(path, format!("{e}")));
+    let model = match header.kind.as_str() {
+        "non-private" => {
+            if t.shape() != [d, c] {
+                return Err(err(
+                    path,
+                    format!("tensor shape {:?} does not match {d} × {c}", t.shape()),
+                ));
+            }
+            StoredModel::NonPrivate(check_model(w)?)
+        }
+        "released" | "noisy-logits" | "teachers" => {
+            let mut p = header
+                .predictor
+                .clone()
+                .ok_or_else(|| err(path, "private model without its guarantee"))?;
+            match &mut p.kind {
+                PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
+                    if t.shape() != [d, c] {
+                        return Err(err(
+                            path,
+                            format!("tensor shape {:?} does not match {d} × {c}", t.shape()),
+                        ));
+                    }
+                    *model = check_model(w)?;
+                }
+                PredictorKind::Teachers { teachers } => {
+                    let tt = header.teachers.unwrap_or(0);
+                    if t.shape() != [tt, d, c] || tt == 0 {
+                        return Err(err(
+                            path,
+                            format!(
+                                "tensor shape {:?} does not match {tt} × {d} × {c}",
+                                t.shape()
+                            ),
+                        ));
+                    }
+                    let models: Result<Vec<LinearModel>> = w
+                        .chunks_exact(d * c)
+                        .map(|ch| check_model(ch.to_vec()))
+                        .collect();
+                    *teachers = Teachers {
+                        d,
+                        c,
+                        models: models?,
+                        shard_size: header.shard_size.unwrap_or(0),
+                    };
+                }
+            }
+            StoredModel::Private(Box::new(p))
+        }
+        other => return Err(err(path, format!("unknown model kind `{other}`"))),
+    };
+    if preprocessing.output_dim() != model.input_dim() {
+        return Err(err(
+            path,
+            format!(
+                "preprocessing outputs {} features but the model expects {}",
+                preprocessing.output_dim(),
+                model.input_dim()
+            ),
+        ));
+    }
+    Ok(LoadedModel {
+        model,
+        preprocessing,
+        extra,
+        format_version: version,
+        weights_sha256,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::{MethodConfig, train_private};
+    use crate::train::tests::toy;
+    use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+    use privpred_data::Preprocessing;
+    use rand::SeedableRng;
+
+    fn prep(d: usize, c: usize) -> FittedPreprocessing {
+        let ds = toy(50, d, c, 1);
+        Preprocessing {
+            scale: 1.0,
+            ..Preprocessing::default()
+        }
+        .fit(&ds, 0)
+        .unwrap()
+    }
+
+    #[test]
+    fn round_trip_every_kind() {
+        let ds = toy(400, 6, 3, 2);
+        let fitted = prep(6, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        for m in [
+            Method::ModelSensitivity,
+            Method::LossPerturbation,
+            Method::PredictionSensitivity,
+            Method::SubsampleAggregate,
+        ] {
+            let mut cfg = MethodConfig::new(
+                m,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 0.0).unwrap(),
+                Budget::Finite(10),
+            );
+            cfg.teachers = 4;
+            cfg.lambda = 1e-2;
+            let p = train_private(&cfg, &ds, &mut rng).unwrap();
+            let path = dir.path().join(format!("{m}.safetensors"));
+            save(&path, &p, &fitted, serde_json::json!({"k": 1})).unwrap();
+            let l = load(&path).unwrap();
+            assert_eq!(l.private(), Some(&p), "{m}");
+            assert_eq!(l.preprocessing, fitted);
+            assert_eq!(l.extra["k"], 1);
+        }
+        let np = crate::fit_logistic(&ds, 1e-3, None, &Default::default())
+            .unwrap()
+            .model;
+        let path = dir.path().join("np.safetensors");
+        save_model(
+            &path,
+            &StoredModel::NonPrivate(np.clone()),
+            &fitted,
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        assert_eq!(load(&path).unwrap().model, StoredModel::NonPrivate(np));
+    }
+
+    #[test]
+    fn refuses_corrupt_and_incompatible_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fitted = prep(4, 2);
+        let m = LinearModel::new(4, 2, vec![0.5; 8]).unwrap();
+        let path = dir.path().join("m.safetensors");
+        save_model(
+            &path,
+            &StoredModel::NonPrivate(m.clone()),
+            &fitted,
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let bad = dir.path().join("bad.safetensors");
+        // flipped weight byte → checksum
+        let mut b = bytes.clone();
+        let n = b.len();
+        b[n - 1] ^= 1;
+        std::fs::write(&bad, &b).unwrap();
+        assert!(
+            matches!(load(&bad), Err(LinearError::Artifact { reason, .. }) if reason.contains("checksum"))
+        );
+        // truncated
+        std::fs::write(&bad, &bytes[..n - 8]).unwrap();
+        assert!(matches!(load(&bad), Err(LinearError::Artifact { .. })));
+        // other format version
+        let pat = b"\"format_version\":\"1\"";
+        let at = bytes
+            .windows(pat.len())
+            .position(|w| w == pat)
+            .expect("version key in header");
+        let mut b = bytes.clone();
+        b[at + pat.len() - 2] = b'9';
+        std::fs::write(&bad, &b).unwrap();
+        assert!(
+            matches!(load(&bad), Err(LinearError::Artifact { reason, .. }) if reason.contains("version 9"))
+        );
+        // a plain safetensors file without our metadata
+        let w = to_bytes(&[1.0, 2.0]);
+        let v = TensorView::new(Dtype::F64, vec![2], &w).unwrap();
+        std::fs::write(
+            &bad,
+            safetensors::tensor::serialize([("x", v)], None).unwrap(),
+        )
+        .unwrap();
+        assert!(matches!(load(&bad), Err(LinearError::Artifact { .. })));
+        // preprocessing that does not fit the model: refused at save, nothing written
+        let other = dir.path().join("other.safetensors");
+        assert!(
+            save_model(
+                &other,
+                &StoredModel::NonPrivate(m),
+                &prep(5, 2),
+                serde_json::Value::Null
+            )
+            .is_err()
+        );
+        assert!(!other.exists());
+    }
+}

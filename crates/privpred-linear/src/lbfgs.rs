@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 pub enum GradNorm {
     /// max |gᵢ| — what PyTorch's `tolerance_grad` and scikit-learn's `tol` (L-BFGS-B `pgtol`)
     /// test; the reference code's criterion.
-    #[default]
     Max,
-    /// ‖g‖₂ (stricter).
+    /// ‖g‖₂ — SPEC §6's "gradient norm ≤ 1e-4" taken literally; stricter than `Max` (the
+    /// default: on MNIST it is worth ~0.2 points of test accuracy at λ = 1e-5).
+    #[default]
     L2,
 }
 
@@ -49,7 +50,7 @@ impl Default for LbfgsOptions {
         LbfgsOptions {
             memory: 10,
             grad_tol: 1e-4,
-            norm: GradNorm::Max,
+            norm: GradNorm::L2,
             max_iter: 5000,
             max_evals: 20000,
             c1: 1e-4,

@@ -256,7 +256,7 @@ pub fn cv_lambda_nonprivate(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use privpred_data::Provenance;
     use proptest::prelude::*;

@@ -1,10 +1,217 @@
-//! `privpred predict`.
+//! `privpred predict`: answer queries from a file with a trained model.
+//!
+//! Input: CSV rows of raw features (the model's preprocessing is applied; an optional
+//! non-numeric header line is skipped) or an IDX image file (detected by its magic number).
+//! Output: one label per line (or JSON with `--json`).
+//!
+//! Budget: private-prediction models (prediction sensitivity, subsample-and-aggregate) cover
+//! B answers. A local ledger `<model>.ledger.json` (keyed by the model's weights checksum)
+//! records the answers spent; it is updated atomically **before** any answer is printed, and a
+//! request that would exceed B is refused (exit 2) with nothing answered. Privately trained
+//! models (B = ∞) and the non-private model do not spend budget. Answers use the OS-seeded
+//! release generator.
+
+use crate::exit::usage;
+use privpred_linear::LinearError;
+use privpred_linear::artifact::{StoredModel, load as load_model, write_atomic};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `privpred predict`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Model file written by `privpred train`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Queries: a CSV file of raw feature rows, or an IDX image file.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Print JSON (labels and, where the mechanism releases them, scores).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The local budget ledger of a model file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Checksum of the model weights this ledger belongs to.
+    pub weights_sha256: String,
+    /// The budget B.
+    pub budget: u64,
+    /// Answers given so far.
+    pub spent: u64,
+}
+
+fn lin(e: LinearError) -> anyhow::Error {
+    if e.is_user_error() {
+        usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+/// `<model>.ledger.json`.
+pub fn ledger_path(model: &Path) -> PathBuf {
+    let mut s = model.as_os_str().to_owned();
+    s.push(".ledger.json");
+    PathBuf::from(s)
+}
+
+fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    if bytes.len() >= 4 && bytes[0] == 0 && bytes[1] == 0 && bytes[3] >= 1 {
+        let arr = privpred_data::idx::read_images(path)?;
+        let n = arr.dims.first().copied().unwrap_or(0);
+        if n == 0 || arr.data.len() != n * d {
+            return Err(usage(format!(
+                "{}: IDX file holds {} items of {} values; the model expects {d} raw features per query",
+                path.display(),
+                n,
+                arr.data.len().checked_div(n).unwrap_or(0)
+            )));
+        }
+        return Ok(arr.data.chunks_exact(d).map(|r| r.to_vec()).collect());
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        usage(format!(
+            "{}: neither an IDX file nor UTF-8 CSV text",
+            path.display()
+        ))
+    })?;
+    let mut rows = Vec::new();
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split([',', ';', '\t']).map(str::trim).collect();
+        let parsed: Result<Vec<f32>, _> = fields.iter().map(|f| f.parse::<f32>()).collect();
+        let row = match parsed {
+            Ok(r) => r,
+            Err(_) if ln == 0 && rows.is_empty() => continue, // header line
+            Err(_) => {
+                return Err(usage(format!(
+                    "{} line {}: not a row of numbers",
+                    path.display(),
+                    ln + 1
+                )));
+            }
+        };
+        if row.len() != d {
+            return Err(usage(format!(
+                "{} line {}: {} values, the model expects {d} raw features",
+                path.display(),
+                ln + 1,
+                row.len()
+            )));
+        }
+        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+            return Err(usage(format!(
+                "{} line {}: value {} is not finite",
+                path.display(),
+                ln + 1,
+                j + 1
+            )));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return Err(usage(format!("{}: no query rows", path.display())));
+    }
+    Ok(rows)
+}
 
 /// Runs `privpred predict`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    Err(crate::exit::usage("`privpred predict` is not implemented yet"))
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let loaded = load_model(&args.model).map_err(lin)?;
+    let raw = read_queries(&args.input, loaded.preprocessing.input_dim())?;
+    let mut rows = Vec::with_capacity(raw.len());
+    for (i, r) in raw.iter().enumerate() {
+        let x = loaded
+            .preprocessing
+            .apply_row(r)
+            .map_err(|e| usage(format!("query {}: {e}", i + 1)))?;
+        privpred_linear::check_query(&x, loaded.model.input_dim())
+            .map_err(|e| usage(format!("query {}: {e}", i + 1)))?;
+        rows.push(x);
+    }
+    let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+    let mut rng = privpred_core::noise::release_rng()?;
+    let answers: Vec<(u32, Option<Vec<f64>>)> = match &loaded.model {
+        StoredModel::NonPrivate(m) => refs
+            .iter()
+            .map(|x| (m.predict(x), Some(m.logits(x))))
+            .collect(),
+        StoredModel::Private(p) => {
+            if p.spends_budget() {
+                let budget = p
+                    .calibration
+                    .budget
+                    .get()
+                    .ok_or_else(|| usage("model spends budget but has none recorded"))?;
+                let key = loaded.weights_sha256.clone();
+                let lp = ledger_path(&args.model);
+                let mut ledger = match std::fs::read(&lp) {
+                    Ok(b) => {
+                        let l: Ledger = serde_json::from_slice(&b).map_err(|e| {
+                            usage(format!(
+                                "{}: corrupt budget ledger ({e}); refusing to answer",
+                                lp.display()
+                            ))
+                        })?;
+                        if l.weights_sha256 == key {
+                            l
+                        } else {
+                            Ledger {
+                                weights_sha256: key,
+                                budget,
+                                spent: 0,
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger {
+                        weights_sha256: key,
+                        budget,
+                        spent: 0,
+                    },
+                    Err(e) => return Err(usage(format!("{}: {e}", lp.display()))),
+                };
+                let want = refs.len() as u64;
+                if ledger.spent + want > budget {
+                    return Err(usage(format!(
+                        "budget exhausted: {} queries requested, {} of {} answers left for {} (ledger {})",
+                        want,
+                        budget - ledger.spent.min(budget),
+                        budget,
+                        args.model.display(),
+                        lp.display()
+                    )));
+                }
+                ledger.spent += want;
+                write_atomic(&lp, serde_json::to_string_pretty(&ledger)?.as_bytes())
+                    .map_err(lin)?;
+            }
+            p.try_predict(&refs, &mut rng)
+                .map_err(lin)?
+                .into_iter()
+                .map(|a| (a.label, a.scores))
+                .collect()
+        }
+    };
+    if args.json {
+        let v: Vec<_> = answers
+            .iter()
+            .map(|(l, s)| json!({"label": l, "scores": s}))
+            .collect();
+        println!("{}", serde_json::to_string(&json!({"answers": v}))?);
+    } else {
+        let mut out = String::new();
+        for (l, _) in &answers {
+            out.push_str(&l.to_string());
+            out.push('\n');
+        }
+        print!("{out}");
+    }
+    Ok(())
 }

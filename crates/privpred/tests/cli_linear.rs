@@ -1,0 +1,448 @@
+//! End-to-end tests of `privpred train`, `evaluate` and `predict` on a small generated CSV
+//! dataset (fast), covering every method, the JSON contract, the budget ledger and bad input
+//! (exit code 2, nothing written).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_privpred"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("spawn privpred")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "privpred {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn code(args: &[&str]) -> (i32, String) {
+    let o = run(args);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// 600 rows, 8 pixel-like features (0..255), 3 well-separated classes, label last.
+fn dataset(dir: &Path) -> PathBuf {
+    let p = dir.join("toy.csv");
+    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
+    let mut state = 12345u64;
+    let mut rnd = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % 60) as u32
+    };
+    for i in 0..600 {
+        let y = i % 3;
+        let row: Vec<String> = (0..8)
+            .map(|j| (rnd() + if j % 3 == y { 180 } else { 0 }).to_string())
+            .collect();
+        s.push_str(&format!("{},{}\n", row.join(","), y));
+    }
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+fn queries(dir: &Path, rows: &[&str]) -> PathBuf {
+    let p = dir.join(format!(
+        "q{}.csv",
+        rows.len() * 7 + rows.first().map_or(0, |r| r.len())
+    ));
+    std::fs::write(&p, rows.join("\n")).unwrap();
+    p
+}
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    ds: String,
+}
+
+fn env() -> Env {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let ds = format!("csv:{}", dataset(&dir).display());
+    Env { _tmp: tmp, dir, ds }
+}
+
+#[test]
+fn non_private_train_evaluate_predict() {
+    let e = env();
+    let out = e.dir.join("np.safetensors");
+    ok(&[
+        "train",
+        "non-private",
+        "--dataset",
+        &e.ds,
+        "--seed",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let j: Value = serde_json::from_str(&ok(&[
+        "evaluate",
+        "--model",
+        out.to_str().unwrap(),
+        "--dataset",
+        &e.ds,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(j["method"], "non-private");
+    assert!(j["accuracy"]["mean"].as_f64().unwrap() > 0.9, "{j}");
+    let q = queries(
+        &e.dir,
+        &["200,10,10,200,10,10,200,10", "10,200,10,10,200,10,10,200"],
+    );
+    let labels = ok(&[
+        "predict",
+        "--model",
+        out.to_str().unwrap(),
+        "--input",
+        q.to_str().unwrap(),
+    ]);
+    assert_eq!(labels.lines().collect::<Vec<_>>(), vec!["0", "1"]);
+}
+
+#[test]
+fn every_private_method_trains_and_reports_its_guarantee() {
+    let e = env();
+    let cases: [(&str, &[&str]); 5] = [
+        ("model-sensitivity", &["--epsilon", "10"]),
+        (
+            "loss-perturbation",
+            &["--epsilon", "10", "--lambda", "1e-3"],
+        ),
+        (
+            "prediction-sensitivity",
+            &["--epsilon", "10", "--budget", "10", "--lambda", "1e-2"],
+        ),
+        (
+            "subsample-aggregate",
+            &["--epsilon", "10", "--budget", "10", "--teachers", "8"],
+        ),
+        (
+            "dp-sgd",
+            &[
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--clip",
+                "0.5",
+                "--epochs",
+                "5",
+                "--batch-size",
+                "32",
+            ],
+        ),
+    ];
+    for (m, extra) in cases {
+        let out = e.dir.join(format!("{m}.safetensors"));
+        let mut args = vec![
+            "train",
+            m,
+            "--dataset",
+            &e.ds,
+            "--seed",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        let j: Value = serde_json::from_str(&ok(&[
+            "evaluate",
+            "--model",
+            out.to_str().unwrap(),
+            "--dataset",
+            &e.ds,
+            "--repetitions",
+            "3",
+            "--seed",
+            "4",
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(j["method"], m, "{j}");
+        assert_eq!(j["calibration"], "corrected");
+        assert!(j["epsilon"].as_f64().unwrap() > 0.0);
+        assert!(j["delta"].is_number());
+        assert!(j.get("budget").is_some());
+        assert_eq!(j["accuracy"]["repetitions"], 3);
+        let acc = j["accuracy"]["mean"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&acc) && j["accuracy"]["std"].as_f64().unwrap() >= 0.0);
+        // three well-separated classes at a generous ε: every method beats chance (1/3)
+        assert!(acc > 0.45, "{m}: accuracy {acc}");
+    }
+}
+
+#[test]
+fn predict_spends_the_budget_and_refuses_past_it() {
+    let e = env();
+    let out = e.dir.join("sa.safetensors");
+    ok(&[
+        "train",
+        "subsample-aggregate",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "1",
+        "--budget",
+        "5",
+        "--teachers",
+        "8",
+        "--seed",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let q3 = queries(
+        &e.dir,
+        &[
+            "200,10,10,200,10,10,200,10",
+            "10,200,10,10,200,10,10,200",
+            "10,10,200,10,10,200,10,10",
+        ],
+    );
+    let labels = ok(&[
+        "predict",
+        "--model",
+        out.to_str().unwrap(),
+        "--input",
+        q3.to_str().unwrap(),
+    ]);
+    assert_eq!(labels.lines().count(), 3);
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
+            .unwrap();
+    assert_eq!(ledger["spent"], 3);
+    assert_eq!(ledger["budget"], 5);
+    // 3 more would exceed B = 5: refused, nothing answered, ledger unchanged
+    let o = run(&[
+        "predict",
+        "--model",
+        out.to_str().unwrap(),
+        "--input",
+        q3.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("budget exhausted"));
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
+            .unwrap();
+    assert_eq!(ledger["spent"], 3);
+    // two more fit exactly
+    let q2 = queries(
+        &e.dir,
+        &["200,10,10,200,10,10,200,10", "10,200,10,10,200,10,10,200"],
+    );
+    assert_eq!(
+        ok(&[
+            "predict",
+            "--model",
+            out.to_str().unwrap(),
+            "--input",
+            q2.to_str().unwrap()
+        ])
+        .lines()
+        .count(),
+        2
+    );
+}
+
+#[test]
+fn bad_input_exits_2_and_writes_nothing() {
+    let e = env();
+    let out = e.dir.join("m.safetensors");
+    let o = out.to_str().unwrap();
+    // λ ≤ 0 where the method needs λ > 0
+    for l in ["0", "-1", "nan"] {
+        let (c, err) = code(&[
+            "train",
+            "model-sensitivity",
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "1",
+            "--lambda",
+            l,
+            "--out",
+            o,
+        ]);
+        assert_eq!(c, 2, "lambda {l}: {err}");
+        assert!(err.contains("lambda"), "{err}");
+        assert!(!out.exists());
+    }
+    // invalid ε, δ = 0 for DP-SGD, missing ε
+    assert_eq!(
+        code(&[
+            "train",
+            "model-sensitivity",
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "-1",
+            "--lambda",
+            "1e-3",
+            "--out",
+            o
+        ])
+        .0,
+        2
+    );
+    assert_eq!(
+        code(&[
+            "train",
+            "dp-sgd",
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "1",
+            "--clip",
+            "0.1",
+            "--out",
+            o
+        ])
+        .0,
+        2
+    );
+    assert_eq!(
+        code(&["train", "loss-perturbation", "--dataset", &e.ds, "--out", o]).0,
+        2
+    );
+    assert!(!out.exists());
+    // a good model, then bad queries
+    ok(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "1",
+        "--lambda",
+        "1e-2",
+        "--seed",
+        "1",
+        "--out",
+        o,
+    ]);
+    let wrong_dim = queries(&e.dir, &["1,2,3"]);
+    let (c, err) = code(&[
+        "predict",
+        "--model",
+        o,
+        "--input",
+        wrong_dim.to_str().unwrap(),
+    ]);
+    assert_eq!(c, 2, "{err}");
+    assert!(err.contains("expects 8"), "{err}");
+    let nan = queries(&e.dir, &["1,2,3,4,5,6,7,NaN"]);
+    assert_eq!(
+        code(&["predict", "--model", o, "--input", nan.to_str().unwrap()]).0,
+        2
+    );
+    let inf = queries(&e.dir, &["1,2,3,4,5,6,7,inf"]);
+    assert_eq!(
+        code(&["predict", "--model", o, "--input", inf.to_str().unwrap()]).0,
+        2
+    );
+    // corrupt model files: truncated, flipped weight byte, not a model at all
+    let bytes = std::fs::read(&out).unwrap();
+    let bad = e.dir.join("bad.safetensors");
+    std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+    let good_q = queries(&e.dir, &["1,2,3,4,5,6,7,8"]);
+    let (c, err) = code(&[
+        "predict",
+        "--model",
+        bad.to_str().unwrap(),
+        "--input",
+        good_q.to_str().unwrap(),
+    ]);
+    assert_eq!(c, 2, "{err}");
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 3;
+    flipped[last] ^= 0x55;
+    std::fs::write(&bad, &flipped).unwrap();
+    let (c, err) = code(&[
+        "evaluate",
+        "--model",
+        bad.to_str().unwrap(),
+        "--dataset",
+        &e.ds,
+    ]);
+    assert_eq!(c, 2, "{err}");
+    assert!(err.contains("checksum"), "{err}");
+    std::fs::write(&bad, b"hello").unwrap();
+    assert_eq!(
+        code(&[
+            "evaluate",
+            "--model",
+            bad.to_str().unwrap(),
+            "--dataset",
+            &e.ds
+        ])
+        .0,
+        2
+    );
+    // evaluating on a dataset of another dimension
+    let other = e.dir.join("other.csv");
+    std::fs::write(&other, "a,b,label\n1,2,0\n2,1,1\n3,3,0\n1,1,1\n2,2,0\n").unwrap();
+    let (c, err) = code(&[
+        "evaluate",
+        "--model",
+        o,
+        "--dataset",
+        &format!("csv:{}", other.display()),
+    ]);
+    assert_eq!(c, 2, "{err}");
+}
+
+#[test]
+fn release_path_without_seed_records_os_randomness() {
+    let e = env();
+    let out = e.dir.join("r.safetensors");
+    let s = ok(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "1",
+        "--lambda",
+        "1e-2",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let j: Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(j["method"], "model-sensitivity");
+    // two release trainings differ (fresh OS-seeded noise)
+    let out2 = e.dir.join("r2.safetensors");
+    ok(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "1",
+        "--lambda",
+        "1e-2",
+        "--out",
+        out2.to_str().unwrap(),
+    ]);
+    assert_ne!(std::fs::read(&out).unwrap(), std::fs::read(&out2).unwrap());
+}
