@@ -24,4 +24,4 @@ pub use auth::TokenSet;
 pub use error::{Result, ServeError};
 pub use ledger::{BudgetState, Ledger, LedgerSpec};
 pub use model::{Answer, FixtureModel, FixtureSpec, ModelInfo, ServedModel};
-pub use server::{ServeConfig, Server, shutdown_signal};
+pub use server::{ServeConfig, Server, run_until_signal, shutdown_signal};

@@ -281,3 +281,8 @@ pub fn hex(bytes: &[u8]) -> String {
             s
         })
 }
+
+/// Hex SHA-256 of bytes: the model id of a model file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}

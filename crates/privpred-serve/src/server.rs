@@ -761,3 +761,27 @@ async fn not_found() -> Response {
         json!({}),
     )
 }
+
+/// Runs a server to completion on its own multi-threaded tokio runtime: binds, calls
+/// `on_ready` with the bound address and start-up notes, serves until SIGTERM or Ctrl-C, then
+/// shuts down gracefully (in-flight answers finish and are recorded) and returns.
+/// For front ends without their own runtime (the `privpred` binary).
+pub fn run_until_signal(
+    model: Arc<dyn ServedModel>,
+    cfg: ServeConfig,
+    on_ready: impl FnOnce(SocketAddr, &[String]),
+) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("privpred-serve")
+        .build()
+        .map_err(|e| ServeError::Io {
+            context: "starting the async runtime".into(),
+            source: e,
+        })?;
+    rt.block_on(async move {
+        let server = Server::bind(model, cfg).await?;
+        on_ready(server.local_addr(), server.notes());
+        server.run(shutdown_signal()).await
+    })
+}

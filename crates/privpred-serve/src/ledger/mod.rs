@@ -362,6 +362,39 @@ pub mod admin {
     }
 }
 
+/// Blocking wrappers of [`admin`] for callers without an async runtime (tests, CLI tools).
+pub mod blocking {
+    use super::*;
+
+    fn rt() -> Result<tokio::runtime::Runtime> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ServeError::Io {
+                context: "starting the async runtime".into(),
+                source: e,
+            })
+    }
+
+    /// See [`admin::read_state`].
+    pub fn read_state(spec: &LedgerSpec, model_id: &str) -> Result<Option<BudgetState>> {
+        rt()?.block_on(admin::read_state(spec, model_id))
+    }
+
+    /// Creates a PostgreSQL schema (for isolated tests); no-op for SQLite.
+    pub fn create_schema(spec: &LedgerSpec, schema: &str) -> Result<()> {
+        match spec {
+            LedgerSpec::Sqlite(_) => Ok(()),
+            LedgerSpec::Postgres(c) => rt()?.block_on(postgres::create_schema(c, schema)),
+        }
+    }
+
+    /// See [`admin::block_writes`].
+    pub fn block_writes(spec: &LedgerSpec, model_id: &str) -> Result<()> {
+        rt()?.block_on(admin::block_writes(spec, model_id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

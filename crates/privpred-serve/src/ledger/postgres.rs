@@ -241,3 +241,21 @@ pub(super) async fn block_writes(conn: &str, model_id: &str) -> Result<()> {
         .await?;
     Ok(())
 }
+
+pub(super) async fn create_schema(conn: &str, schema: &str) -> Result<()> {
+    if schema.is_empty()
+        || !schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(ServeError::config(
+            "schema",
+            "use letters, digits and _ only",
+        ));
+    }
+    let client = connect(conn).await?;
+    client
+        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .await?;
+    Ok(())
+}
