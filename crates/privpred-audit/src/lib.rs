@@ -11,6 +11,7 @@
 //! - [`mechanisms`]: worst-case pairs and faithful simulations ([`mechanisms::Mechanism`]).
 //! - [`audit`]: one call from an [`AuditRequest`] to an [`AuditReport`].
 
+pub mod e2e;
 pub mod error;
 pub mod mechanisms;
 pub mod product;
@@ -47,6 +48,9 @@ pub struct AuditSetting {
     /// DP-SGD parameter tensors clipped separately in `paper` mode (the reference code's
     /// per-layer clipping, SPEC erratum 4.2); `corrected`/`tight` clip jointly.
     pub tensors: usize,
+    /// Training-set size of the end-to-end loss-perturbation audit (small: one training
+    /// per trial). The end-to-end DP-SGD audit uses `dpsgd_n`.
+    pub e2e_n: usize,
 }
 
 impl Default for AuditSetting {
@@ -61,6 +65,7 @@ impl Default for AuditSetting {
             batch_size: 100,
             epochs: 2.0,
             tensors: 2,
+            e2e_n: 100,
         }
     }
 }
@@ -84,6 +89,10 @@ pub struct AuditRequest {
     pub confidence: f64,
     /// Sizes and hyper-parameters.
     pub setting: AuditSetting,
+    /// DP-SGD: train the product's DP-SGD on D and D′ every trial (final model released)
+    /// instead of simulating the released noisy gradients. Loss perturbation is always
+    /// audited end to end.
+    pub end_to_end: bool,
 }
 
 /// The outcome of an audit (`privpred audit --json` prints the first seven fields).
@@ -165,6 +174,9 @@ fn check(req: &AuditRequest) -> Result<()> {
             "must be a finite number > 0",
         ));
     }
+    if s.e2e_n < 4 {
+        return Err(AuditError::invalid("e2e-n", s.e2e_n, "must be >= 4"));
+    }
     if s.tensors == 0 {
         return Err(AuditError::invalid("tensors", s.tensors, "must be >= 1"));
     }
@@ -213,19 +225,34 @@ pub fn mechanism_for(
     let k = cal.assumptions.k;
     match (req.method, cal.noise) {
         (Method::SubsampleAggregate, Noise::Exponential { beta }) => {
-            let m = ExponentialVotes::worst_case(beta, s.classes, s.teachers, req.budget, req.trials, req.privacy.delta, req.confidence)?;
+            let m = ExponentialVotes::worst_case(
+                beta,
+                s.classes,
+                s.teachers,
+                req.budget,
+                req.trials,
+                req.privacy.delta,
+                req.confidence,
+            )?;
             let desc = format!(
                 "T = {} teachers, votes {}:{} on the dominant:rare class; D′ moves one teacher's vote to the rare class; {} answers to the same query, exponential mechanism β = {beta:.6}; statistic #rare − #dominant",
                 s.teachers, m.votes[0], m.votes[1], req.budget
             );
             Ok((Box::new(m), desc))
         }
-        (Method::ModelSensitivity | Method::PredictionSensitivity, noise @ (Noise::L2Laplace { .. } | Noise::Gaussian { .. })) => {
+        (
+            Method::ModelSensitivity | Method::PredictionSensitivity,
+            noise @ (Noise::L2Laplace { .. } | Noise::Gaussian { .. }),
+        ) => {
             let shift = 2.0 * k / (s.n as f64 * s.lambda);
             let (dim, answers, what) = if req.method == Method::ModelSensitivity {
                 (s.features * s.classes, 1, "θ ∈ R^{D·C}")
             } else {
-                (s.classes, req.budget, "the logits ∈ R^C of one unit-norm query")
+                (
+                    s.classes,
+                    req.budget,
+                    "the logits ∈ R^C of one unit-norm query",
+                )
             };
             let m = ShiftedNoise::new(noise, dim, shift, answers)?;
             let desc = format!(
@@ -234,21 +261,37 @@ pub fn mechanism_for(
             Ok((Box::new(m), desc))
         }
         (Method::DpSgd, Noise::Gaussian { .. }) => {
-            let sigma = cal.noise_multiplier.ok_or_else(|| AuditError::Run("dp-sgd calibration has no noise multiplier".into()))?;
+            let sigma = cal.noise_multiplier.ok_or_else(|| {
+                AuditError::Run("dp-sgd calibration has no noise multiplier".into())
+            })?;
             let n = s.dpsgd_n as f64;
             let b = s.batch_size as f64;
-            let q = cal.sampling_rate.ok_or_else(|| AuditError::Run("dp-sgd calibration has no sampling rate".into()))?;
-            let steps = cal.steps.ok_or_else(|| AuditError::Run("dp-sgd calibration has no step count".into()))?;
+            let q = cal
+                .sampling_rate
+                .ok_or_else(|| AuditError::Run("dp-sgd calibration has no sampling rate".into()))?;
+            let steps = cal
+                .steps
+                .ok_or_else(|| AuditError::Run("dp-sgd calibration has no step count".into()))?;
             let (sensitivity, batching, how) = if req.calibration == CalibrationMode::Paper {
                 let spe = (n / b).ceil() as u64;
                 let epochs = s.epochs.ceil() as u64;
                 (
                     (s.tensors as f64).sqrt(),
-                    Batching::Shuffled { steps_per_epoch: spe, epochs },
-                    format!("reference code: {} tensors clipped to ν each (canary norm √k·ν), shuffled fixed-size batches", s.tensors),
+                    Batching::Shuffled {
+                        steps_per_epoch: spe,
+                        epochs,
+                    },
+                    format!(
+                        "reference code: {} tensors clipped to ν each (canary norm √k·ν), shuffled fixed-size batches",
+                        s.tensors
+                    ),
                 )
             } else {
-                (1.0, Batching::Poisson { q, steps }, "joint clipping (canary norm ν), Poisson sampling".to_string())
+                (
+                    1.0,
+                    Batching::Poisson { q, steps },
+                    "joint clipping (canary norm ν), Poisson sampling".to_string(),
+                )
             };
             let m = CanaryGradient::new(sigma, sensitivity, batching)?;
             let desc = format!(
@@ -257,18 +300,75 @@ pub fn mechanism_for(
             Ok((Box::new(m), desc))
         }
         (Method::LossPerturbation, _) => Err(AuditError::Unsupported(
-            "loss perturbation is audited end to end (training on D and D′); not available in this build".into(),
+            "loss perturbation is audited end to end only (see e2e::EndToEnd)".into(),
         )),
-        (m, noise) => Err(AuditError::Run(format!("calibration of {m} returned unexpected noise {noise:?}"))),
+        (m, noise) => Err(AuditError::Run(format!(
+            "calibration of {m} returned unexpected noise {noise:?}"
+        ))),
     }
+}
+
+/// The product's training configuration for an end-to-end audit of `req`.
+pub fn e2e_config(req: &AuditRequest) -> privpred_linear::MethodConfig {
+    let s = &req.setting;
+    let mut cfg = privpred_linear::MethodConfig::new(
+        req.method,
+        req.calibration,
+        req.privacy,
+        Budget::Unlimited,
+    );
+    cfg.lambda = s.lambda;
+    cfg.dp_sgd.batch_size = s.batch_size;
+    cfg.dp_sgd.epochs = s.epochs;
+    cfg.seed_policy = privpred_linear::SeedPolicy::Seeded { seed: req.seed };
+    cfg
+}
+
+/// Whether `req` is audited end to end.
+pub fn is_end_to_end(req: &AuditRequest) -> bool {
+    req.method == Method::LossPerturbation || (req.method == Method::DpSgd && req.end_to_end)
 }
 
 /// Runs one audit: calibrate as the product does, build the worst-case pair, run the trials,
 /// apply the optimal test, bound ε.
 pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     check(req)?;
-    let cal = calibration_for(req)?;
-    let (mech, pair) = mechanism_for(req, &cal)?;
+    let (mech, pair, cal): (Box<dyn Mechanism>, String, Calibration) = if is_end_to_end(req) {
+        if req.end_to_end && !matches!(req.method, Method::LossPerturbation | Method::DpSgd) {
+            return Err(AuditError::Unsupported(format!(
+                "no end-to-end audit for {}",
+                req.method
+            )));
+        }
+        let n = if req.method == Method::DpSgd {
+            req.setting.dpsgd_n
+        } else {
+            req.setting.e2e_n
+        };
+        let e = e2e::EndToEnd::new(e2e_config(req), n, req.seed)?;
+        let cal = e.calibration.clone();
+        let pair = match req.method {
+            Method::LossPerturbation => format!(
+                "end to end (privpred-linear train_private, N = {n}, D = 4, C = 2, λ = {}): the unit-norm example x* = e₃ has label 0 in D and 1 in D′; statistic: exact log-likelihood ratio of the released θ via the noise b_X(θ) = −(Σ∇ℓ + ρ_eff θ) that produces it",
+                req.setting.lambda
+            ),
+            _ => format!(
+                "end to end (privpred-linear DP-SGD, N = {n}, b = {}, {} epochs, D = 4, C = 2): a null example (x = 0) in D is replaced by a canary x* = e₃ whose gradient stays at the clip norm in a direction no other example touches; only the final model is released; statistic: its projection on the canary direction",
+                req.setting.batch_size, req.setting.epochs
+            ),
+        };
+        (Box::new(e), pair, cal)
+    } else {
+        if req.end_to_end {
+            return Err(AuditError::Unsupported(format!(
+                "no end-to-end audit for {}",
+                req.method
+            )));
+        }
+        let cal = calibration_for(req)?;
+        let (m, pair) = mechanism_for(req, &cal)?;
+        (m, pair, cal)
+    };
     let (on_d, on_dp) = mechanisms::run_trials(mech.as_ref(), req.trials, req.seed)?;
     let test = stats::epsilon_lower_bound(&on_d, &on_dp, req.privacy.delta, req.confidence)?;
     Ok(AuditReport {

@@ -60,6 +60,13 @@ pub struct Args {
     /// erratum 4.2; `corrected`/`tight` clip jointly).
     #[arg(long, default_value_t = AuditSetting::default().tensors)]
     pub tensors: usize,
+    /// Training-set size of the end-to-end loss-perturbation audit.
+    #[arg(long, default_value_t = AuditSetting::default().e2e_n)]
+    pub e2e_n: usize,
+    /// DP-SGD: train the product's DP-SGD on D and D′ every trial (final model only) instead
+    /// of simulating the noisy gradients. (Loss perturbation is always end to end.)
+    #[arg(long)]
+    pub end_to_end: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -86,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             batch_size: args.batch_size,
             epochs: args.epochs,
             tensors: args.tensors,
+            e2e_n: args.e2e_n,
         },
+        end_to_end: args.end_to_end,
     };
     let report = privpred_audit::audit(&req).map_err(|e| match e {
         privpred_audit::AuditError::InvalidArgument { .. }
