@@ -6,9 +6,11 @@
 //! `gemm` crate with hand-written backward passes, which makes exact per-example gradients
 //! free (see the crate README for the measurements behind the choice).
 
-pub mod accountant;
+pub mod artifact;
+pub mod calib;
 pub mod data;
 pub mod error;
+pub mod fig7;
 pub mod ops;
 pub mod resnet;
 pub mod teachers;

@@ -1,0 +1,389 @@
+//! Model artifacts for deep models: a safetensors file with the ResNet weights (f32) and, in
+//! the header's metadata, the guarantee, the architecture, the input normalisation, a format
+//! version and a SHA-256 of the weight bytes — the same conventions as `privpred-linear`'s
+//! artifacts, so `evaluate` and `serve` can treat both alike.
+//!
+//! Tensors: PyTorch-style names (`conv1.weight`, `layer1.0.gn1.weight`, ..., `linear.bias`).
+//! A DP-SGD (or non-private) model stores each tensor with its own shape; a teacher ensemble
+//! stacks the T teachers along a leading axis (`[T, ...shape]`).
+//!
+//! Metadata keys: `format` = `privpred-nn`, `format_version`, `model` (JSON [`ModelHeader`]),
+//! `extra` (JSON, the caller's), `weights_sha256`.
+
+use crate::data::Normalization;
+use crate::error::{NnError, Result};
+use crate::resnet::{ResNet, ResNetConfig, Tape};
+use privpred_core::Calibration;
+use rand::Rng;
+use rayon::prelude::*;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The artifact format name written in the header.
+pub const FORMAT: &str = "privpred-nn";
+/// The artifact format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the weights are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// One network trained with DP-SGD: private itself, unlimited answers.
+    DpSgd,
+    /// T teachers on disjoint slices: each answer is drawn by the exponential mechanism
+    /// over their votes, β from the calibration, at most B answers.
+    Teachers,
+    /// A non-private reference network (no guarantee).
+    NonPrivate,
+}
+
+/// Everything but the weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelHeader {
+    /// Kind.
+    pub kind: ModelKind,
+    /// Architecture.
+    pub config: ResNetConfig,
+    /// Input normalisation (raw pixels 0..255 → network input).
+    pub normalization: Normalization,
+    /// The guarantee (None only for [`ModelKind::NonPrivate`]).
+    pub calibration: Option<Calibration>,
+    /// Number of stored networks (1, or T teachers).
+    pub members: usize,
+    /// Class names, when known.
+    #[serde(default)]
+    pub class_names: Option<Vec<String>>,
+    /// Where the training data came from (e.g. "CIFAR-10 (JPEG copy)").
+    pub data_source: String,
+}
+
+/// A trained deep model with its guarantee.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NnModel {
+    /// Header.
+    pub header: ModelHeader,
+    /// The networks' flat parameter vectors.
+    pub members: Vec<Vec<f32>>,
+    /// The caller's extra metadata (training settings, seed policy, quick-mode label...).
+    pub extra: serde_json::Value,
+    /// SHA-256 (hex) of the weight bytes, filled by [`load`] (and [`save`]).
+    pub weights_sha256: String,
+}
+
+/// One answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The predicted label.
+    pub label: u32,
+    /// Class probabilities for DP-SGD / non-private networks (post-processing of a private
+    /// model); None for teachers (their votes are not private).
+    pub scores: Option<Vec<f64>>,
+}
+
+fn err(path: &Path, msg: impl Into<String>) -> NnError {
+    NnError::format(path, msg)
+}
+
+impl NnModel {
+    /// Builds a model, checking the members' lengths against the architecture.
+    pub fn new(
+        header: ModelHeader,
+        members: Vec<Vec<f32>>,
+        extra: serde_json::Value,
+    ) -> Result<Self> {
+        let net = ResNet::new(header.config)?;
+        if members.is_empty() || members.len() != header.members {
+            return Err(NnError::Shape(format!(
+                "{} parameter vectors for a header of {}",
+                members.len(),
+                header.members
+            )));
+        }
+        if header.kind != ModelKind::Teachers && members.len() != 1 {
+            return Err(NnError::Shape(
+                "DP-SGD and non-private models hold exactly one network".into(),
+            ));
+        }
+        if header.kind != ModelKind::NonPrivate && header.calibration.is_none() {
+            return Err(NnError::Shape(
+                "a private model needs its calibration".into(),
+            ));
+        }
+        for m in &members {
+            if m.len() != net.num_params() {
+                return Err(NnError::Shape(format!(
+                    "{} parameters, the architecture has {}",
+                    m.len(),
+                    net.num_params()
+                )));
+            }
+        }
+        let mut m = NnModel {
+            header,
+            members,
+            extra,
+            weights_sha256: String::new(),
+        };
+        m.weights_sha256 = sha256_hex(&m.weight_bytes());
+        Ok(m)
+    }
+
+    fn weight_bytes(&self) -> Vec<u8> {
+        self.members
+            .iter()
+            .flatten()
+            .flat_map(|v| v.to_le_bytes())
+            .collect()
+    }
+
+    /// Values per query row: `C·H·W` raw pixels 0..255, channel-major (the layout of
+    /// `privpred_data`'s CIFAR and image-folder readers).
+    pub fn input_dim(&self) -> usize {
+        let c = &self.header.config;
+        c.in_channels * c.image_size * c.image_size
+    }
+
+    /// Number of classes.
+    pub fn classes(&self) -> usize {
+        self.header.config.classes
+    }
+
+    /// Answers one query per row. Rows are raw pixels (0..255, channel-major). DP-SGD and
+    /// non-private models answer with the arg-max (and probabilities); teachers answer with
+    /// the exponential mechanism over their votes, with β from the calibration — each call
+    /// spends one unit of the inference budget per row, which the caller must account
+    /// (the service's ledger does). `rng` is only used by teachers (pass an OS-seeded
+    /// cryptographic generator in a release).
+    pub fn predict(&self, rows: &[&[f32]], rng: &mut impl Rng) -> Result<Vec<Answer>> {
+        let net = ResNet::new(self.header.config)?;
+        let d = self.input_dim();
+        for (i, r) in rows.iter().enumerate() {
+            if r.len() != d {
+                return Err(NnError::invalid(
+                    "query row",
+                    i,
+                    format!("has {} values; expected {d} raw pixels (C×H×W)", r.len()),
+                ));
+            }
+            if let Some(v) = r
+                .iter()
+                .find(|v| !(v.is_finite() && (0.0..=255.0).contains(*v)))
+            {
+                return Err(NnError::invalid(
+                    "query pixel",
+                    v,
+                    format!("row {i}: pixels must be raw values in 0..=255"),
+                ));
+            }
+        }
+        let c = self.header.config;
+        let hw = c.image_size * c.image_size;
+        let norm = &self.header.normalization;
+        // logits of every member for every row
+        let logits: Vec<Vec<Vec<f32>>> = rows
+            .par_iter()
+            .map_init(
+                || (Tape::default(), Vec::new()),
+                |(tape, x), r| {
+                    x.clear();
+                    for ch in 0..c.in_channels {
+                        let (m, s) = (norm.mean[ch], norm.std[ch]);
+                        x.extend(
+                            r[ch * hw..(ch + 1) * hw]
+                                .iter()
+                                .map(|&v| (v / 255.0 - m) / s),
+                        );
+                    }
+                    self.members
+                        .iter()
+                        .map(|p| net.forward(p, x, tape).to_vec())
+                        .collect()
+                },
+            )
+            .collect();
+        let argmax = |l: &[f32]| {
+            l.iter()
+                .enumerate()
+                .fold(0, |b, (i, &v)| if v > l[b] { i } else { b })
+        };
+        match self.header.kind {
+            ModelKind::DpSgd | ModelKind::NonPrivate => Ok(logits
+                .iter()
+                .map(|ls| {
+                    let l = &ls[0];
+                    let mut p = vec![0.0f32; l.len()];
+                    crate::ops::softmax(l, &mut p);
+                    Answer {
+                        label: argmax(l) as u32,
+                        scores: Some(p.iter().map(|&v| v as f64).collect()),
+                    }
+                })
+                .collect()),
+            ModelKind::Teachers => {
+                let cal = self
+                    .header
+                    .calibration
+                    .as_ref()
+                    .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
+                let beta = crate::calib::beta_of(cal).ok_or_else(|| {
+                    NnError::Shape("teachers need an exponential-mechanism calibration".into())
+                })?;
+                logits
+                    .iter()
+                    .map(|ls| {
+                        let mut votes = vec![0u32; c.classes];
+                        for l in ls {
+                            votes[argmax(l)] += 1;
+                        }
+                        let y = privpred_core::noise::exponential_mechanism(rng, &votes, beta)?;
+                        Ok(Answer {
+                            label: y as u32,
+                            scores: None,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes the model atomically (temporary file in the same directory, then rename).
+pub fn save(path: &Path, model: &NnModel) -> Result<()> {
+    let net = ResNet::new(model.header.config)?;
+    let t = model.members.len();
+    let stacked = model.header.kind == ModelKind::Teachers;
+    let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for ti in net.tensors() {
+        let mut bytes = Vec::with_capacity(ti.len * 4 * t);
+        for m in &model.members {
+            bytes.extend(m[ti.range()].iter().flat_map(|v| v.to_le_bytes()));
+        }
+        let mut shape = ti.shape.clone();
+        if stacked {
+            shape.insert(0, t);
+        }
+        bufs.push((ti.name.clone(), shape, bytes));
+    }
+    let views: Vec<(String, TensorView<'_>)> = bufs
+        .iter()
+        .map(|(n, s, b)| TensorView::new(Dtype::F32, s.clone(), b).map(|v| (n.clone(), v)))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| err(path, format!("cannot build tensors: {e}")))?;
+    let mut meta = HashMap::new();
+    meta.insert("format".to_string(), FORMAT.to_string());
+    meta.insert("format_version".to_string(), FORMAT_VERSION.to_string());
+    meta.insert(
+        "model".to_string(),
+        serde_json::to_string(&model.header).map_err(|e| err(path, e.to_string()))?,
+    );
+    meta.insert("extra".to_string(), model.extra.to_string());
+    meta.insert(
+        "weights_sha256".to_string(),
+        sha256_hex(&model.weight_bytes()),
+    );
+    let bytes = safetensors::serialize(views, Some(meta))
+        .map_err(|e| err(path, format!("cannot serialise: {e}")))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|s| s.to_str()).unwrap_or("model"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, &bytes).map_err(|e| NnError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| NnError::io(path, e))?;
+    Ok(())
+}
+
+/// Reads a model written by [`save`]; refuses other files with a clear error.
+pub fn load(path: &Path) -> Result<NnModel> {
+    let bytes = std::fs::read(path).map_err(|e| NnError::io(path, e))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let (_, md) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let meta = md
+        .metadata()
+        .clone()
+        .ok_or_else(|| err(path, "no metadata header: not a privpred model"))?;
+    let get = |k: &str| {
+        meta.get(k).ok_or_else(|| {
+            err(
+                path,
+                format!("metadata key `{k}` missing: not a privpred-nn model or corrupt"),
+            )
+        })
+    };
+    if get("format")? != FORMAT {
+        return Err(err(
+            path,
+            format!("format `{}` is not `{FORMAT}`", get("format")?),
+        ));
+    }
+    if get("format_version")? != &FORMAT_VERSION.to_string() {
+        return Err(err(
+            path,
+            format!(
+                "format version {} is not supported (this build reads {FORMAT_VERSION})",
+                get("format_version")?
+            ),
+        ));
+    }
+    let header: ModelHeader = serde_json::from_str(get("model")?)
+        .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
+    let extra: serde_json::Value = serde_json::from_str(get("extra")?)
+        .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
+    let net = ResNet::new(header.config)?;
+    let t = header.members;
+    let stacked = header.kind == ModelKind::Teachers;
+    let mut members = vec![vec![0.0f32; net.num_params()]; t];
+    for ti in net.tensors() {
+        let v = st
+            .tensor(&ti.name)
+            .map_err(|e| err(path, format!("tensor `{}`: {e}", ti.name)))?;
+        let mut shape = ti.shape.clone();
+        if stacked {
+            shape.insert(0, t);
+        }
+        if v.dtype() != Dtype::F32 || v.shape() != shape.as_slice() {
+            return Err(err(
+                path,
+                format!(
+                    "tensor `{}` is {:?} {:?}, expected F32 {:?}",
+                    ti.name,
+                    v.dtype(),
+                    v.shape(),
+                    shape
+                ),
+            ));
+        }
+        let vals: Vec<f32> = v
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        for (k, m) in members.iter_mut().enumerate() {
+            m[ti.range()].copy_from_slice(&vals[k * ti.len..(k + 1) * ti.len]);
+        }
+    }
+    let model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
+    if &model.weights_sha256 != get("weights_sha256")? {
+        return Err(err(
+            path,
+            "weights do not match their SHA-256: corrupt file",
+        ));
+    }
+    Ok(model)
+}

@@ -1,0 +1,55 @@
+//! Calibrations for the two deep-model methods, delegated to `privpred_core` (SPEC §3–5):
+//! DP-SGD's noise multiplier from the accountant of the sampled Gaussian mechanism, and
+//! subsample-and-aggregate's β for the exponential mechanism.
+
+use crate::error::Result;
+use privpred_core::{
+    Budget, Calibration, CalibrationMode, CalibrationRequest, DpSgdSchedule, Method, Privacy,
+    calibrate,
+};
+
+/// DP-SGD with Poisson rate q = b/N over ⌈epochs·N/b⌉ steps (`privpred_core::calibrate::dp_sgd`:
+/// RDP of the sampled Gaussian, Mironov, Talwar & Zhang 2019; `tight` adds a PLD accountant).
+/// The result's `noise_multiplier` σ gives gradient-noise std σ·ν.
+pub fn dpsgd(
+    mode: CalibrationMode,
+    privacy: Privacy,
+    n: usize,
+    batch_size: usize,
+    epochs: f64,
+    classes: usize,
+) -> Result<Calibration> {
+    let mut req = CalibrationRequest::new(Method::DpSgd, mode, privacy);
+    req.n = Some(n);
+    req.classes = classes;
+    req.dp_sgd = Some(DpSgdSchedule { batch_size, epochs });
+    let mut c = calibrate(&req)?;
+    if mode == CalibrationMode::Paper {
+        c.valid_guarantee = false;
+        c.notes.push("paper mode trains with per-layer clipping and shuffled fixed-size batches (SPEC 4.2, 4.3): not a valid guarantee".into());
+    }
+    Ok(c)
+}
+
+/// Subsample-and-aggregate for B answers (`privpred_core::calibrate::subsample_aggregate`:
+/// the exponential mechanism is 2β-DP per answer, McSherry & Talwar 2007). The result's noise
+/// is `Noise::Exponential { beta }`.
+pub fn subsample_aggregate(
+    mode: CalibrationMode,
+    privacy: Privacy,
+    budget: u64,
+    classes: usize,
+) -> Result<Calibration> {
+    let mut req = CalibrationRequest::new(Method::SubsampleAggregate, mode, privacy);
+    req.budget = Budget::finite(budget)?;
+    req.classes = classes;
+    Ok(calibrate(&req)?)
+}
+
+/// β of a subsample-and-aggregate calibration.
+pub fn beta_of(c: &Calibration) -> Option<f64> {
+    match c.noise {
+        privpred_core::Noise::Exponential { beta } => Some(beta),
+        _ => None,
+    }
+}

@@ -1,0 +1,544 @@
+//! Figure 7 of the paper (SPEC §7): ResNet-20-GN on CIFAR-10, DP-SGD vs
+//! subsample-and-aggregate, accuracy vs ε (fig7a, B = 10) and vs B (fig7b, ε = 1), δ = 1e-5.
+//!
+//! The expensive parts are trained once per context and cached on disk (so a study can resume):
+//! the T = 16 teachers (one partition → one vote matrix on the test set, from which every
+//! (ε, B) is derived by the exponential mechanism), one DP-SGD network per ε (B does not
+//! matter: the released model is private), and the non-private reference network.
+//! [`run_unit`] answers one (method, ε, δ, B) point with `repetitions` measurements:
+//! fresh exponential-mechanism draws over the fixed vote matrix for subsample-and-aggregate;
+//! for DP-SGD the test accuracy of the network(s) trained for that ε (one training run per
+//! repetition up to `dpsgd_runs`, then reused — say so when reporting).
+
+use crate::artifact::{self, ModelHeader, ModelKind, NnModel};
+use crate::calib;
+use crate::data::{self, ImageSet, Normalization};
+use crate::error::{NnError, Result};
+use crate::resnet::{ResNet, ResNetConfig};
+use crate::teachers::VoteMatrix;
+use crate::train::{self, DpSgdConfig, Progress, SgdConfig};
+use privpred_core::{Calibration, CalibrationMode, Method, Privacy};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Settings of a figure-7 run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fig7Config {
+    /// The CIFAR-10 image-folder archive.
+    pub data_path: PathBuf,
+    /// Use only the first (train, test) images per class (None: all 50,000 / 10,000).
+    pub per_class: Option<(usize, usize)>,
+    /// Small-scale CPU run (labelled in every result).
+    pub quick: bool,
+    /// Calibration mode (`paper` also trains DP-SGD with per-layer clipping and shuffled batches).
+    pub mode: CalibrationMode,
+    /// Teachers T.
+    pub teachers: usize,
+    /// Teacher training schedule (paper: 500 epochs).
+    pub teacher_sgd: SgdConfig,
+    /// DP-SGD schedule (paper: 100 epochs).
+    pub dpsgd_sgd: SgdConfig,
+    /// DP-SGD clipping norm ν.
+    pub clip: f64,
+    /// Non-private reference schedule.
+    pub reference_sgd: SgdConfig,
+    /// Independent DP-SGD trainings per ε (the rest of the repetitions reuse them).
+    pub dpsgd_runs: usize,
+    /// Architecture.
+    pub net: ResNetConfig,
+    /// Seed of every random choice (partition, initialisation, sampling, noise draws).
+    pub seed: u64,
+    /// Where trained models and vote matrices are cached.
+    pub cache_dir: PathBuf,
+}
+
+impl Fig7Config {
+    /// The paper's setting (SPEC §6): all of CIFAR-10, T = 16 teachers × 500 epochs, DP-SGD
+    /// 100 epochs, batch 600, lr 0.1 with three ÷10 drops, ν = 1 — needs a GPU-class budget
+    /// of compute (see the crate README for CPU timings).
+    pub fn full(cache_dir: PathBuf) -> Self {
+        Fig7Config {
+            data_path: PathBuf::from(data::CIFAR10_JPEG_DEFAULT),
+            per_class: None,
+            quick: false,
+            mode: CalibrationMode::Corrected,
+            teachers: 16,
+            teacher_sgd: SgdConfig::paper_teacher(),
+            dpsgd_sgd: SgdConfig::paper_dpsgd(),
+            clip: 1.0,
+            reference_sgd: SgdConfig::paper_dpsgd(),
+            dpsgd_runs: 1,
+            net: ResNetConfig::resnet20(10),
+            seed: 0,
+            cache_dir,
+        }
+    }
+
+    /// `--quick`: 2,000 training images (200 per class), 500 test images, T = 16 teachers ×
+    /// 10 epochs, DP-SGD 3 epochs at batch 100, reference 6 epochs — minutes on two CPU
+    /// cores; results are labelled quick and are far below the paper's.
+    pub fn quick(cache_dir: PathBuf) -> Self {
+        let base = SgdConfig {
+            epochs: 10.0,
+            batch_size: 25,
+            lr: 0.05,
+            ..SgdConfig::paper_teacher()
+        };
+        Fig7Config {
+            per_class: Some((200, 50)),
+            quick: true,
+            teacher_sgd: base.clone(),
+            dpsgd_sgd: SgdConfig {
+                epochs: 3.0,
+                batch_size: 100,
+                lr: 0.05,
+                weight_decay: 0.0,
+                ..base.clone()
+            },
+            reference_sgd: SgdConfig {
+                epochs: 6.0,
+                batch_size: 50,
+                ..base
+            },
+            ..Self::full(cache_dir)
+        }
+    }
+
+    fn key(&self, what: &str, extra: &str) -> String {
+        // a short content hash of everything that determines the cached object
+        use sha2::{Digest, Sha256};
+        let s = format!(
+            "{what}|{extra}|{:?}|{:?}|{:?}|{}",
+            self.data_path, self.per_class, self.net, self.seed
+        );
+        let full = match what {
+            "teachers" => format!("{s}|{}|{:?}", self.teachers, self.teacher_sgd),
+            "dpsgd" => format!("{s}|{:?}|{}|{:?}", self.dpsgd_sgd, self.clip, self.mode),
+            _ => format!("{s}|{:?}", self.reference_sgd),
+        };
+        let h = Sha256::digest(full.as_bytes());
+        format!(
+            "{what}{extra}-{}",
+            h.iter()
+                .take(6)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        )
+    }
+}
+
+/// Loaded data and everything trained so far.
+pub struct Fig7Context {
+    /// Settings.
+    pub cfg: Fig7Config,
+    /// Training images.
+    pub train: ImageSet,
+    /// Test images (the queries).
+    pub test: ImageSet,
+    net: ResNet,
+    norm: Normalization,
+    votes: Option<VoteMatrix>,
+}
+
+/// One repetition's measurement (field names follow `privpred_study::results::Measurement`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fig7Measurement {
+    /// Method.
+    pub method: Method,
+    /// ε, δ, B of the point.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// B.
+    pub budget: u64,
+    /// Repetition index.
+    pub repetition: u32,
+    /// Test accuracy of the private predictor.
+    pub accuracy: f64,
+    /// Test accuracy of the non-private reference network.
+    pub nonprivate_accuracy: f64,
+    /// Training examples.
+    pub n_train: usize,
+    /// Test queries answered.
+    pub test_size: usize,
+    /// Teachers (subsample-and-aggregate).
+    pub teachers: Option<usize>,
+    /// ν (DP-SGD).
+    pub clip: Option<f64>,
+    /// `gaussian` or `exponential`.
+    pub noise: String,
+    /// σ·ν for DP-SGD, β for the exponential mechanism.
+    pub noise_param: f64,
+    /// DP-SGD noise multiplier.
+    pub noise_multiplier: Option<f64>,
+    /// Whether the guarantee holds.
+    pub valid_guarantee: bool,
+    /// The full calibration.
+    pub calibration: Calibration,
+    /// Labels: "CIFAR-10 (JPEG copy)", "quick", "dp-sgd training run k reused", ...
+    pub labels: Vec<String>,
+}
+
+/// Loads the data (the CIFAR-10 JPEG copy, or a subset) and sets up the network.
+pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
+    if cfg.teachers < 2 {
+        return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
+    }
+    let (train, test) = data::load_cifar10_jpeg(&cfg.data_path, cfg.per_class)?;
+    let net = ResNet::new(cfg.net)?;
+    std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
+    Ok(Fig7Context {
+        cfg,
+        train,
+        test,
+        net,
+        norm: Normalization::cifar10(),
+        votes: None,
+    })
+}
+
+/// Builds a context from already-loaded images (e.g. tests, other datasets).
+pub fn prepare_with(
+    cfg: Fig7Config,
+    train: ImageSet,
+    test: ImageSet,
+    norm: Normalization,
+) -> Result<Fig7Context> {
+    let net = ResNet::new(cfg.net)?;
+    std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
+    Ok(Fig7Context {
+        cfg,
+        train,
+        test,
+        net,
+        norm,
+        votes: None,
+    })
+}
+
+fn stable_seed(base: u64, tag: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(format!("{base}:{tag}").as_bytes());
+    u64::from_le_bytes(h[..8].try_into().expect("8 bytes"))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(p: &Path) -> Option<T> {
+    std::fs::read(p)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+fn write_json<T: Serialize>(p: &Path, v: &T) -> Result<()> {
+    let tmp = p.with_extension("json.tmp");
+    let bytes = serde_json::to_vec(v).map_err(|e| NnError::format(p, e.to_string()))?;
+    std::fs::write(&tmp, bytes).map_err(|e| NnError::io(&tmp, e))?;
+    std::fs::rename(&tmp, p).map_err(|e| NnError::io(p, e))
+}
+
+#[derive(Serialize, Deserialize)]
+struct CachedPredictions {
+    predictions: Vec<u32>,
+    accuracy: f64,
+    calibration: Option<Calibration>,
+}
+
+impl Fig7Context {
+    /// The labels every result of this context carries.
+    pub fn labels(&self) -> Vec<String> {
+        let mut l = vec![self.train.source.clone()];
+        if self.cfg.quick {
+            l.push(format!(
+                "quick: {} train / {} test images, shortened schedules — not the paper's setting",
+                self.train.len(),
+                self.test.len()
+            ));
+        }
+        l
+    }
+
+    /// The model cache directory.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cfg.cache_dir
+    }
+
+    /// The teachers' vote matrix on the test set: trained once (and cached, with the
+    /// ensemble saved as a safetensors artifact under the cache directory).
+    pub fn vote_matrix(
+        &mut self,
+        observer: &mut dyn FnMut(&str, &Progress),
+    ) -> Result<&VoteMatrix> {
+        if self.votes.is_none() {
+            let key = self.cfg.key("teachers", "");
+            let path = self.cfg.cache_dir.join(format!("{key}.votes.json"));
+            let v = match read_json::<VoteMatrix>(&path) {
+                Some(v) if v.n == self.test.len() && v.teachers == self.cfg.teachers => v,
+                _ => {
+                    let mut rng =
+                        ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "teachers"));
+                    let ens = train::train_teachers(
+                        &self.net,
+                        &self.train,
+                        &self.norm,
+                        &self.cfg.teacher_sgd,
+                        self.cfg.teachers,
+                        &mut rng,
+                        &mut |k, p| {
+                            observer(&format!("teacher {}/{}", k + 1, self.cfg.teachers), p)
+                        },
+                    )?;
+                    let preds: Vec<Vec<u32>> = ens
+                        .params
+                        .iter()
+                        .map(|p| train::predict_labels(&self.net, p, &self.test, &self.norm))
+                        .collect();
+                    let v = VoteMatrix::from_predictions(&preds, self.net.classes())?;
+                    // the ensemble as an artifact (B = 10, ε = 1 as a default guarantee label;
+                    // serve re-calibrates β for its own (ε, δ, B))
+                    let cal = calib::subsample_aggregate(
+                        self.cfg.mode,
+                        Privacy::new(1.0, 1e-5)?,
+                        10,
+                        self.net.classes(),
+                    )?;
+                    let model = NnModel::new(
+                        ModelHeader {
+                            kind: ModelKind::Teachers,
+                            config: self.cfg.net,
+                            normalization: self.norm.clone(),
+                            calibration: Some(cal),
+                            members: ens.params.len(),
+                            class_names: None,
+                            data_source: self.train.source.clone(),
+                        },
+                        ens.params,
+                        serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed"}),
+                    )?;
+                    artifact::save(
+                        &self.cfg.cache_dir.join(format!("{key}.safetensors")),
+                        &model,
+                    )?;
+                    write_json(&path, &v)?;
+                    v
+                }
+            };
+            self.votes = Some(v);
+        }
+        Ok(self.votes.as_ref().expect("just set"))
+    }
+
+    /// Test accuracy of the non-private reference network on the full training set (cached).
+    pub fn nonprivate_accuracy(
+        &mut self,
+        observer: &mut dyn FnMut(&str, &Progress),
+    ) -> Result<f64> {
+        let key = self.cfg.key("reference", "");
+        let path = self.cfg.cache_dir.join(format!("{key}.json"));
+        if let Some(c) = read_json::<CachedPredictions>(&path) {
+            return Ok(c.accuracy);
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "reference"));
+        let p = train::train_nonprivate(
+            &self.net,
+            &self.train,
+            &self.norm,
+            &self.cfg.reference_sgd,
+            None,
+            &mut rng,
+            &mut |p| observer("non-private", p),
+        )?;
+        let pred = train::predict_labels(&self.net, &p, &self.test, &self.norm);
+        let acc = train::accuracy(&pred, &self.test.labels);
+        write_json(
+            &path,
+            &CachedPredictions {
+                predictions: pred,
+                accuracy: acc,
+                calibration: None,
+            },
+        )?;
+        Ok(acc)
+    }
+
+    /// DP-SGD test predictions for ε (training run `run`), trained once and cached (the model
+    /// is saved as a safetensors artifact beside the predictions).
+    pub fn dpsgd_predictions(
+        &mut self,
+        epsilon: f64,
+        delta: f64,
+        run: usize,
+        observer: &mut dyn FnMut(&str, &Progress),
+    ) -> Result<(Vec<u32>, Calibration)> {
+        let key = self
+            .cfg
+            .key("dpsgd", &format!("-eps{epsilon}-delta{delta}-run{run}"));
+        let path = self.cfg.cache_dir.join(format!("{key}.json"));
+        if let Some(CachedPredictions {
+            predictions,
+            calibration: Some(c),
+            ..
+        }) = read_json::<CachedPredictions>(&path)
+        {
+            return Ok((predictions, c));
+        }
+        let n = self.train.len();
+        let cal = calib::dpsgd(
+            self.cfg.mode,
+            Privacy::new(epsilon, delta)?,
+            n,
+            self.cfg.dpsgd_sgd.batch_size,
+            self.cfg.dpsgd_sgd.epochs,
+            self.net.classes(),
+        )?;
+        let sigma = cal.noise_multiplier.ok_or_else(|| {
+            NnError::Shape("DP-SGD calibration without a noise multiplier".into())
+        })?;
+        let dcfg = if self.cfg.mode == CalibrationMode::Paper {
+            DpSgdConfig::paper(self.cfg.dpsgd_sgd.clone(), self.cfg.clip, sigma)
+        } else {
+            DpSgdConfig::corrected(self.cfg.dpsgd_sgd.clone(), self.cfg.clip, sigma)
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &key));
+        let label = format!("dp-sgd ε={epsilon}");
+        let p = train::train_dpsgd(
+            &self.net,
+            &self.train,
+            &self.norm,
+            &dcfg,
+            &mut rng,
+            &mut |pr| observer(&label, pr),
+        )?;
+        let pred = train::predict_labels(&self.net, &p, &self.test, &self.norm);
+        let acc = train::accuracy(&pred, &self.test.labels);
+        let model = NnModel::new(
+            ModelHeader {
+                kind: ModelKind::DpSgd,
+                config: self.cfg.net,
+                normalization: self.norm.clone(),
+                calibration: Some(cal.clone()),
+                members: 1,
+                class_names: None,
+                data_source: self.train.source.clone(),
+            },
+            vec![p],
+            serde_json::json!({"dpsgd": dcfg, "quick": self.cfg.quick, "seed_policy": "experiment: seeded from the run seed"}),
+        )?;
+        artifact::save(
+            &self.cfg.cache_dir.join(format!("{key}.safetensors")),
+            &model,
+        )?;
+        write_json(
+            &path,
+            &CachedPredictions {
+                predictions: pred.clone(),
+                accuracy: acc,
+                calibration: Some(cal.clone()),
+            },
+        )?;
+        Ok((pred, cal))
+    }
+}
+
+/// Answers one point of figure 7: `repetitions` measurements of `method` at (ε, δ, B).
+#[allow(clippy::too_many_arguments)]
+pub fn run_unit(
+    ctx: &mut Fig7Context,
+    method: Method,
+    epsilon: f64,
+    delta: f64,
+    budget: u64,
+    repetitions: u32,
+    observer: &mut dyn FnMut(&str, &Progress),
+) -> Result<Vec<Fig7Measurement>> {
+    let nonpriv = ctx.nonprivate_accuracy(observer)?;
+    let classes = ctx.net.classes();
+    let labels = ctx.labels();
+    let n_train = ctx.train.len();
+    let test_size = ctx.test.len();
+    match method {
+        Method::SubsampleAggregate => {
+            let cal = calib::subsample_aggregate(
+                ctx.cfg.mode,
+                Privacy::new(epsilon, delta)?,
+                budget,
+                classes,
+            )?;
+            let beta = calib::beta_of(&cal).ok_or_else(|| {
+                NnError::Shape("expected an exponential-mechanism calibration".into())
+            })?;
+            let teachers = ctx.cfg.teachers;
+            let seed = stable_seed(
+                ctx.cfg.seed,
+                &format!("sa-{epsilon}-{delta}-{budget}-{:?}", ctx.cfg.mode),
+            );
+            let test_labels = ctx.test.labels.clone();
+            let votes = ctx.vote_matrix(observer)?;
+            (0..repetitions)
+                .map(|r| {
+                    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ r as u64);
+                    Ok(Fig7Measurement {
+                        method,
+                        epsilon,
+                        delta,
+                        budget,
+                        repetition: r,
+                        accuracy: votes.private_accuracy(&test_labels, beta, &mut rng)?,
+                        nonprivate_accuracy: nonpriv,
+                        n_train,
+                        test_size,
+                        teachers: Some(teachers),
+                        clip: None,
+                        noise: "exponential".into(),
+                        noise_param: beta,
+                        noise_multiplier: None,
+                        valid_guarantee: cal.valid_guarantee,
+                        calibration: cal.clone(),
+                        labels: labels.clone(),
+                    })
+                })
+                .collect()
+        }
+        Method::DpSgd => {
+            let runs = ctx.cfg.dpsgd_runs.max(1);
+            let clip = ctx.cfg.clip;
+            (0..repetitions)
+                .map(|r| {
+                    let run = r as usize % runs;
+                    let (pred, cal) = ctx.dpsgd_predictions(epsilon, delta, run, observer)?;
+                    let mut l = labels.clone();
+                    if repetitions as usize > runs {
+                        l.push(format!(
+                            "{runs} DP-SGD training run(s) shared by {repetitions} repetitions"
+                        ));
+                    }
+                    let sigma = cal.noise_multiplier.unwrap_or(f64::NAN);
+                    Ok(Fig7Measurement {
+                        method,
+                        epsilon,
+                        delta,
+                        budget,
+                        repetition: r,
+                        accuracy: train::accuracy(&pred, &ctx.test.labels),
+                        nonprivate_accuracy: nonpriv,
+                        n_train,
+                        test_size,
+                        teachers: None,
+                        clip: Some(clip),
+                        noise: "gaussian".into(),
+                        noise_param: sigma * clip,
+                        noise_multiplier: cal.noise_multiplier,
+                        valid_guarantee: cal.valid_guarantee,
+                        calibration: cal,
+                        labels: l,
+                    })
+                })
+                .collect()
+        }
+        other => Err(NnError::invalid(
+            "method",
+            other,
+            "figure 7 runs dp-sgd and subsample-aggregate only",
+        )),
+    }
+}

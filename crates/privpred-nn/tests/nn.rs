@@ -1,0 +1,488 @@
+//! Tests of the deep-model paths on a tiny network and a few hundred images (CPU, seconds):
+//! per-example gradients, joint clipping, DP-SGD noise scale, Poisson sampling, teachers'
+//! disjoint data, artifacts, and the CIFAR-10 JPEG reader.
+
+use privpred_core::{CalibrationMode, Privacy};
+use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
+use privpred_nn::calib;
+use privpred_nn::data::{self, ImageSet, Normalization};
+use privpred_nn::train::{self, DpSgdConfig, GradMode, Inputs, SgdConfig};
+use privpred_nn::{ResNet, ResNetConfig};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+use std::path::Path;
+
+/// Two-sided false-positive rate of every statistical test here.
+const ALPHA: f64 = 1e-6;
+
+fn random_images(n: usize, size: usize, seed: u64) -> ImageSet {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    ImageSet {
+        channels: 3,
+        height: size,
+        width: size,
+        classes: 4,
+        pixels: (0..n * 3 * size * size)
+            .map(|_| rng.random::<u8>())
+            .collect(),
+        labels: (0..n).map(|i| (i % 4) as u32).collect(),
+        source: "random test images".into(),
+    }
+}
+
+fn norm2(v: &[f32]) -> f64 {
+    v.iter()
+        .map(|&x| (x as f64) * (x as f64))
+        .sum::<f64>()
+        .sqrt()
+}
+
+#[test]
+fn batched_per_example_gradients_match_single_example_backward_passes() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(1);
+    let params = net.init_params(&mut rng);
+    let data = random_images(24, 8, 2);
+    let norm = Normalization::generic(3);
+    let idx: Vec<usize> = (0..24).rev().collect();
+    let inputs = Inputs {
+        data: &data,
+        norm: &norm,
+        augment_seed: Some(9),
+    };
+    // single-example backward passes, each with a fresh tape
+    let single = train::per_example_gradients(&net, &params, inputs, &idx);
+    let norms: Vec<f64> = single.iter().map(|g| norm2(g)).collect();
+    // a clip between the smallest and largest norm, so both branches are exercised
+    let mut sorted = norms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let clip = sorted[12];
+    for (mode, clip_of) in [
+        (GradMode::Sum, None),
+        (GradMode::ClipJoint(clip), Some(clip)),
+    ] {
+        let mut batched = vec![0.0f32; net.num_params()];
+        let st = train::batch_gradient(&net, &params, inputs, &idx, mode, &mut batched);
+        assert_eq!(st.n, 24);
+        let mut expect = vec![0.0f64; net.num_params()];
+        for g in &single {
+            let f = match clip_of {
+                Some(c) => (c / norm2(g)).min(1.0),
+                None => 1.0,
+            };
+            for (e, &v) in expect.iter_mut().zip(g) {
+                *e += f * v as f64;
+            }
+        }
+        let diff: f64 = batched
+            .iter()
+            .zip(&expect)
+            .map(|(&a, &b)| (a as f64 - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let scale: f64 = expect.iter().map(|b| b * b).sum::<f64>().sqrt();
+        assert!(
+            diff <= 1e-4 * scale.max(1.0),
+            "{mode:?}: |batched − Σ single| = {diff}, |Σ| = {scale}"
+        );
+        if let Some(c) = clip_of {
+            assert_eq!(st.clipped, norms.iter().filter(|&&n| n > c).count());
+        }
+    }
+}
+
+#[test]
+fn joint_clipping_bounds_every_per_example_gradient() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let params = net.init_params(&mut rng);
+    let data = random_images(40, 8, 4);
+    let norm = Normalization::generic(3);
+    let idx: Vec<usize> = (0..40).collect();
+    let grads = train::per_example_gradients(
+        &net,
+        &params,
+        Inputs {
+            data: &data,
+            norm: &norm,
+            augment_seed: None,
+        },
+        &idx,
+    );
+    for clip in [1e-3, 0.05, 0.5, 5.0] {
+        for g in &grads {
+            let mut c = g.clone();
+            let (before, scaled) = train::clip_in_place(&mut c, clip);
+            let after = norm2(&c);
+            assert!(after <= clip, "norm {after} > ν = {clip}");
+            if !scaled {
+                assert_eq!(&c, g);
+                assert!(before <= clip);
+            } else {
+                // the direction is kept and the norm is ν up to rounding
+                assert!(after >= clip * (1.0 - 1e-5), "{after} vs {clip}");
+            }
+        }
+        // the per-layer (paper) rule bounds each tensor by ν but the whole gradient only by √k·ν
+        let k = net.tensors().len() as f64;
+        for g in &grads {
+            let mut c = g.clone();
+            for t in net.tensors() {
+                train::clip_in_place(&mut c[t.range()], clip);
+                assert!(norm2(&c[t.range()]) <= clip);
+            }
+            assert!(norm2(&c) <= k.sqrt() * clip);
+        }
+    }
+}
+
+#[test]
+fn dp_sgd_noise_has_the_accountants_scale() {
+    // σ from the accountant for N = 400, b = 40, 2 epochs, ε = 1, δ = 1e-5
+    let cal = calib::dpsgd(
+        CalibrationMode::Corrected,
+        Privacy::new(1.0, 1e-5).unwrap(),
+        400,
+        40,
+        2.0,
+        4,
+    )
+    .unwrap();
+    let sigma = cal.noise_multiplier.unwrap();
+    assert!(cal.valid_guarantee && cal.epsilon_spent.unwrap() <= 1.0 && sigma > 0.5);
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let params = net.init_params(&mut rng);
+    let data = random_images(8, 8, 6);
+    let norm = Normalization::generic(3);
+    let clip = 0.3;
+    let cfg = DpSgdConfig::corrected(
+        SgdConfig {
+            batch_size: 40,
+            ..SgdConfig::paper_dpsgd()
+        },
+        clip,
+        sigma,
+    );
+    // empty batch: the update is pure noise / b; Σ (b·u_i / σν)² ~ χ²(P)
+    let mut out = vec![0.0f32; net.num_params()];
+    let mut noise_rng = ChaCha20Rng::seed_from_u64(7);
+    train::dp_gradient(
+        &net,
+        &params,
+        Inputs {
+            data: &data,
+            norm: &norm,
+            augment_seed: None,
+        },
+        &[],
+        &cfg,
+        &mut noise_rng,
+        &mut out,
+    );
+    let p = out.len() as f64;
+    let s: f64 = out
+        .iter()
+        .map(|&u| (u as f64 * 40.0 / (sigma * clip)).powi(2))
+        .sum();
+    let chi = ChiSquared::new(p).unwrap();
+    let (lo, hi) = (
+        chi.inverse_cdf(ALPHA / 2.0),
+        chi.inverse_cdf(1.0 - ALPHA / 2.0),
+    );
+    assert!(
+        lo <= s && s <= hi,
+        "Σz² = {s} outside [{lo}, {hi}] for {p} coordinates"
+    );
+    // and a 10% wrong scale would be caught: the acceptance interval is narrower than ±10%
+    assert!(hi / p < 1.21 && lo / p > 0.81);
+    // with data: the update minus the clipped sum is the same noise (seeded identically)
+    let idx: Vec<usize> = (0..8).collect();
+    let mut with_data = vec![0.0f32; net.num_params()];
+    let mut r2 = ChaCha20Rng::seed_from_u64(7);
+    train::dp_gradient(
+        &net,
+        &params,
+        Inputs {
+            data: &data,
+            norm: &norm,
+            augment_seed: None,
+        },
+        &idx,
+        &cfg,
+        &mut r2,
+        &mut with_data,
+    );
+    let mut clipped = vec![0.0f32; net.num_params()];
+    train::batch_gradient(
+        &net,
+        &params,
+        Inputs {
+            data: &data,
+            norm: &norm,
+            augment_seed: None,
+        },
+        &idx,
+        GradMode::ClipJoint(clip),
+        &mut clipped,
+    );
+    for ((w, c), n) in with_data.iter().zip(&clipped).zip(&out) {
+        assert!((w - c / 40.0 - n).abs() <= 1e-5 * (1.0 + n.abs()));
+    }
+}
+
+#[test]
+fn poisson_batches_vary_with_mean_qn() {
+    let (n, q, draws) = (500usize, 0.1f64, 2000usize);
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    let sizes: Vec<f64> = (0..draws)
+        .map(|_| train::poisson_batch(n, q, &mut rng).len() as f64)
+        .collect();
+    let mean = sizes.iter().sum::<f64>() / draws as f64;
+    let var = sizes.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (draws - 1) as f64;
+    let expect_var = n as f64 * q * (1.0 - q);
+    // |mean − qN| ≤ z_{1−α/2}·sd/√draws with z = 4.892 (α = 1e-6)
+    assert!(
+        (mean - q * n as f64).abs() <= 4.892 * (expect_var / draws as f64).sqrt(),
+        "mean {mean}"
+    );
+    // the variance of Binomial(N, q) (χ² bounds for the sample variance at α = 1e-6)
+    let chi = ChiSquared::new((draws - 1) as f64).unwrap();
+    let lo = expect_var * chi.inverse_cdf(ALPHA / 2.0) / (draws - 1) as f64;
+    let hi = expect_var * chi.inverse_cdf(1.0 - ALPHA / 2.0) / (draws - 1) as f64;
+    assert!(
+        lo <= var && var <= hi,
+        "variance {var} outside [{lo}, {hi}]"
+    );
+    // members are distinct and in range
+    let b = train::poisson_batch(n, q, &mut rng);
+    assert!(b.windows(2).all(|w| w[0] < w[1]) && b.iter().all(|&i| i < n));
+}
+
+#[test]
+fn teachers_train_on_disjoint_slices() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let data = random_images(70, 8, 12);
+    let norm = Normalization::generic(3);
+    let mut rng = ChaCha20Rng::seed_from_u64(13);
+    let cfg = SgdConfig {
+        epochs: 1.0,
+        batch_size: 8,
+        lr: 0.01,
+        ..SgdConfig::paper_teacher()
+    };
+    let ens = train::train_teachers(&net, &data, &norm, &cfg, 4, &mut rng, &mut |_, _| {}).unwrap();
+    assert_eq!(ens.partition.len(), 4);
+    assert_eq!(ens.params.len(), 4);
+    let mut seen = [false; 70];
+    for part in &ens.partition {
+        assert_eq!(part.len(), 70 / 4);
+        for &i in part {
+            assert!(!seen[i], "example {i} in two teachers' slices");
+            seen[i] = true;
+        }
+    }
+    assert!(train::partition(3, 4, &mut rng).is_err());
+    // the vote matrix of the ensemble sums to T per query
+    let preds: Vec<Vec<u32>> = ens
+        .params
+        .iter()
+        .map(|p| train::predict_labels(&net, p, &data, &norm))
+        .collect();
+    let votes = privpred_nn::teachers::VoteMatrix::from_predictions(&preds, 4).unwrap();
+    assert!((0..70).all(|i| votes.votes(i).iter().sum::<u32>() == 4));
+}
+
+#[test]
+fn dp_sgd_and_nonprivate_training_run_and_artifacts_round_trip() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let data = random_images(64, 8, 14);
+    let norm = Normalization::generic(3);
+    let mut rng = ChaCha20Rng::seed_from_u64(15);
+    let cal = calib::dpsgd(
+        CalibrationMode::Corrected,
+        Privacy::new(2.0, 1e-5).unwrap(),
+        64,
+        16,
+        2.0,
+        4,
+    )
+    .unwrap();
+    let sgd = SgdConfig {
+        epochs: 2.0,
+        batch_size: 16,
+        lr: 0.05,
+        weight_decay: 0.0,
+        ..SgdConfig::paper_dpsgd()
+    };
+    let cfg = DpSgdConfig::corrected(sgd.clone(), 1.0, cal.noise_multiplier.unwrap());
+    let mut steps = 0;
+    let mut sizes = Vec::new();
+    let p = train::train_dpsgd(&net, &data, &norm, &cfg, &mut rng, &mut |pr| {
+        steps = pr.step;
+        sizes.push(pr.batch.n);
+    })
+    .unwrap();
+    assert_eq!(steps, cfg.steps(64));
+    assert!(
+        sizes.iter().any(|&s| s != sizes[0]),
+        "Poisson batch sizes should vary: {sizes:?}"
+    );
+    assert!(p.iter().all(|v| v.is_finite()));
+    // paper mode: fixed batch sizes
+    let mut psizes = Vec::new();
+    train::train_dpsgd(
+        &net,
+        &data,
+        &norm,
+        &DpSgdConfig::paper(sgd, 1.0, 1.0),
+        &mut rng,
+        &mut |pr| psizes.push(pr.batch.n),
+    )
+    .unwrap();
+    assert!(psizes.iter().all(|&s| s == 16));
+    assert!(!DpSgdConfig::paper(SgdConfig::paper_dpsgd(), 1.0, 1.0).valid_guarantee());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    let model = NnModel::new(
+        ModelHeader {
+            kind: ModelKind::DpSgd,
+            config: *net.config(),
+            normalization: norm.clone(),
+            calibration: Some(cal),
+            members: 1,
+            class_names: None,
+            data_source: data.source.clone(),
+        },
+        vec![p.clone()],
+        serde_json::json!({"test": true}),
+    )
+    .unwrap();
+    artifact::save(&path, &model).unwrap();
+    let back = artifact::load(&path).unwrap();
+    assert_eq!(back, model);
+    let rows: Vec<Vec<f32>> = (0..5)
+        .map(|i| data.image(i).iter().map(|&v| v as f32).collect())
+        .collect();
+    let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+    let a = back.predict(&refs, &mut rng).unwrap();
+    let direct = train::predict_labels(&net, &p, &data.subset(&[0, 1, 2, 3, 4]), &norm);
+    assert_eq!(a.iter().map(|x| x.label).collect::<Vec<_>>(), direct);
+    // bad input is an error naming the problem, not a panic
+    let short = [1.0f32; 3];
+    assert!(
+        back.predict(&[&short[..]], &mut rng)
+            .unwrap_err()
+            .to_string()
+            .contains("raw pixels")
+    );
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(
+        artifact::load(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("SHA-256")
+    );
+
+    // a teacher ensemble answers through the exponential mechanism
+    let sa = calib::subsample_aggregate(
+        CalibrationMode::Corrected,
+        Privacy::new(1.0, 1e-5).unwrap(),
+        10,
+        4,
+    )
+    .unwrap();
+    let ens = NnModel::new(
+        ModelHeader {
+            kind: ModelKind::Teachers,
+            config: *net.config(),
+            normalization: norm,
+            calibration: Some(sa),
+            members: 2,
+            class_names: None,
+            data_source: data.source.clone(),
+        },
+        vec![p.clone(), p],
+        serde_json::Value::Null,
+    )
+    .unwrap();
+    artifact::save(&path, &ens).unwrap();
+    let ans = artifact::load(&path)
+        .unwrap()
+        .predict(&refs, &mut rng)
+        .unwrap();
+    assert!(ans.iter().all(|a| a.scores.is_none() && a.label < 4));
+}
+
+fn cifar_path() -> std::path::PathBuf {
+    // tests run in the crate directory; the data is beside the repository root
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(data::CIFAR10_JPEG_DEFAULT)
+}
+
+#[test]
+fn cifar10_jpeg_subset_trains_a_small_resnet() {
+    let (train_set, test_set) = data::load_cifar10_jpeg(&cifar_path(), Some((30, 10))).unwrap();
+    assert_eq!((train_set.len(), test_set.len()), (300, 100));
+    assert_eq!(train_set.source, data::CIFAR10_JPEG_LABEL);
+    for c in 0..10 {
+        assert_eq!(train_set.labels.iter().filter(|&&y| y == c).count(), 30);
+    }
+    // a small ResNet on real 32×32 images: the training loss must fall
+    let cfg = ResNetConfig {
+        in_channels: 3,
+        image_size: 32,
+        widths: [8, 16, 16],
+        blocks_per_stage: 1,
+        classes: 10,
+    };
+    let net = ResNet::new(cfg).unwrap();
+    let norm = Normalization::cifar10();
+    let mut rng = ChaCha20Rng::seed_from_u64(21);
+    let init = net.init_params(&mut rng);
+    let loss = |p: &[f32]| {
+        let mut g = vec![0.0f32; net.num_params()];
+        let idx: Vec<usize> = (0..train_set.len()).collect();
+        train::batch_gradient(
+            &net,
+            p,
+            Inputs {
+                data: &train_set,
+                norm: &norm,
+                augment_seed: None,
+            },
+            &idx,
+            GradMode::Sum,
+            &mut g,
+        )
+        .loss_sum
+            / idx.len() as f64
+    };
+    let before = loss(&init);
+    let sgd = SgdConfig {
+        epochs: 12.0,
+        batch_size: 30,
+        lr: 0.1,
+        lr_drops: 1,
+        augment: false,
+        ..SgdConfig::paper_teacher()
+    };
+    let p = train::train_nonprivate(
+        &net,
+        &train_set,
+        &norm,
+        &sgd,
+        Some(init),
+        &mut rng,
+        &mut |_| {},
+    )
+    .unwrap();
+    let after = loss(&p);
+    assert!(after < 0.75 * before, "training loss {before} → {after}");
+}
