@@ -126,14 +126,11 @@ pub fn sym_eigen(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
     let mut v = a.to_vec();
     let mut d = vec![0f64; n];
     let mut e = vec![0f64; n];
+    // tred2 runs on transposed storage (element (i, j) at j·n + i; A is symmetric so the
+    // input is unchanged): its inner loops then walk contiguous memory, and the result is
+    // already the transpose tql2 wants (eigenvectors as rows).
     tred2(n, &mut v, &mut d, &mut e);
-    // Transpose so eigenvectors become rows (contiguous updates in tql2).
-    let mut vt = vec![0f64; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            vt[j * n + i] = v[i * n + j];
-        }
-    }
+    let mut vt = v;
     tql2(n, &mut vt, &mut d, &mut e);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&x, &y| d[y].total_cmp(&d[x]));
@@ -153,9 +150,10 @@ pub fn sym_eigen(a: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 #[allow(clippy::needless_range_loop)]
-/// Householder reduction to tridiagonal form (JAMA `tred2`); `v` row-major n×n.
+/// Householder reduction to tridiagonal form (JAMA `tred2`); `v` n×n stored transposed
+/// (element (i, j) at `j·n + i`).
 fn tred2(n: usize, v: &mut [f64], d: &mut [f64], e: &mut [f64]) {
-    let idx = |i: usize, j: usize| i * n + j;
+    let idx = |i: usize, j: usize| j * n + i;
     for j in 0..n {
         d[j] = v[idx(n - 1, j)];
     }
