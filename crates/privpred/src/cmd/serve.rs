@@ -1,10 +1,195 @@
-//! `privpred serve`.
+//! `privpred serve`: an HTTP prediction service with an enforced, durable inference budget.
+//!
+//! The model file is an artifact written by `privpred train` (safetensors with the guarantee
+//! and the fitted preprocessing in its header). Queries are preprocessed exactly as the
+//! training data was; private-prediction methods spend one budget unit per new answer,
+//! recorded in the ledger before the answer is sent (see `privpred_serve::ledger`).
+//!
+//! Hidden test support: a JSON file with `"privpred_test_fixture": true` is served as the
+//! synthetic TEST FIXTURE model of `privpred_serve::model::FixtureModel` (used by the service's
+//! integration tests and load benchmark; never a trained model, and labelled as such in
+//! `/v1/model` and at start).
+
+use crate::exit::usage;
+use anyhow::Context;
+use privpred_core::{Budget, Method};
+use privpred_data::FittedPreprocessing;
+use privpred_linear::PrivatePredictor;
+use privpred_serve::model::{Answer, FixtureModel, ModelInfo, ServedModel, sha256_hex};
+use privpred_serve::{LedgerSpec, ServeConfig, ServeError, TokenSet};
+use rand_chacha::ChaCha20Rng;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `privpred serve`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Model file written by `privpred train`.
+    #[arg(long, value_name = "FILE")]
+    pub model: PathBuf,
+    /// Address to listen on (HOST:PORT; port 0 picks a free port). Without --tokens only a
+    /// loopback address is accepted.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Budget ledger: `sqlite:PATH`, `postgres://user@host:port/db`, or a libpq string
+    /// "host=… port=… user=… dbname=…". Default: `sqlite:<MODEL>.ledger.sqlite` beside the model.
+    /// Several replicas sharing one budget must share one PostgreSQL ledger.
+    #[arg(long, value_name = "LEDGER")]
+    pub ledger: Option<String>,
+    /// Bearer tokens file: one per line, `sha256:<hex>` (hash of a token, recommended) or a
+    /// plaintext token (hashed at load); `#` comments. Without it, no authentication and
+    /// loopback only.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// Most rows in one request.
+    #[arg(long, value_name = "N", default_value_t = privpred_serve::server::DEFAULT_MAX_BATCH)]
+    pub max_batch: usize,
+    /// Largest request body in bytes (default: 32 bytes per number of a full batch + 64 KiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Charge repeated identical queries again instead of returning the stored earlier answer.
+    #[arg(long)]
+    pub no_answer_store: bool,
+}
+
+/// A trained linear private predictor adapted to the server.
+struct LinearServed {
+    info: ModelInfo,
+    predictor: PrivatePredictor,
+    preprocessing: FittedPreprocessing,
+}
+
+impl ServedModel for LinearServed {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn preprocess(&self, raw: &[f32]) -> Result<Vec<f32>, String> {
+        self.preprocessing.apply_row(raw).map_err(|e| e.to_string())
+    }
+
+    fn answer(
+        &self,
+        rows: &[Vec<f32>],
+        rng: &mut ChaCha20Rng,
+    ) -> privpred_serve::Result<Vec<Answer>> {
+        let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+        let answers = self
+            .predictor
+            .try_predict(&refs, rng)
+            .map_err(|e| ServeError::Model(e.to_string()))?;
+        Ok(answers
+            .into_iter()
+            .map(|a| Answer {
+                label: a.label,
+                scores: a.scores,
+            })
+            .collect())
+    }
+}
+
+fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
+    let bytes =
+        std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
+    if FixtureModel::is_fixture(&bytes) {
+        let m = FixtureModel::from_bytes(&bytes)
+            .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
+        return Ok(Arc::new(m));
+    }
+    let loaded = privpred_linear::artifact::load(path)
+        .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
+    let predictor = loaded.private().cloned().ok_or_else(|| {
+        usage(format!(
+            "--model {}: holds a non-private baseline model, which has no privacy guarantee; serve a private model",
+            path.display()
+        ))
+    })?;
+    let cal = predictor.calibration.clone();
+    let budget = if cal.method.is_private_training() {
+        Budget::Unlimited
+    } else {
+        match cal.budget {
+            Budget::Finite(b) => Budget::Finite(b),
+            Budget::Unlimited => {
+                return Err(usage(format!(
+                    "--model {}: a {} model must state a finite budget B",
+                    path.display(),
+                    cal.method
+                )));
+            }
+        }
+    };
+    if predictor.input_dim() != loaded.preprocessing.output_dim() {
+        return Err(usage(format!(
+            "--model {}: the model takes {} features but its preprocessing yields {}",
+            path.display(),
+            predictor.input_dim(),
+            loaded.preprocessing.output_dim()
+        )));
+    }
+    let info = ModelInfo {
+        model_id: sha256_hex(&bytes),
+        method: cal.method,
+        budget,
+        input_dim: loaded.preprocessing.input_dim(),
+        classes: predictor.classes(),
+        releases_scores: cal.method != Method::SubsampleAggregate,
+        preprocessing: loaded.preprocessing.steps(),
+        test_fixture: false,
+        guarantee: cal,
+    };
+    Ok(Arc::new(LinearServed {
+        info,
+        predictor,
+        preprocessing: loaded.preprocessing,
+    }))
+}
 
 /// Runs `privpred serve`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    Err(crate::exit::usage("`privpred serve` is not implemented yet"))
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let model = load_model(&args.model)?;
+    let ledger_text = args.ledger.clone().unwrap_or_else(|| {
+        let mut p = args.model.clone().into_os_string();
+        p.push(".ledger.sqlite");
+        format!("sqlite:{}", PathBuf::from(p).display())
+    });
+    let ledger = LedgerSpec::parse(&ledger_text).map_err(usage)?;
+    let tokens = match &args.tokens {
+        Some(p) => Some(TokenSet::load(p).map_err(usage)?),
+        None => None,
+    };
+    let mut cfg = ServeConfig::new(args.listen.clone());
+    cfg.ledger = Some(ledger);
+    cfg.tokens = tokens;
+    cfg.max_batch = args.max_batch;
+    cfg.max_body_bytes = args.max_body_bytes;
+    cfg.answer_store = !args.no_answer_store;
+    let info = model.info().clone();
+    privpred_serve::run_until_signal(model, cfg, |addr, notes| {
+        eprintln!(
+            "privpred serve: model {} ({}, {}, ε = {}, δ = {})",
+            args.model.display(),
+            info.method,
+            info.guarantee.calibration,
+            info.guarantee.privacy.epsilon,
+            info.guarantee.privacy.delta
+        );
+        for n in notes {
+            eprintln!("privpred serve: {n}");
+        }
+        // The one line on stdout: scripts and tests read the bound address from it.
+        println!("listening on http://{addr}");
+        let _ = std::io::stdout().flush();
+    })
+    .map_err(|e| {
+        if e.is_config() {
+            usage(e)
+        } else {
+            anyhow::Error::new(e)
+        }
+    })
+    .context("privpred serve")?;
+    eprintln!("privpred serve: shut down cleanly");
+    Ok(())
 }
