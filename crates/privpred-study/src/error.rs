@@ -66,6 +66,9 @@ pub enum StudyError {
     /// Loading or preprocessing data failed.
     #[error(transparent)]
     Data(#[from] privpred_data::DataError),
+    /// Training or prediction with a linear model failed.
+    #[error(transparent)]
+    Linear(#[from] privpred_linear::LinearError),
 }
 
 impl StudyError {
@@ -99,7 +102,7 @@ impl StudyError {
                 | StudyError::Unsupported(_)
                 | StudyError::Core(_)
                 | StudyError::Data(_)
-        )
+        ) || matches!(self, StudyError::Linear(e) if e.is_user_error())
     }
 }
 

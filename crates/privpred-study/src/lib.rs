@@ -16,8 +16,10 @@
 //! Data-dependent steps that the paper ignores in its privacy analysis (cross-validation of λ
 //! and ν on a hold-out, PCA fitted on training data) are recorded in every result row.
 
+pub mod compare;
 pub mod error;
 pub mod figures;
+pub mod linear;
 pub mod plot;
 pub mod progress;
 pub mod results;

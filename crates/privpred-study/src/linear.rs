@@ -1,0 +1,701 @@
+//! The runner of the linear-model figures (fig1–fig6) on top of `privpred_linear`, with the
+//! exact shortcuts of the study (see `privpred_linear::methods`):
+//!
+//! - data are loaded, preprocessed (scale 1/255, class subset, subsample, PCA, bias feature,
+//!   per-example normalisation into the unit ball) and split (10 % hold-out, SPEC §6) once per
+//!   data configuration;
+//! - non-private fits θ*(λ) on the 90 % part (for cross-validation) and on the whole training
+//!   set are computed once per (data, λ) and shared by every ε, δ, B, calibration mode and
+//!   repetition: model sensitivity adds fresh noise to the shared θ*, prediction sensitivity to
+//!   its shared test logits;
+//! - subsample-and-aggregate's teachers and their test vote matrix are computed once per
+//!   (data, T): every (ε, B, mode) and repetition only redraws the exponential mechanism;
+//! - loss perturbation and DP-SGD need a fresh fit per noise draw (warm-started from θ* for loss
+//!   perturbation; the objective is strictly convex, so the minimiser is the same).
+//!
+//! Every fit whose result is shared runs on one thread (the parallel reduction of the gradient
+//! kernel sums in a scheduling-dependent order), so that resumed and sharded runs reproduce the
+//! same numbers; parallelism comes from running repetitions, λ values and teachers side by side.
+
+use crate::error::{Result, StudyError};
+use crate::figures::{FigureId, LAMBDA_GRID};
+use crate::progress::{Event, Observer};
+use crate::results::Measurement;
+use crate::sweep::{Done, GroupTiming, Runner};
+use crate::units::{Group, rng_for, seed_for};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
+use privpred_data::{Dataset, DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset};
+use privpred_linear::dpsgd::{CLIP_GRID, DpSgdConfig, train_dpsgd};
+use privpred_linear::kernel::Design;
+use privpred_linear::methods::{
+    VoteMatrix, loss_perturbation_fit, perturb_model, prediction_sensitivity_labels,
+    teacher_lbfgs_options, train_teachers,
+};
+use privpred_linear::train::{accuracy_of, logits_all, predict_all};
+use privpred_linear::{LbfgsOptions, LinearModel, MethodConfig, fit_logistic};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// Options of the linear runner. Everything here that changes results is recorded in the
+/// manifest ([`Runner::options`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LinearOptions {
+    /// Directory searched first for datasets.
+    #[serde(skip)]
+    pub data_dir: Option<PathBuf>,
+    /// Dataset for every figure (None: each figure's own, mnist / mnist1m).
+    pub dataset: Option<String>,
+    /// `--quick`: subsampled training and test sets.
+    pub quick: bool,
+    /// Cap on training examples (quick: 5,000).
+    pub max_train: Option<usize>,
+    /// Cap on test examples (quick: 2,000).
+    pub max_test: Option<usize>,
+    /// Hold-out fraction for cross-validation (SPEC §6: 0.1).
+    pub holdout_fraction: f64,
+    /// Mechanism draws averaged per cross-validated value.
+    pub cv_draws: usize,
+    /// Append a bias feature (inside the unit ball).
+    pub bias: bool,
+    /// DP-SGD hyper-parameters other than ν.
+    pub dpsgd_batch_size: usize,
+    /// DP-SGD epochs.
+    pub dpsgd_epochs: f64,
+}
+
+impl LinearOptions {
+    /// The defaults: full data, or the `--quick` caps.
+    pub fn new(quick: bool) -> Self {
+        LinearOptions {
+            data_dir: None,
+            dataset: None,
+            quick,
+            max_train: quick.then_some(5_000),
+            max_test: quick.then_some(2_000),
+            holdout_fraction: 0.1,
+            cv_draws: 1,
+            bias: true,
+            dpsgd_batch_size: DpSgdConfig::default().batch_size,
+            dpsgd_epochs: if quick {
+                5.0
+            } else {
+                DpSgdConfig::default().epochs
+            },
+        }
+    }
+}
+
+/// A compute-once cache: concurrent callers of the same key wait for one computation.
+type Slot<V> = Arc<OnceLock<std::result::Result<Arc<V>, String>>>;
+
+struct Cache<K, V> {
+    map: Mutex<HashMap<K, Slot<V>>>,
+}
+
+impl<K: Eq + Hash + Clone, V> Cache<K, V> {
+    fn new() -> Self {
+        Cache {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, key: &K, f: impl FnOnce() -> Result<V>) -> Result<Arc<V>> {
+        let cell = {
+            let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry(key.clone())
+                .or_insert_with(|| Arc::new(OnceLock::new()))
+                .clone()
+        };
+        cell.get_or_init(|| f().map(Arc::new).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|message| StudyError::Compute {
+                context: "shared computation".into(),
+                message,
+            })
+    }
+
+    fn clear(&self) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+thread_local! {
+    static SEQ: Option<rayon::ThreadPool> = rayon::ThreadPoolBuilder::new().num_threads(1).build().ok();
+}
+
+/// Runs `f` on a one-thread pool (deterministic kernels), or directly if none could be built.
+fn seq<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    SEQ.with(|p| match p {
+        Some(pool) => pool.install(f),
+        None => f(),
+    })
+}
+
+/// One data configuration, preprocessed and split.
+pub struct Prepared {
+    /// The whole (preprocessed) training set.
+    pub train: UnitBallDataset,
+    /// Its 90 % part (cross-validation training).
+    pub train90: UnitBallDataset,
+    /// Its 10 % hold-out.
+    pub hold: UnitBallDataset,
+    /// The preprocessed test set.
+    pub test: UnitBallDataset,
+    /// Preprocessing steps.
+    pub steps: String,
+    /// Data-dependent preprocessing steps.
+    pub data_dependent: Vec<String>,
+    /// Raw-data checksum.
+    pub checksum: String,
+    /// Dataset labels (substitute etc.).
+    pub labels: String,
+}
+
+type Key = String;
+
+/// The runner of fig1–fig6 (linear models).
+pub struct LinearRunner {
+    opts: LinearOptions,
+    raw: Cache<String, privpred_data::Splits>,
+    prepared: Cache<Key, Prepared>,
+    fit90: Cache<(Key, u64), LinearModel>,
+    fitfull: Cache<(Key, u64), LinearModel>,
+    logits_test: Cache<(Key, u64), Vec<f64>>,
+    logits_hold: Cache<(Key, u64), Vec<f64>>,
+    nonprivate: Cache<Key, f64>,
+    votes: Cache<(Key, usize), VoteMatrix>,
+}
+
+fn lbfgs() -> LbfgsOptions {
+    LbfgsOptions::default()
+}
+
+fn noise_fields(c: &Calibration) -> (String, f64) {
+    match c.noise {
+        Noise::L2Laplace { beta } => ("l2-laplace".into(), beta),
+        Noise::Gaussian { sigma } => ("gaussian".into(), sigma),
+        Noise::Exponential { beta } => ("exponential".into(), beta),
+    }
+}
+
+/// Calibrates `method` at a setting for `n` training examples.
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate(
+    method: Method,
+    mode: CalibrationMode,
+    epsilon: f64,
+    delta: f64,
+    budget: u64,
+    n: usize,
+    classes: usize,
+    lambda: Option<f64>,
+    dpsgd: &DpSgdConfig,
+) -> Result<Calibration> {
+    let privacy = Privacy::new(epsilon, delta)?;
+    let mut cfg = MethodConfig::new(method, mode, privacy, Budget::finite(budget)?);
+    if let Some(l) = lambda {
+        cfg.lambda = l;
+    }
+    cfg.dp_sgd = *dpsgd;
+    Ok(privpred_core::calibrate::calibrate(
+        &cfg.request(n, classes),
+    )?)
+}
+
+impl LinearRunner {
+    /// A runner with the given options.
+    pub fn new(opts: LinearOptions) -> Self {
+        LinearRunner {
+            opts,
+            raw: Cache::new(),
+            prepared: Cache::new(),
+            fit90: Cache::new(),
+            fitfull: Cache::new(),
+            logits_test: Cache::new(),
+            logits_hold: Cache::new(),
+            nonprivate: Cache::new(),
+            votes: Cache::new(),
+        }
+    }
+
+    /// The options.
+    pub fn options_ref(&self) -> &LinearOptions {
+        &self.opts
+    }
+
+    fn dataset_for(&self, figure: FigureId) -> String {
+        self.opts
+            .dataset
+            .clone()
+            .unwrap_or_else(|| figure.definition().dataset.to_string())
+    }
+
+    fn dpsgd(&self) -> DpSgdConfig {
+        DpSgdConfig {
+            batch_size: self.opts.dpsgd_batch_size,
+            epochs: self.opts.dpsgd_epochs,
+            ..DpSgdConfig::default()
+        }
+    }
+
+    fn raw(&self, name: &str) -> Result<Arc<privpred_data::Splits>> {
+        self.raw.get(&name.to_string(), || {
+            let spec = DatasetSpec::parse(name)?;
+            let opts = LoadOptions {
+                data_dir: self.opts.data_dir.clone(),
+                ..LoadOptions::default()
+            };
+            Ok(privpred_data::load(&spec, &opts)?)
+        })
+    }
+
+    /// The data configuration of a group: dataset and (N, D, C).
+    fn key(&self, g: &Group) -> Key {
+        format!(
+            "{}|n={:?}|d={:?}|c={:?}",
+            self.dataset_for(g.figure),
+            g.setting.n,
+            g.setting.dim,
+            g.setting.classes
+        )
+    }
+
+    fn prepared(&self, g: &Group, seed: u64) -> Result<(Key, Arc<Prepared>)> {
+        let key = self.key(g);
+        let name = self.dataset_for(g.figure);
+        let s = g.setting;
+        let p = self.prepared.get(&key, || {
+            let raw = self.raw(&name)?;
+            let available = match s.classes {
+                Some(c) => raw.train.labels.iter().filter(|&&y| (y as usize) < c).count(),
+                None => raw.train.n,
+            };
+            let mut n = s.n.unwrap_or(available);
+            if let Some(cap) = self.opts.max_train {
+                n = n.min(cap);
+            }
+            if s.n.is_some() && n > available {
+                return Err(StudyError::invalid(
+                    "N",
+                    n,
+                    format!("at most the {available} training examples of {name} (generate a larger mnist1m with `privpred data generate mnist1m --n 1000000`)"),
+                ));
+            }
+            let recipe = Preprocessing {
+                classes: s.classes,
+                subsample: (n < available).then_some(n),
+                pca: s.dim,
+                bias: self.opts.bias,
+                ..Preprocessing::default()
+            };
+            let fitted = recipe.fit(&raw.train, seed_for(seed, &format!("preprocess/{key}")))?;
+            let train = fitted.apply_train(&raw.train)?;
+            let mut test_raw: Dataset = raw.test.clone();
+            if let Some(c) = s.classes {
+                let idx: Vec<usize> = (0..test_raw.n).filter(|&i| (test_raw.labels[i] as usize) < c).collect();
+                test_raw = test_raw.subset(&idx);
+                test_raw.classes = c;
+            }
+            let mut test = fitted.apply(&test_raw)?;
+            if let Some(cap) = self.opts.max_test
+                && test.n > cap
+            {
+                let perm = privpred_data::split::permutation(test.n, seed_for(seed, "test-subsample"));
+                test = test.subset(&perm[..cap]);
+            }
+            let (train90, hold) = privpred_data::split::holdout_unit(
+                &train,
+                self.opts.holdout_fraction,
+                seed_for(seed, &format!("holdout/{key}")),
+            );
+            let prov = &raw.train.provenance;
+            Ok(Prepared {
+                steps: fitted.steps().join("; "),
+                data_dependent: fitted.data_dependent(),
+                checksum: prov.checksum.clone().unwrap_or_default(),
+                labels: prov.labels.join("; "),
+                train,
+                train90,
+                hold,
+                test,
+            })
+        })?;
+        Ok((key, p))
+    }
+
+    fn fit(&self, which90: bool, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<LinearModel>> {
+        let cache = if which90 { &self.fit90 } else { &self.fitfull };
+        cache.get(&(key.clone(), lambda.to_bits()), || {
+            let ds = if which90 { &p.train90 } else { &p.train };
+            Ok(seq(|| fit_logistic(ds, lambda, None, &lbfgs()))?.model)
+        })
+    }
+
+    fn hold_logits(&self, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<Vec<f64>>> {
+        self.logits_hold.get(&(key.clone(), lambda.to_bits()), || {
+            let m = self.fit(true, key, p, lambda)?;
+            Ok(logits_all(&m, &p.hold)?)
+        })
+    }
+
+    fn test_logits(&self, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<Vec<f64>>> {
+        self.logits_test.get(&(key.clone(), lambda.to_bits()), || {
+            let m = self.fit(false, key, p, lambda)?;
+            Ok(logits_all(&m, &p.test)?)
+        })
+    }
+
+    /// Non-private accuracy with λ cross-validated on the hold-out (the reference line).
+    fn nonprivate(&self, key: &Key, p: &Prepared) -> Result<f64> {
+        Ok(*self.nonprivate.get(key, || {
+            let scores: Vec<f64> = LAMBDA_GRID
+                .par_iter()
+                .map(|&l| {
+                    let m = self.fit(true, key, p, l)?;
+                    Ok(accuracy_of(&predict_all(&m, &p.hold)?, &p.hold.labels))
+                })
+                .collect::<Result<_>>()?;
+            let best = argmax_first(&scores);
+            let m = self.fit(false, key, p, LAMBDA_GRID[best])?;
+            Ok(accuracy_of(&predict_all(&m, &p.test)?, &p.test.labels))
+        })?)
+    }
+
+    fn votes(&self, key: &Key, p: &Prepared, t: usize, seed: u64) -> Result<Arc<VoteMatrix>> {
+        self.votes.get(&(key.clone(), t), || {
+            let mut rng = rng_for(seed, &format!("teachers/{key}/T={t}"));
+            let teachers = train_teachers(&p.train, t, 0.0, &teacher_lbfgs_options(), &mut rng)?;
+            Ok(teachers.vote_matrix(&p.test)?)
+        })
+    }
+
+    /// Releases shared computations of other data configurations (memory).
+    pub fn clear_caches(&self) {
+        self.prepared.clear();
+        self.fit90.clear();
+        self.fitfull.clear();
+        self.logits_test.clear();
+        self.logits_hold.clear();
+        self.votes.clear();
+    }
+}
+
+fn argmax_first(v: &[f64]) -> usize {
+    let mut b = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[b] {
+            b = i;
+        }
+    }
+    b
+}
+
+struct Clock(AtomicU64);
+
+impl Clock {
+    fn new() -> Self {
+        Clock(AtomicU64::new(0))
+    }
+    fn time<T>(&self, f: impl FnOnce() -> T) -> T {
+        let t = Instant::now();
+        let r = f();
+        self.0
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r
+    }
+    fn secs(&self) -> f64 {
+        self.0.load(Ordering::Relaxed) as f64 * 1e-9
+    }
+}
+
+impl Runner for LinearRunner {
+    fn options(&self) -> serde_json::Value {
+        serde_json::to_value(&self.opts).unwrap_or_default()
+    }
+
+    fn dataset_name(&self, figure: FigureId) -> String {
+        self.dataset_for(figure)
+    }
+
+    fn prepare(&self, figure: FigureId, observer: &dyn Observer) -> Result<()> {
+        if figure.needs_nn() {
+            return Err(StudyError::Unsupported(format!(
+                "{figure} trains ResNet-20 models on CIFAR-10: build with `--features nn` (cargo build --release --features nn); this build runs the linear figures fig1a–fig6b"
+            )));
+        }
+        // Keep memory bounded: the shared computations of the previous figure are done.
+        self.clear_caches();
+        observer.on_event(&Event::Message(&format!(
+            "{figure}: dataset {}{}",
+            self.dataset_for(figure),
+            if self.opts.quick {
+                " (--quick: subsampled)"
+            } else {
+                ""
+            }
+        )));
+        Ok(())
+    }
+
+    fn run_group(
+        &self,
+        g: &Group,
+        reps: &[u32],
+        seed: u64,
+        done: &Done<'_>,
+    ) -> Result<GroupTiming> {
+        let train_clock = Clock::new();
+        let predict_clock = Clock::new();
+        let (key, p) = train_clock.time(|| self.prepared(g, seed))?;
+        let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
+        let s = g.setting;
+        let (n, n90, c) = (p.train.n, p.train90.n, p.train.classes);
+        let dpsgd = self.dpsgd();
+        let mut dd = p.data_dependent.clone();
+        let base = |cal: &Calibration,
+                    lambda: Option<f64>,
+                    lambda_source: &str,
+                    clip: Option<f64>,
+                    acc: f64| {
+            let (noise, noise_param) = noise_fields(cal);
+            Measurement {
+                accuracy: acc,
+                nonprivate_accuracy: nonpriv,
+                n_train: n,
+                dim: p.train.d,
+                classes: c,
+                test_size: p.test.n,
+                teachers: (g.method == Method::SubsampleAggregate).then_some(s.teachers),
+                lambda,
+                lambda_source: lambda_source.to_string(),
+                clip,
+                noise,
+                noise_param,
+                noise_multiplier: cal.noise_multiplier,
+                rho: cal.rho,
+                valid_guarantee: cal.valid_guarantee,
+                dataset_checksum: p.checksum.clone(),
+                dataset_labels: p.labels.clone(),
+                preprocessing: p.steps.clone(),
+                data_dependent_steps: String::new(),
+            }
+        };
+        let cal_at = |n: usize, lambda: Option<f64>| {
+            calibrate(
+                g.method,
+                g.calibration,
+                s.epsilon,
+                s.delta,
+                s.budget,
+                n,
+                c,
+                lambda,
+                &dpsgd,
+            )
+        };
+        let test_labels = &p.test.labels;
+        match g.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                // λ: fixed by the figure (fig6a) or cross-validated on the hold-out.
+                let (lambda, source) = match s.lambda {
+                    Some(l) => (l, "fixed"),
+                    None => {
+                        let scores: Vec<f64> = train_clock.time(|| {
+                            LAMBDA_GRID
+                                .par_iter()
+                                .map(|&l| {
+                                    let cal = cal_at(n90, Some(l))?;
+                                    let m90 = self.fit(true, &key, &p, l)?;
+                                    let mut rng =
+                                        rng_for(seed, &format!("{}/cv/lambda={l}", g.id()));
+                                    let mut acc = 0.0;
+                                    for _ in 0..self.opts.cv_draws.max(1) {
+                                        let labels = match g.method {
+                                            Method::ModelSensitivity => predict_all(
+                                                &perturb_model(&m90, &cal, &mut rng)?,
+                                                &p.hold,
+                                            )?,
+                                            Method::PredictionSensitivity => {
+                                                prediction_sensitivity_labels(
+                                                    &self.hold_logits(&key, &p, l)?,
+                                                    c,
+                                                    &cal,
+                                                    &mut rng,
+                                                )?
+                                            }
+                                            _ => {
+                                                let m = seq(|| {
+                                                    loss_perturbation_fit(
+                                                        &p.train90,
+                                                        &cal,
+                                                        l,
+                                                        Some(&m90),
+                                                        &lbfgs(),
+                                                        &mut rng,
+                                                    )
+                                                })?;
+                                                predict_all(&m, &p.hold)?
+                                            }
+                                        };
+                                        acc += accuracy_of(&labels, &p.hold.labels);
+                                    }
+                                    Ok(acc / self.opts.cv_draws.max(1) as f64)
+                                })
+                                .collect::<Result<_>>()
+                        })?;
+                        dd.push(format!(
+                            "λ cross-validated on a {:.0}% hold-out of the training set (privacy cost not accounted, as in the paper)",
+                            100.0 * self.opts.holdout_fraction
+                        ));
+                        (LAMBDA_GRID[argmax_first(&scores)], "cross-validated")
+                    }
+                };
+                let cal = cal_at(n, Some(lambda))?;
+                let m = train_clock.time(|| self.fit(false, &key, &p, lambda))?;
+                let logits = match g.method {
+                    Method::PredictionSensitivity => {
+                        Some(train_clock.time(|| self.test_logits(&key, &p, lambda))?)
+                    }
+                    _ => None,
+                };
+                let dds = dd.join("; ");
+                reps.par_iter().try_for_each(|&r| {
+                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let labels = match g.method {
+                        Method::ModelSensitivity => {
+                            let noisy = train_clock.time(|| perturb_model(&m, &cal, &mut rng))?;
+                            predict_clock.time(|| predict_all(&noisy, &p.test))?
+                        }
+                        Method::PredictionSensitivity => predict_clock.time(|| {
+                            prediction_sensitivity_labels(
+                                logits.as_deref().map_or(&[][..], |v| v),
+                                c,
+                                &cal,
+                                &mut rng,
+                            )
+                        })?,
+                        _ => {
+                            let fit = train_clock.time(|| {
+                                seq(|| {
+                                    loss_perturbation_fit(
+                                        &p.train,
+                                        &cal,
+                                        lambda,
+                                        Some(&m),
+                                        &lbfgs(),
+                                        &mut rng,
+                                    )
+                                })
+                            })?;
+                            predict_clock.time(|| predict_all(&fit, &p.test))?
+                        }
+                    };
+                    let mut meas = base(
+                        &cal,
+                        Some(lambda),
+                        source,
+                        None,
+                        accuracy_of(&labels, test_labels),
+                    );
+                    meas.data_dependent_steps = dds.clone();
+                    done(r, meas)
+                })?;
+            }
+            Method::SubsampleAggregate => {
+                if s.teachers > n {
+                    return Err(StudyError::invalid(
+                        "T",
+                        s.teachers,
+                        format!("at most N = {n} teachers (each needs one example)"),
+                    ));
+                }
+                let votes = train_clock.time(|| self.votes(&key, &p, s.teachers, seed))?;
+                let cal = cal_at(n, None)?;
+                let beta = match cal.noise {
+                    Noise::Exponential { beta } => beta,
+                    other => {
+                        return Err(StudyError::Compute {
+                            context: g.id(),
+                            message: format!("subsample-and-aggregate calibrated with {other:?}"),
+                        });
+                    }
+                };
+                let dds = dd.join("; ");
+                reps.par_iter().try_for_each(|&r| {
+                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let labels = predict_clock.time(|| votes.private_labels(beta, &mut rng))?;
+                    let mut meas = base(
+                        &cal,
+                        None,
+                        "none (teachers without L2, as in the paper)",
+                        None,
+                        accuracy_of(&labels, test_labels),
+                    );
+                    meas.data_dependent_steps = dds.clone();
+                    done(r, meas)
+                })?;
+            }
+            Method::DpSgd => {
+                let cal90 = cal_at(n90, None)?;
+                let sigma90 = dp_sigma(&cal90)?;
+                let d90 = Design::new(&p.train90.features, &p.train90.labels, p.train90.d, c);
+                let scores: Vec<f64> = train_clock.time(|| {
+                    CLIP_GRID
+                        .par_iter()
+                        .map(|&nu| {
+                            let mut rng = rng_for(seed, &format!("{}/cv/clip={nu}", g.id()));
+                            let (m, _) = seq(|| train_dpsgd(&d90, &dpsgd, nu, sigma90, &mut rng))?;
+                            Ok(accuracy_of(&predict_all(&m, &p.hold)?, &p.hold.labels))
+                        })
+                        .collect::<Result<_>>()
+                })?;
+                let nu = CLIP_GRID[argmax_first(&scores)];
+                dd.push(format!(
+                    "clip ν cross-validated on a {:.0}% hold-out of the training set (privacy cost not accounted, as in the paper)",
+                    100.0 * self.opts.holdout_fraction
+                ));
+                let cal = cal_at(n, None)?;
+                let sigma = dp_sigma(&cal)?;
+                let design = Design::new(&p.train.features, &p.train.labels, p.train.d, c);
+                let dds = dd.join("; ");
+                reps.par_iter().try_for_each(|&r| {
+                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let (m, _) = train_clock
+                        .time(|| seq(|| train_dpsgd(&design, &dpsgd, nu, sigma, &mut rng)))?;
+                    let labels = predict_clock.time(|| predict_all(&m, &p.test))?;
+                    let mut meas = base(
+                        &cal,
+                        None,
+                        "none (DP-SGD without L2)",
+                        Some(nu),
+                        accuracy_of(&labels, test_labels),
+                    );
+                    meas.data_dependent_steps = dds.clone();
+                    done(r, meas)
+                })?;
+            }
+        }
+        Ok(GroupTiming {
+            train_s: train_clock.secs(),
+            predict_s: predict_clock.secs(),
+            answers: (p.test.n * reps.len()) as u64,
+        })
+    }
+}
+
+fn dp_sigma(cal: &Calibration) -> Result<f64> {
+    cal.noise_multiplier
+        .or(match cal.noise {
+            Noise::Gaussian { sigma } => Some(sigma),
+            _ => None,
+        })
+        .ok_or_else(|| StudyError::Compute {
+            context: "dp-sgd".into(),
+            message: "calibration without a noise multiplier".into(),
+        })
+}
