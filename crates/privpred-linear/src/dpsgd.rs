@@ -154,7 +154,7 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     let mut w = vec![0f64; c * dp];
     let mut w32 = vec![0f32; cp * dp];
     let mut vel = vec![0f64; c * dp];
-    let mut gsum = vec![0f64; c * dp];
+    let mut gsum = vec![0f32; c * dp];
     let mut logits = vec![0f32; cp];
     let mut r = vec![0f64; c];
     let std = noise_multiplier * clip;
@@ -190,11 +190,12 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
             } else {
                 1.0
             };
+            // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
             for k in 0..c {
                 let a = (r[k] * scale) as f32;
-                let gk = &mut gsum[k * dp..k * dp + d];
+                let gk = &mut gsum[k * dp..(k + 1) * dp];
                 for (g, xv) in gk.iter_mut().zip(x) {
-                    *g += (a * *xv) as f64;
+                    *g += a * *xv;
                 }
             }
             examples += 1;
@@ -205,7 +206,7 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
             for j in 0..d {
                 let idx = k * dp + j;
                 let z: f64 = StandardNormal.sample(rng);
-                let g = (gsum[idx] + std * z) * inv_b;
+                let g = (gsum[idx] as f64 + std * z) * inv_b;
                 vel[idx] = cfg.momentum * vel[idx] + g;
                 w[idx] -= lr * vel[idx];
             }
@@ -270,5 +271,53 @@ mod tests {
         let sd = (n as f64 * q * (1.0 - q) / trials as f64).sqrt();
         // |z| < 5 (two-sided α ≈ 6e-7)
         assert!((mean - n as f64 * q).abs() < 5.0 * sd, "mean batch {mean}");
+    }
+
+    /// One full-batch step (q = 1, σ = 0, momentum 0, lr 1) from θ = 0 equals
+    /// −(1/N) Σ min(1, ν/‖gᵢ‖) gᵢ with gᵢ = xᵢ(pᵢ − yᵢ)ᵀ computed independently in f64:
+    /// checks the closed-form per-example norm, the joint clipping and the scaling.
+    #[test]
+    fn one_step_matches_joint_clipping_by_hand() {
+        let ds = crate::train::tests::toy(50, 7, 3, 11);
+        let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+        for clip in [1e-3, 0.05, 10.0] {
+            let cfg = DpSgdConfig {
+                batch_size: 50,
+                epochs: 1.0,
+                learning_rate: 1.0,
+                momentum: 0.0,
+                clip: Some(clip),
+            };
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+            let (m, stats) = train_dpsgd(&design, &cfg, clip, 0.0, &mut rng).unwrap();
+            assert_eq!((stats.steps, stats.examples), (1, 50));
+            let (d, c) = (7, 3);
+            let mut want = vec![0.0f64; d * c];
+            for i in 0..50 {
+                let x = ds.row(i);
+                // θ = 0: p uniform
+                let r: Vec<f64> = (0..c)
+                    .map(|k| 1.0 / c as f64 - if k == ds.labels[i] as usize { 1.0 } else { 0.0 })
+                    .collect();
+                let mut g = vec![0.0; d * c];
+                for j in 0..d {
+                    for k in 0..c {
+                        g[j * c + k] = x[j] as f64 * r[k];
+                    }
+                }
+                let norm = g.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let s = (clip / norm).min(1.0);
+                for (w, gv) in want.iter_mut().zip(&g) {
+                    *w -= s * gv / 50.0;
+                }
+            }
+            for (a, b) in m.theta.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() < 1e-6 * (1.0 + b.abs()),
+                    "clip {clip}: {a} vs {b}"
+                );
+            }
+            assert!(m.norm() <= clip * (1.0 + 1e-6));
+        }
     }
 }

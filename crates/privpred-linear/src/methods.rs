@@ -725,3 +725,177 @@ pub fn cv_clip<R: Rng + ?Sized>(
         p.accuracy(holdout, rng)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::tests::toy;
+    use rand::SeedableRng;
+
+    fn cfg(m: Method, eps: f64, delta: f64, b: u64) -> MethodConfig {
+        MethodConfig::new(
+            m,
+            CalibrationMode::Corrected,
+            Privacy::new(eps, delta).unwrap(),
+            Budget::Finite(b),
+        )
+    }
+
+    #[test]
+    fn queries_are_validated() {
+        assert!(matches!(
+            check_query(&[0.1, 0.2], 3),
+            Err(LinearError::Dimension(_))
+        ));
+        assert!(matches!(
+            check_query(&[0.1, f32::NAN, 0.0], 3),
+            Err(LinearError::NonFinite(_))
+        ));
+        assert!(matches!(
+            check_query(&[0.1, f32::INFINITY, 0.0], 3),
+            Err(LinearError::NonFinite(_))
+        ));
+        assert!(matches!(
+            check_query(&[0.8, 0.8, 0.0], 3),
+            Err(LinearError::UnitBall(_))
+        ));
+        assert!(check_query(&[0.6, 0.8, 0.0], 3).is_ok());
+    }
+
+    #[test]
+    fn lambda_must_be_positive_where_needed() {
+        let ds = toy(100, 4, 2, 1);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        for m in [
+            Method::ModelSensitivity,
+            Method::LossPerturbation,
+            Method::PredictionSensitivity,
+        ] {
+            for l in [0.0, -1.0, f64::NAN] {
+                let mut c = cfg(m, 1.0, 0.0, 10);
+                c.lambda = l;
+                assert!(
+                    matches!(
+                        train_private(&c, &ds, &mut rng),
+                        Err(LinearError::InvalidArgument { name: "lambda", .. })
+                    ),
+                    "{m} {l}"
+                );
+            }
+        }
+        // DP-SGD needs δ > 0: the core refuses
+        let mut c = cfg(Method::DpSgd, 1.0, 0.0, 10);
+        c.dp_sgd.batch_size = 10;
+        assert!(matches!(
+            train_private(&c, &ds, &mut rng),
+            Err(LinearError::Core(_))
+        ));
+    }
+
+    /// Warm-starting loss perturbation from the non-private solution gives the same minimiser
+    /// as a cold start with the same noise draw (the documented exactness of the shortcut).
+    #[test]
+    fn loss_perturbation_warm_start_is_exact() {
+        let ds = toy(400, 6, 3, 4);
+        let c = cfg(Method::LossPerturbation, 1.0, 0.0, 1);
+        let calib = shim::calibrate(&c.request(ds.n, ds.classes)).unwrap();
+        let tol = 1e-6;
+        let tight = LbfgsOptions {
+            grad_tol: tol,
+            ..LbfgsOptions::default()
+        };
+        let np = train::fit_logistic(&ds, 1e-2, None, &tight).unwrap().model;
+        let cold = loss_perturbation_fit(
+            &ds,
+            &calib,
+            1e-2,
+            None,
+            &tight,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(5),
+        )
+        .unwrap();
+        let warm = loss_perturbation_fit(
+            &ds,
+            &calib,
+            1e-2,
+            Some(&np),
+            &tight,
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(5),
+        )
+        .unwrap();
+        // both points have ‖∇J‖ ≤ tol and J is (ρ_eff/N)-strongly convex (ρ_eff = max(2LC/ε, Nλ)
+        // = 4 here), so ‖θ_cold − θ_warm‖ ≤ 2·tol·N/ρ_eff
+        let diff = cold
+            .theta
+            .iter()
+            .zip(&warm.theta)
+            .map(|(x, y)| (x - y).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        assert!(diff <= 2.0 * tol * 400.0 / 4.0, "‖Δθ‖ = {diff}");
+        assert!(
+            cold.theta
+                .iter()
+                .zip(&np.theta)
+                .any(|(a, b)| (a - b).abs() > 1e-3),
+            "noise had no effect"
+        );
+    }
+
+    /// Prediction sensitivity (δ > 0, Gaussian): the released scores minus the true logits
+    /// have per-coordinate variance σ² (chi-square bound at α ≈ 1e-6, seeded).
+    #[test]
+    fn prediction_sensitivity_noise_has_calibrated_variance() {
+        let ds = toy(300, 5, 4, 2);
+        let mut c = cfg(Method::PredictionSensitivity, 1.0, 1e-5, 10);
+        c.lambda = 0.1;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
+        let p = train_private(&c, &ds, &mut rng).unwrap();
+        let sigma = match p.calibration.noise {
+            Noise::Gaussian { sigma } => sigma,
+            n => panic!("{n:?}"),
+        };
+        let PredictorKind::NoisyLogits { model } = &p.kind else {
+            panic!()
+        };
+        let x = ds.row(0);
+        let truth = model.logits(x);
+        let reps = 5000;
+        let answers = p.predict(&vec![x; reps], &mut rng);
+        let mut ss = 0.0;
+        for a in &answers {
+            for (s, t) in a.scores.as_ref().unwrap().iter().zip(&truth) {
+                ss += ((s - t) / sigma).powi(2);
+            }
+        }
+        // Σ z² ~ χ²(k), k = 20,000: mean k, sd √(2k); |z| < 5 ⇒ α ≈ 6e-7
+        let k = (reps * 4) as f64;
+        assert!(
+            (ss - k).abs() < 5.0 * (2.0 * k).sqrt(),
+            "Σz² = {ss}, k = {k}"
+        );
+    }
+
+    #[test]
+    fn teachers_vote_matrix_matches_per_query_votes() {
+        let ds = toy(800, 6, 3, 8);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let t = train_teachers(&ds, 16, 0.0, &teacher_lbfgs_options(), &mut rng).unwrap();
+        assert_eq!((t.models.len(), t.shard_size), (16, 50));
+        let vm = t.vote_matrix(&ds).unwrap();
+        for i in [0, 17, 799] {
+            assert_eq!(&vm.counts[i * 3..i * 3 + 3], t.votes(ds.row(i)).as_slice());
+        }
+        assert!(vm.counts.chunks(3).all(|v| v.iter().sum::<u32>() == 16));
+        let maj = vm.majority();
+        assert!(train::accuracy_of(&maj, &ds.labels) > 0.8);
+        // β → large: the exponential mechanism returns the majority wherever it is unique
+        let private = vm.private_labels(1e3, &mut rng).unwrap();
+        for (i, v) in vm.counts.chunks(3).enumerate() {
+            let top = *v.iter().max().unwrap();
+            if v.iter().filter(|&&x| x == top).count() == 1 {
+                assert_eq!(private[i], maj[i], "row {i}: {v:?}");
+            }
+        }
+    }
+}
