@@ -87,17 +87,28 @@ fn gaussian_kernel(sigma: f64) -> Vec<f32> {
 /// Separable "same" convolution of a `side×side` field with zero padding; `tmp` is scratch.
 fn smooth(field: &mut [f32], tmp: &mut [f32], side: usize, k: &[f32]) {
     let r = k.len() / 2;
-    // Rows.
+    // Rows (vectorised over x: one shifted axpy per tap).
+    tmp.fill(0.0);
     for y in 0..side {
         let row = &field[y * side..(y + 1) * side];
-        for x in 0..side {
-            let lo = x.saturating_sub(r);
-            let hi = (x + r).min(side - 1);
-            let mut acc = 0f32;
-            for (xx, &v) in row.iter().enumerate().take(hi + 1).skip(lo) {
-                acc += v * k[xx + r - x];
+        let out = &mut tmp[y * side..(y + 1) * side];
+        for (t, &w) in k.iter().enumerate() {
+            // out[x] += w · row[x + t − r] for the x where the source index is inside.
+            if t >= r {
+                let o = t - r;
+                if o < side {
+                    for (d, &s) in out[..side - o].iter_mut().zip(&row[o..]) {
+                        *d += w * s;
+                    }
+                }
+            } else {
+                let o = r - t;
+                if o < side {
+                    for (d, &s) in out[o..].iter_mut().zip(&row[..side - o]) {
+                        *d += w * s;
+                    }
+                }
             }
-            tmp[y * side + x] = acc;
         }
     }
     // Columns (vectorised over x).
@@ -436,5 +447,36 @@ mod tests {
         })
         .unwrap();
         assert_eq!(&out[..side * side], &src[..]);
+    }
+}
+
+#[cfg(test)]
+mod smooth_tests {
+    #[test]
+    fn separable_smoothing_matches_direct_2d_convolution() {
+        let side = 9;
+        let k = super::gaussian_kernel(1.5);
+        let r = k.len() as i64 / 2;
+        let field: Vec<f32> = (0..side * side)
+            .map(|i| ((i * 7) % 5) as f32 - 2.0)
+            .collect();
+        let mut f = field.clone();
+        let mut tmp = vec![0f32; side * side];
+        super::smooth(&mut f, &mut tmp, side, &k);
+        for y in 0..side as i64 {
+            for x in 0..side as i64 {
+                let mut acc = 0f64;
+                for dy in -r..=r {
+                    for dx in -r..=r {
+                        let (yy, xx) = (y + dy, x + dx);
+                        if yy >= 0 && xx >= 0 && yy < side as i64 && xx < side as i64 {
+                            acc += (k[(dy + r) as usize] * k[(dx + r) as usize]) as f64
+                                * field[(yy * side as i64 + xx) as usize] as f64;
+                        }
+                    }
+                }
+                assert!((acc - f[(y * side as i64 + x) as usize] as f64).abs() < 1e-5);
+            }
+        }
     }
 }
