@@ -6,9 +6,21 @@ use privpred_audit::{AuditRequest, AuditSetting, audit};
 use privpred_core::{CalibrationMode, Method, Privacy};
 use std::time::Instant;
 
+/// (name, method, ε, δ, B, trials, setting, end to end)
+type Case = (
+    &'static str,
+    Method,
+    f64,
+    f64,
+    u64,
+    usize,
+    AuditSetting,
+    bool,
+);
+
 fn main() {
     let threads = rayon::current_num_threads();
-    let cases: Vec<(&str, Method, f64, f64, u64, usize, AuditSetting, bool)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "subsample-aggregate, C = 10, B = 1",
             Method::SubsampleAggregate,
