@@ -272,7 +272,18 @@ impl Manifest {
     /// Reads `DIR/manifest.json`.
     pub fn read(dir: &Path) -> Result<Manifest> {
         let p = dir.join(files::MANIFEST);
-        let text = std::fs::read_to_string(&p).map_err(|e| StudyError::io(&p, e))?;
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                StudyError::Incompatible {
+                    path: dir.to_path_buf(),
+                    message:
+                        "is not a results directory of `privpred reproduce` (no manifest.json)"
+                            .into(),
+                }
+            } else {
+                StudyError::io(&p, e)
+            }
+        })?;
         serde_json::from_str(&text).map_err(|e| StudyError::Parse {
             path: p,
             line: e.line(),

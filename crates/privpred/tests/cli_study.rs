@@ -1,0 +1,237 @@
+//! `privpred reproduce`, `merge` and `compare` end to end on the scikit-learn digits fixture
+//! (real data, small): output files, sharding + merging equals an unsharded run, resuming after
+//! an interruption gives byte-identical files, bad input exits with code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_privpred"))
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = bin().args(args).output().expect("run privpred");
+    out
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "privpred {:?} failed: {}\n{}",
+        args,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn reproduce_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "reproduce",
+        "fig1a",
+        "--dataset",
+        "digits",
+        "--repetitions",
+        "2",
+        "--calibration",
+        "paper,tight",
+        "--seed",
+        "3",
+        "--out",
+        out,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+fn same(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(x == y, "{} and {} differ", a.display(), b.display());
+}
+
+const FILES: [&str; 5] = [
+    "results.jsonl",
+    "results.csv",
+    "summary.csv",
+    "summary.md",
+    "manifest.json",
+];
+
+fn full_run(tmp: &Path) -> PathBuf {
+    let full = tmp.join("full");
+    let stdout = ok(&reproduce_args(full.to_str().unwrap(), &[]));
+    assert!(stdout.contains("fig1a"), "{stdout}");
+    full
+}
+
+#[test]
+fn outputs_shards_merge_and_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = full_run(tmp.path());
+    // Files: tidy rows in JSONL and CSV with every parameter, summary, plots.
+    let jsonl = std::fs::read_to_string(full.join("results.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4 * 10 * 2 * 2);
+    for key in [
+        "unit_id",
+        "calibration",
+        "epsilon",
+        "delta",
+        "budget",
+        "noise",
+        "noise_param",
+        "dataset_checksum",
+        "seed",
+        "data_dependent_steps",
+        "accuracy",
+        "nonprivate_accuracy",
+    ] {
+        assert!(rows[0].get(key).is_some(), "missing {key}: {}", rows[0]);
+    }
+    assert!(
+        rows.iter()
+            .all(|r| (0.0..=1.0).contains(&r["accuracy"].as_f64().unwrap()))
+    );
+    assert!(rows.iter().any(|r| {
+        r["data_dependent_steps"]
+            .as_str()
+            .unwrap()
+            .contains("cross-validated")
+    }));
+    let csv = std::fs::read_to_string(full.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), rows.len() + 1);
+    for f in [
+        "fig1a-paper.png",
+        "fig1a-paper.svg",
+        "fig1a-tight.png",
+        "fig1a-paper-vs-tight.png",
+        "fig1a-paper-vs-tight.svg",
+    ] {
+        let m = std::fs::metadata(full.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(m.len() > 1000, "{f} is too small");
+    }
+    let png = std::fs::read(full.join("fig1a-paper.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    // Shards 0/2 and 1/2, merged, equal the unsharded run byte for byte.
+    let s0 = tmp.path().join("s0");
+    let s1 = tmp.path().join("s1");
+    ok(&reproduce_args(s0.to_str().unwrap(), &["--shard", "0/2"]));
+    ok(&reproduce_args(s1.to_str().unwrap(), &["--shard", "1/2"]));
+    let merged = tmp.path().join("merged");
+    ok(&[
+        "merge",
+        s0.to_str().unwrap(),
+        s1.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    for f in FILES {
+        same(&full.join(f), &merged.join(f));
+    }
+
+    // Interrupted run: keep the first 37 finished units and a torn line, drop the final files.
+    let cut = tmp.path().join("cut");
+    std::fs::create_dir_all(&cut).unwrap();
+    std::fs::copy(full.join("manifest.json"), cut.join("manifest.json")).unwrap();
+    let partial = std::fs::read_to_string(full.join("results.partial.jsonl")).unwrap();
+    let mut kept: String = partial.lines().take(37).map(|l| format!("{l}\n")).collect();
+    kept.push_str(&partial.lines().nth(37).unwrap()[..25]);
+    std::fs::write(cut.join("results.partial.jsonl"), kept).unwrap();
+    // Without --resume the directory is refused (exit code 2).
+    let o = run(&reproduce_args(cut.to_str().unwrap(), &[]));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--resume"));
+    let stdout = ok(&reproduce_args(cut.to_str().unwrap(), &["--resume"]));
+    assert!(stdout.contains("37 resumed"), "{stdout}");
+    for f in FILES {
+        same(&full.join(f), &cut.join(f));
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("x");
+    let o = out.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["reproduce", "fig9", "--out", o], "fig1a"),
+        (
+            vec!["reproduce", "fig1a", "--shard", "2/2", "--out", o],
+            "--shard",
+        ),
+        (
+            vec!["reproduce", "fig1a", "--repetitions", "0", "--out", o],
+            "--repetitions",
+        ),
+        (vec!["reproduce", "fig7a", "--out", o], "--features nn"),
+        (
+            vec![
+                "compare",
+                "--dataset",
+                "digits",
+                "--epsilon",
+                "-1",
+                "--budget",
+                "10",
+            ],
+            "epsilon",
+        ),
+        (
+            vec![
+                "compare",
+                "--dataset",
+                "digits",
+                "--epsilon",
+                "1",
+                "--budget",
+                "0",
+            ],
+            "budget",
+        ),
+        (vec!["merge", "--out", o, "/nonexistent/dir"], "nonexistent"),
+    ] {
+        let r = run(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn compare_recommends_on_digits() {
+    let out = ok(&[
+        "compare",
+        "--dataset",
+        "digits",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--budget",
+        "10",
+        "--teachers",
+        "16",
+        "--repetitions",
+        "2",
+    ]);
+    for m in [
+        "model-sensitivity",
+        "loss-perturbation",
+        "dp-sgd",
+        "prediction-sensitivity",
+        "subsample-aggregate",
+    ] {
+        assert!(out.contains(m), "{m} missing:\n{out}");
+    }
+    assert!(out.contains("Recommendation:"), "{out}");
+}
