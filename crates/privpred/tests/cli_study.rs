@@ -10,8 +10,7 @@ fn bin() -> Command {
 }
 
 fn run(args: &[&str]) -> Output {
-    let out = bin().args(args).output().expect("run privpred");
-    out
+    bin().args(args).output().expect("run privpred")
 }
 
 fn ok(args: &[&str]) -> String {
