@@ -334,12 +334,6 @@ pub fn is_end_to_end(req: &AuditRequest) -> bool {
 pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     check(req)?;
     let (mech, pair, cal): (Box<dyn Mechanism>, String, Calibration) = if is_end_to_end(req) {
-        if req.end_to_end && !matches!(req.method, Method::LossPerturbation | Method::DpSgd) {
-            return Err(AuditError::Unsupported(format!(
-                "no end-to-end audit for {}",
-                req.method
-            )));
-        }
         let n = if req.method == Method::DpSgd {
             req.setting.dpsgd_n
         } else {
