@@ -132,12 +132,7 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     }
     let (n, d, c) = (design.n, design.d, design.c);
     let dp = padded_dim(d);
-    let cp = match c {
-        0..=4 => 4,
-        5..=8 => 8,
-        9..=12 => 12,
-        _ => c,
-    };
+    let cp = crate::kernel::padded_classes(c);
     let q = cfg.batch_size as f64 / n as f64;
     let steps = cfg.steps(n);
     let norms: Vec<f64> = (0..n)

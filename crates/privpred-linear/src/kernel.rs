@@ -122,12 +122,13 @@ impl KernelParams {
     }
 }
 
-/// Classes padded to the forward kernel's register tile (4, 8 or 12), or `c` beyond 12.
-fn padded_classes(c: usize) -> usize {
+/// Classes padded to the forward kernel's register tile (4, 8, 10 or 12), or `c` beyond 12.
+pub(crate) fn padded_classes(c: usize) -> usize {
     match c {
         0..=4 => 4,
         5..=8 => 8,
-        9..=12 => 12,
+        9..=10 => 10,
+        11..=12 => 12,
         _ => c,
     }
 }
@@ -242,6 +243,7 @@ pub fn forward_row(x: &[f32], w: &[f32], dp: usize, cp: usize, out: &mut [f32]) 
                 match cp {
                     4 => return simd::forward_row::<4>(x, w, dp, out),
                     8 => return simd::forward_row::<8>(x, w, dp, out),
+                    10 => return simd::forward_row::<10>(x, w, dp, out),
                     12 => return simd::forward_row::<12>(x, w, dp, out),
                     _ => {}
                 }
