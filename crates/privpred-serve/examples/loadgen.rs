@@ -11,9 +11,11 @@
 //! ```text
 //! cargo run --release -p privpred-serve --example loadgen -- \
 //!     [--ledger sqlite|postgres|both] [--pg CONNSTR] [--clients 8] [--batch 64] \
-//!     [--seconds 10] [--dim 784] [--addr HOST:PORT]
+//!     [--seconds 10] [--dim 784] [--addr HOST:PORT] [--start N]
 //! ```
-//! `--pg` defaults to `$PRIVPRED_TEST_POSTGRES`.
+//! `--pg` defaults to `$PRIVPRED_TEST_POSTGRES`. `--start N` offsets the generated rows (use
+//! different offsets for repeated runs against one `--addr` server, or rows repeat and are
+//! answered from the answer store without spending).
 
 use privpred_core::Method;
 use privpred_serve::client::Client;
@@ -32,6 +34,7 @@ struct Opts {
     seconds: f64,
     dim: usize,
     addr: Option<SocketAddr>,
+    start: u64,
 }
 
 fn parse() -> Opts {
@@ -43,6 +46,7 @@ fn parse() -> Opts {
         seconds: 10.0,
         dim: 784,
         addr: None,
+        start: 0,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -62,6 +66,7 @@ fn parse() -> Opts {
             "--seconds" => o.seconds = v.parse().expect("--seconds S"),
             "--dim" => o.dim = v.parse().expect("--dim D"),
             "--addr" => o.addr = Some(v.parse().expect("--addr HOST:PORT")),
+            "--start" => o.start = v.parse().expect("--start N"),
             "--cargo-bench" | "--bench" => {
                 i += 1;
                 continue;
@@ -129,6 +134,7 @@ fn run_load(addr: SocketAddr, o: &Opts) -> Result {
         .map(|t| {
             let tails = tails.clone();
             let batch = o.batch;
+            let start = o.start;
             assert!(
                 o.clients <= 16,
                 "at most 16 clients (distinct rows need first features < 2^24)"
@@ -137,8 +143,8 @@ fn run_load(addr: SocketAddr, o: &Opts) -> Result {
                 let mut c = Client::new(addr, None);
                 let mut lat = Vec::new();
                 let (mut answers, mut requests, mut refused) = (0u64, 0u64, 0u64);
-                // Distinct first feature per row (exact in f32: < 2^24): every row is a new query.
-                let mut counter = t as u64 * 1_000_000 + 1;
+                // Distinct first feature per row (exact in f32, small enough to stay distinct after scaling): every row is a new query.
+                let mut counter = start + t as u64 * 100_000 + 1;
                 let mut body = String::with_capacity(batch * tails[0].len() + 64 * batch);
                 while Instant::now() < deadline {
                     body.clear();
@@ -209,7 +215,7 @@ fn report(label: &str, o: &Opts, r: &Result) {
     );
 }
 
-fn main() {
+pub fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--serve") {
         serve_mode(&args[2], &args[3]);
