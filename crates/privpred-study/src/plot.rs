@@ -260,7 +260,7 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(legend_corner(spec, tlo, thi, y0))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.5))
         .label_font(("sans-serif", 13))
@@ -268,6 +268,40 @@ where
         .map_err(e)?;
     root.present().map_err(e)?;
     Ok(())
+}
+
+/// The corner of the plot area with the fewest curve points (and reference points) in it.
+fn legend_corner(spec: &PlotSpec, tlo: f64, thi: f64, y0: f64) -> SeriesLabelPosition {
+    let log = spec.log_x;
+    let norm = |x: f64, y: f64| {
+        (
+            (tx(log, x) - tlo) / (thi - tlo).max(1e-12),
+            (100.0 * y - y0) / (100.0 - y0).max(1e-12),
+        )
+    };
+    let mut pts: Vec<(f64, f64)> = spec
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| norm(p.0, p.1)))
+        .collect();
+    pts.extend(spec.reference.iter().map(|p| norm(p.0, p.1)));
+    let corners = [
+        (SeriesLabelPosition::LowerRight, 0.6, 1.0, 0.0, 0.45),
+        (SeriesLabelPosition::UpperLeft, 0.0, 0.4, 0.55, 1.0),
+        (SeriesLabelPosition::LowerLeft, 0.0, 0.4, 0.0, 0.45),
+        (SeriesLabelPosition::UpperRight, 0.6, 1.0, 0.55, 1.0),
+    ];
+    let mut best = (usize::MAX, SeriesLabelPosition::LowerRight);
+    for (pos, x0, x1, ya, yb) in corners {
+        let c = pts
+            .iter()
+            .filter(|(x, y)| *x >= x0 && *x <= x1 && *y >= ya && *y <= yb)
+            .count();
+        if c < best.0 {
+            best = (c, pos);
+        }
+    }
+    best.1
 }
 
 /// Renders a plot to `stem.png` and `stem.svg`; returns both paths.
