@@ -207,6 +207,12 @@ impl Preprocessing {
         let idx = fitted.train_indices(train)?;
         if let Some(k) = self.pca {
             let (mean, cov) = linalg::mean_cov(&train.features, train.d, &idx, self.scale as f32);
+            if cov.iter().any(|v| !v.is_finite()) {
+                return Err(DataError::Invariant(format!(
+                    "{}: feature values too large for PCA (the covariance overflows); lower the scale",
+                    train.provenance.name
+                )));
+            }
             let total_variance = (0..train.d).map(|i| cov[i * train.d + i]).sum();
             let (vals, vecs) = linalg::sym_eigen(&cov, train.d);
             fitted.pca = Some(PcaBasis {
