@@ -48,6 +48,9 @@ pub struct AuditSetting {
     /// DP-SGD parameter tensors clipped separately in `paper` mode (the reference code's
     /// per-layer clipping, SPEC erratum 4.2); `corrected`/`tight` clip jointly.
     pub tensors: usize,
+    /// DP-SGD simulation: audit on a replace-one pair (SPEC §1's neighbouring relation)
+    /// instead of add/remove (the relation of the RDP accountant).
+    pub replace_one: bool,
     /// Training-set size of the end-to-end loss-perturbation audit (small: one training
     /// per trial). The end-to-end DP-SGD audit uses `dpsgd_n`.
     pub e2e_n: usize,
@@ -65,6 +68,7 @@ impl Default for AuditSetting {
             batch_size: 100,
             epochs: 2.0,
             tensors: 2,
+            replace_one: false,
             e2e_n: 100,
         }
     }
@@ -293,9 +297,15 @@ pub fn mechanism_for(
                     "joint clipping (canary norm ν), Poisson sampling".to_string(),
                 )
             };
-            let m = CanaryGradient::new(sigma, sensitivity, batching)?;
+            let m =
+                CanaryGradient::new(sigma, sensitivity, batching)?.with_replace_one(s.replace_one);
+            let pair = if s.replace_one {
+                "replace-one: D holds an example whose clipped gradient is −ν·u, D′ the canary +ν·u (u a direction no other example touches)"
+            } else {
+                "D′ = D ∪ {canary} whose gradient sits at the clip norm in a direction no other example touches"
+            };
             let desc = format!(
-                "D′ = D ∪ {{canary}} whose gradient sits at the clip norm in a direction no other example touches; every noisy step released (white box); {how}; noise multiplier σ = {sigma:.4}; statistic: exact log-likelihood ratio of all steps"
+                "{pair}; every noisy step released (white box); {how}; noise multiplier σ = {sigma:.4}; statistic: exact log-likelihood ratio of all steps"
             );
             Ok((Box::new(m), desc))
         }

@@ -370,9 +370,20 @@ pub struct CanaryGradient {
     pub sensitivity: f64,
     /// Batch formation.
     pub batching: Batching,
+    /// Replace-one neighbours (SPEC §1) instead of add/remove: D holds an example whose
+    /// clipped gradient is −s along the canary direction, D′ replaces it by the canary (+s).
+    /// The RDP accountant of the sampled Gaussian (Mironov, Talwar & Zhang 2019) is stated for
+    /// add/remove neighbours; this pair checks whether a claim also holds for replace-one.
+    pub replace_one: bool,
 }
 
 impl CanaryGradient {
+    /// The same mechanism audited on a replace-one pair (see [`CanaryGradient::replace_one`]).
+    pub fn with_replace_one(mut self, replace_one: bool) -> Self {
+        self.replace_one = replace_one;
+        self
+    }
+
     /// Validates the parameters.
     pub fn new(noise_multiplier: f64, sensitivity: f64, batching: Batching) -> Result<Self> {
         if !(noise_multiplier.is_finite() && noise_multiplier > 0.0) {
@@ -415,6 +426,7 @@ impl CanaryGradient {
             noise_multiplier,
             sensitivity,
             batching,
+            replace_one: false,
         })
     }
 }
@@ -440,16 +452,28 @@ impl Mechanism for CanaryGradient {
         let mut y = [0.0f64];
         // per-step log-likelihood ratio exponent of "canary present in this step"
         let a = |y: f64| (2.0 * y * s - s * s) / (2.0 * sigma * sigma);
+        // replace-one: D holds −s, so the null hypothesis's exponent is a(−y)
+        let ro = self.replace_one;
+        let present = if on_neighbour {
+            s
+        } else if ro {
+            -s
+        } else {
+            0.0
+        };
         let mut total = 0.0;
         match self.batching {
             Batching::Poisson { q, steps } => {
                 for _ in 0..steps {
                     y[0] = 0.0;
-                    if on_neighbour && rng.random::<f64>() < q {
-                        y[0] = s;
+                    if (on_neighbour || ro) && rng.random::<f64>() < q {
+                        y[0] = present;
                     }
                     product::add_noise(&noise, rng, &mut y).map_err(core_err)?;
                     total += ln_mix(q, a(y[0]));
+                    if ro {
+                        total -= ln_mix(q, a(-y[0]));
+                    }
                 }
             }
             Batching::Shuffled {
@@ -457,17 +481,27 @@ impl Mechanism for CanaryGradient {
                 epochs,
             } => {
                 let mut exps = Vec::with_capacity(steps_per_epoch as usize);
+                let mut exps_null = Vec::with_capacity(steps_per_epoch as usize);
+                let lse = |v: &[f64]| {
+                    let m = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    m + v.iter().map(|e| (e - m).exp()).sum::<f64>().ln()
+                };
                 for _ in 0..epochs {
                     let tau = rng.random_range(0..steps_per_epoch);
                     exps.clear();
+                    exps_null.clear();
                     for t in 0..steps_per_epoch {
-                        y[0] = if on_neighbour && t == tau { s } else { 0.0 };
+                        y[0] = if t == tau { present } else { 0.0 };
                         product::add_noise(&noise, rng, &mut y).map_err(core_err)?;
                         exps.push(a(y[0]));
+                        exps_null.push(a(-y[0]));
                     }
-                    let m = exps.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                    let lse = m + exps.iter().map(|e| (e - m).exp()).sum::<f64>().ln();
-                    total += lse - (steps_per_epoch as f64).ln();
+                    total += lse(&exps)
+                        - if ro {
+                            lse(&exps_null)
+                        } else {
+                            (steps_per_epoch as f64).ln()
+                        };
                 }
             }
         }

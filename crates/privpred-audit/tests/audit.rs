@@ -260,3 +260,37 @@ fn bad_input_is_an_error_not_a_panic() {
     req.setting.batch_size = 5000;
     assert!(audit(&req).is_err());
 }
+
+/// Finding (reported, not an erratum of SPEC §4): the DP-SGD accountant is stated for
+/// add/remove neighbours while SPEC §1 defines replace-one. With full batches (q = 1, one step:
+/// a plain Gaussian mechanism) replacing an example moves the sum by 2ν, so the product's
+/// σ for ε = 2 leaks more than ε = 2 on a replace-one pair. The same pair with σ doubled
+/// (the replace-one sensitivity) is not refuted, which checks the replace-one simulation.
+#[test]
+fn dpsgd_replace_one_exceeds_add_remove_accounting() {
+    let mut req = request(
+        Method::DpSgd,
+        CalibrationMode::Corrected,
+        2.0,
+        1e-5,
+        1,
+        400_000,
+    );
+    req.setting.batch_size = req.setting.dpsgd_n;
+    req.setting.epochs = 1.0;
+    let cal = calibration_for(&req).unwrap();
+    let (q, steps, sigma) = (
+        cal.sampling_rate.unwrap(),
+        cal.steps.unwrap(),
+        cal.noise_multiplier.unwrap(),
+    );
+    assert_eq!((q, steps), (1.0, 1));
+    for (s, refuted) in [(sigma, true), (2.0 * sigma, false)] {
+        let m = CanaryGradient::new(s, 1.0, Batching::Poisson { q, steps })
+            .unwrap()
+            .with_replace_one(true);
+        let (d, dp) = run_trials(&m, 400_000, 3).unwrap();
+        let b = epsilon_lower_bound(&d, &dp, 1e-5, CONFIDENCE).unwrap();
+        assert_eq!(b.epsilon_lower > 2.0, refuted, "sigma {s}: {b:?}");
+    }
+}

@@ -60,6 +60,10 @@ pub struct Args {
     /// erratum 4.2; `corrected`/`tight` clip jointly).
     #[arg(long, default_value_t = AuditSetting::default().tensors)]
     pub tensors: usize,
+    /// DP-SGD: audit on a replace-one pair (SPEC §1) instead of add/remove (the relation the
+    /// RDP accountant is stated for).
+    #[arg(long)]
+    pub replace_one: bool,
     /// Training-set size of the end-to-end loss-perturbation audit.
     #[arg(long, default_value_t = AuditSetting::default().e2e_n)]
     pub e2e_n: usize,
@@ -93,6 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             batch_size: args.batch_size,
             epochs: args.epochs,
             tensors: args.tensors,
+            replace_one: args.replace_one,
             e2e_n: args.e2e_n,
         },
         end_to_end: args.end_to_end,
