@@ -304,8 +304,9 @@ impl ResNet {
         self.cfg.classes
     }
 
-    /// He (Kaiming) normal initialisation of convolution and linear weights (fan-in, gain √2,
-    /// as the reference ResNet-20 code), uniform ±1/√fan-in linear bias, GroupNorm γ = 1, β = 0.
+    /// He (Kaiming) normal initialisation of convolution weights (fan-in, gain √2, as the
+    /// reference ResNet-20 code), PyTorch's default uniform ±1/√fan-in for the linear layer,
+    /// GroupNorm γ = 1, β = 0, except γ = 0 for the last GroupNorm of each residual block.
     pub fn init_params(&self, rng: &mut impl Rng) -> Vec<f32> {
         let mut p = vec![0.0f32; self.n_params];
         for c in &self.convs {
@@ -317,13 +318,18 @@ impl ResNet {
             }
             p[self.tensors[c.gamma].range()].fill(1.0);
         }
-        let fan_in = self.tensors[self.fc_w].shape[1];
-        let nd = Normal::new(0.0, (2.0 / fan_in as f64).sqrt()).expect("finite std");
-        for v in &mut p[self.tensors[self.fc_w].range()] {
-            *v = nd.sample(rng) as f32;
+        // zero-init the last GroupNorm γ of every residual block (Goyal et al. 2017, §5.1):
+        // each block starts as its shortcut, which keeps the early steps at lr 0.1 stable
+        for b in &self.blocks {
+            p[self.tensors[self.convs[b.conv2].gamma].range()].fill(0.0);
         }
+        // linear layer: PyTorch's default, uniform ±1/√fan-in for weight and bias
+        let fan_in = self.tensors[self.fc_w].shape[1];
         let bound = 1.0 / (fan_in as f64).sqrt();
         let ud = Uniform::new(-bound, bound).expect("valid range");
+        for v in &mut p[self.tensors[self.fc_w].range()] {
+            *v = ud.sample(rng) as f32;
+        }
         for v in &mut p[self.tensors[self.fc_b].range()] {
             *v = ud.sample(rng) as f32;
         }

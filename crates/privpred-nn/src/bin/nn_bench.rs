@@ -36,50 +36,58 @@ fn main() {
         net.num_params(),
         rayon::current_num_threads()
     );
-    let mut time = |mode: GradMode| {
-        batch_gradient(
-            &net,
-            &params,
-            Inputs {
-                data: &data,
-                norm: &norm,
-                augment_seed: Some(1),
-            },
-            &idx,
-            mode,
-            &mut g,
-        );
-        let t = Instant::now();
-        for _ in 0..reps {
-            batch_gradient(
-                &net,
-                &params,
-                Inputs {
-                    data: &data,
-                    norm: &norm,
-                    augment_seed: Some(1),
-                },
-                &idx,
-                mode,
-                &mut g,
-            );
-        }
-        t.elapsed().as_secs_f64() / reps as f64
+    let threads = rayon::current_num_threads() as f64;
+    let inputs = Inputs {
+        data: &data,
+        norm: &norm,
+        augment_seed: Some(1),
     };
-    let t_np = time(GradMode::Sum);
-    let t_dp = time(GradMode::ClipJoint(1.0));
-    let t_pl = time(GradMode::ClipPerLayer(1.0));
+    let mut time = |mode: GradMode| {
+        batch_gradient(&net, &params, inputs, &idx, mode, &mut g);
+        let (t, c) = (Instant::now(), cpu_seconds());
+        for _ in 0..reps {
+            batch_gradient(&net, &params, inputs, &idx, mode, &mut g);
+        }
+        (
+            t.elapsed().as_secs_f64() / reps as f64,
+            (cpu_seconds() - c) / reps as f64,
+        )
+    };
+    let (t_np, c_np) = time(GradMode::Sum);
+    let (t_dp, c_dp) = time(GradMode::ClipJoint(1.0));
+    let (t_pl, c_pl) = time(GradMode::ClipPerLayer(1.0));
     println!(
-        "non-private fwd+bwd:            {t_np:.3} s/batch  {:.1} examples/s",
-        batch as f64 / t_np
+        "(wall time depends on other load; CPU s / threads estimates an otherwise idle machine)"
     );
+    for (name, t, c) in [
+        ("non-private", t_np, c_np),
+        ("DP-SGD joint clipping", t_dp, c_dp),
+        ("DP-SGD per-layer (paper)", t_pl, c_pl),
+    ] {
+        println!(
+            "{name:<26} wall {t:.3} s/batch ({:.1} ex/s); CPU {c:.3} s/batch, idle estimate {:.3} s/batch ({:.1} ex/s)",
+            batch as f64 / t,
+            c / threads,
+            batch as f64 * threads / c
+        );
+    }
     println!(
-        "DP-SGD joint clipping fwd+bwd:  {t_dp:.3} s/batch  {:.1} examples/s",
-        batch as f64 / t_dp
+        "DP-SGD / non-private time ratio: wall {:.3}, CPU {:.3}",
+        t_dp / t_np,
+        c_dp / c_np
     );
-    println!(
-        "DP-SGD per-layer (paper):       {t_pl:.3} s/batch  {:.1} examples/s",
-        batch as f64 / t_pl
-    );
-    println!("DP-SGD / non-private time ratio: {:.3}", t_dp / t_np);
+}
+
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(rest) = s.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // fields 14 and 15 of the whole line are utime and stime; `rest` starts at field 3
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
 }
