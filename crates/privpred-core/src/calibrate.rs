@@ -298,6 +298,17 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
         s.steps,
         s.sampling_rate
     ));
+    // Adjacency (found by `privpred audit dp-sgd --replace-one`): the sampled-Gaussian
+    // accountants bound add/remove-one neighbours, as in Abadi et al. 2016, the paper, Opacus
+    // and TF-Privacy. Replace-one neighbours (SPEC §1) are two add/remove steps apart, so by
+    // group privacy the same run is (2ε, (1 + e^ε)δ)-DP under replace-one.
+    c.notes.push(format!(
+        "adjacency: ({:.4}, {:.1e})-DP for add/remove-one neighbours; for replace-one neighbours (one example changed) group privacy gives ({:.4}, {:.1e})",
+        p.epsilon,
+        p.delta,
+        2.0 * p.epsilon,
+        (1.0 + p.epsilon.exp()) * p.delta
+    ));
     if req.mode == CalibrationMode::Paper {
         c.notes.push(
             "the accounting assumes Poisson sampling and joint clipping; the reference's per-layer clipping and shuffled batches (errata 4.2, 4.3) do not deliver it"

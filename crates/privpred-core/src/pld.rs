@@ -380,6 +380,12 @@ pub fn pld_epsilon_with(
             "must be > 0",
         ));
     }
+    // Without subsampling (q = 1) the privacy loss distribution is exactly Gaussian:
+    // `steps` releases with sensitivity 1 and std σ are √steps/σ-GDP (Dong, Roth & Su 2019,
+    // Cor. 3.3), whose ε(δ) is exact. The discretised grid below needs ln(1 − q) > −∞.
+    if q >= 1.0 {
+        return crate::gaussian::gdp_epsilon((steps as f64).sqrt() / sigma, delta);
+    }
     let mut eps: f64 = 0.0;
     for dir in [Direction::Remove, Direction::Add] {
         let one = single_step(q, sigma, dir, cfg)?;
@@ -425,5 +431,16 @@ mod tests {
         // of the same kind; the RDP bound is 2.597.
         let e = pld_epsilon(256.0 / 60000.0, 1.1, 14063, 1e-5).unwrap();
         assert!((e - 2.382).abs() < 2e-3, "{e}");
+    }
+
+    /// Regression (audit finding): q = 1 (full batch) made the grid bounds infinite and
+    /// panicked; it must give the exact GDP ε, which equals the RDP bound's limit from below.
+    #[test]
+    fn full_batch_is_exact_gdp_not_a_panic() {
+        let eps = pld_epsilon(1.0, 2.0, 1, 1e-5).unwrap();
+        let exact = crate::gaussian::gdp_epsilon(0.5, 1e-5).unwrap();
+        assert_eq!(eps, exact);
+        let rdp = crate::rdp::rdp_epsilon(1.0, 2.0, 1, 1e-5).unwrap().epsilon;
+        assert!(eps <= rdp + 1e-9, "pld {eps} > rdp {rdp}");
     }
 }
