@@ -319,8 +319,10 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PredictRequest {
-    /// Raw input rows (as the training data was read, before preprocessing).
-    inputs: Vec<Vec<f32>>,
+    /// Raw input rows (as the training data was read, before preprocessing). Parsed as f64
+    /// so that a value outside the f32 range is reported as non-finite (not as bad JSON),
+    /// whatever float features serde_json is built with.
+    inputs: Vec<Vec<f64>>,
 }
 
 #[derive(Serialize)]
@@ -500,7 +502,7 @@ async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Respo
                 json!({ "row": i, "expected_dim": info.input_dim }),
             );
         }
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+        if let Some(j) = row.iter().position(|&v| !(v as f32).is_finite()) {
             return invalid(
                 app,
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -510,14 +512,19 @@ async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Respo
             );
         }
     }
+    let inputs: Vec<Vec<f32>> = req
+        .inputs
+        .iter()
+        .map(|r| r.iter().map(|&v| v as f32).collect())
+        .collect();
     // Preprocess and compute fresh answers off the async threads; nothing leaves yet.
     let model = app.model.clone();
     let computed = tokio::task::spawn_blocking(
         move || -> std::result::Result<(Vec<Key>, Vec<Answer>), Box<Response>> {
             let info = model.info();
-            let mut keys = Vec::with_capacity(req.inputs.len());
-            let mut rows = Vec::with_capacity(req.inputs.len());
-            for (i, raw) in req.inputs.iter().enumerate() {
+            let mut keys = Vec::with_capacity(inputs.len());
+            let mut rows = Vec::with_capacity(inputs.len());
+            for (i, raw) in inputs.iter().enumerate() {
                 let x = model.preprocess(raw).map_err(|m| {
                     berror(
                         StatusCode::UNPROCESSABLE_ENTITY,
