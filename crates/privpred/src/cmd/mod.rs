@@ -1,12 +1,12 @@
 //! One module per subcommand: each defines its `Args` and `run`.
-pub mod calibrate;
 pub mod account;
+pub mod audit;
+pub mod calibrate;
+pub mod compare;
 pub mod data;
-pub mod train;
 pub mod evaluate;
+pub mod merge;
 pub mod predict;
 pub mod reproduce;
-pub mod compare;
-pub mod merge;
 pub mod serve;
-pub mod audit;
+pub mod train;
