@@ -53,6 +53,20 @@ pub const DIGITS_CSV_GZ: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1
 pub const CIFAR10_JPEG_TARBALL: &str =
     "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1";
 
+/// Environment variable naming a mirror base URL (a directory holding the four `<stem>.gz`
+/// IDX files of the dataset being fetched), tried before the public mirrors below.
+pub const MIRROR_ENV: &str = "PRIVPRED_MIRROR";
+
+/// Public mirrors of the gzipped MNIST IDX files (`<base><stem>.gz`), tried in order.
+pub const MNIST_MIRRORS: [&str; 2] = [
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+];
+
+/// Public mirror of the gzipped Fashion-MNIST IDX files (`<base><stem>.gz`).
+pub const FASHION_MNIST_MIRRORS: [&str; 1] =
+    ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"];
+
 /// The expected SHA-256 of a file stem in a table.
 pub fn expected(
     table: &'static [(&'static str, &'static str)],
