@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p privpred
 ./target/release/privpred data fetch mnist
+./target/release/privpred data fetch digits
 cargo test --workspace --release
 cargo test --release -p privpred --features nn
