@@ -60,3 +60,34 @@ fn nn_artifacts_round_trip_through_the_linked_library() {
     let ans = back.predict(&[&row[..]], &mut rng).unwrap();
     assert!(ans[0].label < 10 && ans[0].scores.as_ref().unwrap().len() == 10);
 }
+
+#[cfg(feature = "nn")]
+#[test]
+fn fig7_with_the_nn_feature_goes_through_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fig7a");
+    // A shard that owns none of fig7a's groups: the sweep machinery (manifest, results,
+    // summary) runs end to end without training a network.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_privpred"))
+        .args([
+            "reproduce",
+            "fig7a",
+            "--quick",
+            "--shard",
+            "999/1000",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("0 units computed"));
+    // Bad arguments still exit 2 with the argument named.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_privpred"))
+        .args(["reproduce", "fig7b", "--quick", "--shard", "3/2", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--shard"));
+}

@@ -67,7 +67,10 @@ fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
 /// Runs `privpred reproduce`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (figures, with_table) = targets(&args.target)?;
-    if let Some(f) = figures.iter().find(|f| f.needs_nn()) {
+    if let Some(f) = figures
+        .iter()
+        .find(|f| f.needs_nn() && !cfg!(feature = "nn"))
+    {
         return Err(crate::exit::usage(format!(
             "{f} trains ResNet-20 models on CIFAR-10 and needs a build with `--features nn`; the linear figures are fig1a–fig6b"
         )));
@@ -94,7 +97,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.data_dir = args.data_dir.clone();
     opts.dataset = args.dataset.clone();
     opts.cv_draws = args.cv_draws;
-    let runner = LinearRunner::new(opts);
+    let linear = LinearRunner::new(opts);
+    #[cfg(feature = "nn")]
+    let nn_runner = nn::Fig7Runner::new(&args, &out);
+    #[cfg(feature = "nn")]
+    let dispatch = nn::Dispatch {
+        linear: &linear,
+        nn: &nn_runner,
+    };
+    // Linear-only runs keep the linear runner's manifest options, whichever the build.
+    #[cfg(feature = "nn")]
+    let runner: &dyn sweep::Runner = if figures.iter().any(|f| f.needs_nn()) {
+        &dispatch
+    } else {
+        &linear
+    };
+    #[cfg(not(feature = "nn"))]
+    let runner: &dyn sweep::Runner = &linear;
     let cfg = SweepConfig {
         figures,
         calibrations: args.calibration.clone(),
@@ -107,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out: out.clone(),
     };
     let observer = progress::for_terminal();
-    let report = sweep::run(&cfg, &runner, observer.as_ref()).map_err(study_error)?;
+    let report = sweep::run(&cfg, runner, observer.as_ref()).map_err(study_error)?;
     println!("{}", report.summary_md);
     if with_table {
         print_table1(&out)?;
@@ -145,5 +164,207 @@ pub fn study_error(e: StudyError) -> anyhow::Error {
         crate::exit::usage(e)
     } else {
         anyhow::Error::new(e)
+    }
+}
+
+/// Figure 7 (ResNet-20 on CIFAR-10) through the study's sweep machinery.
+#[cfg(feature = "nn")]
+mod nn {
+    use super::Args;
+    use privpred_nn::fig7::{self, Fig7Config, Fig7Context};
+    use privpred_study::progress::{Event, Observer};
+    use privpred_study::results::Measurement;
+    use privpred_study::sweep::{Done, GroupTiming, Runner};
+    use privpred_study::units::Group;
+    use privpred_study::{FigureId, Result, StudyError};
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    /// Sends fig7a/fig7b to [`Fig7Runner`], every other figure to the linear runner.
+    pub struct Dispatch<'a> {
+        pub linear: &'a dyn Runner,
+        pub nn: &'a Fig7Runner,
+    }
+
+    impl Dispatch<'_> {
+        fn pick(&self, figure: FigureId) -> &dyn Runner {
+            if figure.needs_nn() {
+                self.nn
+            } else {
+                self.linear
+            }
+        }
+    }
+
+    impl Runner for Dispatch<'_> {
+        fn options(&self) -> serde_json::Value {
+            serde_json::json!({ "linear": self.linear.options(), "nn": self.nn.options() })
+        }
+        fn dataset_name(&self, figure: FigureId) -> String {
+            self.pick(figure).dataset_name(figure)
+        }
+        fn run_group(
+            &self,
+            group: &Group,
+            reps: &[u32],
+            seed: u64,
+            done: &Done<'_>,
+        ) -> Result<GroupTiming> {
+            self.pick(group.figure).run_group(group, reps, seed, done)
+        }
+        fn prepare(&self, figure: FigureId, observer: &dyn Observer) -> Result<()> {
+            self.pick(figure).prepare(figure, observer)
+        }
+    }
+
+    /// Runs the groups of figure 7 with [`fig7::run_unit`]; the CIFAR-10 data and the trained
+    /// networks (cached under `<out>/nn-cache`) are loaded on the first group.
+    pub struct Fig7Runner {
+        cfg: Fig7Config,
+        ctx: Mutex<Option<Fig7Context>>,
+    }
+
+    impl Fig7Runner {
+        /// The configuration of `privpred reproduce` args: `--quick` picks the small CPU run,
+        /// `--seed` seeds every draw, `--data-dir` may hold `cifar10-jpeg.tar.gz`.
+        pub fn new(args: &Args, out: &Path) -> Self {
+            let cache = out.join("nn-cache");
+            let mut cfg = if args.quick {
+                Fig7Config::quick(cache)
+            } else {
+                Fig7Config::full(cache)
+            };
+            cfg.seed = args.seed;
+            if let Some(mode) = args.calibration.first() {
+                cfg.mode = *mode;
+            }
+            if let Some(d) = &args.data_dir {
+                let p = d.join("cifar10-jpeg.tar.gz");
+                if p.exists() {
+                    cfg.data_path = p;
+                }
+            }
+            Fig7Runner {
+                cfg,
+                ctx: Mutex::new(None),
+            }
+        }
+
+        fn compute(context: &str, e: impl std::fmt::Display) -> StudyError {
+            StudyError::Compute {
+                context: context.to_string(),
+                message: e.to_string(),
+            }
+        }
+    }
+
+    impl Runner for Fig7Runner {
+        fn options(&self) -> serde_json::Value {
+            let mut v = serde_json::to_value(&self.cfg).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                // where the cache lives and which mode is first do not change results
+                o.remove("cache_dir");
+                o.remove("mode");
+            }
+            v
+        }
+
+        fn dataset_name(&self, figure: FigureId) -> String {
+            figure.definition().dataset.to_string()
+        }
+
+        fn prepare(&self, figure: FigureId, observer: &dyn Observer) -> Result<()> {
+            let mut guard = self.ctx.lock().map_err(|e| Self::compute("fig7", e))?;
+            if guard.is_none() {
+                observer.on_event(&Event::Message(&format!(
+                    "{figure}: loading CIFAR-10 from {}{}",
+                    self.cfg.data_path.display(),
+                    if self.cfg.quick {
+                        " (--quick: 200 + 50 images per class)"
+                    } else {
+                        ""
+                    }
+                )));
+                let ctx = fig7::prepare(self.cfg.clone()).map_err(|e| {
+                    Self::compute(&format!("{figure}: {}", self.cfg.data_path.display()), e)
+                })?;
+                *guard = Some(ctx);
+            }
+            Ok(())
+        }
+
+        fn run_group(
+            &self,
+            g: &Group,
+            reps: &[u32],
+            _seed: u64,
+            done: &Done<'_>,
+        ) -> Result<GroupTiming> {
+            let start = Instant::now();
+            let Some(&last) = reps.iter().max() else {
+                return Ok(GroupTiming::default());
+            };
+            let label = format!("{} {} {}", g.figure, g.calibration, g.method);
+            let mut guard = self.ctx.lock().map_err(|e| Self::compute(&label, e))?;
+            let ctx = guard
+                .as_mut()
+                .ok_or_else(|| Self::compute(&label, "figure 7 data not prepared"))?;
+            ctx.cfg.mode = g.calibration;
+            let s = g.setting;
+            let mut shown = Instant::now();
+            // Repetition r of run_unit depends on (seed, r) only, so computing 0..=last and
+            // keeping `reps` gives the same rows in any shard or resumed run.
+            let rows = fig7::run_unit(
+                ctx,
+                g.method,
+                s.epsilon,
+                s.delta,
+                s.budget,
+                last + 1,
+                &mut |tag, p| {
+                    if p.step == p.steps || shown.elapsed().as_secs() >= 30 {
+                        shown = Instant::now();
+                        eprintln!("  {label}: {tag} step {}/{}", p.step, p.steps);
+                    }
+                },
+            )
+            .map_err(|e| Self::compute(&label, e))?;
+            let dim = ctx.train.image_len();
+            let classes = ctx.cfg.net.classes;
+            let mut answers = 0u64;
+            for m in rows.into_iter().filter(|m| reps.contains(&m.repetition)) {
+                answers += m.test_size as u64;
+                done(
+                    m.repetition,
+                    Measurement {
+                        accuracy: m.accuracy,
+                        nonprivate_accuracy: m.nonprivate_accuracy,
+                        n_train: m.n_train,
+                        dim,
+                        classes,
+                        test_size: m.test_size,
+                        teachers: m.teachers,
+                        lambda: None,
+                        lambda_source: "none".into(),
+                        clip: m.clip,
+                        noise: m.noise,
+                        noise_param: m.noise_param,
+                        noise_multiplier: m.noise_multiplier,
+                        rho: None,
+                        valid_guarantee: m.valid_guarantee,
+                        dataset_checksum: String::new(),
+                        dataset_labels: m.labels.join(";"),
+                        preprocessing: "per-channel normalisation".into(),
+                        data_dependent_steps: String::new(),
+                    },
+                )?;
+            }
+            Ok(GroupTiming {
+                train_s: start.elapsed().as_secs_f64(),
+                predict_s: 0.0,
+                answers,
+            })
+        }
     }
 }
