@@ -172,7 +172,6 @@ fn bad_arguments_exit_2() {
             vec!["reproduce", "fig1a", "--repetitions", "0", "--out", o],
             "--repetitions",
         ),
-        (vec!["reproduce", "fig7a", "--out", o], "--features nn"),
         (
             vec![
                 "compare",
