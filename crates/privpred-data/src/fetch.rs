@@ -224,17 +224,7 @@ fn fetch_mnist(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
     })?;
     let (tarball, method) = match from {
         Some(p) if p.is_dir() => {
-            for (stem, _) in known::MNIST {
-                for cand in [p.join(stem), p.join(format!("{stem}.gz"))] {
-                    if cand.is_file() {
-                        let dst = stage.join(cand.file_name().unwrap_or_default());
-                        std::fs::copy(&cand, &dst).map_err(|source| DataError::Io {
-                            path: cand.clone(),
-                            source,
-                        })?;
-                    }
-                }
-            }
+            stage_idx_files(p, &stage, &known::MNIST)?;
             let files = verify_idx_set(&stage, "mnist", &known::MNIST)?;
             install(&stage, target)?;
             return Ok(FetchReport {
@@ -328,17 +318,7 @@ fn fetch_fashion(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
             )
         }
     };
-    for (stem, _) in known::FASHION_MNIST {
-        for cand in [src_dir.join(stem), src_dir.join(format!("{stem}.gz"))] {
-            if cand.is_file() {
-                let dst = stage.join(cand.file_name().unwrap_or_default());
-                std::fs::copy(&cand, &dst).map_err(|source| DataError::Io {
-                    path: cand.clone(),
-                    source,
-                })?;
-            }
-        }
-    }
+    stage_idx_files(&src_dir, &stage, &known::FASHION_MNIST)?;
     let files = verify_idx_set(&stage, "fashion-mnist", &known::FASHION_MNIST)?;
     install(&stage, target)?;
     Ok(FetchReport {
@@ -686,4 +666,20 @@ fn gunzip_hashing(gz: &Path, out: &Path, url: &str) -> Result<String> {
         source,
     })?;
     Ok(crate::idx::hex(&h.finalize()))
+}
+
+/// Copies the IDX files of `table` (plain or `.gz`) found in `src` into the staging folder.
+fn stage_idx_files(src: &Path, stage: &Path, table: &[(&str, &str)]) -> Result<()> {
+    for (stem, _) in table {
+        for cand in [src.join(stem), src.join(format!("{stem}.gz"))] {
+            if cand.is_file() {
+                let dst = stage.join(cand.file_name().unwrap_or_default());
+                std::fs::copy(&cand, &dst).map_err(|source| DataError::Io {
+                    path: cand.clone(),
+                    source,
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
