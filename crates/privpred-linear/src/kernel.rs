@@ -7,6 +7,13 @@
 //! are f32 (FMA); the softmax, the loss and the accumulation across blocks are f64, which keeps
 //! the gradient accurate to ~1e-7 (far below the 1e-4 stopping tolerance).
 //!
+//! Register tiling (AVX2+FMA, 8 rows per group): the forward keeps 2 rows × ≤ 5 classes of
+//! accumulators in registers (7 loads per 10 FMAs instead of 11 per 10), the softmax runs
+//! across the 8 rows in f64 lanes with a vectorised `exp` (a few ulp), and the gradient
+//! update keeps ≤ 5 classes × 16 columns in registers across the 8 rows (0.95 memory operations
+//! per FMA instead of 1.5). The portable one-row path is kept as the reference it is tested
+//! against (`tiled_pass_matches_portable`).
+//!
 //! Measured against a GEMM formulation (`X·W` then `Xᵀ·G` with the `gemm`/`faer` crates, which
 //! reach 30–60 GFLOP/s on these C = 10 shapes): the fused pass reads X once per evaluation and
 //! avoids materialising the N × C matrices; see `benches/linear_bench.rs` for the numbers.
@@ -160,6 +167,27 @@ impl Acc {
 /// (class-major, padded) parameters. Returns `(Σ loss, Σ gradient)`; the gradient is
 /// `c × dp` class-major. `parallel` allows rayon for large `n`.
 pub fn loss_grad_sums(design: &Design<'_>, p: &KernelParams, parallel: bool) -> (f64, Vec<f64>) {
+    sums_with(design, p, parallel, block_pass)
+}
+
+/// [`loss_grad_sums`] through the portable one-row-at-a-time path (f64 softmax): the
+/// reference the tiled kernel is tested and benchmarked against.
+pub fn loss_grad_sums_portable(
+    design: &Design<'_>,
+    p: &KernelParams,
+    parallel: bool,
+) -> (f64, Vec<f64>) {
+    sums_with(design, p, parallel, block_pass_portable)
+}
+
+type BlockFn = fn(&Design<'_>, &KernelParams, usize, usize, &mut [f32]) -> f64;
+
+fn sums_with(
+    design: &Design<'_>,
+    p: &KernelParams,
+    parallel: bool,
+    block_pass: BlockFn,
+) -> (f64, Vec<f64>) {
     let n = design.n;
     let nblocks = n.div_ceil(BLOCK);
     let run_block = |acc: &mut Acc, b: usize| {
@@ -199,7 +227,35 @@ pub fn loss_grad_sums(design: &Design<'_>, p: &KernelParams, parallel: bool) -> 
 }
 
 /// One block of rows: forward, softmax, loss, and `g32 += Σ x (p − y)ᵀ` (class-major).
+/// Uses the register-tiled AVX2 path ([`simd::group_pass`], 8 rows at a time) when the CPU
+/// has AVX2+FMA and `cp ≤ 12`, the portable path otherwise.
 fn block_pass(design: &Design<'_>, p: &KernelParams, r0: usize, r1: usize, g32: &mut [f32]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd::available() && p.cp <= simd::MAX_CP {
+            let mut loss = 0.0;
+            let mut i = r0;
+            while i < r1 {
+                let g = (r1 - i).min(simd::GR);
+                // SAFETY: AVX2+FMA detected; rows i..i+g exist; shapes follow `p` and `design`.
+                loss += unsafe { simd::group_pass(design, p, i, g, g32) };
+                i += g;
+            }
+            return loss;
+        }
+    }
+    block_pass_portable(design, p, r0, r1, g32)
+}
+
+/// The portable block pass (f64 softmax, one row at a time); also the reference the tiled
+/// path is tested against.
+fn block_pass_portable(
+    design: &Design<'_>,
+    p: &KernelParams,
+    r0: usize,
+    r1: usize,
+    g32: &mut [f32],
+) -> f64 {
     let dp = p.dp;
     let c = p.c;
     let mut loss = 0.0;
@@ -212,7 +268,7 @@ fn block_pass(design: &Design<'_>, p: &KernelParams, r0: usize, r1: usize, g32: 
         let g = (r1 - i).min(4);
         for k in 0..g {
             let row = design.row(i + k);
-            forward_row(row, &p.w, dp, p.cp, &mut logits);
+            forward_row_portable(row, &p.w, dp, p.cp, &mut logits);
             let y = design.y[i + k] as usize;
             let m = logits[..c].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
             let mut s = 0.0f64;
@@ -226,7 +282,16 @@ fn block_pass(design: &Design<'_>, p: &KernelParams, r0: usize, r1: usize, g32: 
                 rj[k] = (ej * inv - if j == y { 1.0 } else { 0.0 }) as f32;
             }
         }
-        backward_group(design, i, g, &resid, g32, dp);
+        for r in 0..g {
+            let x = design.row(i + r);
+            for (k, rk) in resid.iter().enumerate() {
+                let a = rk[r];
+                let gk = &mut g32[k * dp..(k + 1) * dp];
+                for (gv, xv) in gk.iter_mut().zip(x.iter()) {
+                    *gv += a * *xv;
+                }
+            }
+        }
         i += g;
     }
     loss
@@ -250,6 +315,10 @@ pub fn forward_row(x: &[f32], w: &[f32], dp: usize, cp: usize, out: &mut [f32]) 
             }
         }
     }
+    forward_row_portable(x, w, dp, cp, out)
+}
+
+fn forward_row_portable(x: &[f32], w: &[f32], dp: usize, cp: usize, out: &mut [f32]) {
     for (k, o) in out.iter_mut().enumerate().take(cp) {
         let wk = &w[k * dp..(k + 1) * dp];
         let mut acc = [0f32; 8];
@@ -262,49 +331,8 @@ pub fn forward_row(x: &[f32], w: &[f32], dp: usize, cp: usize, out: &mut [f32]) 
     }
 }
 
-/// `g32[k] += Σ_r resid[k][r] · x_{i+r}` for `g ≤ 4` rows starting at `i`.
-#[inline]
-fn backward_group(
-    design: &Design<'_>,
-    i: usize,
-    g: usize,
-    resid: &[[f32; 4]],
-    g32: &mut [f32],
-    dp: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if simd::available() && g == 4 {
-            // SAFETY: AVX2 and FMA were detected at run time; the four rows exist.
-            unsafe {
-                simd::backward4(
-                    [
-                        design.row(i),
-                        design.row(i + 1),
-                        design.row(i + 2),
-                        design.row(i + 3),
-                    ],
-                    resid,
-                    g32,
-                    dp,
-                );
-            }
-            return;
-        }
-    }
-    for r in 0..g {
-        let x = design.row(i + r);
-        for (k, rk) in resid.iter().enumerate() {
-            let a = rk[r];
-            let gk = &mut g32[k * dp..(k + 1) * dp];
-            for (gv, xv) in gk.iter_mut().zip(x.iter()) {
-                *gv += a * *xv;
-            }
-        }
-    }
-}
-
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::needless_range_loop)] // register tiles read best as index loops
 mod simd {
     use std::arch::x86_64::*;
     use std::sync::OnceLock;
@@ -349,41 +377,269 @@ mod simd {
         }
     }
 
-    /// # Safety
-    /// AVX2+FMA available; each row has `dp` values, `g32.len() == resid.len() * dp`.
+    /// Rows per group of the tiled pass.
+    pub const GR: usize = 8;
+    /// Largest padded class count the tiled pass handles.
+    pub const MAX_CP: usize = 12;
+
+    /// `exp(x)` for 4 f64 lanes, `x ≤ 0` (inputs below −708 give ≈ 0): Cody–Waite range
+    /// reduction to |r| ≤ ln2/2 and the degree-13 Taylor polynomial (truncation < 1e-17), 2ⁿ
+    /// through the exponent bits; relative error a few ulp.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn backward4(rows: [&[f32]; 4], resid: &[[f32; 4]], g32: &mut [f32], dp: usize) {
-        assert!(
-            rows.iter().all(|r| r.len() >= dp)
-                && g32.len() >= resid.len() * dp
-                && dp.is_multiple_of(8)
+    fn exp4d(x: __m256d) -> __m256d {
+        let x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
+        let n = _mm256_round_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_pd(x, _mm256_set1_pd(std::f64::consts::LOG2_E)),
         );
-        let (x0, x1, x2, x3) = (
-            rows[0].as_ptr(),
-            rows[1].as_ptr(),
-            rows[2].as_ptr(),
-            rows[3].as_ptr(),
+        // ln 2 split in a high part with trailing zero bits and the rest (Cody–Waite).
+        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.931_471_803_691_238e-1), x);
+        let r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.908_214_929_270_587_7e-10), r);
+        const INV_FACT: [f64; 14] = [
+            1.0,
+            1.0,
+            1.0 / 2.0,
+            1.0 / 6.0,
+            1.0 / 24.0,
+            1.0 / 120.0,
+            1.0 / 720.0,
+            1.0 / 5040.0,
+            1.0 / 40320.0,
+            1.0 / 362880.0,
+            1.0 / 3628800.0,
+            1.0 / 39916800.0,
+            1.0 / 479001600.0,
+            1.0 / 6227020800.0,
+        ];
+        let mut q = _mm256_set1_pd(INV_FACT[13]);
+        for &c in INV_FACT[..13].iter().rev() {
+            q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(c));
+        }
+        // n (an integer-valued double in [−1022, 0]) → i64 via the 1.5·2⁵² trick, then 2ⁿ.
+        let magic = _mm256_set1_pd(6_755_399_441_055_744.0);
+        let ni = _mm256_sub_epi64(
+            _mm256_castpd_si256(_mm256_add_pd(n, magic)),
+            _mm256_castpd_si256(magic),
         );
-        for (k, rk) in resid.iter().enumerate() {
-            let b0 = _mm256_set1_ps(rk[0]);
-            let b1 = _mm256_set1_ps(rk[1]);
-            let b2 = _mm256_set1_ps(rk[2]);
-            let b3 = _mm256_set1_ps(rk[3]);
-            let gp = g32[k * dp..(k + 1) * dp].as_mut_ptr();
-            let mut j = 0;
-            while j < dp {
-                // SAFETY: j + 8 <= dp; bounds asserted above.
-                unsafe {
-                    let mut g = _mm256_loadu_ps(gp.add(j));
-                    g = _mm256_fmadd_ps(_mm256_loadu_ps(x0.add(j)), b0, g);
-                    g = _mm256_fmadd_ps(_mm256_loadu_ps(x1.add(j)), b1, g);
-                    g = _mm256_fmadd_ps(_mm256_loadu_ps(x2.add(j)), b2, g);
-                    g = _mm256_fmadd_ps(_mm256_loadu_ps(x3.add(j)), b3, g);
-                    _mm256_storeu_ps(gp.add(j), g);
+        let pow2 = _mm256_slli_epi64::<52>(_mm256_add_epi64(ni, _mm256_set1_epi64x(1023)));
+        _mm256_mul_pd(q, _mm256_castsi256_pd(pow2))
+    }
+
+    /// [`exp4d`] for tests.
+    ///
+    /// # Safety
+    /// AVX2+FMA available.
+    #[cfg(test)]
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn exp4d_pub(x: __m256d) -> __m256d {
+        exp4d(x)
+    }
+
+    /// Forward tile: logits of 2 rows × `KT` classes starting at class `k0`, written to
+    /// `out[k][r0 + r]` (class-major).
+    ///
+    /// # Safety
+    /// AVX2+FMA; `x0`, `x1` point to `dp` floats; `w` to the class-major weights with at least
+    /// `(k0 + KT) · dp` floats; `dp` is a multiple of 8.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fwd_tile<const KT: usize>(
+        x0: *const f32,
+        x1: *const f32,
+        w: *const f32,
+        dp: usize,
+        k0: usize,
+        out: &mut [[f32; GR]; MAX_CP],
+        r0: usize,
+    ) {
+        let mut a0 = [_mm256_setzero_ps(); KT];
+        let mut a1 = [_mm256_setzero_ps(); KT];
+        let mut j = 0;
+        while j < dp {
+            // SAFETY: j + 8 ≤ dp; the caller guarantees the extents.
+            unsafe {
+                let v0 = _mm256_loadu_ps(x0.add(j));
+                let v1 = _mm256_loadu_ps(x1.add(j));
+                for k in 0..KT {
+                    let wv = _mm256_loadu_ps(w.add((k0 + k) * dp + j));
+                    a0[k] = _mm256_fmadd_ps(v0, wv, a0[k]);
+                    a1[k] = _mm256_fmadd_ps(v1, wv, a1[k]);
                 }
-                j += 8;
+            }
+            j += 8;
+        }
+        for k in 0..KT {
+            // SAFETY: AVX2 enabled on this function.
+            unsafe {
+                out[k0 + k][r0] = hsum(a0[k]);
+                out[k0 + k][r0 + 1] = hsum(a1[k]);
             }
         }
+    }
+
+    /// Backward tile: `g[k0+k][j0..j0+8·JT] += Σ_r resid[k0+k][r] · x_r[j0..]` over the 8 rows.
+    ///
+    /// # Safety
+    /// AVX2+FMA; every `xs[r]` points to `dp` floats; `g` holds `(k0 + KT) · dp` floats;
+    /// `j0 + 8·JT ≤ dp`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn bwd_tile<const KT: usize, const JT: usize>(
+        xs: &[*const f32; GR],
+        resid: &[[f32; GR]; MAX_CP],
+        g: *mut f32,
+        dp: usize,
+        k0: usize,
+        j0: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); JT]; KT];
+        // SAFETY: all offsets are inside the extents the caller guarantees.
+        unsafe {
+            for k in 0..KT {
+                for t in 0..JT {
+                    acc[k][t] = _mm256_loadu_ps(g.add((k0 + k) * dp + j0 + 8 * t));
+                }
+            }
+            for r in 0..GR {
+                let mut xv = [_mm256_setzero_ps(); JT];
+                for t in 0..JT {
+                    xv[t] = _mm256_loadu_ps(xs[r].add(j0 + 8 * t));
+                }
+                for k in 0..KT {
+                    let b = _mm256_set1_ps(resid[k0 + k][r]);
+                    for t in 0..JT {
+                        acc[k][t] = _mm256_fmadd_ps(xv[t], b, acc[k][t]);
+                    }
+                }
+            }
+            for k in 0..KT {
+                for t in 0..JT {
+                    _mm256_storeu_ps(g.add((k0 + k) * dp + j0 + 8 * t), acc[k][t]);
+                }
+            }
+        }
+    }
+
+    /// Class tiles of at most 5: (start, width).
+    fn class_tiles(cp: usize) -> impl Iterator<Item = (usize, usize)> {
+        let tiles = cp.div_ceil(5);
+        let base = cp / tiles;
+        let extra = cp % tiles;
+        (0..tiles).scan(0usize, move |k0, t| {
+            let w = base + usize::from(t < extra);
+            let s = *k0;
+            *k0 += w;
+            Some((s, w))
+        })
+    }
+
+    /// One group of `g ≤ GR` rows starting at `i`: register-tiled forward (2 rows × ≤ 5
+    /// classes), softmax across the 8 rows in f32 lanes (`exp8`; the loss's log-sum-exp in
+    /// f64), and register-tiled gradient accumulation (≤ 5 classes × 16 columns). Rows past
+    /// `g` repeat the last row with zero residuals. Returns the summed loss.
+    ///
+    /// # Safety
+    /// AVX2+FMA; `p.cp ≤ MAX_CP`; rows `i..i+g` exist in `design`; `g32` holds `p.cp · p.dp`
+    /// floats (at least `p.c · p.dp`).
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn group_pass(
+        design: &super::Design<'_>,
+        p: &super::KernelParams,
+        i: usize,
+        g: usize,
+        g32: &mut [f32],
+    ) -> f64 {
+        let (dp, c, cp) = (p.dp, p.c, p.cp);
+        assert!((1..=GR).contains(&g) && cp <= MAX_CP && dp.is_multiple_of(8));
+        assert!(design.x.len() >= (i + g) * dp && g32.len() >= c * dp && p.w.len() >= cp * dp);
+        let xs: [*const f32; GR] =
+            std::array::from_fn(|r| design.x[(i + r.min(g - 1)) * dp..].as_ptr());
+        let mut logits = [[0f32; GR]; MAX_CP];
+        let w = p.w.as_ptr();
+        for (k0, kt) in class_tiles(cp) {
+            for r0 in (0..GR).step_by(2) {
+                // SAFETY: extents asserted above.
+                unsafe {
+                    match kt {
+                        1 => fwd_tile::<1>(xs[r0], xs[r0 + 1], w, dp, k0, &mut logits, r0),
+                        2 => fwd_tile::<2>(xs[r0], xs[r0 + 1], w, dp, k0, &mut logits, r0),
+                        3 => fwd_tile::<3>(xs[r0], xs[r0 + 1], w, dp, k0, &mut logits, r0),
+                        4 => fwd_tile::<4>(xs[r0], xs[r0 + 1], w, dp, k0, &mut logits, r0),
+                        _ => fwd_tile::<5>(xs[r0], xs[r0 + 1], w, dp, k0, &mut logits, r0),
+                    }
+                }
+            }
+        }
+        // Softmax over the c real classes in f64, one lane per row, two halves of 4 rows.
+        let mut y = [0u32; GR];
+        y[..g].copy_from_slice(&design.y[i..i + g]);
+        let mut resid = [[0f32; GR]; MAX_CP];
+        let mut s_arr = [0f64; GR];
+        let mut m_arr = [0f64; GR];
+        // SAFETY: AVX2 enabled; arrays have GR = 8 lanes, halves of 4.
+        unsafe {
+            for h in 0..2 {
+                let o = 4 * h;
+                let ld = |k: usize| _mm256_cvtps_pd(_mm_loadu_ps(logits[k][o..].as_ptr()));
+                let mut m = ld(0);
+                for k in 1..c {
+                    m = _mm256_max_pd(m, ld(k));
+                }
+                let mut e = [_mm256_setzero_pd(); MAX_CP];
+                let mut sum = _mm256_setzero_pd();
+                for k in 0..c {
+                    e[k] = exp4d(_mm256_sub_pd(ld(k), m));
+                    sum = _mm256_add_pd(sum, e[k]);
+                }
+                let inv = _mm256_div_pd(_mm256_set1_pd(1.0), sum);
+                let yv = _mm256_cvtepi32_epi64(_mm_loadu_si128(y[o..].as_ptr() as *const __m128i));
+                let live = _mm256_castsi256_pd(_mm256_cmpgt_epi64(
+                    _mm256_set1_epi64x(g as i64),
+                    _mm256_setr_epi64x(o as i64, o as i64 + 1, o as i64 + 2, o as i64 + 3),
+                ));
+                let one = _mm256_set1_pd(1.0);
+                for k in 0..c {
+                    let hot =
+                        _mm256_castsi256_pd(_mm256_cmpeq_epi64(yv, _mm256_set1_epi64x(k as i64)));
+                    let r = _mm256_sub_pd(_mm256_mul_pd(e[k], inv), _mm256_and_pd(hot, one));
+                    _mm_storeu_ps(
+                        resid[k][o..].as_mut_ptr(),
+                        _mm256_cvtpd_ps(_mm256_and_pd(r, live)),
+                    );
+                }
+                _mm256_storeu_pd(s_arr[o..].as_mut_ptr(), sum);
+                _mm256_storeu_pd(m_arr[o..].as_mut_ptr(), m);
+            }
+        }
+        // SAFETY: AVX2 enabled; same extents as the forward.
+        unsafe {
+            // SAFETY: same extents as the forward.
+            let gp = g32.as_mut_ptr();
+            for (k0, kt) in class_tiles(c) {
+                let mut j0 = 0;
+                while j0 + 16 <= dp {
+                    match kt {
+                        1 => bwd_tile::<1, 2>(&xs, &resid, gp, dp, k0, j0),
+                        2 => bwd_tile::<2, 2>(&xs, &resid, gp, dp, k0, j0),
+                        3 => bwd_tile::<3, 2>(&xs, &resid, gp, dp, k0, j0),
+                        4 => bwd_tile::<4, 2>(&xs, &resid, gp, dp, k0, j0),
+                        _ => bwd_tile::<5, 2>(&xs, &resid, gp, dp, k0, j0),
+                    }
+                    j0 += 16;
+                }
+                if j0 < dp {
+                    match kt {
+                        1 => bwd_tile::<1, 1>(&xs, &resid, gp, dp, k0, j0),
+                        2 => bwd_tile::<2, 1>(&xs, &resid, gp, dp, k0, j0),
+                        3 => bwd_tile::<3, 1>(&xs, &resid, gp, dp, k0, j0),
+                        4 => bwd_tile::<4, 1>(&xs, &resid, gp, dp, k0, j0),
+                        _ => bwd_tile::<5, 1>(&xs, &resid, gp, dp, k0, j0),
+                    }
+                }
+            }
+        }
+        let mut loss = 0.0;
+        for r in 0..g {
+            loss += s_arr[r].ln() + m_arr[r] - logits[y[r] as usize][r] as f64;
+        }
+        loss
     }
 }
 
@@ -404,4 +660,79 @@ pub fn all_logits(design: &Design<'_>, p: &KernelParams) -> Vec<f64> {
         out.chunks_mut(c).enumerate().for_each(work);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{RngExt, SeedableRng};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// The register-tiled AVX2 pass (8-row groups, f32 softmax lanes) agrees with the
+        /// portable f64-softmax pass on loss and gradient, for every class count the tiles
+        /// cover (2..=12) and beyond, dimensions that are and are not multiples of 16, and
+        /// row counts that leave partial groups.
+        #[test]
+        fn tiled_pass_matches_portable(
+            n in 1usize..70, d in 1usize..50, c in 2usize..15, seed in 0u64..10_000,
+            scale in 0.1f64..8.0,
+        ) {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let mut x = vec![0f32; n * d];
+            for row in x.chunks_exact_mut(d) {
+                let mut norm = 0.0f32;
+                for v in row.iter_mut() {
+                    *v = rng.random::<f32>() - 0.3;
+                    norm += *v * *v;
+                }
+                let s = norm.sqrt().max(1.0);
+                row.iter_mut().for_each(|v| *v /= s);
+            }
+            let y: Vec<u32> = (0..n).map(|_| rng.random_range(0..c as u32)).collect();
+            let theta: Vec<f64> =
+                (0..d * c).map(|_| (rng.random::<f64>() - 0.5) * scale).collect();
+            let des = Design::new(&x, &y, d, c);
+            let p = KernelParams::from_theta(&theta, d, c);
+            let (l1, g1) = loss_grad_sums(&des, &p, false);
+            let (l2, g2) = loss_grad_sums_portable(&des, &p, false);
+            prop_assert!((l1 - l2).abs() <= 1e-5 * (1.0 + l2.abs()), "loss {l1} vs {l2}");
+            let gmax = g2.iter().fold(0f64, |a, b| a.max(b.abs()));
+            for (a, b) in g1.iter().zip(&g2) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + gmax), "grad {a} vs {b}");
+            }
+        }
+    }
+
+    /// exp4d against std's f64 exp over the range the softmax uses (x ≤ 0): relative error
+    /// ≤ 1e-14.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn exp4d_is_accurate() {
+        if !simd::available() {
+            return;
+        }
+        let mut x = -707.0f64;
+        while x <= 0.0 {
+            let v = [x, x * 1e-2, x * 1e-4, 0.0];
+            let mut out = [0f64; 4];
+            // SAFETY: AVX2 detected.
+            unsafe {
+                use std::arch::x86_64::*;
+                _mm256_storeu_pd(
+                    out.as_mut_ptr(),
+                    simd::exp4d_pub(_mm256_loadu_pd(v.as_ptr())),
+                );
+            }
+            for (o, i) in out.iter().zip(v.iter()) {
+                let want = i.exp();
+                assert!(
+                    (o - want).abs() <= 1e-14 * want,
+                    "exp({i}) = {o}, want {want}"
+                );
+            }
+            x += 0.0137;
+        }
+    }
 }
