@@ -18,7 +18,7 @@
 //! same numbers; parallelism comes from running repetitions, λ values and teachers side by side.
 
 use crate::error::{Result, StudyError};
-use crate::figures::{FigureId, LAMBDA_GRID};
+use crate::figures::{AxisKind, FigureId, LAMBDA_GRID, fmt_num};
 use crate::progress::{Event, Observer};
 use crate::results::Measurement;
 use crate::sweep::{Done, GroupTiming, Runner};
@@ -169,6 +169,29 @@ pub struct LinearRunner {
     logits_hold: Cache<(Key, u64), Vec<f64>>,
     nonprivate: Cache<Key, f64>,
     votes: Cache<(Key, usize), VoteMatrix>,
+    /// Measurements of budget-independent groups (private-training methods on a B axis), by
+    /// (budget-free id, repetition): every B of fig2a/fig2b reuses them (exact: the released
+    /// model's guarantee covers any number of answers, and its noise is seeded without B).
+    budget_free: Mutex<HashMap<(String, u32), Measurement>>,
+}
+
+/// The label that seeds a group's random draws. For a private-training method (model
+/// sensitivity, loss perturbation, DP-SGD) on a budget axis the released model does not
+/// depend on B, so its draws are seeded from an id without B and every B reuses them;
+/// otherwise the group id.
+pub fn rng_id(g: &Group) -> String {
+    if g.method.is_private_training() && g.figure.definition().axis.kind == AxisKind::Budget {
+        format!(
+            "{}/{}/{}/any-budget:epsilon={},delta={}",
+            g.figure.name(),
+            g.calibration.name(),
+            g.method.name(),
+            fmt_num(g.setting.epsilon),
+            fmt_num(g.setting.delta)
+        )
+    } else {
+        g.id()
+    }
 }
 
 fn lbfgs() -> LbfgsOptions {
@@ -220,6 +243,7 @@ impl LinearRunner {
             logits_hold: Cache::new(),
             nonprivate: Cache::new(),
             votes: Cache::new(),
+            budget_free: Mutex::new(HashMap::new()),
         }
     }
 
@@ -456,6 +480,45 @@ impl Runner for LinearRunner {
         seed: u64,
         done: &Done<'_>,
     ) -> Result<GroupTiming> {
+        let rid = rng_id(g);
+        let shared = rid != g.id();
+        let mut todo = Vec::with_capacity(reps.len());
+        if shared {
+            let hits: Vec<(u32, Measurement)> = {
+                let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
+                reps.iter()
+                    .filter_map(|&r| m.get(&(rid.clone(), r)).map(|v| (r, v.clone())))
+                    .collect()
+            };
+            for &r in reps {
+                if !hits.iter().any(|(h, _)| *h == r) {
+                    todo.push(r);
+                }
+            }
+            for (r, m) in hits {
+                done(r, m)?;
+            }
+        } else {
+            todo.extend_from_slice(reps);
+        }
+        if todo.is_empty() {
+            return Ok(GroupTiming {
+                train_s: 0.0,
+                predict_s: 0.0,
+                answers: 0,
+            });
+        }
+        let reps = &todo[..];
+        let remember = |r: u32, m: Measurement| -> Result<()> {
+            if shared {
+                self.budget_free
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((rid.clone(), r), m.clone());
+            }
+            done(r, m)
+        };
+        let done = &remember;
         let train_clock = Clock::new();
         let predict_clock = Clock::new();
         let (key, p) = train_clock.time(|| self.prepared(g, seed))?;
@@ -518,8 +581,7 @@ impl Runner for LinearRunner {
                                 .map(|&l| {
                                     let cal = cal_at(n90, Some(l))?;
                                     let m90 = self.fit(true, &key, &p, l)?;
-                                    let mut rng =
-                                        rng_for(seed, &format!("{}/cv/lambda={l}", g.id()));
+                                    let mut rng = rng_for(seed, &format!("{rid}/cv/lambda={l}"));
                                     let mut acc = 0.0;
                                     for _ in 0..self.opts.cv_draws.max(1) {
                                         let labels = match g.method {
@@ -572,7 +634,7 @@ impl Runner for LinearRunner {
                 };
                 let dds = dd.join("; ");
                 reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
                     let labels = match g.method {
                         Method::ModelSensitivity => {
                             let noisy = train_clock.time(|| perturb_model(&m, &cal, &mut rng))?;
@@ -634,7 +696,7 @@ impl Runner for LinearRunner {
                 };
                 let dds = dd.join("; ");
                 reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
                     let labels = predict_clock.time(|| votes.private_labels(beta, &mut rng))?;
                     let mut meas = base(
                         &cal,
@@ -655,7 +717,7 @@ impl Runner for LinearRunner {
                     CLIP_GRID
                         .par_iter()
                         .map(|&nu| {
-                            let mut rng = rng_for(seed, &format!("{}/cv/clip={nu}", g.id()));
+                            let mut rng = rng_for(seed, &format!("{rid}/cv/clip={nu}"));
                             let (m, _) = seq(|| train_dpsgd(&d90, &dpsgd, nu, sigma90, &mut rng))?;
                             Ok(accuracy_of(&predict_all(&m, &p.hold)?, &p.hold.labels))
                         })
@@ -671,7 +733,7 @@ impl Runner for LinearRunner {
                 let design = Design::new(&p.train.features, &p.train.labels, p.train.d, c);
                 let dds = dd.join("; ");
                 reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &g.unit_id(r));
+                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
                     let (m, _) = train_clock
                         .time(|| seq(|| train_dpsgd(&design, &dpsgd, nu, sigma, &mut rng)))?;
                     let labels = predict_clock.time(|| predict_all(&m, &p.test))?;

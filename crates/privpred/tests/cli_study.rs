@@ -233,3 +233,76 @@ fn compare_recommends_on_digits() {
     }
     assert!(out.contains("Recommendation:"), "{out}");
 }
+
+/// fig2a: a private-training method's released model does not depend on B, so its rows are the
+/// same draws at every B (seeded without B and computed once) — also when the B values fall
+/// into different shards; budget-dependent methods still differ across B.
+#[test]
+fn fig2a_private_training_rows_are_shared_across_budgets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = |out: &'static str, extra: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "reproduce",
+            "fig2a",
+            "--dataset",
+            "digits",
+            "--repetitions",
+            "2",
+            "--seed",
+            "5",
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.push(tmp.path().join(out).to_string_lossy().into_owned());
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let a = args("full", &[]);
+    ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(tmp.path().join("full/results.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let acc = |method: &str, rep: u64| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| r["method"] == method && r["repetition"] == rep)
+            .map(|r| r["accuracy"].as_f64().unwrap())
+            .collect()
+    };
+    for m in ["model-sensitivity", "loss-perturbation"] {
+        for rep in 0..2 {
+            let v = acc(m, rep);
+            assert_eq!(v.len(), 18, "{m}: one row per B");
+            assert!(
+                v.iter().all(|x| *x == v[0]),
+                "{m} r{rep} differs across B: {v:?}"
+            );
+        }
+    }
+    let sa = acc("subsample-aggregate", 0);
+    assert!(
+        sa.iter().any(|x| *x != sa[0]),
+        "subsample-and-aggregate must depend on B"
+    );
+    // the shards of a sharded run compute the shared rows independently, identically
+    for k in 0..3 {
+        let shard = format!("{k}/3");
+        let out: &'static str = ["s0", "s1", "s2"][k];
+        let a = args(out, &["--shard", Box::leak(shard.into_boxed_str())]);
+        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let merged = tmp.path().join("merged");
+    let mut m = vec!["merge".to_string()];
+    for s in ["s0", "s1", "s2"] {
+        m.push(tmp.path().join(s).to_string_lossy().into_owned());
+    }
+    m.extend(["--out".into(), merged.to_string_lossy().into_owned()]);
+    ok(&m.iter().map(String::as_str).collect::<Vec<_>>());
+    for f in ["results.jsonl", "results.csv", "summary.csv"] {
+        same(&tmp.path().join("full").join(f), &merged.join(f));
+    }
+}
