@@ -11,7 +11,7 @@
 //! Momentum and the learning-rate schedule are post-processing of the noisy gradients.
 
 use crate::error::{LinearError, Result};
-use crate::kernel::{Design, forward_row, padded_dim};
+use crate::kernel::{Design, KernelParams, clipped_grad_sum, padded_dim};
 use crate::model::LinearModel;
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, StandardNormal};
@@ -132,7 +132,6 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     }
     let (n, d, c) = (design.n, design.d, design.c);
     let dp = padded_dim(d);
-    let cp = crate::kernel::padded_classes(c);
     let q = cfg.batch_size as f64 / n as f64;
     let steps = cfg.steps(n);
     let norms: Vec<f64> = (0..n)
@@ -145,57 +144,28 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
                 .sqrt()
         })
         .collect();
-    // class-major parameters (f64 master, f32 copy for the forward pass), padding kept at 0
+    // class-major parameters (f64 master, an f32 copy per step for the kernel), padding at 0
     let mut w = vec![0f64; c * dp];
-    let mut w32 = vec![0f32; cp * dp];
     let mut vel = vec![0f64; c * dp];
     let mut gsum = vec![0f32; c * dp];
-    let mut logits = vec![0f32; cp];
-    let mut r = vec![0f64; c];
     let std = noise_multiplier * clip;
     let ln1q = (1.0 - q).ln();
     let (mut examples, mut clipped) = (0u64, 0u64);
+    let mut batch = Vec::with_capacity(2 * cfg.batch_size);
     for step in 0..steps {
         let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
-        for (a, b) in w32.iter_mut().zip(w.iter()) {
-            *a = *b as f32;
-        }
+        let kp = KernelParams::from_class_major(&w, c, dp);
         gsum.iter_mut().for_each(|v| *v = 0.0);
         // Poisson sampling by geometric gaps: P(gap = k) = (1 − q)^k q
+        batch.clear();
         let mut i = if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
         while i < n {
-            let x = design.row(i);
-            forward_row(x, &w32, dp, cp, &mut logits);
-            let m = logits[..c].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-            let mut s = 0.0;
-            for k in 0..c {
-                r[k] = (logits[k] as f64 - m).exp();
-                s += r[k];
-            }
-            let y = design.y[i] as usize;
-            let mut rn = 0.0;
-            for (k, rk) in r.iter_mut().enumerate() {
-                *rk = *rk / s - if k == y { 1.0 } else { 0.0 };
-                rn += *rk * *rk;
-            }
-            let gnorm = norms[i] * rn.sqrt();
-            let scale = if gnorm > clip {
-                clipped += 1;
-                clip / gnorm
-            } else {
-                1.0
-            };
-            // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
-            for k in 0..c {
-                let a = (r[k] * scale) as f32;
-                let gk = &mut gsum[k * dp..(k + 1) * dp];
-                for (g, xv) in gk.iter_mut().zip(x) {
-                    *g += a * *xv;
-                }
-            }
-            examples += 1;
+            batch.push(i);
             i += 1 + if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
         }
+        // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
+        clipped += clipped_grad_sum(design, &kp, &batch, &norms, clip, &mut gsum);
+        examples += batch.len() as u64;
         let inv_b = 1.0 / cfg.batch_size as f64;
         for k in 0..c {
             for j in 0..d {

@@ -129,6 +129,18 @@ impl KernelParams {
     }
 }
 
+impl KernelParams {
+    /// From class-major f64 weights `c × dp` (padding columns zero).
+    pub fn from_class_major(w: &[f64], c: usize, dp: usize) -> Self {
+        let cp = padded_classes(c);
+        let mut w32 = vec![0f32; cp * dp];
+        for (a, b) in w32.iter_mut().zip(w.iter()) {
+            *a = *b as f32;
+        }
+        KernelParams { w: w32, cp, dp, c }
+    }
+}
+
 /// Classes padded to the forward kernel's register tile (4, 8, 10 or 12), or `c` beyond 12.
 pub(crate) fn padded_classes(c: usize) -> usize {
     match c {
@@ -295,6 +307,83 @@ fn block_pass_portable(
         i += g;
     }
     loss
+}
+
+/// DP-SGD's clipped gradient sum over a batch (SPEC 4.2–4.3, joint clipping): `g32 +=
+/// Σ_{i ∈ batch} x_i (p_i − y_i)ᵀ · min(1, ν / (‖x_i‖·‖p_i − y_i‖))` (class-major; for the
+/// linear model ‖x (p − y)ᵀ‖_F = ‖x‖·‖p − y‖ exactly). `xnorms[i]` is ‖x_i‖. Returns how many
+/// examples were clipped. Uses the register-tiled path where available.
+pub fn clipped_grad_sum(
+    design: &Design<'_>,
+    p: &KernelParams,
+    batch: &[usize],
+    xnorms: &[f64],
+    clip: f64,
+    g32: &mut [f32],
+) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd::available() && p.cp <= simd::MAX_CP {
+            let mut clipped = 0;
+            for chunk in batch.chunks(simd::GR) {
+                let g = chunk.len();
+                let rows: [&[f32]; simd::GR] =
+                    std::array::from_fn(|r| design.row(chunk[r.min(g - 1)]));
+                let y: [u32; simd::GR] = std::array::from_fn(|r| design.y[chunk[r.min(g - 1)]]);
+                let xn: [f64; simd::GR] = std::array::from_fn(|r| xnorms[chunk[r.min(g - 1)]]);
+                // SAFETY: AVX2+FMA detected; rows come from `design` (dp floats each); labels
+                // are < c by the design's construction; g32 holds c·dp floats.
+                clipped += unsafe { simd::group_rows(&rows, &y, g, p, g32, Some((&xn, clip))).1 };
+            }
+            return clipped;
+        }
+    }
+    clipped_grad_sum_portable(design, p, batch, xnorms, clip, g32)
+}
+
+/// [`clipped_grad_sum`] one row at a time with an f64 softmax (the reference).
+pub fn clipped_grad_sum_portable(
+    design: &Design<'_>,
+    p: &KernelParams,
+    batch: &[usize],
+    xnorms: &[f64],
+    clip: f64,
+    g32: &mut [f32],
+) -> u64 {
+    let (c, dp) = (p.c, p.dp);
+    let mut logits = vec![0f32; p.cp];
+    let mut r = vec![0f64; c];
+    let mut clipped = 0;
+    for &i in batch {
+        let x = design.row(i);
+        forward_row_portable(x, &p.w, dp, p.cp, &mut logits);
+        let m = logits[..c].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+        let mut s = 0.0;
+        for k in 0..c {
+            r[k] = (logits[k] as f64 - m).exp();
+            s += r[k];
+        }
+        let y = design.y[i] as usize;
+        let mut rn = 0.0;
+        for (k, rk) in r.iter_mut().enumerate() {
+            *rk = *rk / s - if k == y { 1.0 } else { 0.0 };
+            rn += *rk * *rk;
+        }
+        let gnorm = xnorms[i] * rn.sqrt();
+        let scale = if gnorm > clip {
+            clipped += 1;
+            clip / gnorm
+        } else {
+            1.0
+        };
+        for k in 0..c {
+            let a = (r[k] * scale) as f32;
+            for (g, xv) in g32[k * dp..(k + 1) * dp].iter_mut().zip(x) {
+                *g += a * *xv;
+            }
+        }
+    }
+    clipped
 }
 
 /// Logits of one padded row for the `cp` (padded) classes.
@@ -530,14 +619,11 @@ mod simd {
         })
     }
 
-    /// One group of `g ≤ GR` rows starting at `i`: register-tiled forward (2 rows × ≤ 5
-    /// classes), softmax across the 8 rows in f32 lanes (`exp8`; the loss's log-sum-exp in
-    /// f64), and register-tiled gradient accumulation (≤ 5 classes × 16 columns). Rows past
-    /// `g` repeat the last row with zero residuals. Returns the summed loss.
+    /// One group of `g ≤ GR` rows starting at `i` of `design`: see [`group_rows`].
     ///
     /// # Safety
-    /// AVX2+FMA; `p.cp ≤ MAX_CP`; rows `i..i+g` exist in `design`; `g32` holds `p.cp · p.dp`
-    /// floats (at least `p.c · p.dp`).
+    /// AVX2+FMA; `p.cp ≤ MAX_CP`; rows `i..i+g` exist in `design`; `g32` holds `p.c · p.dp`
+    /// floats.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn group_pass(
         design: &super::Design<'_>,
@@ -546,11 +632,41 @@ mod simd {
         g: usize,
         g32: &mut [f32],
     ) -> f64 {
+        let dp = p.dp;
+        assert!((1..=GR).contains(&g) && design.x.len() >= (i + g) * dp);
+        let xs: [&[f32]; GR] = std::array::from_fn(|r| design.row(i + r.min(g - 1)));
+        let mut y = [0u32; GR];
+        y[..g].copy_from_slice(&design.y[i..i + g]);
+        // SAFETY: forwarded from the caller.
+        unsafe { group_rows(&xs, &y, g, p, g32, None).0 }
+    }
+
+    /// Register-tiled forward (2 rows × ≤ 5 classes), softmax across the 8 rows in f64 lanes
+    /// (vectorised `exp`), optional per-example clipping of the gradient `x (p − y)ᵀ` to norm
+    /// `ν` (its norm is ‖x‖·‖p − y‖ for the linear model; `clip = (‖x_r‖ per row, ν)`), and
+    /// register-tiled accumulation `g32 += Σ_r x_r (p_r − y_r)ᵀ·scale_r` (≤ 5 classes × 16
+    /// columns). Slots past `g` must repeat a real row; their residuals are zeroed. Returns the
+    /// summed loss and the number of clipped rows.
+    ///
+    /// # Safety
+    /// AVX2+FMA; `p.cp ≤ MAX_CP`; every `xs[r]` has `p.dp` floats; `g32` holds `p.c · p.dp`
+    /// floats.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn group_rows(
+        rows: &[&[f32]; GR],
+        y: &[u32; GR],
+        g: usize,
+        p: &super::KernelParams,
+        g32: &mut [f32],
+        clip: Option<(&[f64; GR], f64)>,
+    ) -> (f64, u64) {
         let (dp, c, cp) = (p.dp, p.c, p.cp);
         assert!((1..=GR).contains(&g) && cp <= MAX_CP && dp.is_multiple_of(8));
-        assert!(design.x.len() >= (i + g) * dp && g32.len() >= c * dp && p.w.len() >= cp * dp);
-        let xs: [*const f32; GR] =
-            std::array::from_fn(|r| design.x[(i + r.min(g - 1)) * dp..].as_ptr());
+        assert!(rows.iter().all(|r| r.len() >= dp));
+        assert!(g32.len() >= c * dp && p.w.len() >= cp * dp);
+        assert!(y[..g].iter().all(|&v| (v as usize) < c));
+        let xs: [*const f32; GR] = std::array::from_fn(|r| rows[r].as_ptr());
+        let mut clipped = 0u64;
         let mut logits = [[0f32; GR]; MAX_CP];
         let w = p.w.as_ptr();
         for (k0, kt) in class_tiles(cp) {
@@ -568,8 +684,6 @@ mod simd {
             }
         }
         // Softmax over the c real classes in f64, one lane per row, two halves of 4 rows.
-        let mut y = [0u32; GR];
-        y[..g].copy_from_slice(&design.y[i..i + g]);
         let mut resid = [[0f32; GR]; MAX_CP];
         let mut s_arr = [0f64; GR];
         let mut m_arr = [0f64; GR];
@@ -595,14 +709,27 @@ mod simd {
                     _mm256_setr_epi64x(o as i64, o as i64 + 1, o as i64 + 2, o as i64 + 3),
                 ));
                 let one = _mm256_set1_pd(1.0);
+                let mut rn2 = _mm256_setzero_pd();
                 for k in 0..c {
                     let hot =
                         _mm256_castsi256_pd(_mm256_cmpeq_epi64(yv, _mm256_set1_epi64x(k as i64)));
                     let r = _mm256_sub_pd(_mm256_mul_pd(e[k], inv), _mm256_and_pd(hot, one));
-                    _mm_storeu_ps(
-                        resid[k][o..].as_mut_ptr(),
-                        _mm256_cvtpd_ps(_mm256_and_pd(r, live)),
-                    );
+                    e[k] = _mm256_and_pd(r, live);
+                    rn2 = _mm256_fmadd_pd(e[k], e[k], rn2);
+                }
+                if let Some((xn, nu)) = clip {
+                    // ‖x_r (p_r − y_r)ᵀ‖_F = ‖x_r‖·‖p_r − y_r‖; scale = min(1, ν/norm)
+                    let gn = _mm256_mul_pd(_mm256_loadu_pd(xn[o..].as_ptr()), _mm256_sqrt_pd(rn2));
+                    let nuv = _mm256_set1_pd(nu);
+                    let over = _mm256_cmp_pd::<_CMP_GT_OQ>(gn, nuv);
+                    clipped += (_mm256_movemask_pd(over) as u32).count_ones() as u64;
+                    let scale = _mm256_blendv_pd(one, _mm256_div_pd(nuv, gn), over);
+                    for ek in e.iter_mut().take(c) {
+                        *ek = _mm256_mul_pd(*ek, scale);
+                    }
+                }
+                for k in 0..c {
+                    _mm_storeu_ps(resid[k][o..].as_mut_ptr(), _mm256_cvtpd_ps(e[k]));
                 }
                 _mm256_storeu_pd(s_arr[o..].as_mut_ptr(), sum);
                 _mm256_storeu_pd(m_arr[o..].as_mut_ptr(), m);
@@ -639,7 +766,7 @@ mod simd {
         for r in 0..g {
             loss += s_arr[r].ln() + m_arr[r] - logits[y[r] as usize][r] as f64;
         }
-        loss
+        (loss, clipped)
     }
 }
 
@@ -701,6 +828,44 @@ mod tests {
             let gmax = g2.iter().fold(0f64, |a, b| a.max(b.abs()));
             for (a, b) in g1.iter().zip(&g2) {
                 prop_assert!((a - b).abs() <= 1e-5 * (1.0 + gmax), "grad {a} vs {b}");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(100))]
+        /// DP-SGD's tiled clipped gradient sum equals the one-row reference: same clipped
+        /// count, same sums; every per-example contribution has norm ≤ ν (checked by summing a
+        /// single-example batch).
+        #[test]
+        fn clipped_sum_matches_portable_and_bounds_each_example(
+            n in 1usize..40, d in 1usize..40, c in 2usize..13, seed in 0u64..10_000,
+            clip in 0.001f64..2.0, scale in 0.1f64..5.0,
+        ) {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let x: Vec<f32> = (0..n * d).map(|_| (rng.random::<f32>() - 0.5) * 0.4).collect();
+            let y: Vec<u32> = (0..n).map(|_| rng.random_range(0..c as u32)).collect();
+            let theta: Vec<f64> =
+                (0..d * c).map(|_| (rng.random::<f64>() - 0.5) * scale).collect();
+            let des = Design::new(&x, &y, d, c);
+            let p = KernelParams::from_theta(&theta, d, c);
+            let norms: Vec<f64> = (0..n)
+                .map(|i| des.row(i).iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt())
+                .collect();
+            let batch: Vec<usize> = (0..n).filter(|_| rng.random::<f64>() < 0.7).collect();
+            let mut g1 = vec![0f32; c * des.dp];
+            let mut g2 = vec![0f32; c * des.dp];
+            let k1 = clipped_grad_sum(&des, &p, &batch, &norms, clip, &mut g1);
+            let k2 = clipped_grad_sum_portable(&des, &p, &batch, &norms, clip, &mut g2);
+            prop_assert_eq!(k1, k2);
+            for (a, b) in g1.iter().zip(&g2) {
+                prop_assert!((a - b).abs() <= 1e-5 * (1.0 + clip * batch.len() as f64) as f32);
+            }
+            for &i in &batch {
+                let mut gi = vec![0f32; c * des.dp];
+                clipped_grad_sum(&des, &p, &[i], &norms, clip, &mut gi);
+                let nrm = gi.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt();
+                prop_assert!(nrm <= clip * (1.0 + 1e-5), "example {i}: norm {nrm} > clip {clip}");
             }
         }
     }
