@@ -143,6 +143,39 @@ impl Dataset {
         }
     }
 
+    /// [`Dataset::subset`] without a second copy: consumes the dataset and moves the rows at
+    /// `idx` (in that order) into place inside its own feature buffer, then releases the rest.
+    /// Bit-identical to `subset(idx)`. The indices must be distinct and below `n`; a
+    /// repeated or out-of-range index is an error (a row cannot be used twice in place).
+    pub fn into_subset(mut self, idx: &[usize]) -> Result<Dataset> {
+        let mut seen = vec![false; self.n];
+        for &i in idx {
+            match seen.get_mut(i) {
+                Some(s) if !*s => *s = true,
+                Some(_) => {
+                    return Err(DataError::InvalidArgument {
+                        name: "row index",
+                        value: i.to_string(),
+                        expected: "distinct row indices (an in-place subset uses each row once)"
+                            .into(),
+                    });
+                }
+                None => {
+                    return Err(DataError::InvalidArgument {
+                        name: "row index",
+                        value: i.to_string(),
+                        expected: format!("an index below the {} rows", self.n),
+                    });
+                }
+            }
+        }
+        drop(seen);
+        gather_rows_in_place(&mut self.features, self.d, idx);
+        gather_rows_in_place(&mut self.labels, 1, idx);
+        self.n = idx.len();
+        Ok(self)
+    }
+
     /// The largest L2 row norm (computed in f64).
     pub fn max_norm(&self) -> f64 {
         self.features
@@ -154,6 +187,68 @@ impl Dataset {
                     .sqrt()
             })
             .fold(0.0, f64::max)
+    }
+}
+
+/// Rearranges `data` (rows of `width` elements) in place so that row `j` becomes the old row
+/// `idx[j]`, truncates it to `idx.len()` rows and releases the spare capacity — the in-place
+/// counterpart of gathering into a new buffer, moving each kept row at most twice and
+/// allocating only `O(idx.len())` indices and one row. `idx` must hold distinct indices below
+/// the row count (callers check or construct it so).
+pub(crate) fn gather_rows_in_place<T: Copy>(data: &mut Vec<T>, width: usize, idx: &[usize]) {
+    let m = idx.len();
+    if idx.iter().enumerate().any(|(j, &i)| i != j) {
+        // 1. Compact the kept rows in ascending source order: row q moves down from
+        //    sorted[q] ≥ q, so forward copies never overwrite a row still to be moved.
+        let mut sorted = idx.to_vec();
+        sorted.sort_unstable();
+        for (q, &i) in sorted.iter().enumerate() {
+            if i != q {
+                data.copy_within(i * width..(i + 1) * width, q * width);
+            }
+        }
+        // 2. Position q now holds source row sorted[q]; output row j must take position
+        //    rank(idx[j]). Apply that permutation by following its cycles.
+        if sorted.as_slice() != idx {
+            let src: Vec<usize> = idx
+                .iter()
+                .map(|i| match sorted.binary_search(i) {
+                    Ok(q) | Err(q) => q,
+                })
+                .collect();
+            drop(sorted);
+            permute_rows(&mut data[..m * width], width, &src);
+        }
+    }
+    data.truncate(m * width);
+    data.shrink_to_fit();
+}
+
+/// In place: new row `j` = old row `src[j]`, where `src` is a permutation of `0..rows`.
+fn permute_rows<T: Copy>(data: &mut [T], width: usize, src: &[usize]) {
+    let mut done = vec![false; src.len()];
+    let mut tmp: Vec<T> = Vec::with_capacity(width);
+    for start in 0..src.len() {
+        if done[start] {
+            continue;
+        }
+        done[start] = true;
+        if src[start] == start {
+            continue;
+        }
+        tmp.clear();
+        tmp.extend_from_slice(&data[start * width..(start + 1) * width]);
+        let mut j = start;
+        loop {
+            let k = src[j];
+            if k == start {
+                data[j * width..(j + 1) * width].copy_from_slice(&tmp);
+                break;
+            }
+            data.copy_within(k * width..(k + 1) * width, j * width);
+            done[k] = true;
+            j = k;
+        }
     }
 }
 

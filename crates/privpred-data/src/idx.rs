@@ -31,22 +31,41 @@ fn fmt_err(path: &Path, reason: impl Into<String>) -> DataError {
 
 /// Opens a file, transparently decompressing gzip (detected by its magic bytes).
 pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read + Send>> {
+    open_bounded(path).map(|(r, _)| r)
+}
+
+/// Largest expansion of DEFLATE (about 1032:1; a generous bound for the decompressed size of
+/// a gzip file from its compressed size).
+const DEFLATE_MAX_RATIO: u64 = 1032;
+
+/// [`open_maybe_gz`] plus an upper bound on the number of bytes the reader can yield: the
+/// file size for a plain file, `size × 1032 + 64 KiB` for gzip (DEFLATE's maximum ratio).
+/// The IDX reader uses it to allocate its output exactly once when the header is plausible
+/// and to refuse an impossible header before allocating anything.
+fn open_bounded(path: &Path) -> Result<(Box<dyn Read + Send>, u64)> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut f = File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
     let mut magic = [0u8; 2];
     let got = read_full(&mut f, &mut magic).map_err(io)?;
     drop(f);
     let f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
     if got == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::read::MultiGzDecoder::new(f),
-        )))
+        let bound = len
+            .saturating_mul(DEFLATE_MAX_RATIO)
+            .saturating_add(1 << 16);
+        Ok((
+            Box::new(BufReader::with_capacity(
+                1 << 20,
+                flate2::read::MultiGzDecoder::new(f),
+            )),
+            bound,
+        ))
     } else {
-        Ok(Box::new(f))
+        Ok((Box::new(f), len))
     }
 }
 
@@ -68,11 +87,29 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// with `conv`. `path` only names the source in errors. Errors (never panics) on a wrong
 /// magic, an unsupported type, a wrong rank, a size overflow, a truncated payload or trailing
 /// bytes.
+///
+/// The payload is converted while it streams through a fixed 64 KiB buffer: the raw bytes
+/// are never held in full next to the converted array. Without a size bound the output grows
+/// as bytes arrive (the header is not trusted for the allocation); see [`read_idx_bounded`].
 pub fn read_idx<T, R: Read>(
+    r: R,
+    path: &Path,
+    rank: usize,
+    conv: impl Fn(u8) -> T,
+) -> Result<IdxArray<T>> {
+    read_idx_bounded(r, path, rank, conv, None)
+}
+
+/// [`read_idx`] for a stream known to hold at most `max_bytes` bytes (header included): a
+/// header promising more is refused as truncated before anything is allocated, and a
+/// plausible one gets its output allocated exactly once (no growth, no spare capacity), so
+/// reading an `n`-value file costs one `n`-element array plus the 64 KiB buffer.
+pub fn read_idx_bounded<T, R: Read>(
     mut r: R,
     path: &Path,
     rank: usize,
     conv: impl Fn(u8) -> T,
+    max_bytes: Option<u64>,
 ) -> Result<IdxArray<T>> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
@@ -126,8 +163,24 @@ pub fn read_idx<T, R: Read>(
         .iter()
         .try_fold(1usize, |a, &b| a.checked_mul(b))
         .ok_or_else(|| fmt_err(path, format!("IDX dimensions {dims:?} overflow")))?;
-    // Never trust the header for the allocation size: grow as bytes arrive.
-    let mut data: Vec<T> = Vec::with_capacity(total.min(1 << 24));
+    let header_len = 4 + 4 * rank as u64;
+    let mut data: Vec<T> = match max_bytes {
+        Some(max) => {
+            let avail = max.saturating_sub(header_len);
+            if total as u64 > avail {
+                return Err(fmt_err(
+                    path,
+                    format!(
+                        "truncated IDX file: header {dims:?} promises {total} values, the file can hold at most {avail}"
+                    ),
+                ));
+            }
+            Vec::with_capacity(total)
+        }
+        // Never trust an unbounded stream's header for the allocation size: grow as bytes
+        // arrive.
+        None => Vec::with_capacity(total.min(1 << 24)),
+    };
     let mut buf = vec![0u8; 1 << 16];
     let mut remaining = total;
     while remaining > 0 {
@@ -162,10 +215,11 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Reads an IDX image file (rank 3: n × rows × cols) into f32 values 0..255.
+/// Reads an IDX image file (rank 3: n × rows × cols), plain or gzip, into f32 values 0..255,
+/// converting while streaming: peak memory is the f32 array plus small fixed buffers.
 pub fn read_images(path: &Path) -> Result<IdxArray<f32>> {
-    let r = open_maybe_gz(path)?;
-    let a = read_idx(r, path, 3, |b| b as f32)?;
+    let (r, bound) = open_bounded(path)?;
+    let a = read_idx_bounded(r, path, 3, |b| b as f32, Some(bound))?;
     if a.dims[0] == 0 || a.dims[1] == 0 || a.dims[2] == 0 {
         return Err(fmt_err(
             path,
@@ -177,8 +231,8 @@ pub fn read_images(path: &Path) -> Result<IdxArray<f32>> {
 
 /// Reads an IDX label file (rank 1).
 pub fn read_labels(path: &Path) -> Result<IdxArray<u32>> {
-    let r = open_maybe_gz(path)?;
-    let a = read_idx(r, path, 1, |b| b as u32)?;
+    let (r, bound) = open_bounded(path)?;
+    let a = read_idx_bounded(r, path, 1, |b| b as u32, Some(bound))?;
     if a.dims[0] == 0 {
         return Err(fmt_err(path, "empty IDX label file"));
     }
@@ -221,4 +275,56 @@ pub fn write_idx_atomic(path: &Path, dims: &[usize], data: &[u8]) -> Result<()> 
         }
         w.write_all(data)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn bounded_reader_refuses_an_impossible_header_before_allocating() {
+        // The header promises 60000 × 28 × 28 values; the stream holds 20 bytes.
+        let mut bytes = vec![0u8, 0, 8, 3];
+        for d in [60_000u32, 28, 28] {
+            bytes.extend_from_slice(&d.to_be_bytes());
+        }
+        bytes.extend_from_slice(&[7; 20]);
+        let max = bytes.len() as u64;
+        let e = read_idx_bounded(&bytes[..], Path::new("x"), 3, |b| b as f32, Some(max))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("truncated") && e.contains("at most 20"), "{e}");
+        // Exactly enough room is fine, and the output has no spare capacity.
+        let mut ok = vec![0u8, 0, 8, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5];
+        let a = read_idx_bounded(&ok[..], Path::new("x"), 1, |b| b as f32, Some(13)).unwrap();
+        assert_eq!(a.data, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(a.data.capacity(), 5);
+        ok.push(9);
+        let e = read_idx_bounded(&ok[..], Path::new("x"), 1, |b| b, Some(14)).unwrap_err();
+        assert!(e.to_string().contains("trailing"), "{e}");
+    }
+
+    #[test]
+    fn plain_and_gzip_files_read_identically_with_exact_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, side) = (300usize, 28usize);
+        let data: Vec<u8> = (0..n * side * side).map(|i| (i * 37 % 256) as u8).collect();
+        let plain = dir.path().join("train-images-idx3-ubyte");
+        write_idx_atomic(&plain, &[n, side, side], &data).unwrap();
+        let gz = dir.path().join("train-images-idx3-ubyte.gz");
+        let mut enc = flate2::write::GzEncoder::new(
+            File::create(&gz).unwrap(),
+            flate2::Compression::default(),
+        );
+        enc.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+        enc.finish().unwrap();
+        let a = read_images(&plain).unwrap();
+        let b = read_images(&gz).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.dims, vec![n, side, side]);
+        assert!(a.data.iter().zip(&data).all(|(&f, &u)| f == u as f32));
+        assert_eq!(a.data.capacity(), a.data.len());
+        assert_eq!(b.data.capacity(), b.data.len());
+    }
 }

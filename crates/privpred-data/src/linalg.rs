@@ -19,6 +19,37 @@ pub(crate) fn gemm_f32(
     rhs_rs: usize,
     rhs_cs: usize,
 ) {
+    gemm_f32_with(
+        dst,
+        m,
+        n,
+        k,
+        lhs,
+        lhs_rs,
+        lhs_cs,
+        rhs,
+        rhs_rs,
+        rhs_cs,
+        gemm::Parallelism::None,
+    );
+}
+
+/// [`gemm_f32`] with the given parallelism (`Rayon(0)`: the gemm kernel splits the output
+/// blocks over the rayon pool; each output value is still one sequential dot product).
+#[allow(clippy::too_many_arguments)]
+fn gemm_f32_with(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: &[f32],
+    lhs_rs: usize,
+    lhs_cs: usize,
+    rhs: &[f32],
+    rhs_rs: usize,
+    rhs_cs: usize,
+    parallelism: gemm::Parallelism,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -50,7 +81,7 @@ pub(crate) fn gemm_f32(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }
@@ -59,8 +90,12 @@ pub(crate) fn gemm_f32(
 const PANEL: usize = 512;
 
 /// Mean (f64) and covariance (f64, `d×d` row-major, divided by `n`) of the rows
-/// `row(i)` for `i` in `idx`, each transformed by `x·scale`. Panels of `PANEL` centred rows
-/// go through an f32 GEMM `PᵀP`; panel results are accumulated in f64 (in parallel).
+/// `row(i)` for `i` in `idx`, each transformed by `x·scale`. Panels of `PANEL` centred rows,
+/// built from the rows in place (no copy of the data beyond one panel), go through an f32
+/// GEMM `PᵀP` parallelised inside the kernel; the panel results are accumulated in f64 in
+/// panel order. Memory: one panel, one `d×d` f32 product and one `d×d` f64 accumulator (plus
+/// the GEMM's packing buffer), whatever the thread count; the result does not depend on the
+/// thread count or on scheduling.
 pub fn mean_cov(features: &[f32], d: usize, idx: &[usize], scale: f32) -> (Vec<f64>, Vec<f64>) {
     let n = idx.len();
     let mut mean = vec![0f64; d];
@@ -71,38 +106,43 @@ pub fn mean_cov(features: &[f32], d: usize, idx: &[usize], scale: f32) -> (Vec<f
     }
     mean.iter_mut().for_each(|m| *m /= n.max(1) as f64);
     let mean32: Vec<f32> = mean.iter().map(|&m| m as f32).collect();
-    let cov = idx
-        .par_chunks(PANEL)
-        .fold(
-            || (vec![0f64; d * d], vec![0f32; PANEL * d], vec![0f32; d * d]),
-            |(mut acc, mut panel, mut g), chunk| {
-                let k = chunk.len();
-                for (r, &i) in chunk.iter().enumerate() {
-                    let src = &features[i * d..(i + 1) * d];
-                    for ((p, &v), &m) in panel[r * d..(r + 1) * d].iter_mut().zip(src).zip(&mean32)
-                    {
-                        *p = v * scale - m;
-                    }
+    let mut cov = vec![0f64; d * d];
+    let mut panel = vec![0f32; PANEL * d];
+    let mut g = vec![0f32; d * d];
+    for chunk in idx.chunks(PANEL) {
+        let k = chunk.len();
+        panel[..k * d]
+            .par_chunks_mut(d)
+            .zip(chunk.par_iter())
+            .for_each(|(p, &i)| {
+                let src = &features[i * d..(i + 1) * d];
+                for ((p, &v), &m) in p.iter_mut().zip(src).zip(&mean32) {
+                    *p = v * scale - m;
                 }
-                // g = Pᵀ P : lhs(i, r) = P[r, i] → rs 1, cs d; rhs(r, j) = P[r, j] → rs d, cs 1.
-                gemm_f32(&mut g, d, d, k, &panel, 1, d, &panel, d, 1);
-                for (a, &v) in acc.iter_mut().zip(&g) {
-                    *a += v as f64;
-                }
-                (acc, panel, g)
-            },
-        )
-        .map(|(acc, _, _)| acc)
-        .reduce(
-            || vec![0f64; d * d],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    *x += y;
-                }
-                a
-            },
+            });
+        // g = Pᵀ P : lhs(i, r) = P[r, i] → rs 1, cs d; rhs(r, j) = P[r, j] → rs d, cs 1.
+        gemm_f32_with(
+            &mut g,
+            d,
+            d,
+            k,
+            &panel,
+            1,
+            d,
+            &panel,
+            d,
+            1,
+            gemm::Parallelism::Rayon(0),
         );
-    let mut cov = cov;
+        cov.par_chunks_mut(d.max(1) * 16)
+            .zip(g.par_chunks(d.max(1) * 16))
+            .for_each(|(a, b)| {
+                for (x, &y) in a.iter_mut().zip(b) {
+                    *x += y as f64;
+                }
+            });
+    }
+    drop((panel, g));
     let nf = n.max(1) as f64;
     // Symmetrise exactly and normalise.
     for i in 0..d {
@@ -375,6 +415,30 @@ mod tests {
                 }
                 assert!((s / n as f64 - cov[i * d + j]).abs() < 1e-5);
             }
+        }
+    }
+
+    #[test]
+    fn covariance_is_independent_of_the_thread_count() {
+        let d = 37;
+        let n = 3 * PANEL + 77;
+        let feats: Vec<f32> = (0..n * d).map(|i| ((i * 7919) % 251) as f32).collect();
+        let idx: Vec<usize> = (0..n).rev().step_by(2).chain((0..n).step_by(2)).collect();
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| mean_cov(&feats, d, &idx, 1.0 / 255.0))
+        };
+        let (m1, c1) = run(1);
+        for t in [2, 3, 8] {
+            let (m, c) = run(t);
+            assert!(m.iter().zip(&m1).all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(
+                c.iter().zip(&c1).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{t} threads"
+            );
         }
     }
 }

@@ -583,6 +583,9 @@ fn load_mnist1m(opts: &LoadOptions) -> Result<Splits> {
             dir.display()
         ))
     })?;
+    // The test split is MNIST's: load it first and drop MNIST's training split, so that the
+    // large read below is the only big allocation alive (peak ≈ one copy of the features).
+    let mut test = load(&DatasetSpec::Mnist, opts)?.test;
     let (a, b) = rayon::join(|| idx::read_images(&tri), || idx::read_labels(&trl));
     let (img, lab) = (a?, b?);
     for (p, sha, want) in [
@@ -609,7 +612,6 @@ fn load_mnist1m(opts: &LoadOptions) -> Result<Splits> {
             reason: format!("label {y} at item {i} outside the class range 0..10"),
         });
     }
-    let mnist = load(&DatasetSpec::Mnist, opts)?;
     let prov = Provenance {
         name: "mnist1m".into(),
         source: dir.display().to_string(),
@@ -626,7 +628,6 @@ fn load_mnist1m(opts: &LoadOptions) -> Result<Splits> {
         ..Default::default()
     };
     let train = Dataset::new(img.dims[1] * img.dims[2], 10, img.data, lab.data, prov)?;
-    let mut test = mnist.test;
     test.provenance
         .labels
         .push("test split: the MNIST test set".into());

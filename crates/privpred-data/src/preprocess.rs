@@ -5,15 +5,26 @@
 //! Every output row satisfies ‖x‖₂ ≤ 1 computed in f64: the unit-ball rules leave a relative
 //! margin of 1e-6 and every row is re-checked (and nudged inward) after rounding to f32.
 //!
+//! Two forms: the borrowed [`FittedPreprocessing::apply_train`] / [`FittedPreprocessing::apply`]
+//! write a new output beside the input, block by block (no intermediate copy); the owned
+//! [`FittedPreprocessing::apply_train_owned`] / [`FittedPreprocessing::apply_owned`] consume
+//! the raw split and never hold two copies of it — the class subset and subsample compact
+//! rows in place, scaling, the unit-ball rule and the bias work in place, and PCA writes only
+//! its smaller projected output. Both run the same per-row arithmetic with the same block
+//! boundaries, so they agree bit for bit.
+//!
 //! Data-dependent steps — PCA and the `max-norm` rule — are statistics of the private
 //! training set whose privacy cost is *not* accounted (as in the paper); they are listed by
 //! [`FittedPreprocessing::data_dependent`] so results can say so.
 
-use crate::dataset::{Dataset, UnitBallDataset};
+use crate::dataset::{Dataset, UnitBallDataset, gather_rows_in_place};
 use crate::error::{DataError, Result};
 use crate::{linalg, split};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+
+/// Rows per block of the projection (PCA goes through one GEMM per block).
+const BLOCK: usize = 256;
 
 /// Relative safety margin of the unit-ball rules.
 pub const MARGIN: f64 = 1e-6;
@@ -223,9 +234,19 @@ impl Preprocessing {
             });
         }
         if self.unit_ball == UnitBall::MaxNorm {
-            let z = fitted.project(train, &idx);
+            // Block by block: never a projected copy of the whole training set.
             let k = fitted.projected_dim();
-            let m = z.par_chunks(k).map(norm64).reduce(|| 0.0, f64::max);
+            let fp = &fitted;
+            let m = idx
+                .par_chunks(BLOCK)
+                .map_init(
+                    || (Vec::new(), Vec::new()),
+                    |(y, z), rows| {
+                        fp.project_block(rows.len(), |r| train.row(rows[r]), y, z);
+                        z.chunks_exact(k).map(norm64).fold(0.0, f64::max)
+                    },
+                )
+                .reduce(|| 0.0, f64::max);
             fitted.max_norm = Some(if m > 0.0 { m } else { 1.0 });
         }
         Ok(fitted)
@@ -351,50 +372,51 @@ impl FittedPreprocessing {
         Ok(idx)
     }
 
-    /// Scale (+ PCA) of the rows `idx`: `idx.len() × projected_dim` values.
-    fn project(&self, ds: &Dataset, idx: &[usize]) -> Vec<f32> {
+    /// Scale (+ PCA) of one block of `rows` rows, row `r` read by `src(r)`: writes
+    /// `rows × projected_dim` values into `z` (resized), using `y` as scratch. Every path —
+    /// borrowed, owned, max-norm — projects through this with the same [`BLOCK`] boundaries,
+    /// so they agree bit for bit.
+    fn project_block<'a>(
+        &self,
+        rows: usize,
+        src: impl Fn(usize) -> &'a [f32],
+        y: &mut Vec<f32>,
+        z: &mut Vec<f32>,
+    ) {
         let d = self.input_dim;
         let scale = self.recipe.scale as f32;
         match &self.pca {
             None => {
-                let mut out = vec![0f32; idx.len() * d];
-                out.par_chunks_mut(d)
-                    .zip(idx.par_iter())
-                    .for_each(|(o, &i)| {
-                        for (y, &x) in o.iter_mut().zip(ds.row(i)) {
-                            *y = x * scale;
-                        }
-                    });
-                out
+                z.clear();
+                for r in 0..rows {
+                    z.extend(src(r).iter().map(|&x| x * scale));
+                }
             }
             Some(p) => {
                 let k = p.components.len() / d;
-                const CH: usize = 256;
-                let mut out = vec![0f32; idx.len() * k];
-                out.par_chunks_mut(CH * k)
-                    .zip(idx.par_chunks(CH))
-                    .for_each(|(o, rows)| {
-                        let mut y = vec![0f32; rows.len() * d];
-                        for (r, &i) in rows.iter().enumerate() {
-                            for ((yy, &x), &m) in
-                                y[r * d..(r + 1) * d].iter_mut().zip(ds.row(i)).zip(&p.mean)
-                            {
-                                *yy = x * scale - m;
-                            }
-                        }
-                        // o (rows×k) = y (rows×d) · componentsᵀ (d×k): rhs(j, c) = comp[c*d + j].
-                        linalg::gemm_f32(o, rows.len(), k, d, &y, d, 1, &p.components, 1, d);
-                    });
-                out
+                y.clear();
+                for r in 0..rows {
+                    y.extend(src(r).iter().zip(&p.mean).map(|(&x, &m)| x * scale - m));
+                }
+                z.clear();
+                z.resize(rows * k, 0.0);
+                // z (rows×k) = y (rows×d) · componentsᵀ (d×k): rhs(j, c) = comp[c*d + j].
+                linalg::gemm_f32(z, rows, k, d, y, d, 1, &p.components, 1, d);
             }
         }
     }
 
     /// Maps one projected row into the unit ball and appends the bias: writes `output_dim`.
     fn finish_row(&self, z: &[f32], out: &mut [f32]) {
-        let k = z.len();
-        out[..k].copy_from_slice(z);
-        let n = norm64(z);
+        out[..z.len()].copy_from_slice(z);
+        self.finish_in_place(out);
+    }
+
+    /// [`Self::finish_row`] in place: `out` (length `output_dim`) holds the projected row in
+    /// its first `projected_dim` entries.
+    fn finish_in_place(&self, out: &mut [f32]) {
+        let k = self.projected_dim();
+        let n = norm64(&out[..k]);
         let s = match self.recipe.unit_ball {
             UnitBall::Normalize => {
                 if n > 0.0 {
@@ -425,7 +447,7 @@ impl FittedPreprocessing {
         }
     }
 
-    fn transform(&self, ds: &Dataset, idx: &[usize]) -> Result<UnitBallDataset> {
+    fn check_input(&self, ds: &Dataset, idx: &[usize]) -> Result<()> {
         if ds.d != self.input_dim {
             return Err(DataError::InvalidArgument {
                 name: "input dimension",
@@ -442,31 +464,10 @@ impl FittedPreprocessing {
                 ds.provenance.name
             )));
         }
-        let z = self.project(ds, idx);
-        let k = self.projected_dim();
-        let od = self.output_dim();
-        let mut out = vec![0f32; idx.len() * od];
-        out.par_chunks_mut(od)
-            .zip(z.par_chunks(k))
-            .for_each(|(o, zr)| self.finish_row(zr, o));
-        let labels: Vec<u32> = idx.iter().map(|&i| ds.labels[i]).collect();
-        let mut prov = ds.provenance.clone();
-        prov.steps.extend(self.steps());
-        prov.feature_shape = vec![od];
-        if self.recipe.classes.is_some() {
-            prov.class_names.truncate(self.classes());
-        }
-        let classes = if self.recipe.classes.is_some() {
-            self.classes()
-        } else {
-            ds.classes
-        };
-        UnitBallDataset::new(Dataset::new(od, classes, out, labels, prov)?)
+        Ok(())
     }
 
-    /// Preprocesses the training split it was fitted on (class subset and subsample
-    /// included).
-    pub fn apply_train(&self, train: &Dataset) -> Result<UnitBallDataset> {
+    fn check_train_rows(&self, train: &Dataset) -> Result<()> {
         if train.n != self.train_rows {
             return Err(DataError::InvalidArgument {
                 name: "training rows",
@@ -477,17 +478,155 @@ impl FittedPreprocessing {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// The rows of another split kept by the class subset (all rows without one).
+    fn split_indices(&self, ds: &Dataset) -> Vec<usize> {
+        match self.recipe.classes {
+            Some(c) => (0..ds.n).filter(|&i| (ds.labels[i] as usize) < c).collect(),
+            None => (0..ds.n).collect(),
+        }
+    }
+
+    /// The preprocessed rows `idx` of `features` (rows of `input_dim` values) into a new
+    /// `idx.len() × output_dim` buffer, block by block (no intermediate projected copy).
+    fn transform_rows(&self, features: &[f32], idx: &[usize]) -> Vec<f32> {
+        let d = self.input_dim;
+        let od = self.output_dim();
+        let k = self.projected_dim();
+        let mut out = vec![0f32; idx.len() * od];
+        out.par_chunks_mut(BLOCK * od)
+            .zip(idx.par_chunks(BLOCK))
+            .for_each_init(
+                || (Vec::new(), Vec::new()),
+                |(y, z), (o, rows)| {
+                    let row = |r: usize| &features[rows[r] * d..(rows[r] + 1) * d];
+                    self.project_block(rows.len(), row, y, z);
+                    for (orow, zr) in o.chunks_exact_mut(od).zip(z.chunks_exact(k)) {
+                        self.finish_row(zr, orow);
+                    }
+                },
+            );
+        out
+    }
+
+    /// Wraps preprocessed rows: provenance steps, output shape, class count, checks.
+    fn finish_dataset(
+        &self,
+        features: Vec<f32>,
+        labels: Vec<u32>,
+        classes: usize,
+        mut prov: crate::dataset::Provenance,
+    ) -> Result<UnitBallDataset> {
+        let od = self.output_dim();
+        prov.steps.extend(self.steps());
+        prov.feature_shape = vec![od];
+        let classes = if self.recipe.classes.is_some() {
+            prov.class_names.truncate(self.classes());
+            self.classes()
+        } else {
+            classes
+        };
+        UnitBallDataset::new(Dataset::new(od, classes, features, labels, prov)?)
+    }
+
+    fn transform(&self, ds: &Dataset, idx: &[usize]) -> Result<UnitBallDataset> {
+        self.check_input(ds, idx)?;
+        let out = self.transform_rows(&ds.features, idx);
+        let labels: Vec<u32> = idx.iter().map(|&i| ds.labels[i]).collect();
+        self.finish_dataset(out, labels, ds.classes, ds.provenance.clone())
+    }
+
+    /// The owned counterpart of [`Self::transform`]: consumes `ds` and never holds a second
+    /// copy of its features. With PCA the (smaller) projected output is computed from the
+    /// kept rows before the input is dropped; without PCA the kept rows are gathered in
+    /// place ([`Dataset::into_subset`]'s kernel), mapped into the unit ball in place, and —
+    /// with a bias — widened in place by one column.
+    fn transform_owned(&self, ds: Dataset, idx: &[usize]) -> Result<UnitBallDataset> {
+        self.check_input(&ds, idx)?;
+        let Dataset {
+            d,
+            classes,
+            mut features,
+            mut labels,
+            provenance,
+            ..
+        } = ds;
+        gather_rows_in_place(&mut labels, 1, idx);
+        let m = idx.len();
+        let out = if self.pca.is_some() {
+            let out = self.transform_rows(&features, idx);
+            drop(features);
+            out
+        } else {
+            gather_rows_in_place(&mut features, d, idx);
+            let scale = self.recipe.scale as f32;
+            if self.recipe.bias {
+                // Each row goes through a (d + 1)-wide scratch row, exactly as in
+                // `transform_rows`; its d features come back in place; then one pass from
+                // the last row down widens the rows (row j moves from j·d to j·(d+1) ≥ j·d,
+                // never over a row not yet moved).
+                features.par_chunks_mut(d).for_each_init(
+                    || vec![0f32; d + 1],
+                    |tmp, row| {
+                        for (t, &x) in tmp.iter_mut().zip(row.iter()) {
+                            *t = x * scale;
+                        }
+                        self.finish_in_place(tmp);
+                        row.copy_from_slice(&tmp[..d]);
+                    },
+                );
+                features.reserve_exact(m);
+                features.resize(m * (d + 1), 0.0);
+                for j in (0..m).rev() {
+                    features.copy_within(j * d..(j + 1) * d, j * (d + 1));
+                    features[j * (d + 1) + d] = BIAS_VALUE;
+                }
+            } else {
+                features.par_chunks_mut(d).for_each(|row| {
+                    for v in row.iter_mut() {
+                        *v *= scale;
+                    }
+                    self.finish_in_place(row);
+                });
+            }
+            features
+        };
+        self.finish_dataset(out, labels, classes, provenance)
+    }
+
+    /// Preprocesses the training split it was fitted on (class subset and subsample
+    /// included). Borrows the input, so it allocates the output beside it; a caller that
+    /// no longer needs the raw split should use [`Self::apply_train_owned`].
+    pub fn apply_train(&self, train: &Dataset) -> Result<UnitBallDataset> {
+        self.check_train_rows(train)?;
         let idx = self.train_indices(train)?;
         self.transform(train, &idx)
     }
 
+    /// [`Self::apply_train`] on an owned training split, bit-identical to it, without ever
+    /// holding two copies of the features: class subset and subsample compact the rows in
+    /// place, pixel scaling, the unit-ball rule and the bias work in place, and PCA writes
+    /// only its smaller projected output before the raw rows are freed. Peak memory is one
+    /// copy of the raw features plus `O(n)` indices (and the projected output with PCA).
+    pub fn apply_train_owned(&self, train: Dataset) -> Result<UnitBallDataset> {
+        self.check_train_rows(&train)?;
+        let idx = self.train_indices(&train)?;
+        self.transform_owned(train, &idx)
+    }
+
     /// Preprocesses another split (test, queries): class subset, no subsample.
     pub fn apply(&self, ds: &Dataset) -> Result<UnitBallDataset> {
-        let idx: Vec<usize> = match self.recipe.classes {
-            Some(c) => (0..ds.n).filter(|&i| (ds.labels[i] as usize) < c).collect(),
-            None => (0..ds.n).collect(),
-        };
+        let idx = self.split_indices(ds);
         self.transform(ds, &idx)
+    }
+
+    /// [`Self::apply`] on an owned split, bit-identical to it, in place like
+    /// [`Self::apply_train_owned`].
+    pub fn apply_owned(&self, ds: Dataset) -> Result<UnitBallDataset> {
+        let idx = self.split_indices(&ds);
+        self.transform_owned(ds, &idx)
     }
 
     /// Preprocesses one raw query row (length `input_dim`, finite values).
@@ -506,22 +645,8 @@ impl FittedPreprocessing {
                 expected: "finite numbers".into(),
             });
         }
-        let scale = self.recipe.scale as f32;
-        let z: Vec<f32> = match &self.pca {
-            None => x.iter().map(|&v| v * scale).collect(),
-            Some(p) => {
-                let d = self.input_dim;
-                let y: Vec<f32> = x
-                    .iter()
-                    .zip(&p.mean)
-                    .map(|(&v, &m)| v * scale - m)
-                    .collect();
-                let k = p.components.len() / d;
-                let mut z = vec![0f32; k];
-                linalg::gemm_f32(&mut z, 1, k, d, &y, d, 1, &p.components, 1, d);
-                z
-            }
-        };
+        let (mut y, mut z) = (Vec::new(), Vec::new());
+        self.project_block(1, |_| x, &mut y, &mut z);
         let mut out = vec![0f32; self.output_dim()];
         self.finish_row(&z, &mut out);
         Ok(out)

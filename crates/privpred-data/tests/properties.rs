@@ -203,3 +203,107 @@ fn holdout_is_deterministic_and_disjoint() {
     let (_, b3) = privpred_data::split::holdout(&ds, 0.1, 43);
     assert_ne!(b.features, b3.features);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    /// The owned, in-place paths (`apply_train_owned`, `apply_owned`) give bit-identical
+    /// results to the borrowed ones for every combination of steps. Sizes cross the
+    /// 256-row projection block so multi-block PCA is covered.
+    #[test]
+    fn owned_preprocessing_is_bit_identical_to_borrowed(
+        d in 1usize..10,
+        n in 4usize..600,
+        classes in 2usize..5,
+        mag in prop_oneof![Just(1e-3f32), Just(1.0f32), Just(255.0f32)],
+        seed in any::<u64>(),
+        scale in prop_oneof![Just(1.0 / 255.0), Just(1.0), Just(37.5)],
+        use_classes in any::<bool>(),
+        sub_frac in proptest::option::of(0.05f64..1.0),
+        pca_frac in proptest::option::of(0.0f64..1.0),
+        bias in any::<bool>(),
+        unit_ball in rule(),
+    ) {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let rows: Vec<Vec<f32>> = (0..n).map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0) * mag).collect()).collect();
+        let ds = dataset(&rows, classes);
+        let keep = if use_classes { Some(2) } else { None };
+        let available = match keep {
+            Some(c) => ds.labels.iter().filter(|&&y| (y as usize) < c).count(),
+            None => n,
+        };
+        let subsample = sub_frac.map(|f| ((available as f64 * f) as usize).max(1));
+        let pca = pca_frac.map(|f| 1 + ((d - 1) as f64 * f) as usize);
+        let p = Preprocessing { scale, classes: keep, subsample, pca, bias, unit_ball };
+        let f = p.fit(&ds, seed).unwrap();
+        let borrowed = f.apply_train(&ds).unwrap();
+        let owned = f.apply_train_owned(ds.clone()).unwrap();
+        prop_assert_eq!(owned.features.len(), borrowed.features.len());
+        prop_assert!(owned.features.iter().zip(&borrowed.features).all(|(a, b)| a.to_bits() == b.to_bits()));
+        prop_assert_eq!(&owned, &borrowed);
+        prop_assert!(owned.max_norm() <= 1.0);
+        let te_b = f.apply(&ds).unwrap();
+        let te_o = f.apply_owned(ds.clone()).unwrap();
+        prop_assert!(te_o.features.iter().zip(&te_b.features).all(|(a, b)| a.to_bits() == b.to_bits()));
+        prop_assert_eq!(&te_o, &te_b);
+        // One raw row through `apply_row` matches its row of the split: bit for bit without
+        // PCA; with PCA up to the GEMM's summation order (a 1-row product vs a block).
+        let q = f.apply_row(ds.row(0)).unwrap();
+        if keep.is_none_or(|c| (ds.labels[0] as usize) < c) {
+            if pca.is_none() {
+                prop_assert!(q.iter().zip(te_b.row(0)).all(|(a, b)| a.to_bits() == b.to_bits()));
+            } else {
+                prop_assert!(q.iter().zip(te_b.row(0)).all(|(a, b)| (a - b).abs() <= 1e-5));
+            }
+        }
+    }
+
+    /// `into_subset` (in place) equals `subset` (copy) for any distinct indices in any
+    /// order, and refuses repeated or out-of-range ones.
+    #[test]
+    fn in_place_subset_equals_copying_subset(
+        n in 1usize..300,
+        d in 1usize..6,
+        seed in any::<u64>(),
+        frac in 0.0f64..1.0,
+        sorted in any::<bool>(),
+    ) {
+        let rows: Vec<Vec<f32>> = (0..n).map(|i| (0..d).map(|j| (i * d + j) as f32).collect()).collect();
+        let ds = dataset(&rows, 3);
+        let m = (n as f64 * frac) as usize;
+        let mut idx = privpred_data::split::permutation(n, seed)[..m].to_vec();
+        if sorted { idx.sort_unstable(); }
+        let copy = ds.subset(&idx);
+        let moved = ds.clone().into_subset(&idx).unwrap();
+        prop_assert_eq!(&moved, &copy);
+        prop_assert_eq!(moved.features.capacity(), moved.features.len());
+        if m >= 1 {
+            let mut dup = idx.clone();
+            dup.push(idx[0]);
+            prop_assert!(ds.clone().into_subset(&dup).is_err());
+        }
+        prop_assert!(ds.clone().into_subset(&[n]).is_err());
+    }
+}
+
+#[test]
+fn owned_paths_check_their_input_like_the_borrowed_ones() {
+    let rows: Vec<Vec<f32>> = (0..10).map(|i| vec![i as f32, 1.0]).collect();
+    let ds = dataset(&rows, 2);
+    let f = Preprocessing {
+        subsample: Some(5),
+        ..Default::default()
+    }
+    .fit(&ds, 1)
+    .unwrap();
+    let small = ds.subset(&[0, 1, 2]);
+    let e1 = f.apply_train(&small).unwrap_err().to_string();
+    let e2 = f.apply_train_owned(small.clone()).unwrap_err().to_string();
+    assert_eq!(e1, e2);
+    let wide = dataset(&[vec![1.0, 2.0, 3.0], vec![0.0, 1.0, 1.0]], 2);
+    let e1 = f.apply(&wide).unwrap_err().to_string();
+    let e2 = f.apply_owned(wide).unwrap_err().to_string();
+    assert_eq!(e1, e2);
+    assert!(e1.contains("dimension"), "{e1}");
+}
