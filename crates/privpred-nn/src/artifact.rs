@@ -151,14 +151,8 @@ impl NnModel {
         self.header.config.classes
     }
 
-    /// Answers one query per row. Rows are raw pixels (0..255, channel-major). DP-SGD and
-    /// non-private models answer with the arg-max (and probabilities); teachers answer with
-    /// the exponential mechanism over their votes, with β from the calibration — each call
-    /// spends one unit of the inference budget per row, which the caller must account
-    /// (the service's ledger does). `rng` is only used by teachers (pass an OS-seeded
-    /// cryptographic generator in a release).
-    pub fn predict(&self, rows: &[&[f32]], rng: &mut impl Rng) -> Result<Vec<Answer>> {
-        let net = ResNet::new(self.header.config)?;
+    /// Checks that every row holds [`NnModel::input_dim`] raw pixel values in `0..=255`.
+    pub fn check_rows(&self, rows: &[&[f32]]) -> Result<()> {
         let d = self.input_dim();
         for (i, r) in rows.iter().enumerate() {
             if r.len() != d {
@@ -179,11 +173,26 @@ impl NnModel {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The logits of every member network for every row (`[row][member][class]`), after
+    /// [`NnModel::check_rows`]. Deterministic; nothing is private about them for teachers
+    /// (their votes must go through [`NnModel::answers_from_logits`]).
+    pub fn member_logits(&self, rows: &[&[f32]]) -> Result<Vec<Vec<Vec<f32>>>> {
+        self.check_rows(rows)?;
+        let net = ResNet::new(self.header.config)?;
         let c = self.header.config;
         let hw = c.image_size * c.image_size;
         let norm = &self.header.normalization;
-        // logits of every member for every row
-        let logits: Vec<Vec<Vec<f32>>> = rows
+        if norm.mean.len() != c.in_channels || norm.std.len() != c.in_channels {
+            return Err(NnError::Shape(format!(
+                "normalisation for {} channels, the network has {}",
+                norm.mean.len(),
+                c.in_channels
+            )));
+        }
+        Ok(rows
             .par_iter()
             .map_init(
                 || (Tape::default(), Vec::new()),
@@ -203,12 +212,19 @@ impl NnModel {
                         .collect()
                 },
             )
-            .collect();
-        let argmax = |l: &[f32]| {
-            l.iter()
-                .enumerate()
-                .fold(0, |b, (i, &v)| if v > l[b] { i } else { b })
-        };
+            .collect())
+    }
+
+    /// The released answers for logits from [`NnModel::member_logits`]: DP-SGD and
+    /// non-private networks answer with the arg-max and the softmax probabilities
+    /// (post-processing of the private network); teachers with one draw of the exponential
+    /// mechanism over their votes per row (β from the calibration, no scores). Each teacher
+    /// answer spends one unit of the inference budget, which the caller must account.
+    pub fn answers_from_logits(
+        &self,
+        logits: &[Vec<Vec<f32>>],
+        rng: &mut impl Rng,
+    ) -> Result<Vec<Answer>> {
         match self.header.kind {
             ModelKind::DpSgd | ModelKind::NonPrivate => Ok(logits
                 .iter()
@@ -223,21 +239,11 @@ impl NnModel {
                 })
                 .collect()),
             ModelKind::Teachers => {
-                let cal = self
-                    .header
-                    .calibration
-                    .as_ref()
-                    .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
-                let beta = crate::calib::beta_of(cal).ok_or_else(|| {
-                    NnError::Shape("teachers need an exponential-mechanism calibration".into())
-                })?;
+                let beta = self.beta()?;
                 logits
                     .iter()
                     .map(|ls| {
-                        let mut votes = vec![0u32; c.classes];
-                        for l in ls {
-                            votes[argmax(l)] += 1;
-                        }
+                        let votes = self.votes(ls);
                         let y = privpred_core::noise::exponential_mechanism(rng, &votes, beta)?;
                         Ok(Answer {
                             label: y as u32,
@@ -248,6 +254,50 @@ impl NnModel {
             }
         }
     }
+
+    /// The teachers' vote counts per class for one row's member logits.
+    pub fn votes(&self, member_logits: &[Vec<f32>]) -> Vec<u32> {
+        let mut votes = vec![0u32; self.classes()];
+        for l in member_logits {
+            votes[argmax(l)] += 1;
+        }
+        votes
+    }
+
+    /// β of a teacher ensemble's exponential mechanism (from its calibration).
+    pub fn beta(&self) -> Result<f64> {
+        let cal = self
+            .header
+            .calibration
+            .as_ref()
+            .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
+        crate::calib::beta_of(cal).ok_or_else(|| {
+            NnError::Shape("teachers need an exponential-mechanism calibration".into())
+        })
+    }
+
+    /// Answers one query per row. Rows are raw pixels (0..255, channel-major). DP-SGD and
+    /// non-private models answer with the arg-max (and probabilities); teachers answer with
+    /// the exponential mechanism over their votes, with β from the calibration — each call
+    /// spends one unit of the inference budget per row, which the caller must account
+    /// (the service's ledger does). `rng` is only used by teachers (pass an OS-seeded
+    /// cryptographic generator in a release).
+    pub fn predict(&self, rows: &[&[f32]], rng: &mut impl Rng) -> Result<Vec<Answer>> {
+        let logits = self.member_logits(rows)?;
+        self.answers_from_logits(&logits, rng)
+    }
+
+    /// Whether answers spend an inference budget (teachers) or not (a DP-SGD network is
+    /// private itself; a non-private network has no guarantee).
+    pub fn spends_budget(&self) -> bool {
+        self.header.kind == ModelKind::Teachers
+    }
+}
+
+fn argmax(l: &[f32]) -> usize {
+    l.iter()
+        .enumerate()
+        .fold(0, |b, (i, &v)| if v > l[b] { i } else { b })
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -375,3 +375,58 @@ pub fn prepare_image(
         }
     }
 }
+
+/// SHA-256 (hex) of a dataset source: the bytes of a file (e.g. the CIFAR-10 `.tar.gz`), or
+/// for a directory, of the sorted list of `relative/path\0<file SHA-256>\n` lines of every
+/// regular file below it (so the same folder hashes alike wherever it lives). Streams the
+/// bytes; symbolic links are followed.
+pub fn source_sha256(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    fn file_hash(p: &Path) -> Result<String> {
+        let mut f = std::fs::File::open(p).map_err(|e| NnError::io(p, e))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let k = f.read(&mut buf).map_err(|e| NnError::io(p, e))?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[..k]);
+        }
+        Ok(hex(&h.finalize()))
+    }
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> Result<()> {
+        for e in std::fs::read_dir(dir).map_err(|e| NnError::io(dir, e))? {
+            let p = e.map_err(|e| NnError::io(dir, e))?.path();
+            if p.is_dir() {
+                walk(root, &p, out)?;
+            } else if p.is_file() {
+                let rel = p
+                    .strip_prefix(root)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.push((rel, file_hash(&p)?));
+            }
+        }
+        Ok(())
+    }
+    if path.is_dir() {
+        let mut files = Vec::new();
+        walk(path, path, &mut files)?;
+        files.sort();
+        let mut h = Sha256::new();
+        for (rel, sha) in &files {
+            h.update(rel.as_bytes());
+            h.update([0u8]);
+            h.update(sha.as_bytes());
+            h.update(b"\n");
+        }
+        Ok(hex(&h.finalize()))
+    } else {
+        file_hash(path)
+    }
+}

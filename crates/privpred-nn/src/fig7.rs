@@ -140,6 +140,7 @@ pub struct Fig7Context {
     net: ResNet,
     norm: Normalization,
     votes: Option<VoteMatrix>,
+    dataset_checksum: String,
 }
 
 /// One repetition's measurement (field names follow `privpred_study::results::Measurement`).
@@ -179,6 +180,10 @@ pub struct Fig7Measurement {
     pub calibration: Calibration,
     /// Labels: "CIFAR-10 (JPEG copy)", "quick", "dp-sgd training run k reused", ...
     pub labels: Vec<String>,
+    /// SHA-256 (hex) of the data source the run read ([`data::source_sha256`] of
+    /// [`Fig7Config::data_path`]: the tarball's bytes, or a folder's files); empty when the
+    /// images were handed in by [`prepare_with`] without one.
+    pub dataset_checksum: String,
 }
 
 /// Loads the data (the CIFAR-10 JPEG copy, or a subset) and sets up the network.
@@ -186,6 +191,7 @@ pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
     if cfg.teachers < 2 {
         return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
     }
+    let dataset_checksum = data::source_sha256(&cfg.data_path)?;
     let (train, test) = data::load_cifar10_jpeg(&cfg.data_path, cfg.per_class)?;
     let net = ResNet::new(cfg.net)?;
     std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
@@ -196,10 +202,12 @@ pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
         net,
         norm: Normalization::cifar10(),
         votes: None,
+        dataset_checksum,
     })
 }
 
-/// Builds a context from already-loaded images (e.g. tests, other datasets).
+/// Builds a context from already-loaded images (e.g. tests, other datasets). Their source's
+/// checksum is unknown here: set it with [`Fig7Context::set_dataset_checksum`].
 pub fn prepare_with(
     cfg: Fig7Config,
     train: ImageSet,
@@ -215,6 +223,7 @@ pub fn prepare_with(
         net,
         norm,
         votes: None,
+        dataset_checksum: String::new(),
     })
 }
 
@@ -256,6 +265,16 @@ impl Fig7Context {
             ));
         }
         l
+    }
+
+    /// SHA-256 (hex) of the data source (see [`Fig7Measurement::dataset_checksum`]).
+    pub fn dataset_checksum(&self) -> &str {
+        &self.dataset_checksum
+    }
+
+    /// Records the checksum of the source of images handed to [`prepare_with`].
+    pub fn set_dataset_checksum(&mut self, sha256_hex: String) {
+        self.dataset_checksum = sha256_hex;
     }
 
     /// The model cache directory.
@@ -454,6 +473,7 @@ pub fn run_unit(
     let nonpriv = ctx.nonprivate_accuracy(observer)?;
     let classes = ctx.net.classes();
     let labels = ctx.labels();
+    let dataset_checksum = ctx.dataset_checksum.clone();
     let n_train = ctx.train.len();
     let test_size = ctx.test.len();
     match method {
@@ -495,6 +515,7 @@ pub fn run_unit(
                         valid_guarantee: cal.valid_guarantee,
                         calibration: cal.clone(),
                         labels: labels.clone(),
+                        dataset_checksum: dataset_checksum.clone(),
                     })
                 })
                 .collect()
@@ -531,6 +552,7 @@ pub fn run_unit(
                         valid_guarantee: cal.valid_guarantee,
                         calibration: cal,
                         labels: l,
+                        dataset_checksum: dataset_checksum.clone(),
                     })
                 })
                 .collect()

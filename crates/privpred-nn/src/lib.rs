@@ -17,4 +17,4 @@ pub mod teachers;
 pub mod train;
 
 pub use error::{NnError, Result};
-pub use resnet::{ResNet, ResNetConfig, Tape, TensorInfo};
+pub use resnet::{InitScheme, ResNet, ResNetConfig, Tape, TensorInfo};

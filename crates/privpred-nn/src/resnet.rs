@@ -90,6 +90,39 @@ impl ResNetConfig {
     }
 }
 
+/// How [`ResNet::init_params_with`] draws the initial parameters. All use Kaiming-normal
+/// convolutions (gain √2), GroupNorm β = 0 and PyTorch's default linear bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InitScheme {
+    /// The paper's reference code (`akamaster/pytorch_resnet_cifar10` + `nn.GroupNorm`):
+    /// Kaiming-normal (fan-in) convolutions and linear weight, every GroupNorm γ = 1.
+    #[default]
+    Reference,
+    /// torchvision's ResNet convention: Kaiming-normal with fan-out (`cout·9`) for the
+    /// convolutions, PyTorch's default uniform ±1/√fan-in linear weight, every γ = 1.
+    FanOut,
+    /// Goyal et al. (2017): the last GroupNorm γ of each residual block is 0 (each block
+    /// starts as its shortcut); PyTorch's default uniform ±1/√fan-in linear weight.
+    ZeroGamma,
+}
+
+impl std::str::FromStr for InitScheme {
+    type Err = NnError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "reference" => Ok(InitScheme::Reference),
+            "fan-out" => Ok(InitScheme::FanOut),
+            "zero-gamma" => Ok(InitScheme::ZeroGamma),
+            other => Err(NnError::invalid(
+                "init",
+                other,
+                "must be `reference`, `fan-out` or `zero-gamma`",
+            )),
+        }
+    }
+}
+
 /// Number of GroupNorm groups for `c` channels: min(32, c) (SPEC §6).
 pub fn gn_groups(c: usize) -> usize {
     let g = c.min(32);
@@ -304,32 +337,55 @@ impl ResNet {
         self.cfg.classes
     }
 
-    /// He (Kaiming) normal initialisation of convolution weights (fan-in, gain √2, as the
-    /// reference ResNet-20 code), PyTorch's default uniform ±1/√fan-in for the linear layer,
-    /// GroupNorm γ = 1, β = 0, except γ = 0 for the last GroupNorm of each residual block.
+    /// A fresh initialisation with the default scheme ([`InitScheme::default`]).
     pub fn init_params(&self, rng: &mut impl Rng) -> Vec<f32> {
+        self.init_params_with(InitScheme::default(), rng)
+    }
+
+    /// A fresh initialisation with the given scheme (see [`InitScheme`]).
+    pub fn init_params_with(&self, scheme: InitScheme, rng: &mut impl Rng) -> Vec<f32> {
         let mut p = vec![0.0f32; self.n_params];
         for c in &self.convs {
             let t = &self.tensors[c.weight];
-            let std = (2.0 / (c.cin * 9) as f64).sqrt();
+            // Kaiming-normal, gain √2 (PyTorch's `kaiming_normal_`; fan-in is its default)
+            let fan = if scheme == InitScheme::FanOut {
+                c.cout * 9
+            } else {
+                c.cin * 9
+            };
+            let std = (2.0 / fan as f64).sqrt();
             let nd = Normal::new(0.0, std).expect("finite std");
             for v in &mut p[t.range()] {
                 *v = nd.sample(rng) as f32;
             }
             p[self.tensors[c.gamma].range()].fill(1.0);
         }
-        // zero-init the last GroupNorm γ of every residual block (Goyal et al. 2017, §5.1):
-        // each block starts as its shortcut, which keeps the early steps at lr 0.1 stable
-        for b in &self.blocks {
-            p[self.tensors[self.convs[b.conv2].gamma].range()].fill(0.0);
-        }
-        // linear layer: PyTorch's default, uniform ±1/√fan-in for weight and bias
         let fan_in = self.tensors[self.fc_w].shape[1];
         let bound = 1.0 / (fan_in as f64).sqrt();
         let ud = Uniform::new(-bound, bound).expect("valid range");
-        for v in &mut p[self.tensors[self.fc_w].range()] {
-            *v = ud.sample(rng) as f32;
+        match scheme {
+            InitScheme::Reference => {
+                let nd = Normal::new(0.0, (2.0 / fan_in as f64).sqrt()).expect("finite std");
+                for v in &mut p[self.tensors[self.fc_w].range()] {
+                    *v = nd.sample(rng) as f32;
+                }
+            }
+            InitScheme::FanOut => {
+                for v in &mut p[self.tensors[self.fc_w].range()] {
+                    *v = ud.sample(rng) as f32;
+                }
+            }
+            InitScheme::ZeroGamma => {
+                // each block starts as its shortcut (Goyal et al. 2017, §5.1)
+                for b in &self.blocks {
+                    p[self.tensors[self.convs[b.conv2].gamma].range()].fill(0.0);
+                }
+                for v in &mut p[self.tensors[self.fc_w].range()] {
+                    *v = ud.sample(rng) as f32;
+                }
+            }
         }
+        // the linear bias keeps PyTorch's default, uniform ±1/√fan-in, in both schemes
         for v in &mut p[self.tensors[self.fc_b].range()] {
             *v = ud.sample(rng) as f32;
         }
@@ -699,5 +755,256 @@ mod tests {
             skipped * 4 <= checked,
             "{skipped} of {checked} coordinates sat on ReLU kinks"
         );
+    }
+
+    /// The ResNet-20 widths on 8×8 inputs with two blocks per stage: identity and type-A
+    /// shortcuts, GroupNorm with one (16, 32 channels) and two (64 channels) channels per group.
+    fn wide_small() -> ResNet {
+        ResNet::new(ResNetConfig {
+            in_channels: 3,
+            image_size: 8,
+            widths: [16, 32, 64],
+            blocks_per_stage: 2,
+            classes: 10,
+        })
+        .unwrap()
+    }
+
+    /// An independent, loop-based implementation of the architecture in f64 (direct 3×3
+    /// convolution, GroupNorm by definition, `x[:, :, ::2, ::2]` + channel zero-padding for
+    /// type A), addressing parameters by their PyTorch names.
+    fn reference_logits(net: &ResNet, p: &[f32], x: &[f32]) -> Vec<f64> {
+        let t = |n: &str| -> &[f32] {
+            let ti = net.tensors().iter().find(|t| t.name == n).unwrap();
+            &p[ti.range()]
+        };
+        let conv = |x: &[f64], cin: usize, h: usize, w: &[f32], cout: usize, stride: usize| {
+            let ho = (h - 1) / stride + 1;
+            let mut y = vec![0.0; cout * ho * ho];
+            for o in 0..cout {
+                for i in 0..ho {
+                    for j in 0..ho {
+                        let mut s = 0.0;
+                        for c in 0..cin {
+                            for kh in 0..3 {
+                                for kw in 0..3 {
+                                    let ih = (i * stride + kh) as isize - 1;
+                                    let iw = (j * stride + kw) as isize - 1;
+                                    if ih < 0 || iw < 0 || ih >= h as isize || iw >= h as isize {
+                                        continue;
+                                    }
+                                    s += w[((o * cin + c) * 3 + kh) * 3 + kw] as f64
+                                        * x[(c * h + ih as usize) * h + iw as usize];
+                                }
+                            }
+                        }
+                        y[(o * ho + i) * ho + j] = s;
+                    }
+                }
+            }
+            (y, ho)
+        };
+        let gn = |x: &mut [f64], c: usize, hw: usize, ga: &[f32], be: &[f32]| {
+            let g = c.min(32);
+            let cpg = c / g;
+            for gi in 0..g {
+                let s = &mut x[gi * cpg * hw..(gi + 1) * cpg * hw];
+                let m = s.iter().sum::<f64>() / s.len() as f64;
+                let v = s.iter().map(|a| (a - m).powi(2)).sum::<f64>() / s.len() as f64;
+                for (k, a) in s.iter_mut().enumerate() {
+                    let ch = gi * cpg + k / hw;
+                    *a = (*a - m) / (v + 1e-5).sqrt() * ga[ch] as f64 + be[ch] as f64;
+                }
+            }
+        };
+        let relu = |v: &mut [f64]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        let cfg = net.config();
+        let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let (mut a, mut h) = conv(&x64, 3, cfg.image_size, t("conv1.weight"), cfg.widths[0], 1);
+        gn(&mut a, cfg.widths[0], h * h, t("gn1.weight"), t("gn1.bias"));
+        relu(&mut a);
+        let mut cin = cfg.widths[0];
+        for (s, &w) in cfg.widths.iter().enumerate() {
+            for b in 0..cfg.blocks_per_stage {
+                let stride = if s > 0 && b == 0 { 2 } else { 1 };
+                let pre = format!("layer{}.{}.", s + 1, b);
+                let n = |k: &str| format!("{pre}{k}");
+                let (mut h1, ho) = conv(&a, cin, h, t(&n("conv1.weight")), w, stride);
+                gn(&mut h1, w, ho * ho, t(&n("gn1.weight")), t(&n("gn1.bias")));
+                relu(&mut h1);
+                let (mut h2, _) = conv(&h1, w, ho, t(&n("conv2.weight")), w, 1);
+                gn(&mut h2, w, ho * ho, t(&n("gn2.weight")), t(&n("gn2.bias")));
+                if stride == 1 && cin == w {
+                    h2.iter_mut().zip(&a).for_each(|(o, i)| *o += i);
+                } else {
+                    let pad = (w - cin) / 2;
+                    for c in 0..cin {
+                        for i in 0..ho {
+                            for j in 0..ho {
+                                h2[((c + pad) * ho + i) * ho + j] +=
+                                    a[(c * h + stride * i) * h + stride * j];
+                            }
+                        }
+                    }
+                }
+                relu(&mut h2);
+                (a, h, cin) = (h2, ho, w);
+            }
+        }
+        let pooled: Vec<f64> = a
+            .chunks(h * h)
+            .map(|c| c.iter().sum::<f64>() / (h * h) as f64)
+            .collect();
+        let (lw, lb) = (t("linear.weight"), t("linear.bias"));
+        (0..cfg.classes)
+            .map(|k| {
+                lb[k] as f64
+                    + (0..cin)
+                        .map(|j| lw[k * cin + j] as f64 * pooled[j])
+                        .sum::<f64>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn forward_matches_an_independent_loop_implementation() {
+        for scheme in [InitScheme::Reference, InitScheme::ZeroGamma] {
+            let net = wide_small();
+            let mut rng = ChaCha20Rng::seed_from_u64(5);
+            let mut p = net.init_params_with(scheme, &mut rng);
+            for t in net.tensors() {
+                if t.name.contains("gn") {
+                    for v in &mut p[t.range()] {
+                        *v += rng.random::<f32>() - 0.5;
+                    }
+                }
+            }
+            let x: Vec<f32> = (0..net.input_len())
+                .map(|_| rng.random::<f32>() * 4.0 - 2.0)
+                .collect();
+            let mut tape = Tape::default();
+            let got = net.forward(&p, &x, &mut tape).to_vec();
+            let want = reference_logits(&net, &p, &x);
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{scheme:?} logit {k}: engine {g} vs reference {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn directional_derivatives_match_on_a_resnet20_shaped_network() {
+        // every tensor of a network with identity and type-A shortcuts and two channels per
+        // GroupNorm group: ∇ℓ·v against (ℓ(θ + hv) − ℓ(θ − hv)) / 2h along a random v
+        let net = wide_small();
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let mut p = net.init_params(&mut rng);
+        for t in net.tensors() {
+            if t.name.contains("gn") {
+                for v in &mut p[t.range()] {
+                    *v += (rng.random::<f32>() - 0.5) * 0.5;
+                }
+            }
+        }
+        let x: Vec<f32> = (0..net.input_len())
+            .map(|_| rng.random::<f32>() * 2.0 - 1.0)
+            .collect();
+        let mut tape = Tape::default();
+        let mut g = vec![0.0f32; net.num_params()];
+        net.loss_grad(&p, &x, 3, &mut tape, &mut g);
+        let run = |q: &[f32]| {
+            let mut t = Tape::default();
+            net.forward(q, &x, &mut t);
+            let mask: Vec<bool> = t.act.iter().flatten().map(|&v| v > 0.0).collect();
+            (t.loss(3), mask)
+        };
+        let (mut bad, mut skipped) = (Vec::new(), 0);
+        for t in net.tensors() {
+            let v: Vec<f32> = (0..t.len).map(|_| rng.random::<f32>() - 0.5).collect();
+            let an: f64 = v
+                .iter()
+                .zip(&g[t.range()])
+                .map(|(a, b)| (*a as f64) * (*b as f64))
+                .sum();
+            // the largest step whose ±h evaluations share every ReLU state (central
+            // differences are exact to O(h²) only there)
+            let mut checked = false;
+            for h in [1e-3f32, 3e-4, 1e-4, 3e-5] {
+                let at = |sign: f32| {
+                    let mut q = p.clone();
+                    for (i, vi) in t.range().zip(&v) {
+                        q[i] += sign * h * vi;
+                    }
+                    run(&q)
+                };
+                let ((lp, mp), (lm, mm)) = (at(1.0), at(-1.0));
+                if mp != mm {
+                    continue;
+                }
+                let fd = (lp - lm) / (2.0 * h as f64);
+                // f32 rounding of the loss divided by 2h, plus O(h²)
+                let tol = 4e-7 / h as f64 + 1e-3 + 1e-2 * an.abs();
+                if (fd - an).abs() > tol {
+                    bad.push(format!(
+                        "{}: analytic {an:.6} vs difference {fd:.6} (h = {h})",
+                        t.name
+                    ));
+                }
+                checked = true;
+                break;
+            }
+            skipped += (!checked) as usize;
+        }
+        assert!(
+            skipped * 4 <= net.tensors().len(),
+            "{skipped} of {} directions crossed ReLU kinks at every step",
+            net.tensors().len()
+        );
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    #[test]
+    fn init_schemes_follow_their_definitions() {
+        let net = ResNet::new(ResNetConfig::resnet20(10)).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let find = |n: &str| net.tensors().iter().find(|t| t.name == n).unwrap().clone();
+        let std = |v: &[f32]| {
+            let m = v.iter().map(|&a| a as f64).sum::<f64>() / v.len() as f64;
+            (v.iter().map(|&a| (a as f64 - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
+        };
+        let r = net.init_params_with(InitScheme::Reference, &mut rng);
+        let z = net.init_params_with(InitScheme::ZeroGamma, &mut rng);
+        // Kaiming-normal fan-in: std √(2 / (cin·9)) for a 64→64 convolution
+        let c = find("layer3.1.conv1.weight");
+        let want = (2.0f64 / (64.0 * 9.0)).sqrt();
+        assert!((std(&r[c.range()]) / want - 1.0).abs() < 0.02);
+        // reference: every γ = 1; zero-gamma: the block's last γ = 0
+        assert!(
+            r[find("layer2.1.gn2.weight").range()]
+                .iter()
+                .all(|&v| v == 1.0)
+        );
+        assert!(
+            z[find("layer2.1.gn2.weight").range()]
+                .iter()
+                .all(|&v| v == 0.0)
+        );
+        assert!(
+            z[find("layer2.1.gn1.weight").range()]
+                .iter()
+                .all(|&v| v == 1.0)
+        );
+        assert!(r[find("gn1.bias").range()].iter().all(|&v| v == 0.0));
+        // linear: Kaiming-normal (std √(2/64)) vs uniform ±1/8 (std 1/(8√3))
+        let l = find("linear.weight");
+        assert!((std(&r[l.range()]) / (2.0f64 / 64.0).sqrt() - 1.0).abs() < 0.15);
+        assert!(z[l.range()].iter().all(|v| v.abs() <= 0.125));
+        assert_eq!(
+            "zero-gamma".parse::<InitScheme>().unwrap(),
+            InitScheme::ZeroGamma
+        );
+        assert!("he".parse::<InitScheme>().is_err());
     }
 }

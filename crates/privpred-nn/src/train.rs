@@ -8,12 +8,13 @@
 
 use crate::data::{Augment, ImageSet, Normalization, prepare_image};
 use crate::error::{NnError, Result};
-use crate::resnet::{ResNet, Tape};
+use crate::resnet::{InitScheme, ResNet, Tape};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
 
 /// Hyper-parameters of SGD with momentum and the step schedule (SPEC §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,11 +33,16 @@ pub struct SgdConfig {
     pub weight_decay: f64,
     /// Random horizontal flip + random crop with 4-pixel padding.
     pub augment: bool,
+    /// Initialisation of fresh networks.
+    #[serde(default)]
+    pub init: InitScheme,
 }
 
 impl SgdConfig {
     /// The paper's schedule for subsample-and-aggregate teachers: 500 epochs, batch 600,
-    /// lr 0.1 divided by 10 three times, momentum 0.9, augmentation.
+    /// lr 0.1 divided by 10 three times, momentum 0.9 (no Nesterov), no weight decay (SPEC §6:
+    /// the teachers train without L2; the reference code's `--weight_decay` defaults to 0),
+    /// augmentation, the reference code's initialisation.
     pub fn paper_teacher() -> Self {
         SgdConfig {
             epochs: 500.0,
@@ -44,16 +50,15 @@ impl SgdConfig {
             lr: 0.1,
             lr_drops: 3,
             momentum: 0.9,
-            weight_decay: 5e-4,
+            weight_decay: 0.0,
             augment: true,
+            init: InitScheme::Reference,
         }
     }
-    /// The paper's DP-SGD schedule: 100 epochs, batch 600, same learning-rate schedule, no
-    /// weight decay.
+    /// The paper's DP-SGD schedule: 100 epochs, otherwise as [`SgdConfig::paper_teacher`].
     pub fn paper_dpsgd() -> Self {
         SgdConfig {
             epochs: 100.0,
-            weight_decay: 0.0,
             ..Self::paper_teacher()
         }
     }
@@ -511,7 +516,7 @@ impl Momentum {
 }
 
 /// Non-private mini-batch SGD with momentum on shuffled fixed-size batches from `init`
-/// (or a fresh He initialisation drawn from `rng`). Returns the parameters.
+/// (or a fresh initialisation of scheme `cfg.init` drawn from `rng`). Returns the parameters.
 pub fn train_nonprivate(
     net: &ResNet,
     data: &ImageSet,
@@ -521,18 +526,59 @@ pub fn train_nonprivate(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
+    let out = train_nonprivate_ctl(net, data, norm, cfg, init, rng, &mut |p| {
+        observer(p);
+        ControlFlow::Continue(())
+    })?;
+    Ok(out.params)
+}
+
+/// The result of a training run that may stop early.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trained {
+    /// The parameters after the last finished step.
+    pub params: Vec<f32>,
+    /// Steps finished.
+    pub steps_done: usize,
+    /// Steps planned (the learning-rate schedule is laid out over these).
+    pub steps_planned: usize,
+}
+
+/// [`train_nonprivate`] whose observer may stop the run after any step
+/// ([`ControlFlow::Break`], e.g. at a time limit): the learning-rate schedule stays the one
+/// planned for `cfg.epochs`, and the parameters after the last finished step are returned.
+pub fn train_nonprivate_ctl(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    init: Option<Vec<f32>>,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
+) -> Result<Trained> {
     cfg.validate()?;
     check_data(net, data)?;
     let n = data.len();
     let b = cfg.batch_size.min(n);
     let steps = ((cfg.epochs * n as f64) / b as f64).ceil() as usize;
-    let mut params = init.unwrap_or_else(|| net.init_params(rng));
+    let mut params = match init {
+        Some(p) if p.len() == net.num_params() => p,
+        Some(p) => {
+            return Err(NnError::Shape(format!(
+                "initial parameters have {} values, the network {}",
+                p.len(),
+                net.num_params()
+            )));
+        }
+        None => net.init_params_with(cfg.init, rng),
+    };
     let mut opt = Momentum {
         v: vec![0.0; params.len()],
     };
     let mut grad = vec![0.0f32; params.len()];
     let mut perm: Vec<usize> = (0..n).collect();
     let mut pos = n; // forces a shuffle at the first step
+    let mut done = 0;
     for step in 0..steps {
         let mut batch = Vec::with_capacity(b);
         while batch.len() < b {
@@ -561,15 +607,23 @@ pub fn train_nonprivate(
         grad.iter_mut().for_each(|g| *g *= inv);
         let lr = cfg.lr_at(step, steps);
         opt.step(&mut params, &grad, lr, cfg.momentum, cfg.weight_decay)?;
-        observer(&Progress {
+        done = step + 1;
+        let flow = observer(&Progress {
             step: step + 1,
             steps,
             epoch: (step + 1) as f64 * b as f64 / n as f64,
             lr,
             batch: st,
         });
+        if flow.is_break() {
+            break;
+        }
     }
-    Ok(params)
+    Ok(Trained {
+        params,
+        steps_done: done,
+        steps_planned: steps,
+    })
 }
 
 /// Fisher–Yates shuffle.
@@ -637,7 +691,7 @@ pub fn train_dpsgd(
     let steps = cfg.steps(n);
     let q = cfg.sampling_rate(n);
     let b = cfg.sgd.batch_size;
-    let mut params = net.init_params(rng);
+    let mut params = net.init_params_with(cfg.sgd.init, rng);
     let mut opt = Momentum {
         v: vec![0.0; params.len()],
     };
@@ -746,4 +800,81 @@ pub fn train_teachers(
         partition: part,
         params,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resnet::ResNetConfig;
+
+    /// Four texture classes on 8×8 RGB images — horizontal stripes, vertical stripes, a
+    /// checkerboard, no pattern — with random phase, contrast, per-channel brightness and
+    /// pixel noise: learnable only from spatial structure, as GroupNorm removes brightness.
+    fn textures(n: usize, seed: u64) -> ImageSet {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let (c, s) = (3, 8);
+        let mut pixels = Vec::with_capacity(n * c * s * s);
+        let mut labels = Vec::with_capacity(n);
+        for i in 0..n {
+            let y = (i % 4) as u32;
+            let phase = rng.random_range(0..2usize);
+            let amp = 40.0 + 30.0 * rng.random::<f64>();
+            for _ in 0..c {
+                let base = 80.0 + 100.0 * rng.random::<f64>();
+                for r in 0..s {
+                    for col in 0..s {
+                        let on = match y {
+                            0 => (r + phase) % 2 == 0,
+                            1 => (col + phase) % 2 == 0,
+                            2 => (r + col + phase) % 2 == 0,
+                            _ => false,
+                        };
+                        let z: f64 = StandardNormal.sample(&mut rng);
+                        let v = base + if on { amp } else { 0.0 } + 15.0 * z;
+                        pixels.push(v.clamp(0.0, 255.0) as u8);
+                    }
+                }
+            }
+            labels.push(y);
+        }
+        ImageSet {
+            channels: c,
+            height: s,
+            width: s,
+            classes: 4,
+            pixels,
+            labels,
+            source: "synthetic textures (test)".into(),
+        }
+    }
+
+    #[test]
+    fn a_tiny_resnet_learns_textures_well_above_chance() {
+        // Regression test of the whole training path (batching, labels, augmentation off,
+        // gradient sign and scale, momentum update): 320 images, 200 steps of batch 32 with
+        // the paper's optimiser and initialisation must give ≥ 90 % held-out accuracy
+        // (chance 25 %), and the training loss must fall within the first 30 steps.
+        let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+        let norm = Normalization::generic(3);
+        let (tr, te) = (textures(320, 1), textures(160, 2));
+        let cfg = SgdConfig {
+            epochs: 20.0,
+            batch_size: 32,
+            lr: 0.05,
+            augment: false,
+            ..SgdConfig::paper_teacher()
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let mut losses = Vec::new();
+        let p = train_nonprivate(&net, &tr, &norm, &cfg, None, &mut rng, &mut |pr| {
+            losses.push(pr.batch.loss_sum / pr.batch.n as f64)
+        })
+        .unwrap();
+        assert_eq!(losses.len(), 200);
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let (first, by30) = (mean(&losses[..5]), mean(&losses[25..30]));
+        assert!(by30 < 0.8 * first, "loss {first:.3} → {by30:.3} by step 30");
+        let acc = accuracy(&predict_labels(&net, &p, &te, &norm), &te.labels);
+        assert!(acc >= 0.9, "held-out accuracy {acc}");
+    }
 }

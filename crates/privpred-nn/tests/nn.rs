@@ -490,6 +490,77 @@ fn cifar10_jpeg_subset_trains_a_small_resnet() {
 }
 
 #[test]
+fn cifar10_jpeg_labels_match_their_images() {
+    // A label/image misalignment in the reader would put any classifier at chance: the
+    // nearest class mean of raw pixels (no learning) reaches ≈ 28 % on this subset.
+    let (tr, te) = data::load_cifar10_jpeg(&cifar_path(), Some((100, 50))).unwrap();
+    let l = tr.image_len();
+    let mut cent = vec![vec![0.0f64; l]; 10];
+    for i in 0..tr.len() {
+        for (c, &v) in cent[tr.labels[i] as usize].iter_mut().zip(tr.image(i)) {
+            *c += v as f64 / 100.0;
+        }
+    }
+    let correct = (0..te.len())
+        .filter(|&i| {
+            let d = |y: usize| -> f64 {
+                cent[y]
+                    .iter()
+                    .zip(te.image(i))
+                    .map(|(c, &v)| (c - v as f64).powi(2))
+                    .sum()
+            };
+            let best = (0..10).min_by(|&a, &b| d(a).total_cmp(&d(b))).unwrap();
+            best as u32 == te.labels[i]
+        })
+        .count();
+    let acc = correct as f64 / te.len() as f64;
+    assert!(acc > 0.2, "nearest class mean accuracy {acc} (chance 0.1)");
+}
+
+#[test]
+fn dataset_source_checksums() {
+    // the tarball: its SHA-256 as published in DATA.md
+    assert_eq!(
+        data::source_sha256(&cifar_path()).unwrap(),
+        "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1"
+    );
+    // a folder: independent of where it lives, sensitive to names and contents
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for d in [a.path(), b.path()] {
+        std::fs::create_dir_all(d.join("train/cat")).unwrap();
+        std::fs::write(d.join("train/cat/0.jpg"), b"x").unwrap();
+        std::fs::write(d.join("train/cat/1.jpg"), b"y").unwrap();
+    }
+    let ha = data::source_sha256(a.path()).unwrap();
+    assert_eq!(ha, data::source_sha256(b.path()).unwrap());
+    std::fs::write(b.path().join("train/cat/1.jpg"), b"z").unwrap();
+    assert_ne!(ha, data::source_sha256(b.path()).unwrap());
+    std::fs::rename(
+        a.path().join("train/cat/1.jpg"),
+        a.path().join("train/cat/2.jpg"),
+    )
+    .unwrap();
+    assert_ne!(ha, data::source_sha256(a.path()).unwrap());
+    assert!(data::source_sha256(&a.path().join("missing")).is_err());
+}
+
+#[test]
+fn fig7_records_the_sha256_of_its_cifar_source() {
+    use privpred_nn::fig7;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = fig7::Fig7Config::quick(dir.path().to_path_buf());
+    cfg.data_path = cifar_path();
+    cfg.per_class = Some((2, 1));
+    let ctx = fig7::prepare(cfg).unwrap();
+    // the published SHA-256 of the tarball (DATA.md)
+    assert_eq!(
+        ctx.dataset_checksum(),
+        "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1"
+    );
+}
+
+#[test]
 fn fig7_units_answer_every_point_from_cached_models() {
     use privpred_core::Method;
     use privpred_nn::fig7;
@@ -516,6 +587,8 @@ fn fig7_units_answer_every_point_from_cached_models() {
         Normalization::generic(3),
     )
     .unwrap();
+    assert_eq!(ctx.dataset_checksum(), "");
+    ctx.set_dataset_checksum("0123abcd".into());
     let mut calls = 0usize;
     let sa = fig7::run_unit(
         &mut ctx,
@@ -533,6 +606,7 @@ fn fig7_units_answer_every_point_from_cached_models() {
         && m.valid_guarantee
         && (0.0..=1.0).contains(&m.accuracy)));
     assert!(sa[0].labels.iter().any(|l| l.starts_with("quick")));
+    assert!(sa.iter().all(|m| m.dataset_checksum == "0123abcd"));
     let trained = calls;
     assert!(trained > 0);
     // a second budget reuses the vote matrix: no more training
@@ -560,6 +634,7 @@ fn fig7_units_answer_every_point_from_cached_models() {
         dp.iter()
             .all(|m| m.noise_multiplier.is_some() && m.calibration.epsilon_spent.unwrap() <= 1.0)
     );
+    assert!(dp.iter().all(|m| m.dataset_checksum == "0123abcd"));
     // the DP-SGD model and the teachers are saved as artifacts in the cache
     let saved: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
