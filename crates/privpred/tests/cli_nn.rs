@@ -1,21 +1,492 @@
-//! The `nn` feature boundary: without it, the ResNet figures say how to get them; with it,
-//! the deep-model library the figure-7 and artifact paths use is linked and works.
+//! The `nn` feature boundary and the deep-model CLI paths. Without the feature, ResNet figures,
+//! ResNet training and `privpred-nn` artifacts exit 2 and say how to get them. With it, a
+//! tiny ResNet trained on a few hundred real CIFAR-10 images goes through `train`,
+//! `evaluate`, `predict` and `serve` like a linear model (DP-SGD: unlimited answers with
+//! scores; teachers: a finite budget of label-only answers, enforced by the ledgers).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+
+fn privpred(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
 
 #[cfg(not(feature = "nn"))]
 #[test]
 fn fig7_without_the_nn_feature_says_how_to_get_it() {
     for fig in ["fig7a", "fig7b"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_privpred"))
-            .args(["reproduce", fig, "--quick"])
-            .output()
-            .expect("runs");
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{fig}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = privpred(&["reproduce", fig, "--quick"]);
+        assert_eq!(out.status.code(), Some(2), "{fig}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--features nn"));
+    }
+}
+
+#[cfg(not(feature = "nn"))]
+#[test]
+fn nn_artifacts_and_resnet_training_need_the_feature() {
+    // a minimal safetensors file that says it is a privpred-nn model
+    let dir = tempfile::tempdir().unwrap();
+    let header = r#"{"__metadata__":{"format":"privpred-nn","format_version":"1"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(&[0; 4]);
+    let model = dir.path().join("resnet.safetensors");
+    std::fs::write(&model, bytes).unwrap();
+    let input = dir.path().join("q.csv");
+    std::fs::write(&input, "1,2,3\n").unwrap();
+    let m = model.to_str().unwrap();
+    for args in [
+        vec!["evaluate", "--model", m, "--dataset", "digits"],
+        vec!["predict", "--model", m, "--input", input.to_str().unwrap()],
+        vec!["serve", "--model", m, "--listen", "127.0.0.1:0"],
+    ] {
+        let o = privpred(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("privpred-nn") && stderr(&o).contains("--features nn"),
+            "{args:?}: {}",
+            stderr(&o)
         );
-        assert!(String::from_utf8_lossy(&out.stderr).contains("--features nn"));
+    }
+    let out = dir.path().join("m.safetensors");
+    let o = privpred(&[
+        "train",
+        "dp-sgd",
+        "--model",
+        "resnet20",
+        "--dataset",
+        "cifar10",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--features nn"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
+
+/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
+/// folder (`images:DIR`), extracted with the system `tar`.
+#[cfg(feature = "nn")]
+fn small_cifar(dir: &Path) -> PathBuf {
+    let tarball =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
+    let dst = dir.join("cifar-small");
+    std::fs::create_dir_all(&dst).unwrap();
+    let o = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dst)
+        .args(["--wildcards", "train/*/00[0-2]?.jpg", "test/*/00[0-1]?.jpg"])
+        .output()
+        .expect("the system tar runs");
+    assert!(o.status.success(), "tar: {}", stderr(&o));
+    dst
+}
+
+#[cfg(feature = "nn")]
+fn json_of(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// A CSV of `n` rows of 3072 raw pixel values.
+#[cfg(feature = "nn")]
+fn pixel_csv(dir: &Path, name: &str, n: usize, len: usize) -> PathBuf {
+    let mut s = String::new();
+    for i in 0..n {
+        let row: Vec<String> = (0..len)
+            .map(|j| ((i * 31 + j * 7) % 256).to_string())
+            .collect();
+        s.push_str(&row.join(","));
+        s.push('\n');
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+#[cfg(feature = "nn")]
+struct Served {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+#[cfg(feature = "nn")]
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[cfg(feature = "nn")]
+fn serve(model: &Path) -> Result<Served, (Option<i32>, String)> {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let err = model.with_extension("serve.stderr");
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--model",
+            model.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    if let Some(a) = line.trim().strip_prefix("listening on http://") {
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while out.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        return Ok(Served {
+            child,
+            addr: a.parse().unwrap(),
+        });
+    }
+    let status = child.wait().unwrap();
+    Err((
+        status.code(),
+        std::fs::read_to_string(&err).unwrap_or_default(),
+    ))
+}
+
+#[cfg(feature = "nn")]
+fn post(s: &Served, rows: &[Vec<f32>]) -> (u16, serde_json::Value) {
+    let mut c = privpred_serve::client::Client::new(s.addr, None);
+    let r = c
+        .post_json(
+            "/v1/predict",
+            &serde_json::json!({ "inputs": rows }).to_string(),
+        )
+        .unwrap();
+    (r.status, r.json())
+}
+
+#[cfg(feature = "nn")]
+fn row(i: usize) -> Vec<f32> {
+    (0..3072).map(|j| ((i * 13 + j * 5) % 256) as f32).collect()
+}
+
+#[cfg(feature = "nn")]
+#[test]
+fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let model = dir.path().join("dp.safetensors");
+    let m = model.to_str().unwrap();
+    let t = json_of(&privpred(&[
+        "train",
+        "dp-sgd",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        &data,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "50",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--seed",
+        "1",
+        "--out",
+        m,
+        "--json",
+    ]));
+    assert_eq!(t["method"], "dp-sgd");
+    assert_eq!(t["n"], 300);
+    assert_eq!(t["valid_guarantee"], true);
+    assert!(t["noise_multiplier"].as_f64().unwrap() > 0.5);
+    // the same artifact on the full CIFAR-10 test split through the named dataset
+    let e = json_of(&privpred(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        "cifar10",
+        "--json",
+    ]));
+    assert_eq!(e["method"], "dp-sgd");
+    assert_eq!(e["test_examples"], 10000);
+    assert_eq!(e["epsilon"], 1.0);
+    assert!(
+        e["dataset_labels"]
+            .to_string()
+            .contains("CIFAR-10 (JPEG copy)")
+    );
+    let acc = e["accuracy"]["mean"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&acc));
+    // predict: labels and probabilities, no budget spent
+    let q = pixel_csv(dir.path(), "q.csv", 3, 3072);
+    let p = json_of(&privpred(&[
+        "predict",
+        "--model",
+        m,
+        "--input",
+        q.to_str().unwrap(),
+        "--json",
+    ]));
+    let answers = p["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3);
+    for a in answers {
+        assert!(a["label"].as_u64().unwrap() < 10);
+        let s: f64 = a["scores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum();
+        assert!((s - 1.0).abs() < 1e-4, "probabilities sum to {s}");
+    }
+    assert!(!dir.path().join("dp.safetensors.ledger.json").exists());
+    // bad queries: exit 2, named
+    let short = pixel_csv(dir.path(), "short.csv", 1, 3071);
+    let o = privpred(&["predict", "--model", m, "--input", short.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("3072"), "{}", stderr(&o));
+    let big = dir.path().join("big.csv");
+    std::fs::write(&big, vec!["300"; 3072].join(",")).unwrap();
+    let o = privpred(&["predict", "--model", m, "--input", big.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0..=255"), "{}", stderr(&o));
+    // an MNIST-shaped dataset does not fit the model
+    let o = privpred(&["evaluate", "--model", m, "--dataset", "digits"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("dimension mismatch"), "{}", stderr(&o));
+    // serve: unlimited answers with scores; bad rows are 422 and spend nothing
+    let s = serve(&model).unwrap_or_else(|e| panic!("serve: {e:?}"));
+    let mut c = privpred_serve::client::Client::new(s.addr, None);
+    let info = c.get("/v1/model").unwrap().json();
+    assert_eq!(info["method"], "dp-sgd", "{info}");
+    assert_eq!(info["input_dim"], 3072);
+    assert_eq!(info["budget"]["unlimited"], true, "{info}");
+    let (st, v) = post(&s, &[row(0), row(1)]);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["answers"][1]["scores"].as_array().unwrap().len(), 10);
+    let (st, v) = post(&s, &[vec![1.0; 3071]]);
+    assert_eq!(st, 422, "{v}");
+    let (st, v) = post(&s, &[vec![256.0; 3072]]);
+    assert_eq!(st, 422, "{v}");
+}
+
+#[cfg(feature = "nn")]
+#[test]
+fn teacher_ensemble_spends_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = small_cifar(dir.path());
+    let data = format!("images:{}", folder.display());
+    let model = dir.path().join("sa.safetensors");
+    let m = model.to_str().unwrap();
+    let t = json_of(&privpred(&[
+        "train",
+        "subsample-aggregate",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        &data,
+        "--teachers",
+        "4",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "25",
+        "--epsilon",
+        "1",
+        "--budget",
+        "3",
+        "--seed",
+        "2",
+        "--out",
+        m,
+        "--json",
+    ]));
+    assert_eq!(t["method"], "subsample-aggregate");
+    assert_eq!(t["teachers"], 4);
+    assert_eq!(t["budget"], 3);
+    // evaluation draws the mechanism afresh per repetition and does not spend the budget
+    let e = json_of(&privpred(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &data,
+        "--repetitions",
+        "3",
+        "--seed",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(e["teachers"], 4);
+    assert_eq!(e["test_examples"], 200);
+    assert_eq!(e["accuracy"]["repetitions"], 3);
+    // predict: label-only answers; 2 + 2 > B = 3 is refused with nothing answered
+    let q = pixel_csv(dir.path(), "q.csv", 2, 3072);
+    let p = json_of(&privpred(&[
+        "predict",
+        "--model",
+        m,
+        "--input",
+        q.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(p["answers"].as_array().unwrap().len(), 2);
+    assert!(p["answers"][0]["scores"].is_null());
+    let o = privpred(&["predict", "--model", m, "--input", q.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("budget exhausted"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    // serve: a finite budget of 3 distinct answers, then refused
+    let s = serve(&model).unwrap_or_else(|e| panic!("serve: {e:?}"));
+    let mut c = privpred_serve::client::Client::new(s.addr, None);
+    let info = c.get("/v1/model").unwrap().json();
+    assert_eq!(info["method"], "subsample-aggregate", "{info}");
+    assert_eq!(info["releases_scores"], false, "{info}");
+    for i in 0..3 {
+        let (st, v) = post(&s, &[row(i)]);
+        assert_eq!(st, 200, "{v}");
+        assert!(
+            v["answers"][0].get("scores").is_none_or(|s| s.is_null()),
+            "{v}"
+        );
+    }
+    let (st, v) = post(&s, &[row(3)]);
+    assert!(st >= 400 && st != 422, "answer beyond B: {st} {v}");
+}
+
+#[cfg(feature = "nn")]
+#[test]
+fn nonprivate_resnet_evaluates_but_is_not_served_and_bad_arguments_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let model = dir.path().join("np.safetensors");
+    let m = model.to_str().unwrap();
+    let t = json_of(&privpred(&[
+        "train",
+        "non-private",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        &data,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "50",
+        "--seed",
+        "3",
+        "--out",
+        m,
+        "--json",
+    ]));
+    assert!(t["calibration"].is_null());
+    let e = json_of(&privpred(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &data,
+        "--json",
+    ]));
+    assert_eq!(e["method"], "non-private");
+    match serve(&model) {
+        Ok(_) => panic!("a non-private ResNet was served"),
+        Err((code, err)) => {
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("non-private"), "{err}");
+        }
+    }
+    let out = dir.path().join("x.safetensors");
+    let o = out.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "dp-sgd",
+                "--model",
+                "resnet7",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+            ],
+            "resnet7",
+        ),
+        (
+            vec![
+                "model-sensitivity",
+                "--model",
+                "resnet-tiny",
+                "--epsilon",
+                "1",
+            ],
+            "model-sensitivity",
+        ),
+        (
+            vec!["non-private", "--model", "resnet-tiny", "--pca", "10"],
+            "--pca",
+        ),
+        (
+            vec!["dp-sgd", "--model", "resnet-tiny", "--delta", "1e-5"],
+            "epsilon",
+        ),
+        (
+            vec![
+                "dp-sgd",
+                "--model",
+                "resnet-tiny",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--clip",
+                "cv",
+            ],
+            "clip",
+        ),
+        (
+            vec![
+                "non-private",
+                "--model",
+                "resnet-tiny",
+                "--subsample",
+                "100000",
+            ],
+            "subsample",
+        ),
+        (
+            vec!["non-private", "--model", "resnet-tiny", "--epochs", "0"],
+            "epochs",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["train"];
+        full.extend(&args);
+        full.extend(["--dataset", &data, "--out", o]);
+        let r = privpred(&full);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", stderr(&r));
+        assert!(stderr(&r).contains(needle), "{args:?}: {}", stderr(&r));
+        assert!(!out.exists(), "{args:?} wrote a model");
     }
 }
 
@@ -68,7 +539,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
     let out = dir.path().join("fig7a");
     // A shard that owns none of fig7a's groups: the sweep machinery (manifest, results,
     // summary) runs end to end without training a network.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_privpred"))
+    let o = Command::new(BIN)
         .args([
             "reproduce",
             "fig7a",
@@ -80,14 +551,14 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
         .arg(&out)
         .output()
         .expect("runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("0 units computed"));
     // Bad arguments still exit 2 with the argument named.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_privpred"))
+    let o = Command::new(BIN)
         .args(["reproduce", "fig7b", "--quick", "--shard", "3/2", "--out"])
         .arg(&out)
         .output()
         .expect("runs");
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--shard"));
+    assert!(stderr(&o).contains("--shard"));
 }

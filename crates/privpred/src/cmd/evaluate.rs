@@ -4,6 +4,12 @@
 //!
 //! Evaluation is a study activity on labelled test data: it does not touch the model's
 //! inference-budget ledger (`privpred predict` does).
+//!
+//! Deep models (`privpred-nn` artifacts: a DP-SGD ResNet, a teacher ensemble or a
+//! non-private ResNet) go through the same command when the binary is built with
+//! `--features nn`; the test images are read as raw pixels and the model's own normalisation
+//! is applied. Teachers' votes are computed once and the exponential mechanism is drawn
+//! afresh in each repetition.
 
 use crate::exit::usage;
 use anyhow::Context;
@@ -49,6 +55,12 @@ fn lin(e: LinearError) -> anyhow::Error {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repetitions == 0 {
         return Err(usage("invalid repetitions = 0: must be an integer >= 1"));
+    }
+    if super::nn_artifact::is_nn_artifact(&args.model) {
+        #[cfg(feature = "nn")]
+        return nn::run(&args);
+        #[cfg(not(feature = "nn"))]
+        return Err(super::nn_artifact::needs_nn_feature(&args.model));
     }
     let loaded = load_model(&args.model).map_err(lin)?;
     let spec = DatasetSpec::parse(&args.dataset)?;
@@ -118,4 +130,124 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `privpred evaluate` of a deep-model artifact.
+#[cfg(feature = "nn")]
+mod nn {
+    use super::Args;
+    use crate::cmd::nn_artifact::{self, nn_err};
+    use crate::exit::usage;
+    use anyhow::Context;
+    use privpred_data::{DatasetSpec, LoadOptions, load};
+    use privpred_nn::artifact::ModelKind;
+    use serde_json::json;
+
+    pub fn run(args: &Args) -> anyhow::Result<()> {
+        let model = nn_artifact::load(&args.model)?;
+        let spec = DatasetSpec::parse(&args.dataset)?;
+        let opts = LoadOptions {
+            data_dir: args.data_dir.clone(),
+            ..LoadOptions::default()
+        };
+        let splits =
+            load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
+        let test = &splits.test;
+        if test.d != model.input_dim() {
+            return Err(usage(format!(
+                "dimension mismatch: dataset {} has {} raw features per example, the model takes {} raw pixels ({}×{}×{})",
+                args.dataset,
+                test.d,
+                model.input_dim(),
+                model.header.config.in_channels,
+                model.header.config.image_size,
+                model.header.config.image_size
+            )));
+        }
+        if test.classes > model.classes() {
+            return Err(usage(format!(
+                "dataset {} has {} classes, the model {}",
+                args.dataset,
+                test.classes,
+                model.classes()
+            )));
+        }
+        let rows: Vec<&[f32]> = (0..test.n).map(|i| test.row(i)).collect();
+        let logits = model
+            .member_logits(&rows)
+            .map_err(|e| usage(format!("dataset {}: {e}", args.dataset)))?;
+        let mut rng = match args.seed {
+            Some(s) => privpred_core::noise::seeded_rng(s),
+            None => privpred_core::noise::release_rng()?,
+        };
+        let deterministic = model.header.kind != ModelKind::Teachers;
+        let mut accs = Vec::with_capacity(args.repetitions);
+        let mut first: Option<f64> = None;
+        for _ in 0..args.repetitions {
+            let acc = match (deterministic, first) {
+                (true, Some(a)) => a,
+                _ => {
+                    let answers = model
+                        .answers_from_logits(&logits, &mut rng)
+                        .map_err(nn_err)?;
+                    answers
+                        .iter()
+                        .zip(&test.labels)
+                        .filter(|(a, y)| a.label == **y)
+                        .count() as f64
+                        / test.n.max(1) as f64
+                }
+            };
+            first.get_or_insert(acc);
+            accs.push(acc);
+        }
+        let r = accs.len() as f64;
+        let mean = accs.iter().sum::<f64>() / r;
+        let std = if accs.len() > 1 {
+            (accs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (r - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        let h = &model.header;
+        let c = h.calibration.as_ref();
+        let out = json!({
+            "method": nn_artifact::kind_name(&model),
+            "model": "resnet",
+            "architecture": h.config,
+            "calibration": c.map(|c| c.calibration.name()),
+            "epsilon": c.map(|c| c.privacy.epsilon),
+            "delta": c.map(|c| c.privacy.delta),
+            "budget": c.and_then(|c| c.budget.get()),
+            "valid_guarantee": c.map(|c| c.valid_guarantee),
+            "teachers": (h.kind == ModelKind::Teachers).then_some(h.members),
+            "noise_multiplier": c.and_then(|c| c.noise_multiplier),
+            "classes": model.classes(),
+            "input_dim": model.input_dim(),
+            "trained_on": h.data_source,
+            "accuracy": {"mean": mean, "std": std, "repetitions": args.repetitions},
+            "dataset": args.dataset,
+            "dataset_labels": test.provenance.labels,
+            "test_examples": test.n,
+        });
+        if args.json {
+            println!("{}", serde_json::to_string(&out)?);
+        } else {
+            println!(
+                "{} ResNet ({}): test accuracy {:.2} % ± {:.2} over {} repetition(s) on {} test examples of {}{}",
+                out["method"].as_str().unwrap_or("?"),
+                out["calibration"].as_str().unwrap_or("no guarantee"),
+                100.0 * mean,
+                100.0 * std,
+                args.repetitions,
+                test.n,
+                args.dataset,
+                if test.provenance.labels.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", test.provenance.labels.join("; "))
+                }
+            );
+        }
+        Ok(())
+    }
 }

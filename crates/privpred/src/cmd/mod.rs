@@ -6,7 +6,10 @@ pub mod compare;
 pub mod data;
 pub mod evaluate;
 pub mod merge;
+pub mod nn_artifact;
 pub mod predict;
 pub mod reproduce;
 pub mod serve;
 pub mod train;
+#[cfg(feature = "nn")]
+pub mod train_nn;

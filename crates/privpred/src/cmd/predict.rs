@@ -10,6 +10,10 @@
 //! request that would exceed B is refused (exit 2) with nothing answered. Privately trained
 //! models (B = ∞) and the non-private model do not spend budget. Answers use the OS-seeded
 //! release generator.
+//!
+//! Deep models (`privpred-nn` artifacts, with `--features nn`) answer the same way: rows are
+//! raw pixels `C×H×W` (0..255); a DP-SGD network answers with labels and probabilities, a
+//! teacher ensemble with one exponential-mechanism draw per row, spending the same ledger.
 
 use crate::exit::usage;
 use privpred_linear::LinearError;
@@ -122,8 +126,74 @@ fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
     Ok(rows)
 }
 
+/// Records `want` answers in the model's local ledger **before** they are given; refuses
+/// (exit 2, nothing recorded) when fewer than `want` of the budget B are left. A ledger of
+/// other weights (the model file was replaced) starts afresh.
+fn spend(model: &Path, weights_sha256: &str, budget: u64, want: u64) -> anyhow::Result<()> {
+    let lp = ledger_path(model);
+    let fresh = || Ledger {
+        weights_sha256: weights_sha256.to_string(),
+        budget,
+        spent: 0,
+    };
+    let mut ledger = match std::fs::read(&lp) {
+        Ok(b) => {
+            let l: Ledger = serde_json::from_slice(&b).map_err(|e| {
+                usage(format!(
+                    "{}: corrupt budget ledger ({e}); refusing to answer",
+                    lp.display()
+                ))
+            })?;
+            if l.weights_sha256 == weights_sha256 {
+                l
+            } else {
+                fresh()
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh(),
+        Err(e) => return Err(usage(format!("{}: {e}", lp.display()))),
+    };
+    if ledger.spent + want > budget {
+        return Err(usage(format!(
+            "budget exhausted: {} queries requested, {} of {} answers left for {} (ledger {})",
+            want,
+            budget - ledger.spent.min(budget),
+            budget,
+            model.display(),
+            lp.display()
+        )));
+    }
+    ledger.spent += want;
+    write_atomic(&lp, serde_json::to_string_pretty(&ledger)?.as_bytes()).map_err(lin)?;
+    Ok(())
+}
+
+fn print_answers(answers: &[(u32, Option<Vec<f64>>)], as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        let v: Vec<_> = answers
+            .iter()
+            .map(|(l, s)| json!({"label": l, "scores": s}))
+            .collect();
+        println!("{}", serde_json::to_string(&json!({"answers": v}))?);
+    } else {
+        let mut out = String::new();
+        for (l, _) in answers {
+            out.push_str(&l.to_string());
+            out.push('\n');
+        }
+        print!("{out}");
+    }
+    Ok(())
+}
+
 /// Runs `privpred predict`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if super::nn_artifact::is_nn_artifact(&args.model) {
+        #[cfg(feature = "nn")]
+        return nn::run(&args);
+        #[cfg(not(feature = "nn"))]
+        return Err(super::nn_artifact::needs_nn_feature(&args.model));
+    }
     let loaded = load_model(&args.model).map_err(lin)?;
     let raw = read_queries(&args.input, loaded.preprocessing.input_dim())?;
     let mut rows = Vec::with_capacity(raw.len());
@@ -150,47 +220,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .budget
                     .get()
                     .ok_or_else(|| usage("model spends budget but has none recorded"))?;
-                let key = loaded.weights_sha256.clone();
-                let lp = ledger_path(&args.model);
-                let mut ledger = match std::fs::read(&lp) {
-                    Ok(b) => {
-                        let l: Ledger = serde_json::from_slice(&b).map_err(|e| {
-                            usage(format!(
-                                "{}: corrupt budget ledger ({e}); refusing to answer",
-                                lp.display()
-                            ))
-                        })?;
-                        if l.weights_sha256 == key {
-                            l
-                        } else {
-                            Ledger {
-                                weights_sha256: key,
-                                budget,
-                                spent: 0,
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger {
-                        weights_sha256: key,
-                        budget,
-                        spent: 0,
-                    },
-                    Err(e) => return Err(usage(format!("{}: {e}", lp.display()))),
-                };
-                let want = refs.len() as u64;
-                if ledger.spent + want > budget {
-                    return Err(usage(format!(
-                        "budget exhausted: {} queries requested, {} of {} answers left for {} (ledger {})",
-                        want,
-                        budget - ledger.spent.min(budget),
-                        budget,
-                        args.model.display(),
-                        lp.display()
-                    )));
-                }
-                ledger.spent += want;
-                write_atomic(&lp, serde_json::to_string_pretty(&ledger)?.as_bytes())
-                    .map_err(lin)?;
+                spend(
+                    &args.model,
+                    &loaded.weights_sha256,
+                    budget,
+                    refs.len() as u64,
+                )?;
             }
             p.try_predict(&refs, &mut rng)
                 .map_err(lin)?
@@ -199,19 +234,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect()
         }
     };
-    if args.json {
-        let v: Vec<_> = answers
-            .iter()
-            .map(|(l, s)| json!({"label": l, "scores": s}))
-            .collect();
-        println!("{}", serde_json::to_string(&json!({"answers": v}))?);
-    } else {
-        let mut out = String::new();
-        for (l, _) in &answers {
-            out.push_str(&l.to_string());
-            out.push('\n');
-        }
-        print!("{out}");
-    }
+    print_answers(&answers, args.json)?;
     Ok(())
+}
+
+/// `privpred predict` with a deep-model artifact.
+#[cfg(feature = "nn")]
+mod nn {
+    use super::{Args, print_answers, read_queries, spend};
+    use crate::cmd::nn_artifact::{self, nn_err};
+    use crate::exit::usage;
+
+    pub fn run(args: &Args) -> anyhow::Result<()> {
+        let model = nn_artifact::load(&args.model)?;
+        let raw = read_queries(&args.input, model.input_dim())?;
+        let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
+        // validate every row before anything is spent
+        model.check_rows(&refs).map_err(usage)?;
+        if model.spends_budget() {
+            let budget = model
+                .header
+                .calibration
+                .as_ref()
+                .and_then(|c| c.budget.get())
+                .ok_or_else(|| usage("teacher ensemble without a finite budget B recorded"))?;
+            spend(
+                &args.model,
+                &model.weights_sha256,
+                budget,
+                refs.len() as u64,
+            )?;
+        }
+        let mut rng = privpred_core::noise::release_rng()?;
+        let answers: Vec<(u32, Option<Vec<f64>>)> = model
+            .predict(&refs, &mut rng)
+            .map_err(nn_err)?
+            .into_iter()
+            .map(|a| (a.label, a.scores))
+            .collect();
+        print_answers(&answers, args.json)
+    }
 }

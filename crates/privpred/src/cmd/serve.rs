@@ -5,6 +5,11 @@
 //! training data was; private-prediction methods spend one budget unit per new answer,
 //! recorded in the ledger before the answer is sent (see `privpred_serve::ledger`).
 //!
+//! Deep models (`privpred-nn` artifacts, with `--features nn`): a DP-SGD ResNet is served
+//! with unlimited answers (labels and probabilities), a teacher ensemble with its finite
+//! budget B (labels only, one exponential-mechanism draw per answer). Query rows are raw
+//! pixels `C×H×W` in 0..255; the model's normalisation is applied inside.
+//!
 //! Hidden test support: a JSON file with `"privpred_test_fixture": true` is served as the
 //! synthetic TEST FIXTURE model of `privpred_serve::model::FixtureModel` (used by the service's
 //! integration tests and load benchmark; never a trained model, and labelled as such in
@@ -90,6 +95,12 @@ impl ServedModel for LinearServed {
 }
 
 fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
+    if super::nn_artifact::is_nn_artifact(path) {
+        #[cfg(feature = "nn")]
+        return nn::load_model(path);
+        #[cfg(not(feature = "nn"))]
+        return Err(super::nn_artifact::needs_nn_feature(path));
+    }
     let bytes =
         std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
     if FixtureModel::is_fixture(&bytes) {
@@ -192,4 +203,115 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     .context("privpred serve")?;
     eprintln!("privpred serve: shut down cleanly");
     Ok(())
+}
+
+/// Serving a deep-model artifact.
+#[cfg(feature = "nn")]
+mod nn {
+    use crate::cmd::nn_artifact;
+    use crate::exit::usage;
+    use privpred_core::{Budget, Method};
+    use privpred_nn::artifact::{ModelKind, NnModel};
+    use privpred_serve::ServeError;
+    use privpred_serve::model::{Answer, ModelInfo, ServedModel, sha256_hex};
+    use rand_chacha::ChaCha20Rng;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    struct NnServed {
+        info: ModelInfo,
+        model: NnModel,
+    }
+
+    impl ServedModel for NnServed {
+        fn info(&self) -> &ModelInfo {
+            &self.info
+        }
+
+        fn preprocess(&self, raw: &[f32]) -> Result<Vec<f32>, String> {
+            // raw pixels are the model's input; the normalisation runs inside the model
+            self.model.check_rows(&[raw]).map_err(|e| e.to_string())?;
+            Ok(raw.to_vec())
+        }
+
+        fn answer(
+            &self,
+            rows: &[Vec<f32>],
+            rng: &mut ChaCha20Rng,
+        ) -> privpred_serve::Result<Vec<Answer>> {
+            let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+            Ok(self
+                .model
+                .predict(&refs, rng)
+                .map_err(|e| ServeError::Model(e.to_string()))?
+                .into_iter()
+                .map(|a| Answer {
+                    label: a.label,
+                    scores: a.scores,
+                })
+                .collect())
+        }
+    }
+
+    pub fn load_model(path: &Path) -> anyhow::Result<Arc<dyn ServedModel>> {
+        let bytes =
+            std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
+        let model = nn_artifact::load(path)?;
+        let h = &model.header;
+        let (method, budget) = match h.kind {
+            ModelKind::NonPrivate => {
+                return Err(usage(format!(
+                    "--model {}: holds a non-private ResNet, which has no privacy guarantee; serve a private model",
+                    path.display()
+                )));
+            }
+            ModelKind::DpSgd => (Method::DpSgd, Budget::Unlimited),
+            ModelKind::Teachers => {
+                let b = h
+                    .calibration
+                    .as_ref()
+                    .and_then(|c| c.budget.get())
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--model {}: a subsample-and-aggregate ensemble must state a finite budget B",
+                            path.display()
+                        ))
+                    })?;
+                (Method::SubsampleAggregate, Budget::Finite(b))
+            }
+        };
+        let guarantee = h.calibration.clone().ok_or_else(|| {
+            usage(format!(
+                "--model {}: a private model without its calibration",
+                path.display()
+            ))
+        })?;
+        let n = &h.normalization;
+        let c = h.config;
+        let info = ModelInfo {
+            model_id: sha256_hex(&bytes),
+            method,
+            guarantee,
+            budget,
+            input_dim: model.input_dim(),
+            classes: model.classes(),
+            releases_scores: method == Method::DpSgd,
+            preprocessing: vec![
+                format!(
+                    "raw pixels {}×{}×{} (channel-major, 0..255)",
+                    c.in_channels, c.image_size, c.image_size
+                ),
+                format!(
+                    "per-channel normalisation: mean {:?}, std {:?} (of pixel/255)",
+                    n.mean, n.std
+                ),
+                format!(
+                    "ResNet ({} networks, widths {:?}, {} blocks per stage)",
+                    h.members, c.widths, c.blocks_per_stage
+                ),
+            ],
+            test_fixture: false,
+        };
+        Ok(Arc::new(NnServed { info, model }))
+    }
 }

@@ -1,6 +1,9 @@
 //! `privpred train`: train a non-private or private linear model and write it as safetensors
 //! (weights + guarantee + fitted preprocessing in the header).
 //!
+//! With `--model resnet20|resnet-tiny` (build with `--features nn`) the same command trains
+//! a ResNet on an image dataset instead (see `train_nn`).
+//!
 //! Release path: without `--seed` every random choice (noise, partition, sampling, hold-out)
 //! comes from the OS-seeded cryptographic generator and no seed is recorded. With `--seed`
 //! the run is a reproducible experiment and the seed is recorded in the artifact.
@@ -82,21 +85,28 @@ pub struct Args {
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Subsample-and-aggregate: number of teachers T.
-    #[arg(long, default_value_t = 256)]
-    pub teachers: usize,
-    /// DP-SGD: clip ν > 0, or `cv` (SPEC §6 grid).
-    #[arg(long, default_value = "cv", allow_negative_numbers = true)]
-    pub clip: String,
-    /// DP-SGD: expected batch size b.
-    #[arg(long, default_value_t = 256)]
-    pub batch_size: usize,
-    /// DP-SGD: epochs.
-    #[arg(long, default_value_t = 20.0, allow_negative_numbers = true)]
-    pub epochs: f64,
-    /// DP-SGD: initial learning rate.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub learning_rate: f64,
+    /// Subsample-and-aggregate: number of teachers T (default 256 for linear models, 16 for
+    /// ResNets).
+    #[arg(long)]
+    pub teachers: Option<usize>,
+    /// DP-SGD: clip ν > 0, or `cv` (SPEC §6 grid; linear models only). Default: `cv` for
+    /// linear models, 1 for ResNets.
+    #[arg(long, allow_negative_numbers = true)]
+    pub clip: Option<String>,
+    /// DP-SGD (and ResNet training): expected batch size b (default 256 linear, 600 ResNet).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// DP-SGD (and ResNet training): epochs (default 20 linear; ResNet: 100, teachers 500).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epochs: Option<f64>,
+    /// DP-SGD (and ResNet training): initial learning rate (default 1 linear, 0.1 ResNet).
+    #[arg(long, allow_negative_numbers = true)]
+    pub learning_rate: Option<f64>,
+    /// Model: `linear` (logistic regression), or with `--features nn` a ResNet on image data:
+    /// `resnet20` (the paper's ResNet-20 with GroupNorm) or `resnet-tiny` (widths 4/8/8, one
+    /// block per stage: for tests and quick checks).
+    #[arg(long, default_value = "linear")]
+    pub model: String,
     /// Preprocessing: project onto the top-D principal components (fitted on the training set).
     #[arg(long)]
     pub pca: Option<usize>,
@@ -128,7 +138,7 @@ fn lin(e: LinearError) -> anyhow::Error {
     }
 }
 
-fn parse_value_or_cv(name: &str, s: &str) -> anyhow::Result<Option<f64>> {
+pub(crate) fn parse_value_or_cv(name: &str, s: &str) -> anyhow::Result<Option<f64>> {
     if s == "cv" {
         return Ok(None);
     }
@@ -152,8 +162,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (Some(_), Some(e)) => Some(Privacy::new(e, args.delta)?),
     };
+    match args.model.as_str() {
+        "linear" => {}
+        "resnet20" | "resnet-tiny" => {
+            #[cfg(feature = "nn")]
+            return super::train_nn::run(&args, started);
+            #[cfg(not(feature = "nn"))]
+            return Err(usage(format!(
+                "--model {} trains a ResNet and needs a build with `cargo build --release -p privpred --features nn`",
+                args.model
+            )));
+        }
+        other => {
+            return Err(usage(format!(
+                "invalid model = {other}: expected linear, resnet20 or resnet-tiny"
+            )));
+        }
+    }
     let lambda_arg = parse_value_or_cv("lambda", &args.lambda)?;
-    let clip_arg = parse_value_or_cv("clip", &args.clip)?;
+    let clip_arg = parse_value_or_cv("clip", args.clip.as_deref().unwrap_or("cv"))?;
     let needs_lambda = matches!(
         method,
         None | Some(
@@ -253,11 +280,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 0.0
             };
-            cfg.teachers = args.teachers;
+            cfg.teachers = args.teachers.unwrap_or(256);
             cfg.seed_policy = seed_policy;
-            cfg.dp_sgd.batch_size = args.batch_size;
-            cfg.dp_sgd.epochs = args.epochs;
-            cfg.dp_sgd.learning_rate = args.learning_rate;
+            cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(256);
+            cfg.dp_sgd.epochs = args.epochs.unwrap_or(20.0);
+            cfg.dp_sgd.learning_rate = args.learning_rate.unwrap_or(1.0);
             cfg.dp_sgd.clip = clip_arg;
             if m == Method::DpSgd && clip_arg.is_none() {
                 let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
