@@ -77,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             loaded.preprocessing.input_dim()
         )));
     }
-    let test = loaded.preprocessing.apply(&splits.test)?;
+    let test = loaded.preprocessing.apply_owned(splits.test)?;
     let mut rng = match args.seed {
         Some(s) => privpred_core::noise::seeded_rng(s),
         None => privpred_core::noise::release_rng()?,

@@ -353,7 +353,7 @@ mod nn {
                         noise_multiplier: m.noise_multiplier,
                         rho: None,
                         valid_guarantee: m.valid_guarantee,
-                        dataset_checksum: String::new(),
+                        dataset_checksum: m.dataset_checksum.clone(),
                         dataset_labels: m.labels.join(";"),
                         preprocessing: "per-channel normalisation".into(),
                         data_dependent_steps: String::new(),

@@ -234,7 +234,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let prep_seed: u64 = rng.random();
     let fitted = recipe.fit(&splits.train, prep_seed)?;
-    let train = fitted.apply_train(&splits.train)?;
+    // owned: preprocessing works in place on the loaded split (one copy of the features)
+    let provenance = splits.train.provenance.clone();
+    let train = fitted.apply_train_owned(splits.train)?;
     let holdout_seed: u64 = rng.random();
     let lbfgs = LbfgsOptions::default();
 
@@ -312,7 +314,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let extra = json!({
         "dataset": args.dataset,
-        "dataset_provenance": {"name": splits.train.provenance.name, "checksum": splits.train.provenance.checksum, "verified": splits.train.provenance.verified, "labels": splits.train.provenance.labels},
+        "dataset_provenance": {"name": provenance.name, "checksum": provenance.checksum, "verified": provenance.verified, "labels": provenance.labels},
         "preprocessing_steps": fitted.steps(),
         "cross_validation": cv_record,
         "seed": args.seed,
