@@ -4,6 +4,7 @@
 //! `evaluate`, `predict` and `serve` like a linear model (DP-SGD: unlimited answers with
 //! scores; teachers: a finite budget of label-only answers, enforced by the ledgers).
 
+#[cfg(feature = "nn")]
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
