@@ -281,17 +281,10 @@ fn block_pass_portable(
         for k in 0..g {
             let row = design.row(i + k);
             forward_row_portable(row, &p.w, dp, p.cp, &mut logits);
-            let y = design.y[i + k] as usize;
-            let m = logits[..c].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-            let mut s = 0.0f64;
-            for (ej, &lj) in e.iter_mut().zip(logits.iter()) {
-                *ej = (lj as f64 - m).exp();
-                s += *ej;
-            }
-            loss += s.ln() + m - logits[y] as f64;
-            let inv = 1.0 / s;
-            for (j, (rj, ej)) in resid.iter_mut().zip(e.iter()).enumerate() {
-                rj[k] = (ej * inv - if j == y { 1.0 } else { 0.0 }) as f32;
+            let (l, _) = softmax_residual(&logits[..c], design.y[i + k] as usize, &mut e);
+            loss += l;
+            for (rj, ej) in resid.iter_mut().zip(e.iter()) {
+                rj[k] = *ej as f32;
             }
         }
         for r in 0..g {
@@ -307,6 +300,24 @@ fn block_pass_portable(
         i += g;
     }
     loss
+}
+
+/// Softmax cross-entropy of one row in f64: writes the residual `p − onehot(y)` into `r`
+/// (length C) and returns (loss, ‖r‖²).
+fn softmax_residual(logits: &[f32], y: usize, r: &mut [f64]) -> (f64, f64) {
+    let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let mut s = 0.0f64;
+    for (rk, &lk) in r.iter_mut().zip(logits) {
+        *rk = (lk as f64 - m).exp();
+        s += *rk;
+    }
+    let inv = 1.0 / s;
+    let mut rn = 0.0;
+    for (k, rk) in r.iter_mut().enumerate() {
+        *rk = *rk * inv - if k == y { 1.0 } else { 0.0 };
+        rn += *rk * *rk;
+    }
+    (s.ln() + m - logits[y] as f64, rn)
 }
 
 /// DP-SGD's clipped gradient sum over a batch (SPEC 4.2–4.3, joint clipping): `g32 +=
@@ -357,18 +368,7 @@ pub fn clipped_grad_sum_portable(
     for &i in batch {
         let x = design.row(i);
         forward_row_portable(x, &p.w, dp, p.cp, &mut logits);
-        let m = logits[..c].iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-        let mut s = 0.0;
-        for k in 0..c {
-            r[k] = (logits[k] as f64 - m).exp();
-            s += r[k];
-        }
-        let y = design.y[i] as usize;
-        let mut rn = 0.0;
-        for (k, rk) in r.iter_mut().enumerate() {
-            *rk = *rk / s - if k == y { 1.0 } else { 0.0 };
-            rn += *rk * *rk;
-        }
+        let (_, rn) = softmax_residual(&logits[..c], design.y[i] as usize, &mut r);
         let gnorm = xnorms[i] * rn.sqrt();
         let scale = if gnorm > clip {
             clipped += 1;

@@ -130,6 +130,30 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
+pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
+    match c {
+        Some(c) => {
+            println!(
+                "guarantee: ({}, {})-DP, budget {}, calibration {}{}",
+                c.privacy.epsilon,
+                c.privacy.delta,
+                c.budget
+                    .get()
+                    .map_or("unlimited".to_string(), |b| format!("{b} answers")),
+                c.calibration.name(),
+                if c.valid_guarantee {
+                    ""
+                } else {
+                    " (NOT a valid guarantee: reproduction only)"
+                }
+            );
+            println!("noise: {:?}", c.noise);
+        }
+        None => println!("no privacy guarantee (non-private reference model)"),
+    }
+}
+
 fn lin(e: LinearError) -> anyhow::Error {
     if e.is_user_error() {
         usage(e)
@@ -336,26 +360,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             train.d,
             train.classes
         );
-        if let Some(p) = model.private() {
-            let c = &p.calibration;
-            println!(
-                "guarantee: ({}, {})-DP, budget {}, calibration {}{}",
-                c.privacy.epsilon,
-                c.privacy.delta,
-                c.budget
-                    .get()
-                    .map_or("unlimited".to_string(), |b| format!("{b} answers")),
-                c.calibration.name(),
-                if c.valid_guarantee {
-                    ""
-                } else {
-                    " (NOT a valid guarantee: reproduction only)"
-                }
-            );
-            println!("noise: {:?}", c.noise);
-        } else {
-            println!("no privacy guarantee (non-private reference model)");
-        }
+        print_guarantee(model.private().map(|p| &p.calibration));
         if let Some(l) = summary["lambda"].as_f64() {
             println!(
                 "lambda: {l:e}{}",

@@ -348,26 +348,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
                 String::new()
             }
         );
-        match c0 {
-            Some(c) => {
-                println!(
-                    "guarantee: ({}, {})-DP, budget {}, calibration {}{}",
-                    c.privacy.epsilon,
-                    c.privacy.delta,
-                    c.budget
-                        .get()
-                        .map_or("unlimited".to_string(), |b| format!("{b} answers")),
-                    c.calibration.name(),
-                    if c.valid_guarantee {
-                        ""
-                    } else {
-                        " (NOT a valid guarantee: reproduction only)"
-                    }
-                );
-                println!("noise: {:?}", c.noise);
-            }
-            None => println!("no privacy guarantee (non-private reference model)"),
-        }
+        super::train::print_guarantee(c0);
         println!(
             "schedule: {} epochs, batch {}, lr {} (÷10 three times), seed {}",
             sgd.epochs,
