@@ -24,6 +24,29 @@
 use rayon::prelude::*;
 use std::borrow::Cow;
 
+thread_local! {
+    static SEQUENTIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every kernel pass started on this thread sequential (no rayon). For callers
+/// that parallelise across models (repetitions, λ values) and want each fit on one core with a
+/// fixed summation order: unlike `ThreadPool::install` from inside another pool, it never
+/// blocks the calling worker, so the outer parallel loop keeps every core busy.
+pub fn sequential<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SEQUENTIAL.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(SEQUENTIAL.with(|s| s.replace(true)));
+    f()
+}
+
+fn parallel_allowed() -> bool {
+    !SEQUENTIAL.with(|s| s.get())
+}
+
 /// Rows per block: the unit of parallel work and of f32 → f64 gradient flushing.
 const BLOCK: usize = 1024;
 /// Below this many rows the kernel runs on the calling thread.
@@ -208,7 +231,11 @@ fn sums_with(
         acc.loss += block_pass(design, p, r0, r1, &mut acc.g32);
         acc.flush();
     };
-    let acc = if parallel && n >= PAR_MIN_ROWS && rayon::current_num_threads() > 1 {
+    let acc = if parallel
+        && parallel_allowed()
+        && n >= PAR_MIN_ROWS
+        && rayon::current_num_threads() > 1
+    {
         (0..nblocks)
             .into_par_iter()
             .fold(
@@ -781,7 +808,7 @@ pub fn all_logits(design: &Design<'_>, p: &KernelParams) -> Vec<f64> {
             o[k] = l[k] as f64;
         }
     };
-    if design.n >= PAR_MIN_ROWS {
+    if design.n >= PAR_MIN_ROWS && parallel_allowed() {
         out.par_chunks_mut(c).enumerate().for_each(work);
     } else {
         out.chunks_mut(c).enumerate().for_each(work);
@@ -868,6 +895,28 @@ mod tests {
                 prop_assert!(nrm <= clip * (1.0 + 1e-5), "example {i}: norm {nrm} > clip {clip}");
             }
         }
+    }
+
+    /// `sequential` makes a parallel-allowed pass take the sequential path (bit-identical to
+    /// `parallel = false`) and restores the previous state, also when nested.
+    #[test]
+    fn sequential_is_scoped_and_takes_the_sequential_path() {
+        let (n, d, c) = (PAR_MIN_ROWS + 1000, 16, 3);
+        let x: Vec<f32> = (0..n * d).map(|i| ((i * 37) % 11) as f32 * 0.02).collect();
+        let y: Vec<u32> = (0..n).map(|i| (i % c) as u32).collect();
+        let des = Design::new(&x, &y, d, c);
+        let theta: Vec<f64> = (0..d * c).map(|i| (i as f64 * 0.1).sin()).collect();
+        let p = KernelParams::from_theta(&theta, d, c);
+        let (l1, g1) = loss_grad_sums(&des, &p, false);
+        let (l2, g2) = sequential(|| loss_grad_sums(&des, &p, true));
+        assert_eq!(l1.to_bits(), l2.to_bits());
+        assert!(g1.iter().zip(&g2).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(parallel_allowed());
+        sequential(|| {
+            sequential(|| ());
+            assert!(!parallel_allowed());
+        });
+        assert!(parallel_allowed());
     }
 
     /// exp4d against std's f64 exp over the range the softmax uses (x ≤ 0): relative error

@@ -124,16 +124,10 @@ impl<K: Eq + Hash + Clone, V> Cache<K, V> {
     }
 }
 
-thread_local! {
-    static SEQ: Option<rayon::ThreadPool> = rayon::ThreadPoolBuilder::new().num_threads(1).build().ok();
-}
-
-/// Runs `f` on a one-thread pool (deterministic kernels), or directly if none could be built.
-fn seq<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    SEQ.with(|p| match p {
-        Some(pool) => pool.install(f),
-        None => f(),
-    })
+/// Runs `f` with the linear kernels sequential on this thread (deterministic summation order);
+/// the repetitions and λ values around it run in parallel.
+fn seq<T>(f: impl FnOnce() -> T) -> T {
+    privpred_linear::kernel::sequential(f)
 }
 
 /// One data configuration, preprocessed and split.
