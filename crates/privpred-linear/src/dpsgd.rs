@@ -152,9 +152,10 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     let ln1q = (1.0 - q).ln();
     let (mut examples, mut clipped) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(2 * cfg.batch_size);
+    let mut kp = KernelParams::from_class_major(&w, c, dp);
     for step in 0..steps {
         let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
-        let kp = KernelParams::from_class_major(&w, c, dp);
+        kp.set_class_major(&w);
         gsum.iter_mut().for_each(|v| *v = 0.0);
         // Poisson sampling by geometric gaps: P(gap = k) = (1 − q)^k q
         batch.clear();

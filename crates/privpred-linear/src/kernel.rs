@@ -155,12 +155,22 @@ impl KernelParams {
 impl KernelParams {
     /// From class-major f64 weights `c × dp` (padding columns zero).
     pub fn from_class_major(w: &[f64], c: usize, dp: usize) -> Self {
-        let cp = padded_classes(c);
-        let mut w32 = vec![0f32; cp * dp];
-        for (a, b) in w32.iter_mut().zip(w.iter()) {
+        let mut p = KernelParams {
+            w: vec![0f32; padded_classes(c) * dp],
+            cp: padded_classes(c),
+            dp,
+            c,
+        };
+        p.set_class_major(w);
+        p
+    }
+
+    /// Overwrites the weights from class-major f64 `c × dp` (no allocation; padded classes
+    /// stay zero).
+    pub fn set_class_major(&mut self, w: &[f64]) {
+        for (a, b) in self.w.iter_mut().zip(w.iter()) {
             *a = *b as f32;
         }
-        KernelParams { w: w32, cp, dp, c }
     }
 }
 

@@ -18,8 +18,8 @@ use rand::Rng;
 use rayon::prelude::*;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 
 /// The artifact format name written in the header.
@@ -301,10 +301,7 @@ fn argmax(l: &[f32]) -> usize {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    privpred_data::fsutil::sha256_bytes(bytes)
 }
 
 /// Writes the model atomically (temporary file in the same directory, then rename).
@@ -343,17 +340,7 @@ pub fn save(path: &Path, model: &NnModel) -> Result<()> {
     );
     let bytes = safetensors::serialize(views, Some(meta))
         .map_err(|e| err(path, format!("cannot serialise: {e}")))?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|s| s.to_str()).unwrap_or("model"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, &bytes).map_err(|e| NnError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| NnError::io(path, e))?;
+    privpred_data::fsutil::write_atomic(path, |w| w.write_all(&bytes))?;
     Ok(())
 }
 

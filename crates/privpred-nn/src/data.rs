@@ -383,17 +383,7 @@ pub fn prepare_image(
 pub fn source_sha256(path: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};
     fn file_hash(p: &Path) -> Result<String> {
-        let mut f = std::fs::File::open(p).map_err(|e| NnError::io(p, e))?;
-        let mut h = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let k = f.read(&mut buf).map_err(|e| NnError::io(p, e))?;
-            if k == 0 {
-                break;
-            }
-            h.update(&buf[..k]);
-        }
-        Ok(hex(&h.finalize()))
+        Ok(privpred_data::fsutil::sha256_file(p)?)
     }
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()

@@ -477,24 +477,20 @@ impl Runner for LinearRunner {
     ) -> Result<GroupTiming> {
         let rid = rng_id(g);
         let shared = rid != g.id();
+        // budget-independent repetitions another B already computed are replayed, not redone
         let mut todo = Vec::with_capacity(reps.len());
-        if shared {
-            let hits: Vec<(u32, Measurement)> = {
-                let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
-                reps.iter()
-                    .filter_map(|&r| m.get(&(rid.clone(), r)).map(|v| (r, v.clone())))
-                    .collect()
-            };
+        let mut hits = Vec::new();
+        {
+            let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
             for &r in reps {
-                if !hits.iter().any(|(h, _)| *h == r) {
-                    todo.push(r);
+                match m.get(&(rid.clone(), r)).filter(|_| shared) {
+                    Some(v) => hits.push((r, v.clone())),
+                    None => todo.push(r),
                 }
             }
-            for (r, m) in hits {
-                done(r, m)?;
-            }
-        } else {
-            todo.extend_from_slice(reps);
+        }
+        for (r, m) in hits {
+            done(r, m)?;
         }
         if todo.is_empty() {
             return Ok(GroupTiming {

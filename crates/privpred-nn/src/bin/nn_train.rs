@@ -209,18 +209,9 @@ fn machine() -> Value {
 }
 
 fn write_json(path: &Path, v: &Value) -> Result<(), String> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name().and_then(|s| s.to_str()).unwrap_or("out"),
-        std::process::id()
-    ));
     let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    privpred_data::fsutil::write_atomic(path, |w| std::io::Write::write_all(w, text.as_bytes()))
+        .map_err(|e| e.to_string())
 }
 
 fn init_scheme(i: Init) -> InitScheme {

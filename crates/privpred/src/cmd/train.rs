@@ -130,6 +130,21 @@ pub struct Args {
     pub json: bool,
 }
 
+/// Refuses an `--out` whose directory does not exist (exit 2, before any training).
+pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+    if let Some(parent) = out.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(usage(format!(
+            "invalid out = {}: directory {} does not exist",
+            out.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
 pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
     match c {
@@ -221,16 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let budget = Budget::finite(args.budget)?;
     let unit_ball = args.unit_ball.parse().map_err(usage)?;
-    if let Some(parent) = args.out.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.is_dir()
-    {
-        return Err(usage(format!(
-            "invalid out = {}: directory {} does not exist",
-            args.out.display(),
-            parent.display()
-        )));
-    }
+    check_out_dir(&args.out)?;
 
     // ---- randomness: experiment seed or release generator
     let (mut rng, seed_policy) = match args.seed {

@@ -119,16 +119,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
         ..SgdConfig::paper_teacher()
     };
     sgd.validate().map_err(usage)?;
-    if let Some(parent) = args.out.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.is_dir()
-    {
-        return Err(usage(format!(
-            "invalid out = {}: directory {} does not exist",
-            args.out.display(),
-            parent.display()
-        )));
-    }
+    super::train::check_out_dir(&args.out)?;
     let (mut rng, seed_note) = match args.seed {
         Some(s) => (privpred_core::noise::seeded_rng(s), json!({"seed": s})),
         None => (
