@@ -1,15 +1,10 @@
 //! `privpred audit` through the binary (issue 8): the JSON contract, the verdicts for sound
 //! and erroneous calibrations, and exit code 2 on bad input. Seeded, deterministic.
 
-use serde_json::Value;
-use std::process::{Command, Output};
+mod common;
 
-fn privpred(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_privpred"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
+use common::privpred;
+use serde_json::Value;
 
 fn audit_json(args: &[&str]) -> Value {
     let mut all = vec!["audit"];

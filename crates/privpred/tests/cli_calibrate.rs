@@ -1,37 +1,10 @@
 //! Integration tests of `privpred calibrate` and `privpred account dp-sgd` (the command-line
 //! contract of issue 2: JSON fields, human-readable text, exit code 2 on bad input).
 
+mod common;
+
+use common::{assert_bad, json, privpred};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-fn privpred(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_privpred"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = privpred(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
-}
-
-fn assert_bad(args: &[&str], needle: &str) {
-    let out = privpred(args);
-    assert_eq!(out.status.code(), Some(2), "{args:?} should exit 2");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr {err:?} should name {needle}"
-    );
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert!(out.stdout.is_empty() || !String::from_utf8_lossy(&out.stdout).contains("NaN"));
-}
 
 #[test]
 fn json_fields_for_every_method() {

@@ -1,18 +1,9 @@
 //! `privpred data` end to end through the binary.
 
-use std::process::Command;
+mod common;
 
-fn privpred(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_privpred"))
-        .args(args)
-        .output()
-        .expect("run privpred");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{capture as privpred, capture_env as privpred_env};
+use std::process::Command;
 
 #[test]
 fn info_mnist_json() {
@@ -69,20 +60,6 @@ fn generate_mnist1m_small_and_inspect() {
     assert!(v["labels"][0].as_str().unwrap().contains("substitute"));
     let (code, _, err) = privpred(&["data", "generate", "mnist1m", "--n", "0", "--out", d]);
     assert_eq!(code, 2, "{err}");
-}
-
-fn privpred_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_privpred"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.output().expect("run privpred");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn mnist_cache() -> std::path::PathBuf {

@@ -2,36 +2,11 @@
 //! dataset (fast), covering every method, the JSON contract, the budget ledger and bad input
 //! (exit code 2, nothing written).
 
+mod common;
+
+use common::{code, ok, privpred as run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_privpred"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("spawn privpred")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "privpred {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        String::from_utf8_lossy(&o.stdout)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn code(args: &[&str]) -> (i32, String) {
-    let o = run(args);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 /// 600 rows, 8 pixel-like features (0..255), 3 well-separated classes, label last.
 fn dataset(dir: &Path) -> PathBuf {

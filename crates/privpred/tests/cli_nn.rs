@@ -4,19 +4,15 @@
 //! `evaluate`, `predict` and `serve` like a linear model (DP-SGD: unlimited answers with
 //! scores; teachers: a finite budget of label-only answers, enforced by the ledgers).
 
+mod common;
+
+#[cfg(feature = "nn")]
+use common::{BIN, json_of};
+use common::{privpred, stderr};
 #[cfg(feature = "nn")]
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
-
-fn privpred(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+#[cfg(feature = "nn")]
+use std::process::Command;
 
 #[cfg(not(feature = "nn"))]
 #[test]
@@ -93,13 +89,6 @@ fn small_cifar(dir: &Path) -> PathBuf {
         .expect("the system tar runs");
     assert!(o.status.success(), "tar: {}", stderr(&o));
     dst
-}
-
-#[cfg(feature = "nn")]
-fn json_of(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
 }
 
 /// A CSV of `n` rows of 3072 raw pixel values.

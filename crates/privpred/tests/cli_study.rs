@@ -2,28 +2,10 @@
 //! (real data, small): output files, sharding + merging equals an unsharded run, resuming after
 //! an interruption gives byte-identical files, bad input exits with code 2.
 
+mod common;
+
+use common::{ok, privpred as run};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_privpred"))
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run privpred")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "privpred {:?} failed: {}\n{}",
-        args,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn reproduce_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![

@@ -89,13 +89,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             StoredModel::Private(p) => p.accuracy(&test, &mut rng).map_err(lin)?,
         });
     }
-    let r = accs.len() as f64;
-    let mean = accs.iter().sum::<f64>() / r;
-    let std = if accs.len() > 1 {
-        (accs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (r - 1.0)).sqrt()
-    } else {
-        0.0
-    };
     let out = match &loaded.model {
         StoredModel::NonPrivate(m) => json!({
             "method": "non-private", "calibration": null, "epsilon": null, "delta": null, "budget": null,
@@ -111,22 +104,53 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             })
         }
     };
-    let mut out = out;
+    report(&args, out, "", &accs, test.n, &[])
+}
+
+/// Mean and sample standard deviation (0 for a single value) of the accuracies.
+fn mean_std(accs: &[f64]) -> (f64, f64) {
+    let r = accs.len() as f64;
+    let mean = accs.iter().sum::<f64>() / r;
+    let std = if accs.len() > 1 {
+        (accs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (r - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    (mean, std)
+}
+
+/// Adds the accuracy summary and the test set to `out` (the model's description) and prints it:
+/// one JSON object with `--json`, else one line (`kind` names the model family, e.g. " ResNet";
+/// `labels` are the dataset's provenance labels, shown in brackets).
+fn report(
+    args: &Args,
+    mut out: serde_json::Value,
+    kind: &str,
+    accs: &[f64],
+    test_examples: usize,
+    labels: &[String],
+) -> anyhow::Result<()> {
+    let (mean, std) = mean_std(accs);
     out["accuracy"] = json!({"mean": mean, "std": std, "repetitions": args.repetitions});
     out["dataset"] = json!(args.dataset);
-    out["test_examples"] = json!(test.n);
+    out["test_examples"] = json!(test_examples);
     if args.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
         println!(
-            "{} ({}): test accuracy {:.2} % ± {:.2} over {} repetition(s) on {} test examples of {}",
+            "{}{kind} ({}): test accuracy {:.2} % ± {:.2} over {} repetition(s) on {} test examples of {}{}",
             out["method"].as_str().unwrap_or("?"),
             out["calibration"].as_str().unwrap_or("no guarantee"),
             100.0 * mean,
             100.0 * std,
             args.repetitions,
-            test.n,
-            args.dataset
+            test_examples,
+            args.dataset,
+            if labels.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", labels.join("; "))
+            }
         );
     }
     Ok(())
@@ -201,13 +225,6 @@ mod nn {
             first.get_or_insert(acc);
             accs.push(acc);
         }
-        let r = accs.len() as f64;
-        let mean = accs.iter().sum::<f64>() / r;
-        let std = if accs.len() > 1 {
-            (accs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (r - 1.0)).sqrt()
-        } else {
-            0.0
-        };
         let h = &model.header;
         let c = h.calibration.as_ref();
         let out = json!({
@@ -224,30 +241,8 @@ mod nn {
             "classes": model.classes(),
             "input_dim": model.input_dim(),
             "trained_on": h.data_source,
-            "accuracy": {"mean": mean, "std": std, "repetitions": args.repetitions},
-            "dataset": args.dataset,
             "dataset_labels": test.provenance.labels,
-            "test_examples": test.n,
         });
-        if args.json {
-            println!("{}", serde_json::to_string(&out)?);
-        } else {
-            println!(
-                "{} ResNet ({}): test accuracy {:.2} % ± {:.2} over {} repetition(s) on {} test examples of {}{}",
-                out["method"].as_str().unwrap_or("?"),
-                out["calibration"].as_str().unwrap_or("no guarantee"),
-                100.0 * mean,
-                100.0 * std,
-                args.repetitions,
-                test.n,
-                args.dataset,
-                if test.provenance.labels.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", test.provenance.labels.join("; "))
-                }
-            );
-        }
-        Ok(())
+        super::report(args, out, " ResNet", &accs, test.n, &test.provenance.labels)
     }
 }
