@@ -35,6 +35,10 @@ pub enum NnError {
     /// Training diverged (non-finite loss or parameters).
     #[error("training diverged: {0}")]
     Diverged(String),
+    /// The compute engine failed at run time (e.g. libtorch out of device memory, a CUDA
+    /// driver error): not the user's input.
+    #[error("gradient engine failed: {0}")]
+    Engine(String),
     /// An error from the privacy core.
     #[error(transparent)]
     Core(#[from] privpred_core::CoreError),

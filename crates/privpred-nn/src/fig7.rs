@@ -13,6 +13,7 @@
 use crate::artifact::{self, ModelHeader, ModelKind, NnModel};
 use crate::calib;
 use crate::data::{self, ImageSet, Normalization};
+use crate::engine::{CpuEngine, GradientEngine};
 use crate::error::{NnError, Result};
 use crate::resnet::{ResNet, ResNetConfig};
 use crate::teachers::VoteMatrix;
@@ -141,6 +142,7 @@ pub struct Fig7Context {
     norm: Normalization,
     votes: Option<VoteMatrix>,
     dataset_checksum: String,
+    engine: Box<dyn GradientEngine>,
 }
 
 /// One repetition's measurement (field names follow `privpred_study::results::Measurement`).
@@ -203,6 +205,7 @@ pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
         norm: Normalization::cifar10(),
         votes: None,
         dataset_checksum,
+        engine: Box::new(CpuEngine),
     })
 }
 
@@ -224,6 +227,7 @@ pub fn prepare_with(
         norm,
         votes: None,
         dataset_checksum: String::new(),
+        engine: Box::new(CpuEngine),
     })
 }
 
@@ -254,9 +258,33 @@ struct CachedPredictions {
 }
 
 impl Fig7Context {
+    /// Trains and predicts with `engine` from now on (default [`CpuEngine`]). Models cached by
+    /// another engine are not reused: the cache names of engines other than the CPU one carry
+    /// the engine's name (the random seeds do not depend on the engine).
+    pub fn set_engine(&mut self, engine: Box<dyn GradientEngine>) {
+        self.engine = engine;
+    }
+
+    /// The engine that trains and predicts.
+    pub fn engine(&self) -> &dyn GradientEngine {
+        &*self.engine
+    }
+
+    /// The cache key of an object: [`Fig7Config::key`], with the engine's name for engines
+    /// other than the CPU one.
+    fn cache_key(&self, what: &str, extra: &str) -> String {
+        match self.engine.name() {
+            "cpu" => self.cfg.key(what, extra),
+            other => self.cfg.key(what, &format!("{extra}-{other}")),
+        }
+    }
+
     /// The labels every result of this context carries.
     pub fn labels(&self) -> Vec<String> {
-        let mut l = vec![self.train.source.clone()];
+        let mut l = vec![
+            self.train.source.clone(),
+            format!("engine: {}", self.engine.describe()),
+        ];
         if self.cfg.quick {
             l.push(format!(
                 "quick: {} train / {} test images, shortened schedules — not the paper's setting",
@@ -289,14 +317,15 @@ impl Fig7Context {
         observer: &mut dyn FnMut(&str, &Progress),
     ) -> Result<&VoteMatrix> {
         if self.votes.is_none() {
-            let key = self.cfg.key("teachers", "");
+            let key = self.cache_key("teachers", "");
             let path = self.cfg.cache_dir.join(format!("{key}.votes.json"));
             let v = match read_json::<VoteMatrix>(&path) {
                 Some(v) if v.n == self.test.len() && v.teachers == self.cfg.teachers => v,
                 _ => {
                     let mut rng =
                         ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "teachers"));
-                    let ens = train::train_teachers(
+                    let ens = train::train_teachers_on(
+                        &*self.engine,
                         &self.net,
                         &self.train,
                         &self.norm,
@@ -310,8 +339,16 @@ impl Fig7Context {
                     let preds: Vec<Vec<u32>> = ens
                         .params
                         .iter()
-                        .map(|p| train::predict_labels(&self.net, p, &self.test, &self.norm))
-                        .collect();
+                        .map(|p| {
+                            train::predict_labels_on(
+                                &*self.engine,
+                                &self.net,
+                                p,
+                                &self.test,
+                                &self.norm,
+                            )
+                        })
+                        .collect::<Result<_>>()?;
                     let v = VoteMatrix::from_predictions(&preds, self.net.classes())?;
                     // the ensemble as an artifact (B = 10, ε = 1 as a default guarantee label;
                     // serve re-calibrates β for its own (ε, δ, B))
@@ -332,7 +369,7 @@ impl Fig7Context {
                             data_source: self.train.source.clone(),
                         },
                         ens.params,
-                        serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed"}),
+                        serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed", "engine": self.engine.describe()}),
                     )?;
                     artifact::save(
                         &self.cfg.cache_dir.join(format!("{key}.safetensors")),
@@ -352,13 +389,14 @@ impl Fig7Context {
         &mut self,
         observer: &mut dyn FnMut(&str, &Progress),
     ) -> Result<f64> {
-        let key = self.cfg.key("reference", "");
+        let key = self.cache_key("reference", "");
         let path = self.cfg.cache_dir.join(format!("{key}.json"));
         if let Some(c) = read_json::<CachedPredictions>(&path) {
             return Ok(c.accuracy);
         }
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "reference"));
-        let p = train::train_nonprivate(
+        let p = train::train_nonprivate_on(
+            &*self.engine,
             &self.net,
             &self.train,
             &self.norm,
@@ -367,7 +405,7 @@ impl Fig7Context {
             &mut rng,
             &mut |p| observer("non-private", p),
         )?;
-        let pred = train::predict_labels(&self.net, &p, &self.test, &self.norm);
+        let pred = train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
         let acc = train::accuracy(&pred, &self.test.labels);
         write_json(
             &path,
@@ -389,9 +427,10 @@ impl Fig7Context {
         run: usize,
         observer: &mut dyn FnMut(&str, &Progress),
     ) -> Result<(Vec<u32>, Calibration)> {
-        let key = self
-            .cfg
-            .key("dpsgd", &format!("-eps{epsilon}-delta{delta}-run{run}"));
+        let extra = format!("-eps{epsilon}-delta{delta}-run{run}");
+        // the seed is the CPU engine's key's, whatever the engine
+        let seed_key = self.cfg.key("dpsgd", &extra);
+        let key = self.cache_key("dpsgd", &extra);
         let path = self.cfg.cache_dir.join(format!("{key}.json"));
         if let Some(CachedPredictions {
             predictions,
@@ -418,9 +457,10 @@ impl Fig7Context {
         } else {
             DpSgdConfig::corrected(self.cfg.dpsgd_sgd.clone(), self.cfg.clip, sigma)
         };
-        let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &key));
+        let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &seed_key));
         let label = format!("dp-sgd ε={epsilon}");
-        let p = train::train_dpsgd(
+        let p = train::train_dpsgd_on(
+            &*self.engine,
             &self.net,
             &self.train,
             &self.norm,
@@ -428,7 +468,7 @@ impl Fig7Context {
             &mut rng,
             &mut |pr| observer(&label, pr),
         )?;
-        let pred = train::predict_labels(&self.net, &p, &self.test, &self.norm);
+        let pred = train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
         let acc = train::accuracy(&pred, &self.test.labels);
         let model = NnModel::new(
             ModelHeader {
@@ -441,7 +481,7 @@ impl Fig7Context {
                 data_source: self.train.source.clone(),
             },
             vec![p],
-            serde_json::json!({"dpsgd": dcfg, "quick": self.cfg.quick, "seed_policy": "experiment: seeded from the run seed"}),
+            serde_json::json!({"dpsgd": dcfg, "quick": self.cfg.quick, "seed_policy": "experiment: seeded from the run seed", "engine": self.engine.describe()}),
         )?;
         artifact::save(
             &self.cfg.cache_dir.join(format!("{key}.safetensors")),

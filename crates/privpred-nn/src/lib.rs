@@ -2,13 +2,15 @@
 //!
 //! Deep models for private prediction (SPEC §6–7, figure 7): ResNet-20 with GroupNorm on
 //! CIFAR-10, trained with DP-SGD (Poisson sampling, joint per-example clipping) or as T = 16
-//! subsample-and-aggregate teachers. The engine is a small purpose-built CPU engine on the
-//! `gemm` crate with hand-written backward passes, which makes exact per-example gradients
-//! free (see the crate README for the measurements behind the choice).
+//! subsample-and-aggregate teachers. The default engine is a small purpose-built CPU engine on
+//! the `gemm` crate with hand-written backward passes, which makes exact per-example gradients
+//! free (see the crate README for the measurements behind the choice). The training loops take
+//! a [`GradientEngine`] (see [`engine`]).
 
 pub mod artifact;
 pub mod calib;
 pub mod data;
+pub mod engine;
 pub mod error;
 pub mod fig7;
 pub mod ops;
@@ -16,5 +18,6 @@ pub mod resnet;
 pub mod teachers;
 pub mod train;
 
+pub use engine::{CpuEngine, EngineKind, GradientEngine};
 pub use error::{NnError, Result};
 pub use resnet::{InitScheme, ResNet, ResNetConfig, Tape, TensorInfo};

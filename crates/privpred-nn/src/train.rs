@@ -5,8 +5,14 @@
 //! the gradient to its running sum (non-private) or first writes it into a per-example buffer,
 //! clips it, and then adds it (DP-SGD). The per-example gradient is the backward pass itself,
 //! so DP-SGD costs one extra pass over the parameter vector per example (norm, scale, add).
+//!
+//! The loops themselves take a [`GradientEngine`] (the `*_on` functions): the batch gradient
+//! and the batched forward pass can run on another engine (libtorch, feature `torch`) while
+//! sampling, augmentation, noise, the optimiser and the schedule stay here. The functions
+//! without `_on` use [`CpuEngine`].
 
 use crate::data::{Augment, ImageSet, Normalization, prepare_image};
+use crate::engine::{CpuEngine, GradientEngine};
 use crate::error::{NnError, Result};
 use crate::resnet::{InitScheme, ResNet, Tape};
 use rand::{Rng, RngExt, SeedableRng};
@@ -160,6 +166,14 @@ impl DpSgdConfig {
             sampling: Sampling::Shuffle,
         }
     }
+    /// The batch-gradient mode of this clipping: [`GradMode::ClipJoint`] or
+    /// [`GradMode::ClipPerLayer`] at ν = `clip`.
+    pub fn grad_mode(&self) -> GradMode {
+        match self.clipping {
+            Clipping::Joint => GradMode::ClipJoint(self.clip),
+            Clipping::PerLayer => GradMode::ClipPerLayer(self.clip),
+        }
+    }
     /// Whether the accountant's guarantee holds for this configuration.
     pub fn valid_guarantee(&self) -> bool {
         self.clipping == Clipping::Joint && self.sampling == Sampling::Poisson
@@ -245,7 +259,9 @@ pub struct Inputs<'a> {
     pub augment_seed: Option<u64>,
 }
 
-fn aug_for(seed: Option<u64>, j: usize) -> Augment {
+/// The augmentation of example `j` of a batch whose augmentation seed is `seed` (identity
+/// when `None`): every engine prepares its inputs with this, so all see the same pixels.
+pub(crate) fn aug_for(seed: Option<u64>, j: usize) -> Augment {
     match seed {
         None => Augment::default(),
         Some(s) => {
@@ -444,6 +460,21 @@ pub fn predict_labels(
         .collect()
 }
 
+/// Predicted labels of every image, with the logits from `engine`.
+pub fn predict_labels_on(
+    engine: &dyn GradientEngine,
+    net: &ResNet,
+    params: &[f32],
+    data: &ImageSet,
+    norm: &Normalization,
+) -> Result<Vec<u32>> {
+    Ok(engine
+        .predict_logits(net, params, data, norm)?
+        .iter()
+        .map(|l| argmax(l) as u32)
+        .collect())
+}
+
 /// Fraction of `pred` equal to the labels of `data`.
 pub fn accuracy(pred: &[u32], labels: &[u32]) -> f64 {
     let c = pred.iter().zip(labels).filter(|(a, b)| a == b).count();
@@ -526,7 +557,22 @@ pub fn train_nonprivate(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
-    let out = train_nonprivate_ctl(net, data, norm, cfg, init, rng, &mut |p| {
+    train_nonprivate_on(&CpuEngine, net, data, norm, cfg, init, rng, observer)
+}
+
+/// [`train_nonprivate`] with the batch gradients from `engine`.
+#[allow(clippy::too_many_arguments)]
+pub fn train_nonprivate_on(
+    engine: &dyn GradientEngine,
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    init: Option<Vec<f32>>,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    let out = train_nonprivate_ctl_on(engine, net, data, norm, cfg, init, rng, &mut |p| {
         observer(p);
         ControlFlow::Continue(())
     })?;
@@ -548,6 +594,21 @@ pub struct Trained {
 /// ([`ControlFlow::Break`], e.g. at a time limit): the learning-rate schedule stays the one
 /// planned for `cfg.epochs`, and the parameters after the last finished step are returned.
 pub fn train_nonprivate_ctl(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    init: Option<Vec<f32>>,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
+) -> Result<Trained> {
+    train_nonprivate_ctl_on(&CpuEngine, net, data, norm, cfg, init, rng, observer)
+}
+
+/// [`train_nonprivate_ctl`] with the batch gradients from `engine`.
+#[allow(clippy::too_many_arguments)]
+pub fn train_nonprivate_ctl_on(
+    engine: &dyn GradientEngine,
     net: &ResNet,
     data: &ImageSet,
     norm: &Normalization,
@@ -591,7 +652,7 @@ pub fn train_nonprivate_ctl(
             pos += take;
         }
         let seed = cfg.augment.then(|| rng.random::<u64>());
-        let st = batch_gradient(
+        let st = engine.batch_gradient(
             net,
             &params,
             Inputs {
@@ -602,7 +663,7 @@ pub fn train_nonprivate_ctl(
             &batch,
             GradMode::Sum,
             &mut grad,
-        );
+        )?;
         let inv = 1.0 / batch.len() as f32;
         grad.iter_mut().for_each(|g| *g *= inv);
         let lr = cfg.lr_at(step, steps);
@@ -662,15 +723,33 @@ pub fn dp_gradient(
     rng: &mut impl Rng,
     out: &mut [f32],
 ) -> BatchStats {
-    let mode = match cfg.clipping {
-        Clipping::Joint => GradMode::ClipJoint(cfg.clip),
-        Clipping::PerLayer => GradMode::ClipPerLayer(cfg.clip),
-    };
-    let st = batch_gradient(net, params, inputs, batch, mode, out);
+    let st = batch_gradient(net, params, inputs, batch, cfg.grad_mode(), out);
+    noise_and_scale(cfg, rng, out);
+    st
+}
+
+/// [`dp_gradient`] with the clipped sum from `engine` (the noise is drawn here, on the CPU,
+/// from `rng`, whatever the engine).
+#[allow(clippy::too_many_arguments)]
+pub fn dp_gradient_on(
+    engine: &dyn GradientEngine,
+    net: &ResNet,
+    params: &[f32],
+    inputs: Inputs<'_>,
+    batch: &[usize],
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    out: &mut [f32],
+) -> Result<BatchStats> {
+    let st = engine.batch_gradient(net, params, inputs, batch, cfg.grad_mode(), out)?;
+    noise_and_scale(cfg, rng, out);
+    Ok(st)
+}
+
+fn noise_and_scale(cfg: &DpSgdConfig, rng: &mut impl Rng, out: &mut [f32]) {
     add_gaussian_noise(out, cfg.noise_multiplier * cfg.clip, rng);
     let inv = 1.0 / cfg.sgd.batch_size as f32;
     out.iter_mut().for_each(|g| *g *= inv);
-    st
 }
 
 /// DP-SGD (Abadi et al. 2016) with the sampling and clipping of `cfg`; the privacy of the
@@ -678,6 +757,20 @@ pub fn dp_gradient(
 /// when [`DpSgdConfig::valid_guarantee`] holds. `rng` drives sampling, augmentation and noise
 /// (pass an OS-seeded cryptographic generator for a release).
 pub fn train_dpsgd(
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    train_dpsgd_on(&CpuEngine, net, data, norm, cfg, rng, observer)
+}
+
+/// [`train_dpsgd`] with the clipped gradient sums from `engine`; sampling, augmentation seeds,
+/// noise, the optimiser and the schedule are the same code for every engine.
+pub fn train_dpsgd_on(
+    engine: &dyn GradientEngine,
     net: &ResNet,
     data: &ImageSet,
     norm: &Normalization,
@@ -711,7 +804,8 @@ pub fn train_dpsgd(
             }
         };
         let seed = cfg.sgd.augment.then(|| rng.random::<u64>());
-        let st = dp_gradient(
+        let st = dp_gradient_on(
+            engine,
             net,
             &params,
             Inputs {
@@ -723,7 +817,7 @@ pub fn train_dpsgd(
             cfg,
             rng,
             &mut grad,
-        );
+        )?;
         let lr = cfg.sgd.lr_at(step, steps);
         opt.step(
             &mut params,
@@ -780,13 +874,29 @@ pub fn train_teachers(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(usize, &Progress),
 ) -> Result<TeacherEnsemble> {
+    train_teachers_on(&CpuEngine, net, data, norm, cfg, t, rng, observer)
+}
+
+/// [`train_teachers`] with the batch gradients from `engine`.
+#[allow(clippy::too_many_arguments)]
+pub fn train_teachers_on(
+    engine: &dyn GradientEngine,
+    net: &ResNet,
+    data: &ImageSet,
+    norm: &Normalization,
+    cfg: &SgdConfig,
+    t: usize,
+    rng: &mut impl Rng,
+    observer: &mut dyn FnMut(usize, &Progress),
+) -> Result<TeacherEnsemble> {
     let part = partition(data.len(), t, rng)?;
     let mut params = Vec::with_capacity(t);
     for (k, idx) in part.iter().enumerate() {
         let shard = data.subset(idx);
         let mut cfg_k = cfg.clone();
         cfg_k.batch_size = cfg.batch_size.min(shard.len());
-        params.push(train_nonprivate(
+        params.push(train_nonprivate_on(
+            engine,
             net,
             &shard,
             norm,

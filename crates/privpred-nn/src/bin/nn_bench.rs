@@ -3,15 +3,25 @@
 //! DP-SGD per-example gradients with joint clipping, and the examples/second ratio.
 //!
 //! `cargo run --release -p privpred-nn --bin nn-bench -- [batch] [repeats]`
+//!
+//! The engine is `$PRIVPRED_NN_ENGINE` (`cpu` or `torch`; default `torch` when built with
+//! `--features torch`, else `cpu`); the torch engine's device is `$PRIVPRED_DEVICE`.
 
 use privpred_nn::data::{ImageSet, Normalization};
-use privpred_nn::train::{GradMode, Inputs, batch_gradient};
-use privpred_nn::{ResNet, ResNetConfig};
+use privpred_nn::train::{GradMode, Inputs};
+use privpred_nn::{ResNet, ResNetConfig, engine};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use std::time::Instant;
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    let eng = match engine::from_choice(None) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let args: Vec<String> = std::env::args().collect();
     let batch: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(128);
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
@@ -32,9 +42,10 @@ fn main() {
     let idx: Vec<usize> = (0..n).collect();
     let mut g = vec![0.0f32; net.num_params()];
     println!(
-        "ResNet-20-GN, {} parameters, batch {batch}, {} rayon threads",
+        "ResNet-20-GN, {} parameters, batch {batch}, {} rayon threads, engine {}",
         net.num_params(),
-        rayon::current_num_threads()
+        rayon::current_num_threads(),
+        eng.describe()
     );
     let threads = rayon::current_num_threads() as f64;
     let inputs = Inputs {
@@ -42,20 +53,31 @@ fn main() {
         norm: &norm,
         augment_seed: Some(1),
     };
-    let mut time = |mode: GradMode| {
-        batch_gradient(&net, &params, inputs, &idx, mode, &mut g);
+    let mut time = |mode: GradMode| -> Result<(f64, f64), privpred_nn::NnError> {
+        eng.batch_gradient(&net, &params, inputs, &idx, mode, &mut g)?;
         let (t, c) = (Instant::now(), cpu_seconds());
         for _ in 0..reps {
-            batch_gradient(&net, &params, inputs, &idx, mode, &mut g);
+            eng.batch_gradient(&net, &params, inputs, &idx, mode, &mut g)?;
         }
-        (
+        Ok((
             t.elapsed().as_secs_f64() / reps as f64,
             (cpu_seconds() - c) / reps as f64,
-        )
+        ))
     };
-    let (t_np, c_np) = time(GradMode::Sum);
-    let (t_dp, c_dp) = time(GradMode::ClipJoint(1.0));
-    let (t_pl, c_pl) = time(GradMode::ClipPerLayer(1.0));
+    let timed = (|| {
+        Ok::<_, privpred_nn::NnError>((
+            time(GradMode::Sum)?,
+            time(GradMode::ClipJoint(1.0))?,
+            time(GradMode::ClipPerLayer(1.0))?,
+        ))
+    })();
+    let ((t_np, c_np), (t_dp, c_dp), (t_pl, c_pl)) = match timed {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     println!(
         "(wall time depends on other load; CPU s / threads estimates an otherwise idle machine)"
     );
@@ -76,6 +98,7 @@ fn main() {
         t_dp / t_np,
         c_dp / c_np
     );
+    std::process::ExitCode::SUCCESS
 }
 
 /// User + system CPU seconds of this process (Linux `/proc/self/stat`; 0 elsewhere).

@@ -14,6 +14,10 @@
 //! gradients and DP-SGD (joint per-example clipping + noise; per-layer clipping too), on real
 //! augmented CIFAR images, the modes interleaved so load drift hits them alike.
 //!
+//! `--engine cpu|torch` picks the gradient engine (default: `$PRIVPRED_NN_ENGINE`, else `torch`
+//! when built with `--features torch`, else `cpu`); the torch engine runs on CUDA when present
+//! (`PRIVPRED_DEVICE=cpu|cuda|cuda:N` overrides). The report names the engine and its device.
+//!
 //! ```text
 //! nn-train --data cifar10-jpeg.tar.gz --epochs 30 --batch 600 --threads 16 \
 //!          --time-limit-s 3600 --out run.json
@@ -23,10 +27,8 @@
 use clap::{Parser, ValueEnum};
 use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
 use privpred_nn::data::{self, ImageSet, Normalization};
-use privpred_nn::train::{
-    self, Clipping, DpSgdConfig, GradMode, Inputs, SgdConfig, batch_gradient, dp_gradient,
-};
-use privpred_nn::{InitScheme, ResNet, ResNetConfig};
+use privpred_nn::train::{self, Clipping, DpSgdConfig, GradMode, Inputs, SgdConfig};
+use privpred_nn::{GradientEngine, InitScheme, ResNet, ResNetConfig, engine};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
@@ -97,6 +99,10 @@ struct Args {
     /// Save the trained network as a privpred-nn artifact (non-private, no guarantee).
     #[arg(long)]
     model_out: Option<PathBuf>,
+    /// Gradient engine: `cpu` (privpred-nn's own) or `torch` (libtorch; CUDA when present).
+    /// Default: $PRIVPRED_NN_ENGINE, else `torch` when built in, else `cpu`.
+    #[arg(long)]
+    engine: Option<String>,
     /// The JSON report.
     #[arg(long)]
     out: PathBuf,
@@ -159,19 +165,31 @@ fn run(a: &Args) -> Result<(), String> {
             parent.display()
         ));
     }
+    let eng = engine::from_choice(a.engine.as_deref()).map_err(|e| e.to_string())?;
     let sha = data::source_sha256(&a.data).map_err(|e| e.to_string())?;
     let (train_set, test_set) =
         data::load_cifar10_jpeg(&a.data, per_class).map_err(|e| e.to_string())?;
     let load_s = t0.elapsed().as_secs_f64();
     eprintln!(
-        "{}: {} train / {} test images ({load_s:.1} s), {} threads",
+        "{}: {} train / {} test images ({load_s:.1} s), {} threads, engine {}",
         train_set.source,
         train_set.len(),
         test_set.len(),
-        rayon::current_num_threads()
+        rayon::current_num_threads(),
+        eng.describe()
     );
+    let engine_label = match eng.name() {
+        "cpu" => format!("privpred-nn {} (CPU, f32, gemm)", env!("CARGO_PKG_VERSION")),
+        _ => format!(
+            "privpred-nn {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            eng.describe()
+        ),
+    };
     let base = json!({
-        "engine": format!("privpred-nn {} (CPU, f32, gemm)", env!("CARGO_PKG_VERSION")),
+        "engine": engine_label,
+        "engine_kind": eng.name(),
+        "device": eng.device(),
         "machine": machine(),
         "data": {
             "path": a.data.display().to_string(),
@@ -184,8 +202,8 @@ fn run(a: &Args) -> Result<(), String> {
         },
     });
     match a.mode {
-        Mode::Train => train_mode(a, t0, base, &train_set, &test_set),
-        Mode::Throughput => throughput_mode(a, base, &train_set),
+        Mode::Train => train_mode(a, &*eng, t0, base, &train_set, &test_set),
+        Mode::Throughput => throughput_mode(a, &*eng, base, &train_set),
     }
 }
 
@@ -222,8 +240,15 @@ fn init_scheme(i: Init) -> InitScheme {
     }
 }
 
-fn test_accuracy(net: &ResNet, p: &[f32], test: &ImageSet, norm: &Normalization) -> f64 {
-    train::accuracy(&train::predict_labels(net, p, test, norm), &test.labels)
+fn test_accuracy(
+    eng: &dyn GradientEngine,
+    net: &ResNet,
+    p: &[f32],
+    test: &ImageSet,
+    norm: &Normalization,
+) -> Result<f64, String> {
+    let pred = train::predict_labels_on(eng, net, p, test, norm).map_err(|e| e.to_string())?;
+    Ok(train::accuracy(&pred, &test.labels))
 }
 
 /// Training losses of this many first steps go into the report one by one.
@@ -231,6 +256,7 @@ const FIRST_STEPS: usize = 200;
 
 fn train_mode(
     a: &Args,
+    eng: &dyn GradientEngine,
     t0: Instant,
     mut report: Value,
     train_set: &ImageSet,
@@ -267,8 +293,15 @@ fn train_mode(
     let mut first_steps: Vec<f64> = Vec::new();
     let train_start = Instant::now();
     let mut last = Instant::now();
-    let trained =
-        train::train_nonprivate_ctl(&net, train_set, &norm, &cfg, None, &mut rng, &mut |p| {
+    let trained = train::train_nonprivate_ctl_on(
+        eng,
+        &net,
+        train_set,
+        &norm,
+        &cfg,
+        None,
+        &mut rng,
+        &mut |p| {
             let dt = last.elapsed().as_secs_f64();
             last = Instant::now();
             per_example_s = if per_example_s == 0.0 {
@@ -311,11 +344,12 @@ fn train_mode(
             } else {
                 ControlFlow::Continue(())
             }
-        })
-        .map_err(|e| e.to_string())?;
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let train_s = train_start.elapsed().as_secs_f64();
     let te = Instant::now();
-    let acc = test_accuracy(&net, &trained.params, test_set, &norm);
+    let acc = test_accuracy(eng, &net, &trained.params, test_set, &norm)?;
     let eval_s_total = te.elapsed().as_secs_f64();
     let epochs_done = trained.steps_done as f64 * a.batch.min(train_set.len()) as f64 / n;
     report["steps_planned"] = json!(trained.steps_planned);
@@ -350,7 +384,7 @@ fn train_mode(
                 data_source: train_set.source.clone(),
             },
             vec![trained.params.clone()],
-            json!({"trained_with": "nn-train", "sgd": cfg, "steps_done": trained.steps_done, "seed": a.seed}),
+            json!({"trained_with": "nn-train", "engine": eng.describe(), "sgd": cfg, "steps_done": trained.steps_done, "seed": a.seed}),
         )
         .map_err(|e| e.to_string())?;
         artifact::save(path, &model).map_err(|e| e.to_string())?;
@@ -366,7 +400,12 @@ fn train_mode(
     Ok(())
 }
 
-fn throughput_mode(a: &Args, mut report: Value, train_set: &ImageSet) -> Result<(), String> {
+fn throughput_mode(
+    a: &Args,
+    eng: &dyn GradientEngine,
+    mut report: Value,
+    train_set: &ImageSet,
+) -> Result<(), String> {
     let net = ResNet::new(ResNetConfig::resnet20(10)).map_err(|e| e.to_string())?;
     let norm = Normalization::cifar10();
     let mut rng = ChaCha20Rng::seed_from_u64(a.seed);
@@ -403,15 +442,22 @@ fn throughput_mode(a: &Args, mut report: Value, train_set: &ImageSet) -> Result<
             let t = Instant::now();
             match k {
                 0 => {
-                    batch_gradient(&net, &params, inputs, &idx, GradMode::Sum, &mut g);
+                    eng.batch_gradient(&net, &params, inputs, &idx, GradMode::Sum, &mut g)
+                        .map_err(|e| e.to_string())?;
                     let inv = 1.0 / b as f32;
                     g.iter_mut().for_each(|v| *v *= inv);
                 }
                 1 => {
-                    dp_gradient(&net, &params, inputs, &idx, &joint, &mut rng, &mut g);
+                    train::dp_gradient_on(
+                        eng, &net, &params, inputs, &idx, &joint, &mut rng, &mut g,
+                    )
+                    .map_err(|e| e.to_string())?;
                 }
                 _ => {
-                    dp_gradient(&net, &params, inputs, &idx, &per_layer, &mut rng, &mut g);
+                    train::dp_gradient_on(
+                        eng, &net, &params, inputs, &idx, &per_layer, &mut rng, &mut g,
+                    )
+                    .map_err(|e| e.to_string())?;
                 }
             }
             if round > 0 {

@@ -50,12 +50,13 @@ pub fn needs_nn_feature(path: &Path) -> anyhow::Error {
 }
 
 /// Maps a deep-model error to the CLI's exit codes: bad arguments, shapes, files and data
-/// are the user's (exit 2); a diverged training run or anything else is not (exit 1).
+/// are the user's (exit 2); a diverged training run or an engine failure (e.g. libtorch out of
+/// device memory) is not (exit 1).
 #[cfg(feature = "nn")]
 pub fn nn_err(e: privpred_nn::NnError) -> anyhow::Error {
     use privpred_nn::NnError;
     match e {
-        NnError::Diverged(_) => anyhow::Error::new(e),
+        NnError::Diverged(_) | NnError::Engine(_) => anyhow::Error::new(e),
         _ => usage(e),
     }
 }

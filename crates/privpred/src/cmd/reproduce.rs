@@ -99,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.cv_draws = args.cv_draws;
     let linear = LinearRunner::new(opts);
     #[cfg(feature = "nn")]
-    let nn_runner = nn::Fig7Runner::new(&args, &out);
+    let nn_runner = nn::Fig7Runner::new(&args, &out)?;
     #[cfg(feature = "nn")]
     let dispatch = nn::Dispatch {
         linear: &linear,
@@ -171,6 +171,7 @@ pub fn study_error(e: StudyError) -> anyhow::Error {
 #[cfg(feature = "nn")]
 mod nn {
     use super::Args;
+    use privpred_nn::engine::{self, GradientEngine};
     use privpred_nn::fig7::{self, Fig7Config, Fig7Context};
     use privpred_study::progress::{Event, Observer};
     use privpred_study::results::Measurement;
@@ -219,16 +220,31 @@ mod nn {
     }
 
     /// Runs the groups of figure 7 with [`fig7::run_unit`]; the CIFAR-10 data and the trained
-    /// networks (cached under `<out>/nn-cache`) are loaded on the first group.
+    /// networks (cached under `<out>/nn-cache`) are loaded on the first group. The networks
+    /// train on the engine named by `$PRIVPRED_NN_ENGINE` (`cpu` or `torch`; default `torch`
+    /// when built with `--features torch`, else `cpu`).
     pub struct Fig7Runner {
         cfg: Fig7Config,
         ctx: Mutex<Option<Fig7Context>>,
+        /// The engine until the context takes it on the first group.
+        engine: Mutex<Option<Box<dyn GradientEngine>>>,
+        engine_name: &'static str,
     }
 
     impl Fig7Runner {
         /// The configuration of `privpred reproduce` args: `--quick` picks the small CPU run,
-        /// `--seed` seeds every draw, `--data-dir` may hold `cifar10-jpeg.tar.gz`.
-        pub fn new(args: &Args, out: &Path) -> Self {
+        /// `--seed` seeds every draw, `--data-dir` may hold `cifar10-jpeg.tar.gz`. An unknown
+        /// `$PRIVPRED_NN_ENGINE`, or `torch` in a build without it, is a usage error (exit 2).
+        pub fn new(args: &Args, out: &Path) -> anyhow::Result<Self> {
+            // only a run with figure 7 needs (and checks) the engine
+            let needs_nn = super::targets(&args.target)
+                .map(|(f, _)| f.iter().any(|f| f.needs_nn()))
+                .unwrap_or(false);
+            let engine: Box<dyn GradientEngine> = if needs_nn {
+                engine::from_choice(None).map_err(crate::cmd::nn_artifact::nn_err)?
+            } else {
+                Box::new(engine::CpuEngine)
+            };
             let cache = out.join("nn-cache");
             let mut cfg = if args.quick {
                 Fig7Config::quick(cache)
@@ -245,10 +261,12 @@ mod nn {
                     cfg.data_path = p;
                 }
             }
-            Fig7Runner {
+            Ok(Fig7Runner {
                 cfg,
                 ctx: Mutex::new(None),
-            }
+                engine_name: engine.name(),
+                engine: Mutex::new(Some(engine)),
+            })
         }
 
         fn compute(context: &str, e: impl std::fmt::Display) -> StudyError {
@@ -266,6 +284,11 @@ mod nn {
                 // where the cache lives and which mode is first do not change results
                 o.remove("cache_dir");
                 o.remove("mode");
+                // engines other than the CPU one are named (shards must use the same engine;
+                // CPU runs keep the options they always had)
+                if self.engine_name != "cpu" {
+                    o.insert("engine".into(), serde_json::json!(self.engine_name));
+                }
             }
             v
         }
@@ -286,9 +309,17 @@ mod nn {
                         ""
                     }
                 )));
-                let ctx = fig7::prepare(self.cfg.clone()).map_err(|e| {
+                let mut ctx = fig7::prepare(self.cfg.clone()).map_err(|e| {
                     Self::compute(&format!("{figure}: {}", self.cfg.data_path.display()), e)
                 })?;
+                let mut eng = self.engine.lock().map_err(|e| Self::compute("fig7", e))?;
+                if let Some(e) = eng.take() {
+                    observer.on_event(&Event::Message(&format!(
+                        "{figure}: training on engine {}",
+                        e.describe()
+                    )));
+                    ctx.set_engine(e);
+                }
                 *guard = Some(ctx);
             }
             Ok(())

@@ -122,6 +122,11 @@ pub struct Args {
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
     #[arg(long, default_value = "normalize")]
     pub unit_ball: String,
+    /// ResNet training engine: `cpu` (privpred-nn's own) or `torch` (libtorch, build with
+    /// `--features torch`: CUDA when present, CPU otherwise). Default: $PRIVPRED_NN_ENGINE,
+    /// else `torch` when built in, else `cpu`.
+    #[arg(long)]
+    pub engine: Option<String>,
     /// Output file (safetensors).
     #[arg(long)]
     pub out: PathBuf,
@@ -202,6 +207,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Some(_), Some(e)) => Some(Privacy::new(e, args.delta)?),
     };
     match args.model.as_str() {
+        "linear" if args.engine.is_some() => {
+            return Err(usage(
+                "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
+            ));
+        }
         "linear" => {}
         "resnet20" | "resnet-tiny" => {
             #[cfg(feature = "nn")]

@@ -12,6 +12,11 @@
 //! weight decay, flip + 4-pixel-pad crop, DP-SGD 100 epochs, teachers 500 epochs, T = 16,
 //! ν = 1. Inputs are normalised with fixed public constants (the CIFAR-10 channel statistics
 //! for cifar10, mean 0.5 / std 0.25 otherwise), never with statistics of the private data.
+//!
+//! `--engine cpu|torch` picks the gradient engine (privpred-nn's own CPU engine, or libtorch
+//! with `--features torch`: CUDA when present, CPU otherwise, `PRIVPRED_DEVICE` overrides);
+//! default `$PRIVPRED_NN_ENGINE`, else `torch` when built in, else `cpu`. Sampling, noise,
+//! clipping bound, optimiser and accounting are the same code for both.
 
 use super::train::{Args, TrainMethod};
 use crate::cmd::nn_artifact::nn_err;
@@ -22,7 +27,7 @@ use privpred_data::{DatasetSpec, LoadOptions, load};
 use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
 use privpred_nn::data::{ImageSet, Normalization, PixelLayout};
 use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
-use privpred_nn::{ResNet, ResNetConfig, calib};
+use privpred_nn::{ResNet, ResNetConfig, calib, engine};
 use serde_json::json;
 use std::time::Instant;
 
@@ -120,6 +125,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
     };
     sgd.validate().map_err(usage)?;
     super::train::check_out_dir(&args.out)?;
+    let engine_kind = engine::resolve_kind(args.engine.as_deref()).map_err(usage)?;
+    let eng = engine::create(engine_kind).map_err(nn_err)?;
     let (mut rng, seed_note) = match args.seed {
         Some(s) => (privpred_core::noise::seeded_rng(s), json!({"seed": s})),
         None => (
@@ -185,7 +192,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
     let label = format!("{} {}", args.model, method_name(args.method));
     let (kind, members, calibration, method_extra) = match method {
         None => {
-            let p = train::train_nonprivate(
+            let p = train::train_nonprivate_on(
+                &*eng,
                 &net,
                 &train_set,
                 &norm,
@@ -216,7 +224,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
                 DpSgdConfig::corrected(sgd.clone(), clip, sigma)
             };
             dcfg.validate(n).map_err(usage)?;
-            let p = train::train_dpsgd(
+            let p = train::train_dpsgd_on(
+                &*eng,
                 &net,
                 &train_set,
                 &norm,
@@ -245,7 +254,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
                     "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
                 )));
             }
-            let ens = train::train_teachers(
+            let ens = train::train_teachers_on(
+                &*eng,
                 &net,
                 &train_set,
                 &norm,
@@ -293,6 +303,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
             "method": method_extra,
             "seed": seed_note,
             "trained_with": format!("privpred {} (--model {})", env!("CARGO_PKG_VERSION"), args.model),
+            "engine": eng.describe(),
         }),
     )
     .map_err(nn_err)?;
@@ -321,6 +332,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
         "learning_rate": sgd.lr,
         "dataset_labels": prov.labels,
         "out": args.out.display().to_string(),
+        "engine": eng.name(),
+        "device": eng.device(),
         "seconds": started.elapsed().as_secs_f64(),
     });
     if args.json {
@@ -348,6 +361,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
             args.seed
                 .map_or("OS random (release)".to_string(), |s| s.to_string())
         );
+        println!("engine: {}", eng.describe());
         println!(
             "wrote {} in {:.1} s",
             args.out.display(),

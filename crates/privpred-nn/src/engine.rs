@@ -1,0 +1,223 @@
+//! Gradient engines: what computes a batch's (clipped) gradient sum and the batched logits.
+//!
+//! The training loops of [`crate::train`] — batching, Poisson sampling, augmentation seeds,
+//! Gaussian noise, the momentum optimiser, the learning-rate schedule — and the accountant are
+//! the same for every engine; only the gradient oracle
+//! ([`GradientEngine::batch_gradient`]) and the batched forward pass
+//! ([`GradientEngine::predict_logits`]) move. Every engine reads the flat parameter vector laid
+//! out as [`ResNet::tensors`] and the inputs prepared on the CPU by the same
+//! [`crate::data::prepare_image`] code, so artifacts, initialisation and the optimiser are
+//! shared.
+//!
+//! - [`CpuEngine`]: privpred-nn's own engine (rayon + `gemm`, exact per-example backward).
+//! - `torch`: a libtorch engine (CUDA when present, CPU otherwise), not in this build yet.
+//!
+//! Choose with [`from_choice`]: an explicit name, else `$PRIVPRED_NN_ENGINE`, else `torch` when
+//! the feature is compiled in and `cpu` otherwise.
+
+use crate::data::{ImageSet, Normalization};
+use crate::error::{NnError, Result};
+use crate::resnet::ResNet;
+use crate::train::{self, BatchStats, GradMode, Inputs};
+
+/// Environment variable naming the default engine (`cpu` or `torch`).
+pub const ENGINE_ENV: &str = "PRIVPRED_NN_ENGINE";
+
+/// Environment variable naming the torch engine's device (`cpu`, `cuda`, `cuda:N`); unset:
+/// the first CUDA device when one is available, else the CPU.
+pub const DEVICE_ENV: &str = "PRIVPRED_DEVICE";
+
+/// How to get a build with the torch engine (for error messages).
+pub const TORCH_BUILD_HINT: &str = "this build has no libtorch engine: run `bash scripts/install_torch.sh`, `source scripts/torch_env.sh`, then rebuild with `cargo build --release -p privpred --features torch`";
+
+/// Computes batch gradients and logits of a [`ResNet`] for the training loops.
+///
+/// Implementations must give, up to floating-point rounding, what the reference
+/// [`train::batch_gradient`] gives: the sum over the batch of each example's exact
+/// cross-entropy gradient, raw or clipped per example as `mode` says, with the same
+/// [`BatchStats`]. Privacy rests on the clipping: whatever the engine, each example's
+/// contribution to `out` must have norm ≤ ν under [`GradMode::ClipJoint`] (ν per tensor under
+/// [`GradMode::ClipPerLayer`]).
+pub trait GradientEngine: Send + Sync {
+    /// The engine's name: `cpu` or `torch`.
+    fn name(&self) -> &'static str;
+
+    /// Where it computes, for provenance (e.g. `cpu`, `cuda:0 (NVIDIA H100 80GB HBM3)`).
+    fn device(&self) -> String;
+
+    /// `name` and `device` in one line, e.g. `torch on cuda:0`.
+    fn describe(&self) -> String {
+        format!("{} on {}", self.name(), self.device())
+    }
+
+    /// Σ over the batch `idx` of each example's gradient (raw or clipped per `mode`), written
+    /// into `out` (overwritten, length [`ResNet::num_params`]). Example `j` of the batch is
+    /// augmented with the generator of `(inputs.augment_seed, j)`, as in
+    /// [`train::batch_gradient`].
+    fn batch_gradient(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+        mode: GradMode,
+        out: &mut [f32],
+    ) -> Result<BatchStats>;
+
+    /// Logits of every image of `data` (no augmentation), one row per image.
+    fn predict_logits(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        data: &ImageSet,
+        norm: &Normalization,
+    ) -> Result<Vec<Vec<f32>>>;
+}
+
+/// privpred-nn's own CPU engine: [`train::batch_gradient`] and [`train::predict_logits`]
+/// (bit-identical to calling them directly).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuEngine;
+
+impl GradientEngine for CpuEngine {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn describe(&self) -> String {
+        format!("privpred-nn cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn batch_gradient(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+        mode: GradMode,
+        out: &mut [f32],
+    ) -> Result<BatchStats> {
+        check_lengths(net, params, out.len())?;
+        Ok(train::batch_gradient(net, params, inputs, idx, mode, out))
+    }
+
+    fn predict_logits(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        data: &ImageSet,
+        norm: &Normalization,
+    ) -> Result<Vec<Vec<f32>>> {
+        check_lengths(net, params, net.num_params())?;
+        Ok(train::predict_logits(net, params, data, norm))
+    }
+}
+
+/// Checks the parameter and gradient lengths against the network (shared by the engines).
+pub(crate) fn check_lengths(net: &ResNet, params: &[f32], out_len: usize) -> Result<()> {
+    if params.len() != net.num_params() || out_len != net.num_params() {
+        return Err(NnError::Shape(format!(
+            "parameter vector of {} values and gradient buffer of {} for a network of {} parameters",
+            params.len(),
+            out_len,
+            net.num_params()
+        )));
+    }
+    Ok(())
+}
+
+/// The engines a build can offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// [`CpuEngine`].
+    Cpu,
+    /// The libtorch engine (feature `torch`).
+    Torch,
+}
+
+impl EngineKind {
+    /// `torch` when this build has the torch engine, `cpu` otherwise.
+    pub fn build_default() -> Self {
+        EngineKind::Cpu
+    }
+
+    /// The name as the CLI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Cpu => "cpu",
+            EngineKind::Torch => "torch",
+        }
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = NnError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "cpu" => Ok(EngineKind::Cpu),
+            "torch" => Ok(EngineKind::Torch),
+            other => Err(NnError::invalid(
+                "engine",
+                other,
+                "must be `cpu` (privpred-nn's own) or `torch` (libtorch: CUDA when present, CPU otherwise)",
+            )),
+        }
+    }
+}
+
+/// The engine kind for an optional explicit choice: `arg`, else `$PRIVPRED_NN_ENGINE` (when
+/// set and non-empty), else [`EngineKind::build_default`].
+pub fn resolve_kind(arg: Option<&str>) -> Result<EngineKind> {
+    if let Some(a) = arg {
+        return a.parse();
+    }
+    match std::env::var(ENGINE_ENV) {
+        Ok(v) if !v.trim().is_empty() => v
+            .parse()
+            .map_err(|_| NnError::invalid(ENGINE_ENV, v.trim(), "must be `cpu` or `torch`")),
+        _ => Ok(EngineKind::build_default()),
+    }
+}
+
+/// Creates an engine of `kind`; the torch engine picks its device from `$PRIVPRED_DEVICE`
+/// (default: CUDA when available, else CPU). Asking for `torch` in a build without the
+/// feature is an [`NnError::InvalidArgument`] naming the build command.
+pub fn create(kind: EngineKind) -> Result<Box<dyn GradientEngine>> {
+    match kind {
+        EngineKind::Cpu => Ok(Box::new(CpuEngine)),
+        EngineKind::Torch => Err(NnError::invalid("engine", "torch", TORCH_BUILD_HINT)),
+    }
+}
+
+/// [`resolve_kind`] then [`create`].
+pub fn from_choice(arg: Option<&str>) -> Result<Box<dyn GradientEngine>> {
+    create(resolve_kind(arg)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_names_parse_and_unknown_ones_are_refused() {
+        assert_eq!("cpu".parse::<EngineKind>().unwrap(), EngineKind::Cpu);
+        assert_eq!("torch".parse::<EngineKind>().unwrap(), EngineKind::Torch);
+        let e = "cuda".parse::<EngineKind>().unwrap_err().to_string();
+        assert!(e.contains("cpu") && e.contains("torch"), "{e}");
+        assert_eq!(resolve_kind(Some("cpu")).unwrap(), EngineKind::Cpu);
+        assert_eq!(create(EngineKind::Cpu).unwrap().name(), "cpu");
+    }
+
+    #[test]
+    fn asking_for_torch_without_the_feature_names_the_build_command() {
+        let e = create(EngineKind::Torch).err().expect("no torch engine");
+        let msg = e.to_string();
+        assert!(msg.contains("--features torch"), "{msg}");
+        assert!(matches!(e, NnError::InvalidArgument { .. }));
+        assert_eq!(EngineKind::build_default(), EngineKind::Cpu);
+    }
+}
