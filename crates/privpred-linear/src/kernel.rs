@@ -43,7 +43,7 @@ pub fn sequential<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-fn parallel_allowed() -> bool {
+pub(crate) fn parallel_allowed() -> bool {
     !SEQUENTIAL.with(|s| s.get())
 }
 

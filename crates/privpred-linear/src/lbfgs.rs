@@ -130,9 +130,61 @@ fn cubic_interpolate(
     (lo + hi) / 2.0
 }
 
+/// An approximation P ≈ ∇²f⁻¹ of the inverse Hessian, used by
+/// [`minimize_preconditioned`] as the initial matrix H₀ of the two-loop recursion.
+///
+/// P must be symmetric positive definite: then every search direction −H g is a descent
+/// direction and the L-BFGS update keeps H positive definite, so the stopping rule and the
+/// minimiser of a strictly convex objective are unchanged — only the path to it (and the number
+/// of evaluations) depends on P.
+pub trait Preconditioner {
+    /// Writes P·g into `out` (same length as `g`).
+    fn apply(&self, g: &[f64], out: &mut [f64]);
+}
+
+/// How H₀ = P is scaled at each iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrecondScaling {
+    /// H₀ = P as given: right when P is already the inverse Hessian's scale (a Newton-type
+    /// approximation such as [`crate::precond::KfacPreconditioner`]).
+    #[default]
+    None,
+    /// H₀ = γP with γ = sᵀy / yᵀPy from the latest pair (the preconditioned analogue of the
+    /// usual γ = sᵀy / yᵀy; one extra application of P per accepted step).
+    Scaled,
+}
+
+/// A preconditioner and how to scale it: the optional argument of
+/// [`minimize_preconditioned`].
+#[derive(Clone, Copy)]
+pub struct Preconditioned<'a> {
+    /// The approximate inverse Hessian.
+    pub p: &'a dyn Preconditioner,
+    /// Scaling rule.
+    pub scaling: PrecondScaling,
+}
+
 /// Minimises `f` (which writes the gradient into its second argument and returns the value)
 /// from `x0`. Returns the final point, its gradient and the report.
-pub fn minimize<F>(mut f: F, x0: Vec<f64>, opts: &LbfgsOptions) -> (Vec<f64>, Vec<f64>, LbfgsReport)
+pub fn minimize<F>(f: F, x0: Vec<f64>, opts: &LbfgsOptions) -> (Vec<f64>, Vec<f64>, LbfgsReport)
+where
+    F: FnMut(&[f64], &mut [f64]) -> f64,
+{
+    minimize_preconditioned(f, x0, opts, None)
+}
+
+/// [`minimize`] with an optional preconditioner as H₀ of the two-loop recursion (instead of
+/// the scalar γI). With a preconditioner the first direction is the preconditioned steepest
+/// descent −P g with a unit initial step (a Newton-type step when P ≈ ∇²f⁻¹), and a restart
+/// after a non-descent direction or a failed line search also goes along −P g. With `None`
+/// this is exactly [`minimize`] (bit for bit: the same operations in the same order).
+pub fn minimize_preconditioned<F>(
+    mut f: F,
+    x0: Vec<f64>,
+    opts: &LbfgsOptions,
+    pre: Option<Preconditioned<'_>>,
+) -> (Vec<f64>, Vec<f64>, LbfgsReport)
 where
     F: FnMut(&[f64], &mut [f64]) -> f64,
 {
@@ -149,6 +201,13 @@ where
     let mut d = vec![0.0; n];
     let mut xt = vec![0.0; n];
     let mut gt = vec![0.0; n];
+    // preconditioner scratch: P·q, and P·y of the newest pair (scaled mode)
+    let mut pq = if pre.is_some() {
+        vec![0.0; n]
+    } else {
+        Vec::new()
+    };
+    let mut y_p_y = 0.0;
     let mut iter = 0;
     let mut stalls = 0;
     let termination = loop {
@@ -175,9 +234,23 @@ where
                 .zip(&y_hist[i])
                 .for_each(|(di, yi)| *di -= a * yi);
         }
-        if k > 0 {
-            let gamma = 1.0 / (rho_hist[k - 1] * dot(&y_hist[k - 1], &y_hist[k - 1]));
-            d.iter_mut().for_each(|di| *di *= gamma);
+        match &pre {
+            None => {
+                if k > 0 {
+                    let gamma = 1.0 / (rho_hist[k - 1] * dot(&y_hist[k - 1], &y_hist[k - 1]));
+                    d.iter_mut().for_each(|di| *di *= gamma);
+                }
+            }
+            Some(pc) => {
+                pc.p.apply(&d, &mut pq);
+                let gamma = match pc.scaling {
+                    PrecondScaling::Scaled if k > 0 && y_p_y > 0.0 => {
+                        1.0 / (rho_hist[k - 1] * y_p_y)
+                    }
+                    _ => 1.0,
+                };
+                d.iter_mut().zip(&pq).for_each(|(di, pi)| *di = gamma * pi);
+            }
         }
         for i in 0..k {
             let b = rho_hist[i] * dot(&y_hist[i], &d);
@@ -192,10 +265,18 @@ where
             s_hist.clear();
             y_hist.clear();
             rho_hist.clear();
-            d.iter_mut().zip(&g).for_each(|(di, gi)| *di = -gi);
+            match &pre {
+                None => d.iter_mut().zip(&g).for_each(|(di, gi)| *di = -gi),
+                Some(pc) => {
+                    pc.p.apply(&g, &mut pq);
+                    d.iter_mut().zip(&pq).for_each(|(di, pi)| *di = -pi);
+                }
+            }
             dg = dot(&d, &g);
         }
-        let t0 = if s_hist.is_empty() {
+        let t0 = if pre.is_some() {
+            1.0
+        } else if s_hist.is_empty() {
             (1.0 / dot(&g, &g).sqrt()).min(1.0)
         } else {
             1.0
@@ -219,6 +300,12 @@ where
                         s_hist.remove(0);
                         y_hist.remove(0);
                         rho_hist.remove(0);
+                    }
+                    if let Some(pc) = &pre
+                        && pc.scaling == PrecondScaling::Scaled
+                    {
+                        pc.p.apply(&y, &mut pq);
+                        y_p_y = dot(&y, &pq);
                     }
                     s_hist.push(s);
                     y_hist.push(y);

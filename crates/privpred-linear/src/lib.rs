@@ -7,7 +7,9 @@
 //!
 //! - [`kernel`]: the fused logits/softmax/gradient pass (AVX2+FMA when available, rayon over
 //!   row blocks for large N).
-//! - [`lbfgs`]: full-batch L-BFGS with a strong-Wolfe line search.
+//! - [`lbfgs`]: full-batch L-BFGS with a strong-Wolfe line search and an optional
+//!   preconditioner as its initial inverse Hessian.
+//! - [`precond`]: the Kronecker-factored (K-FAC-style) preconditioner of the logistic objective.
 //! - [`train`]: [`train::fit_logistic`], accuracy, λ cross-validation.
 //! - [`methods`]: [`methods::train_private`] → [`methods::PrivatePredictor`], plus the exact
 //!   study shortcuts.
@@ -21,11 +23,15 @@ pub mod kernel;
 pub mod lbfgs;
 pub mod methods;
 pub mod model;
+pub mod precond;
 mod shim;
 pub mod train;
 
 pub use error::{LinearError, Result};
-pub use lbfgs::{GradNorm, LbfgsOptions, LbfgsReport, Termination};
+pub use lbfgs::{
+    GradNorm, LbfgsOptions, LbfgsReport, PrecondScaling, Preconditioned, Preconditioner,
+    Termination,
+};
 pub use methods::{Answer, MethodConfig, PrivatePredictor, SeedPolicy, check_query, train_private};
 pub use model::LinearModel;
 pub use train::{FitReport, fit_logistic};
