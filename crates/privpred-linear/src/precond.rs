@@ -67,8 +67,31 @@ impl DataMoment {
             ));
         }
         let idx: Vec<usize> = (0..n).collect();
-        // centred covariance + mean meanᵀ = the uncentred second moment
-        let (mean, cov) = privpred_data::linalg::mean_cov(&design.x, dp, &idx, 1.0);
+        // Centred covariance + mean meanᵀ = the uncentred second moment. `mean_cov` uses rayon
+        // internally; it runs on a dedicated thread with its own one-thread pool, so a caller
+        // inside the global pool that guards this computation with a lock or a `OnceLock` (the
+        // study's compute-once caches) cannot deadlock by stealing a task that waits on that
+        // same lock. The result does not depend on the thread count.
+        let (mean, cov) = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(1)
+                        .build()
+                        .map(|pool| {
+                            pool.install(|| {
+                                privpred_data::linalg::mean_cov(&design.x, dp, &idx, 1.0)
+                            })
+                        })
+                        .map_err(|e| LinearError::Numerical(format!("data moment: {e}")))
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(LinearError::Numerical(
+                        "data moment: worker thread panicked".into(),
+                    ))
+                })
+        })?;
         let mut sigma = vec![0f64; d * d];
         for j in 0..d {
             for k in 0..d {
