@@ -10,7 +10,8 @@
 //! shared.
 //!
 //! - [`CpuEngine`]: privpred-nn's own engine (rayon + `gemm`, exact per-example backward).
-//! - `torch`: a libtorch engine (CUDA when present, CPU otherwise), not in this build yet.
+//! - `TorchEngine` (feature `torch`, module `torch`): libtorch through `tch`, on CUDA when a
+//!   GPU is present and on the CPU otherwise.
 //!
 //! Choose with [`from_choice`]: an explicit name, else `$PRIVPRED_NN_ENGINE`, else `torch` when
 //! the feature is compiled in and `cpu` otherwise.
@@ -142,7 +143,11 @@ pub enum EngineKind {
 impl EngineKind {
     /// `torch` when this build has the torch engine, `cpu` otherwise.
     pub fn build_default() -> Self {
-        EngineKind::Cpu
+        if cfg!(feature = "torch") {
+            EngineKind::Torch
+        } else {
+            EngineKind::Cpu
+        }
     }
 
     /// The name as the CLI spells it.
@@ -189,6 +194,9 @@ pub fn resolve_kind(arg: Option<&str>) -> Result<EngineKind> {
 pub fn create(kind: EngineKind) -> Result<Box<dyn GradientEngine>> {
     match kind {
         EngineKind::Cpu => Ok(Box::new(CpuEngine)),
+        #[cfg(feature = "torch")]
+        EngineKind::Torch => Ok(Box::new(crate::torch::TorchEngine::from_env()?)),
+        #[cfg(not(feature = "torch"))]
         EngineKind::Torch => Err(NnError::invalid("engine", "torch", TORCH_BUILD_HINT)),
     }
 }
@@ -212,6 +220,7 @@ mod tests {
         assert_eq!(create(EngineKind::Cpu).unwrap().name(), "cpu");
     }
 
+    #[cfg(not(feature = "torch"))]
     #[test]
     fn asking_for_torch_without_the_feature_names_the_build_command() {
         let e = create(EngineKind::Torch).err().expect("no torch engine");

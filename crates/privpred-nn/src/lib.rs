@@ -4,8 +4,9 @@
 //! CIFAR-10, trained with DP-SGD (Poisson sampling, joint per-example clipping) or as T = 16
 //! subsample-and-aggregate teachers. The default engine is a small purpose-built CPU engine on
 //! the `gemm` crate with hand-written backward passes, which makes exact per-example gradients
-//! free (see the crate README for the measurements behind the choice). The training loops take
-//! a [`GradientEngine`] (see [`engine`]).
+//! free (see the crate README for the measurements behind the choice); with the feature
+//! `torch` a libtorch engine (`torch::TorchEngine`) runs the same training code on CUDA when
+//! present and on the CPU otherwise (see [`engine`]).
 
 pub mod artifact;
 pub mod calib;
@@ -16,6 +17,8 @@ pub mod fig7;
 pub mod ops;
 pub mod resnet;
 pub mod teachers;
+#[cfg(feature = "torch")]
+pub mod torch;
 pub mod train;
 
 pub use engine::{CpuEngine, EngineKind, GradientEngine};

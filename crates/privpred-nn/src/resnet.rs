@@ -151,44 +151,44 @@ impl TensorInfo {
 }
 
 #[derive(Debug, Clone)]
-struct ConvSpec {
-    cin: usize,
-    cout: usize,
-    stride: usize,
-    h: usize,
-    w: usize,
-    ho: usize,
-    wo: usize,
-    weight: usize,
-    gamma: usize,
-    beta: usize,
-    groups: usize,
+pub(crate) struct ConvSpec {
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) stride: usize,
+    pub(crate) h: usize,
+    pub(crate) w: usize,
+    pub(crate) ho: usize,
+    pub(crate) wo: usize,
+    pub(crate) weight: usize,
+    pub(crate) gamma: usize,
+    pub(crate) beta: usize,
+    pub(crate) groups: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Shortcut {
+pub(crate) enum Shortcut {
     Identity,
     TypeA,
 }
 
 #[derive(Debug, Clone)]
-struct BlockSpec {
-    conv1: usize,
-    conv2: usize,
-    shortcut: Shortcut,
+pub(crate) struct BlockSpec {
+    pub(crate) conv1: usize,
+    pub(crate) conv2: usize,
+    pub(crate) shortcut: Shortcut,
 }
 
 /// The network: its architecture and parameter layout (the parameters themselves are a
 /// separate flat `&[f32]`).
 #[derive(Debug, Clone)]
 pub struct ResNet {
-    cfg: ResNetConfig,
-    tensors: Vec<TensorInfo>,
-    convs: Vec<ConvSpec>,
-    blocks: Vec<BlockSpec>,
-    fc_w: usize,
-    fc_b: usize,
-    n_params: usize,
+    pub(crate) cfg: ResNetConfig,
+    pub(crate) tensors: Vec<TensorInfo>,
+    pub(crate) convs: Vec<ConvSpec>,
+    pub(crate) blocks: Vec<BlockSpec>,
+    pub(crate) fc_w: usize,
+    pub(crate) fc_b: usize,
+    pub(crate) n_params: usize,
 }
 
 /// Per-example forward cache and backward scratch, reused across examples by one worker.

@@ -1,0 +1,609 @@
+//! The libtorch engine (feature `torch`): ResNet-20-GN forward and exact per-example gradients
+//! through [`tch`], on CUDA when a GPU is present and on the CPU otherwise.
+//!
+//! Only the gradient oracle and the batched forward pass run here; the training loops,
+//! sampling, augmentation, noise, optimiser and accounting stay in [`crate::train`] (see
+//! [`crate::engine`]). The network is built functionally from the flat parameter vector laid
+//! out as [`ResNet::tensors`] (copied to the device on each call, ≈ 1 MB for ResNet-20), with
+//! the same operations as [`crate::resnet`]: 3×3 convolutions with padding 1 and no bias,
+//! GroupNorm with `min(32, C)` groups (ε = 1e-5, statistics per example), type-A shortcuts
+//! (stride-2 subsampling, channels zero-padded equally on both sides), ReLU, global average
+//! pooling and a linear layer. Inputs are prepared on the CPU by [`prepare_image`] with the
+//! same per-example augmentation as the CPU engine, so both engines see identical pixels.
+//!
+//! **Per-example gradients** (Opacus-style, one batched backward pass, never a loop over
+//! examples): the backward pass returns dℓ/dz for every convolution output `z`, dℓ/dy for every
+//! GroupNorm output `y` and dℓ/d(logits). Example `b`'s gradients are then
+//! - convolution weight: `dz_b (Cout × HW) · unfold(a_b)ᵀ (HW × 9Cin)` — one batched matmul;
+//! - GroupNorm γ, β: `Σ_hw dy_b ⊙ x̂_b` and `Σ_hw dy_b`;
+//! - linear weight and bias: `dlogits_b ⊗ pooled_b` and `dlogits_b`.
+//!
+//! Each example's gradient is clipped on the device (jointly to ν, or each tensor to ν in
+//! per-layer mode, with the CPU engine's rounding-down of the factor so that a clipped norm
+//! never exceeds ν), the clipped gradients are summed (a `1 × B` by `B × P` product) and only
+//! the sum and the batch statistics return to the CPU. Summed (non-private) gradients skip the
+//! per-example step: one ordinary backward pass to the parameters.
+
+use crate::data::{ImageSet, Normalization, prepare_image};
+use crate::engine::{DEVICE_ENV, GradientEngine, check_lengths};
+use crate::error::{NnError, Result};
+use crate::resnet::{ResNet, Shortcut};
+use crate::train::{BatchStats, GradMode, Inputs, aug_for};
+use rayon::prelude::*;
+use tch::{Device, Kind, TchError, Tensor};
+
+/// GroupNorm ε (PyTorch's default; the CPU engine's [`crate::ops::GN_EPS`]).
+const GN_EPS: f64 = crate::ops::GN_EPS as f64;
+
+/// Examples per device pass unless [`TorchEngine::with_chunk`] says otherwise: bounds the
+/// memory of the per-example gradients (`chunk × P` floats, 280 MB for ResNet-20) and of the
+/// activations.
+pub const DEFAULT_CHUNK: usize = 256;
+
+/// The libtorch gradient engine. See the [module documentation](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TorchEngine {
+    device: Device,
+    chunk: usize,
+}
+
+fn engine_err(device: Device, e: TchError) -> NnError {
+    NnError::Engine(format!("libtorch on {}: {e}", device_name(device)))
+}
+
+/// `cpu`, `cuda:N` or `mps`.
+fn device_name(d: Device) -> String {
+    match d {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(i) => format!("cuda:{i}"),
+        Device::Mps => "mps".into(),
+        Device::Vulkan => "vulkan".into(),
+    }
+}
+
+impl TorchEngine {
+    /// An engine on `device`; a CUDA device must exist.
+    pub fn new(device: Device) -> Result<Self> {
+        if let Device::Cuda(i) = device {
+            let n = tch::Cuda::device_count();
+            if i as i64 >= n {
+                return Err(NnError::invalid(
+                    "device",
+                    device_name(device),
+                    format!("libtorch sees {n} CUDA device(s)"),
+                ));
+            }
+        }
+        Ok(TorchEngine {
+            device,
+            chunk: DEFAULT_CHUNK,
+        })
+    }
+
+    /// An engine on the device named by `$PRIVPRED_DEVICE` (see [`TorchEngine::parse_device`]);
+    /// unset or empty: the first CUDA device when one is available, else the CPU.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(DEVICE_ENV) {
+            Ok(v) if !v.trim().is_empty() => Self::new(Self::parse_device(&v)?),
+            _ => Self::new(Device::cuda_if_available()),
+        }
+    }
+
+    /// Parses `cpu`, `cuda` (the first CUDA device) or `cuda:N`.
+    pub fn parse_device(s: &str) -> Result<Device> {
+        let s = s.trim();
+        let bad = || {
+            NnError::invalid(
+                "device",
+                s,
+                format!("{DEVICE_ENV} must be `cpu`, `cuda` or `cuda:N`"),
+            )
+        };
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => {
+                let n = s.strip_prefix("cuda:").ok_or_else(bad)?;
+                n.parse::<usize>().map(Device::Cuda).map_err(|_| bad())
+            }
+        }
+    }
+
+    /// The same engine with at most `chunk` (≥ 1) examples per device pass.
+    pub fn with_chunk(self, chunk: usize) -> Self {
+        TorchEngine {
+            chunk: chunk.max(1),
+            ..self
+        }
+    }
+
+    /// The libtorch device.
+    pub fn torch_device(&self) -> Device {
+        self.device
+    }
+
+    /// Each example's exact gradient (unclipped), in the order of `idx` (for tests and
+    /// audits; the training path never copies them off the device).
+    pub fn per_example_gradients(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+    ) -> Result<Vec<Vec<f32>>> {
+        check_lengths(net, params, net.num_params())?;
+        let p = net.num_params();
+        self.checked(net, inputs.data, idx)?;
+        let mut all = Vec::with_capacity(idx.len());
+        let mut run = || -> std::result::Result<(), TchError> {
+            let flat = self.upload_params(params, true)?;
+            for (c, part) in idx.chunks(self.chunk).enumerate() {
+                let (x, y) = self.batch_tensors(net, inputs, part, c * self.chunk)?;
+                let pe = per_example(net, &flat, &x, &y)?;
+                let g = pe.grads.f_to_device(Device::Cpu)?.f_contiguous()?;
+                let mut buf = vec![0.0f32; part.len() * p];
+                g.f_copy_data(&mut buf, part.len() * p)?;
+                all.extend(buf.chunks_exact(p).map(|r| r.to_vec()));
+            }
+            Ok(())
+        };
+        run().map_err(|e| engine_err(self.device, e))?;
+        Ok(all)
+    }
+
+    /// Refuses labels outside the network's classes and indices outside the data.
+    fn checked(&self, net: &ResNet, data: &ImageSet, idx: &[usize]) -> Result<()> {
+        let c = net.config();
+        if data.channels != c.in_channels
+            || data.height != c.image_size
+            || data.width != c.image_size
+        {
+            return Err(NnError::Shape(format!(
+                "{}: images are {}×{}×{}, the network expects {}×{}×{}",
+                data.source,
+                data.channels,
+                data.height,
+                data.width,
+                c.in_channels,
+                c.image_size,
+                c.image_size
+            )));
+        }
+        for &i in idx {
+            if i >= data.len() {
+                return Err(NnError::Shape(format!(
+                    "{}: example index {i} of {} images",
+                    data.source,
+                    data.len()
+                )));
+            }
+            if data.labels[i] as usize >= net.classes() {
+                return Err(NnError::Shape(format!(
+                    "{}: label {} of example {i} for a network of {} classes",
+                    data.source,
+                    data.labels[i],
+                    net.classes()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The flat parameter vector on the device (a leaf that requires grad when training).
+    fn upload_params(&self, params: &[f32], grad: bool) -> std::result::Result<Tensor, TchError> {
+        let t = Tensor::f_from_slice(params)?.f_to_device(self.device)?;
+        if grad {
+            t.f_set_requires_grad(true)
+        } else {
+            Ok(t)
+        }
+    }
+
+    /// The prepared (normalised, augmented) images `part` as a `B×C×H×W` tensor on the device,
+    /// example `j` of `part` being example `j0 + j` of the batch (its augmentation), and their
+    /// labels.
+    fn batch_tensors(
+        &self,
+        net: &ResNet,
+        inputs: Inputs<'_>,
+        part: &[usize],
+        j0: usize,
+    ) -> std::result::Result<(Tensor, Tensor), TchError> {
+        let d = inputs.data;
+        let cfg = net.config();
+        let len = net.input_len();
+        let mut x = vec![0.0f32; part.len() * len];
+        x.par_chunks_mut(len)
+            .zip(part.par_iter().enumerate())
+            .for_each_init(Vec::new, |tmp, (dst, (jj, &i))| {
+                prepare_image(
+                    d.image(i),
+                    d.channels,
+                    d.height,
+                    d.width,
+                    inputs.norm,
+                    aug_for(inputs.augment_seed, j0 + jj),
+                    tmp,
+                );
+                dst.copy_from_slice(tmp);
+            });
+        let b = part.len() as i64;
+        let (c, s) = (cfg.in_channels as i64, cfg.image_size as i64);
+        let xt = Tensor::f_from_slice(&x)?
+            .f_view([b, c, s, s])?
+            .f_to_device(self.device)?;
+        let labels: Vec<i64> = part.iter().map(|&i| d.labels[i] as i64).collect();
+        let yt = Tensor::f_from_slice(&labels)?.f_to_device(self.device)?;
+        Ok((xt, yt))
+    }
+
+    fn batch_gradient_inner(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+        mode: GradMode,
+        out: &mut [f32],
+    ) -> std::result::Result<BatchStats, TchError> {
+        let p = net.num_params() as i64;
+        let flat = self.upload_params(params, true)?;
+        let mut acc = Tensor::f_zeros([p], (Kind::Float, self.device))?;
+        let mut st = BatchStats::default();
+        for (c, part) in idx.chunks(self.chunk).enumerate() {
+            let (x, y) = self.batch_tensors(net, inputs, part, c * self.chunk)?;
+            let (loss_sum, correct) = match mode {
+                GradMode::Sum => {
+                    let f = forward(net, &flat, &x, false)?;
+                    let (losses, correct) = loss_and_correct(&f.logits, &y)?;
+                    let loss = losses.f_sum(Kind::Float)?;
+                    let g = Tensor::f_run_backward(&[&loss], &[&flat], false, false)?;
+                    let _ng = tch::no_grad_guard();
+                    let _ = acc.f_add_(&g[0])?;
+                    (losses.f_sum(Kind::Double)?.f_double_value(&[])?, correct)
+                }
+                GradMode::ClipJoint(nu) | GradMode::ClipPerLayer(nu) => {
+                    let pe = per_example(net, &flat, &x, &y)?;
+                    let _ng = tch::no_grad_guard();
+                    let (sum, norms, clipped) = if let GradMode::ClipJoint(_) = mode {
+                        clip_joint(&pe.grads, nu)?
+                    } else {
+                        clip_per_layer(net, &pe.grads, nu)?
+                    };
+                    let _ = acc.f_add_(&sum)?;
+                    st.norm_sum += norms.iter().sum::<f64>();
+                    st.clipped += clipped;
+                    (pe.loss_sum, pe.correct)
+                }
+            };
+            st.n += part.len();
+            st.loss_sum += loss_sum;
+            st.correct += correct;
+        }
+        let acc = acc.f_to_device(Device::Cpu)?.f_contiguous()?;
+        acc.f_copy_data(out, out.len())?;
+        Ok(st)
+    }
+
+    fn predict_inner(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        data: &ImageSet,
+        norm: &Normalization,
+    ) -> std::result::Result<Vec<Vec<f32>>, TchError> {
+        let _ng = tch::no_grad_guard();
+        let flat = self.upload_params(params, false)?;
+        let k = net.classes();
+        let all: Vec<usize> = (0..data.len()).collect();
+        let inputs = Inputs {
+            data,
+            norm,
+            augment_seed: None,
+        };
+        let mut rows = Vec::with_capacity(data.len());
+        for part in all.chunks(self.chunk.max(512)) {
+            let (x, _) = self.batch_tensors(net, inputs, part, 0)?;
+            let f = forward(net, &flat, &x, false)?;
+            let l = f.logits.f_to_device(Device::Cpu)?.f_contiguous()?;
+            let mut buf = vec![0.0f32; part.len() * k];
+            l.f_copy_data(&mut buf, part.len() * k)?;
+            rows.extend(buf.chunks_exact(k).map(|r| r.to_vec()));
+        }
+        Ok(rows)
+    }
+}
+
+impl GradientEngine for TorchEngine {
+    fn name(&self) -> &'static str {
+        "torch"
+    }
+
+    fn device(&self) -> String {
+        match self.device {
+            Device::Cpu => format!("cpu ({} threads)", tch::get_num_threads()),
+            d => device_name(d),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("libtorch (tch 0.26) on {}", self.device())
+    }
+
+    fn batch_gradient(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+        mode: GradMode,
+        out: &mut [f32],
+    ) -> Result<BatchStats> {
+        check_lengths(net, params, out.len())?;
+        out.fill(0.0);
+        if idx.is_empty() {
+            return Ok(BatchStats::default());
+        }
+        self.checked(net, inputs.data, idx)?;
+        self.batch_gradient_inner(net, params, inputs, idx, mode, out)
+            .map_err(|e| engine_err(self.device, e))
+    }
+
+    fn predict_logits(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        data: &ImageSet,
+        norm: &Normalization,
+    ) -> Result<Vec<Vec<f32>>> {
+        check_lengths(net, params, net.num_params())?;
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.checked(net, data, &[])?;
+        self.predict_inner(net, params, data, norm)
+            .map_err(|e| engine_err(self.device, e))
+    }
+}
+
+/// What the forward pass keeps for the per-example gradients.
+struct ConvRecord {
+    /// The convolution's input.
+    input: Tensor,
+    /// Its output (before GroupNorm).
+    z: Tensor,
+    /// The normalised output x̂ (before γ, β).
+    xhat: Tensor,
+    /// The GroupNorm output γ·x̂ + β.
+    y: Tensor,
+}
+
+struct Forward {
+    logits: Tensor,
+    pooled: Tensor,
+    convs: Vec<ConvRecord>,
+}
+
+/// The parameter tensor `t` of `net` as a view of the flat device vector.
+fn param(net: &ResNet, flat: &Tensor, t: usize) -> std::result::Result<Tensor, TchError> {
+    let info = &net.tensors[t];
+    let shape: Vec<i64> = info.shape.iter().map(|&v| v as i64).collect();
+    flat.f_narrow(0, info.offset as i64, info.len as i64)?
+        .f_view(shape.as_slice())
+}
+
+/// Forward pass of a batch; `record` keeps what [`per_example`] needs.
+fn forward(
+    net: &ResNet,
+    flat: &Tensor,
+    x: &Tensor,
+    record: bool,
+) -> std::result::Result<Forward, TchError> {
+    let mut convs = Vec::new();
+    let mut conv_gn = |j: usize, a: &Tensor| -> std::result::Result<Tensor, TchError> {
+        let c = &net.convs[j];
+        let s = c.stride as i64;
+        let w = param(net, flat, c.weight)?;
+        let z = a.f_conv2d(&w, None::<Tensor>, [s, s], [1, 1], [1, 1], 1)?;
+        let xhat = z.f_group_norm(
+            c.groups as i64,
+            None::<Tensor>,
+            None::<Tensor>,
+            GN_EPS,
+            true,
+        )?;
+        let cc = c.cout as i64;
+        let gamma = param(net, flat, c.gamma)?.f_view([1, cc, 1, 1])?;
+        let beta = param(net, flat, c.beta)?.f_view([1, cc, 1, 1])?;
+        let y = xhat.f_mul(&gamma)?.f_add(&beta)?;
+        if record {
+            convs.push(ConvRecord {
+                input: a.f_detach()?,
+                z,
+                xhat: xhat.f_detach()?,
+                y: y.shallow_clone(),
+            });
+        }
+        Ok(y)
+    };
+    let mut a = conv_gn(0, x)?.f_relu()?;
+    for b in &net.blocks {
+        let h1 = conv_gn(b.conv1, &a)?.f_relu()?;
+        let y2 = conv_gn(b.conv2, &h1)?;
+        let sc = match b.shortcut {
+            Shortcut::Identity => a.shallow_clone(),
+            Shortcut::TypeA => {
+                let c1 = &net.convs[b.conv1];
+                let pad = ((c1.cout - c1.cin) / 2) as i64;
+                a.f_slice(2, 0, None::<i64>, 2)?
+                    .f_slice(3, 0, None::<i64>, 2)?
+                    .f_constant_pad_nd([0, 0, 0, 0, pad, pad])?
+            }
+        };
+        a = y2.f_add(&sc)?.f_relu()?;
+    }
+    let pooled = a.f_mean_dim([2i64, 3].as_slice(), false, Kind::Float)?;
+    let fw = param(net, flat, net.fc_w)?;
+    let fb = param(net, flat, net.fc_b)?;
+    let logits = pooled.f_linear(&fw, Some(&fb))?;
+    Ok(Forward {
+        logits,
+        pooled,
+        convs,
+    })
+}
+
+/// Per-example cross-entropy losses (`B`, f32) and the number of correct predictions.
+fn loss_and_correct(logits: &Tensor, y: &Tensor) -> std::result::Result<(Tensor, usize), TchError> {
+    let logp = logits.f_log_softmax(1, Kind::Float)?;
+    let losses = logp
+        .f_gather(1, &y.f_unsqueeze(1)?, false)?
+        .f_squeeze_dim(1)?
+        .f_neg()?;
+    let correct = {
+        let _ng = tch::no_grad_guard();
+        logits
+            .f_argmax(1, false)?
+            .f_eq_tensor(y)?
+            .f_sum(Kind::Int64)?
+            .f_int64_value(&[])? as usize
+    };
+    Ok((losses, correct))
+}
+
+/// Per-example gradients of a batch.
+struct PerExample {
+    /// `B × P`, columns laid out as [`ResNet::tensors`].
+    grads: Tensor,
+    loss_sum: f64,
+    correct: usize,
+}
+
+/// Every example's exact gradient with one backward pass (see the module documentation).
+fn per_example(
+    net: &ResNet,
+    flat: &Tensor,
+    x: &Tensor,
+    y: &Tensor,
+) -> std::result::Result<PerExample, TchError> {
+    let f = forward(net, flat, x, true)?;
+    let (losses, correct) = loss_and_correct(&f.logits, y)?;
+    let loss = losses.f_sum(Kind::Float)?;
+    let mut wrt: Vec<&Tensor> = Vec::with_capacity(2 * f.convs.len() + 1);
+    wrt.extend(f.convs.iter().map(|r| &r.z));
+    wrt.extend(f.convs.iter().map(|r| &r.y));
+    wrt.push(&f.logits);
+    let g = Tensor::f_run_backward(&[&loss], &wrt, false, false)?;
+    let _ng = tch::no_grad_guard();
+    let nc = f.convs.len();
+    let b = x.size()[0];
+    let mut per_tensor: Vec<Option<Tensor>> = (0..net.tensors.len()).map(|_| None).collect();
+    for (j, (rec, c)) in f.convs.iter().zip(&net.convs).enumerate() {
+        let (dz, dy) = (&g[j], &g[nc + j]);
+        let s = c.stride as i64;
+        let hw = (c.ho * c.wo) as i64;
+        // unfold(a): B × 9·Cin × HW, rows ordered (cin, kh, kw) like the weight's columns
+        let col = rec.input.f_im2col([3, 3], [1, 1], [1, 1], [s, s])?;
+        let dw = dz
+            .f_reshape([b, c.cout as i64, hw])?
+            .f_bmm(&col.f_transpose(1, 2)?)?
+            .f_reshape([b, -1])?;
+        let dgamma =
+            dy.f_mul(&rec.xhat)?
+                .f_sum_dim_intlist([2i64, 3].as_slice(), false, Kind::Float)?;
+        let dbeta = dy.f_sum_dim_intlist([2i64, 3].as_slice(), false, Kind::Float)?;
+        per_tensor[c.weight] = Some(dw);
+        per_tensor[c.gamma] = Some(dgamma);
+        per_tensor[c.beta] = Some(dbeta);
+    }
+    let dlogits = &g[2 * nc];
+    let dfw = dlogits
+        .f_unsqueeze(2)?
+        .f_mul(&f.pooled.f_detach()?.f_unsqueeze(1)?)?
+        .f_reshape([b, -1])?;
+    per_tensor[net.fc_w] = Some(dfw);
+    per_tensor[net.fc_b] = Some(dlogits.shallow_clone());
+    let parts: Vec<Tensor> = per_tensor
+        .into_iter()
+        .enumerate()
+        .map(|(t, g)| {
+            g.ok_or_else(|| {
+                TchError::Kind(format!(
+                    "no per-example gradient for tensor {}",
+                    net.tensors[t].name
+                ))
+            })
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let grads = Tensor::f_cat(&parts, 1)?;
+    let loss_sum = losses
+        .f_detach()?
+        .f_sum(Kind::Double)?
+        .f_double_value(&[])?;
+    Ok(PerExample {
+        grads,
+        loss_sum,
+        correct,
+    })
+}
+
+/// The CPU engine's clipping factor, `(ν / ‖g‖)·(1 − 4ε_f32)` where `‖g‖ > ν`, else 1, from
+/// norms in f64 (`B`); returns (factors as f32, mask of clipped examples).
+fn clip_factors(norms: &Tensor, nu: f64) -> std::result::Result<(Tensor, Tensor), TchError> {
+    let mask = norms.f_gt(nu)?;
+    let ratio = norms
+        .f_reciprocal()?
+        .f_mul_scalar(nu)?
+        .f_to_kind(Kind::Float)?
+        .f_mul_scalar(1.0 - 4.0 * f32::EPSILON as f64)?;
+    let ones = ratio.f_ones_like()?;
+    Ok((ratio.f_where_self(&mask, &ones)?, mask))
+}
+
+/// Joint clipping of the rows of `g` (`B × P`) to ν and their sum; returns (sum `P`, the
+/// unclipped norms, the number clipped).
+fn clip_joint(g: &Tensor, nu: f64) -> std::result::Result<(Tensor, Vec<f64>, usize), TchError> {
+    let norms = g
+        .f_square()?
+        .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Double)?
+        .f_sqrt()?;
+    let (factor, mask) = clip_factors(&norms, nu)?;
+    let sum = factor.f_unsqueeze(0)?.f_matmul(g)?.f_squeeze_dim(0)?;
+    let clipped = mask.f_sum(Kind::Int64)?.f_int64_value(&[])? as usize;
+    Ok((sum, Vec::<f64>::try_from(&norms)?, clipped))
+}
+
+/// Per-tensor clipping of the rows of `g` to ν each and their sum; returns (sum `P`, each
+/// example's unclipped full norm, the number with any tensor clipped).
+fn clip_per_layer(
+    net: &ResNet,
+    g: &Tensor,
+    nu: f64,
+) -> std::result::Result<(Tensor, Vec<f64>, usize), TchError> {
+    let mut sums = Vec::with_capacity(net.tensors.len());
+    let mut sq_total: Option<Tensor> = None;
+    let mut any: Option<Tensor> = None;
+    for t in &net.tensors {
+        let gt = g.f_narrow(1, t.offset as i64, t.len as i64)?;
+        let sq = gt
+            .f_square()?
+            .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Double)?;
+        let (factor, mask) = clip_factors(&sq.f_sqrt()?, nu)?;
+        sums.push(factor.f_unsqueeze(0)?.f_matmul(&gt)?.f_squeeze_dim(0)?);
+        sq_total = Some(match sq_total {
+            None => sq,
+            Some(s) => s.f_add(&sq)?,
+        });
+        any = Some(match any {
+            None => mask,
+            Some(m) => m.f_logical_or(&mask)?,
+        });
+    }
+    let sum = Tensor::f_cat(&sums, 0)?;
+    let (Some(sq_total), Some(any)) = (sq_total, any) else {
+        return Err(TchError::Kind("a network without parameter tensors".into()));
+    };
+    let norms = Vec::<f64>::try_from(&sq_total.f_sqrt()?)?;
+    let clipped = any.f_sum(Kind::Int64)?.f_int64_value(&[])? as usize;
+    Ok((sum, norms, clipped))
+}

@@ -1,0 +1,259 @@
+//! `--engine cpu|torch` of ResNet training. With `--features torch`, a tiny ResNet trains on
+//! a few hundred real CIFAR-10 images through the libtorch engine (CUDA when present, CPU
+//! otherwise) and the artifact evaluates like any other; the engine and its device are in the
+//! summary and the artifact. Without the feature, asking for `torch` is a usage error naming
+//! the build command; unknown engine names and `--engine` on a linear model exit 2 in every
+//! build.
+
+#[cfg(feature = "torch")]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+
+/// Runs `privpred ARGS` with extra environment variables.
+fn privpred_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run privpred")
+}
+
+fn privpred(args: &[&str]) -> Output {
+    privpred_env(args, &[])
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The one JSON object a successful run printed.
+#[cfg(feature = "torch")]
+fn json_of(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// `privpred ARGS` is a usage error: exit code 2, `needle` on stderr, no panic.
+fn assert_bad(args: &[&str], needle: &str) {
+    let o = privpred(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?} should exit 2: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr {err:?} should name {needle}"
+    );
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
+/// folder (`images:DIR`), extracted with the system `tar`.
+#[cfg(feature = "torch")]
+fn small_cifar(dir: &Path) -> PathBuf {
+    let tarball =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
+    let dst = dir.join("cifar-small");
+    std::fs::create_dir_all(&dst).unwrap();
+    let o = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dst)
+        .args(["--wildcards", "train/*/00[0-2]?.jpg", "test/*/00[0-1]?.jpg"])
+        .output()
+        .expect("the system tar runs");
+    assert!(o.status.success(), "tar: {}", stderr(&o));
+    dst
+}
+
+#[test]
+fn engine_on_a_linear_model_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.safetensors");
+    assert_bad(
+        &[
+            "train",
+            "non-private",
+            "--dataset",
+            "digits",
+            "--engine",
+            "cpu",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "--engine applies to ResNet models only",
+    );
+    assert!(!out.exists());
+}
+
+#[cfg(feature = "nn")]
+#[test]
+fn unknown_engines_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.safetensors");
+    let o = out.to_str().unwrap();
+    let base = [
+        "train",
+        "non-private",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        "cifar10",
+        "--out",
+        o,
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--engine", "gpu"]);
+    assert_bad(&args, "invalid engine = gpu");
+    let r = privpred_env(&base, &[("PRIVPRED_NN_ENGINE", "tpu")]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("PRIVPRED_NN_ENGINE"), "{}", stderr(&r));
+    assert!(!out.exists());
+}
+
+#[cfg(all(feature = "nn", not(feature = "torch")))]
+#[test]
+fn torch_without_the_feature_says_how_to_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.safetensors");
+    assert_bad(
+        &[
+            "train",
+            "non-private",
+            "--model",
+            "resnet-tiny",
+            "--dataset",
+            "cifar10",
+            "--engine",
+            "torch",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "--features torch",
+    );
+    // figure 7 through the environment variable: refused before any work
+    let r = privpred_env(
+        &[
+            "reproduce",
+            "fig7a",
+            "--quick",
+            "--out",
+            dir.path().join("run").to_str().unwrap(),
+        ],
+        &[("PRIVPRED_NN_ENGINE", "torch")],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("--features torch"), "{}", stderr(&r));
+}
+
+#[cfg(feature = "torch")]
+#[test]
+fn dp_sgd_resnet_trains_on_the_torch_engine_and_evaluates() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let model = dir.path().join("dp.safetensors");
+    let m = model.to_str().unwrap();
+    let t = json_of(&privpred(&[
+        "train",
+        "dp-sgd",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        &data,
+        "--epochs",
+        "1",
+        "--batch-size",
+        "50",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--seed",
+        "1",
+        "--engine",
+        "torch",
+        "--out",
+        m,
+        "--json",
+    ]));
+    assert_eq!(t["method"], "dp-sgd");
+    assert_eq!(t["engine"], "torch");
+    assert!(t["device"].is_string());
+    assert_eq!(t["n"], 300);
+    assert_eq!(t["valid_guarantee"], true);
+    assert!(t["noise_multiplier"].as_f64().unwrap() > 0.5);
+    let e = json_of(&privpred(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &data,
+        "--json",
+    ]));
+    assert_eq!(e["method"], "dp-sgd");
+    assert_eq!(e["epsilon"], 1.0);
+    let acc = e["accuracy"]["mean"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&acc));
+    // the default engine of a torch build is torch; the CPU engine stays available
+    let np = dir.path().join("np.safetensors");
+    let t = json_of(&privpred(&[
+        "train",
+        "non-private",
+        "--model",
+        "resnet-tiny",
+        "--dataset",
+        &data,
+        "--epochs",
+        "2",
+        "--batch-size",
+        "50",
+        "--seed",
+        "2",
+        "--out",
+        np.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(t["engine"], "torch");
+    let r = privpred_env(
+        &[
+            "train",
+            "non-private",
+            "--model",
+            "resnet-tiny",
+            "--dataset",
+            &data,
+            "--epochs",
+            "1",
+            "--batch-size",
+            "50",
+            "--seed",
+            "2",
+            "--out",
+            np.to_str().unwrap(),
+            "--json",
+        ],
+        &[("PRIVPRED_NN_ENGINE", "cpu")],
+    );
+    assert_eq!(json_of(&r)["engine"], "cpu");
+    // a bad device is a usage error
+    let r = privpred_env(
+        &[
+            "train",
+            "non-private",
+            "--model",
+            "resnet-tiny",
+            "--dataset",
+            &data,
+            "--engine",
+            "torch",
+            "--out",
+            dir.path().join("x.safetensors").to_str().unwrap(),
+        ],
+        &[("PRIVPRED_DEVICE", "cuda:99")],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("cuda:99"), "{}", stderr(&r));
+}
