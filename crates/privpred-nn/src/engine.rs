@@ -14,7 +14,7 @@
 //!   GPU is present and on the CPU otherwise.
 //!
 //! Choose with [`from_choice`]: an explicit name, else `$PRIVPRED_NN_ENGINE`, else `torch` when
-//! the feature is compiled in and `cpu` otherwise.
+//! the feature is compiled in and a CUDA device is present, `cpu` otherwise.
 
 use crate::data::{ImageSet, Normalization};
 use crate::error::{NnError, Result};
@@ -141,13 +141,21 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
-    /// `torch` when this build has the torch engine, `cpu` otherwise.
+    /// `torch` when this build has the torch engine **and** a CUDA device is visible (or
+    /// `$PRIVPRED_DEVICE` names one), `cpu` otherwise: on the CPU privpred-nn's own engine is
+    /// the faster one for DP-SGD (exact per-example backward; libtorch materialises the batch ×
+    /// parameters gradient matrix — ≈ 2× slower per DP-SGD batch in `nn-bench`).
     pub fn build_default() -> Self {
-        if cfg!(feature = "torch") {
-            EngineKind::Torch
-        } else {
-            EngineKind::Cpu
+        #[cfg(feature = "torch")]
+        {
+            let asks_cuda = std::env::var(DEVICE_ENV)
+                .map(|v| v.trim().starts_with("cuda"))
+                .unwrap_or(false);
+            if asks_cuda || tch::Cuda::is_available() {
+                return EngineKind::Torch;
+            }
         }
+        EngineKind::Cpu
     }
 
     /// The name as the CLI spells it.

@@ -222,7 +222,7 @@ mod nn {
     /// Runs the groups of figure 7 with [`fig7::run_unit`]; the CIFAR-10 data and the trained
     /// networks (cached under `<out>/nn-cache`) are loaded on the first group. The networks
     /// train on the engine named by `$PRIVPRED_NN_ENGINE` (`cpu` or `torch`; default `torch`
-    /// when built with `--features torch`, else `cpu`).
+    /// when built with `--features torch` and a CUDA device is present, else `cpu`).
     pub struct Fig7Runner {
         cfg: Fig7Config,
         ctx: Mutex<Option<Fig7Context>>,

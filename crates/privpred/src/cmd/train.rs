@@ -124,7 +124,7 @@ pub struct Args {
     pub unit_ball: String,
     /// ResNet training engine: `cpu` (privpred-nn's own) or `torch` (libtorch, build with
     /// `--features torch`: CUDA when present, CPU otherwise). Default: $PRIVPRED_NN_ENGINE,
-    /// else `torch` when built in, else `cpu`.
+    /// else `torch` when built in and a CUDA device is present, else `cpu`.
     #[arg(long)]
     pub engine: Option<String>,
     /// Output file (safetensors).

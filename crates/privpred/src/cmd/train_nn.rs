@@ -15,8 +15,8 @@
 //!
 //! `--engine cpu|torch` picks the gradient engine (privpred-nn's own CPU engine, or libtorch
 //! with `--features torch`: CUDA when present, CPU otherwise, `PRIVPRED_DEVICE` overrides);
-//! default `$PRIVPRED_NN_ENGINE`, else `torch` when built in, else `cpu`. Sampling, noise,
-//! clipping bound, optimiser and accounting are the same code for both.
+//! default `$PRIVPRED_NN_ENGINE`, else `torch` when built in and CUDA is present, else `cpu`.
+//! Sampling, noise, clipping bound, optimiser and accounting are the same code for both.
 
 use super::train::{Args, TrainMethod};
 use crate::cmd::nn_artifact::nn_err;
