@@ -5,49 +5,17 @@
 //! the build command; unknown engine names and `--engine` on a linear model exit 2 in every
 //! build.
 
+mod common;
+
+use common::assert_bad;
+#[cfg(feature = "torch")]
+use common::{json_of, privpred};
+#[cfg(feature = "nn")]
+use common::{privpred_env, stderr};
 #[cfg(feature = "torch")]
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
-
-/// Runs `privpred ARGS` with extra environment variables.
-fn privpred_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(BIN);
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run privpred")
-}
-
-fn privpred(args: &[&str]) -> Output {
-    privpred_env(args, &[])
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The one JSON object a successful run printed.
 #[cfg(feature = "torch")]
-fn json_of(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
-}
-
-/// `privpred ARGS` is a usage error: exit code 2, `needle` on stderr, no panic.
-fn assert_bad(args: &[&str], needle: &str) {
-    let o = privpred(args);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{args:?} should exit 2: {err}");
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr {err:?} should name {needle}"
-    );
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-}
+use std::process::Command;
 
 /// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
 /// folder (`images:DIR`), extracted with the system `tar`.
