@@ -153,22 +153,7 @@ impl TorchEngine {
 
     /// Refuses labels outside the network's classes and indices outside the data.
     fn checked(&self, net: &ResNet, data: &ImageSet, idx: &[usize]) -> Result<()> {
-        let c = net.config();
-        if data.channels != c.in_channels
-            || data.height != c.image_size
-            || data.width != c.image_size
-        {
-            return Err(NnError::Shape(format!(
-                "{}: images are {}×{}×{}, the network expects {}×{}×{}",
-                data.source,
-                data.channels,
-                data.height,
-                data.width,
-                c.in_channels,
-                c.image_size,
-                c.image_size
-            )));
-        }
+        crate::train::check_image_shape(net, data)?;
         for &i in idx {
             if i >= data.len() {
                 return Err(NnError::Shape(format!(

@@ -497,7 +497,8 @@ pub struct Progress {
     pub batch: BatchStats,
 }
 
-fn check_data(net: &ResNet, data: &ImageSet) -> Result<()> {
+/// The images' channels and size are what the network takes (every engine checks this).
+pub(crate) fn check_image_shape(net: &ResNet, data: &ImageSet) -> Result<()> {
     let c = net.config();
     if data.channels != c.in_channels || data.height != c.image_size || data.width != c.image_size {
         return Err(NnError::Shape(format!(
@@ -511,6 +512,11 @@ fn check_data(net: &ResNet, data: &ImageSet) -> Result<()> {
             c.image_size
         )));
     }
+    Ok(())
+}
+
+fn check_data(net: &ResNet, data: &ImageSet) -> Result<()> {
+    check_image_shape(net, data)?;
     if data.classes > net.classes() {
         return Err(NnError::Shape(format!(
             "{}: {} classes, the network has {}",
