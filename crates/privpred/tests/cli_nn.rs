@@ -7,7 +7,7 @@
 mod common;
 
 #[cfg(feature = "nn")]
-use common::{BIN, json_of};
+use common::{BIN, json_of, small_cifar};
 use common::{privpred, stderr};
 #[cfg(feature = "nn")]
 use std::path::{Path, PathBuf};
@@ -69,26 +69,6 @@ fn nn_artifacts_and_resnet_training_need_the_feature() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--features nn"), "{}", stderr(&o));
     assert!(!out.exists());
-}
-
-/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
-/// folder (`images:DIR`), extracted with the system `tar`.
-#[cfg(feature = "nn")]
-fn small_cifar(dir: &Path) -> PathBuf {
-    let tarball =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
-    let dst = dir.join("cifar-small");
-    std::fs::create_dir_all(&dst).unwrap();
-    let o = Command::new("tar")
-        .arg("-xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&dst)
-        .args(["--wildcards", "train/*/00[0-2]?.jpg", "test/*/00[0-1]?.jpg"])
-        .output()
-        .expect("the system tar runs");
-    assert!(o.status.success(), "tar: {}", stderr(&o));
-    dst
 }
 
 /// A CSV of `n` rows of 3072 raw pixel values.

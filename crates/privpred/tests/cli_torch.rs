@@ -9,33 +9,9 @@ mod common;
 
 use common::assert_bad;
 #[cfg(feature = "torch")]
-use common::{json_of, privpred};
+use common::{json_of, privpred, small_cifar};
 #[cfg(feature = "nn")]
 use common::{privpred_env, stderr};
-#[cfg(feature = "torch")]
-use std::path::{Path, PathBuf};
-#[cfg(feature = "torch")]
-use std::process::Command;
-
-/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
-/// folder (`images:DIR`), extracted with the system `tar`.
-#[cfg(feature = "torch")]
-fn small_cifar(dir: &Path) -> PathBuf {
-    let tarball =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
-    let dst = dir.join("cifar-small");
-    std::fs::create_dir_all(&dst).unwrap();
-    let o = Command::new("tar")
-        .arg("-xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&dst)
-        .args(["--wildcards", "train/*/00[0-2]?.jpg", "test/*/00[0-1]?.jpg"])
-        .output()
-        .expect("the system tar runs");
-    assert!(o.status.success(), "tar: {}", stderr(&o));
-    dst
-}
 
 #[test]
 fn engine_on_a_linear_model_is_a_usage_error() {

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Path of the `privpred` binary under test.
@@ -92,4 +93,23 @@ pub fn assert_bad(args: &[&str], needle: &str) {
     );
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     assert!(!stdout(&o).contains("NaN"));
+}
+
+/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
+/// folder (`images:DIR`) under `dir`, extracted with the system `tar`.
+pub fn small_cifar(dir: &Path) -> PathBuf {
+    let tarball =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
+    let dst = dir.join("cifar-small");
+    std::fs::create_dir_all(&dst).unwrap();
+    let o = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dst)
+        .args(["--wildcards", "train/*/00[0-2]?.jpg", "test/*/00[0-1]?.jpg"])
+        .output()
+        .expect("the system tar runs");
+    assert!(o.status.success(), "tar: {}", stderr(&o));
+    dst
 }
