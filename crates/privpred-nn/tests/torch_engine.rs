@@ -361,3 +361,31 @@ fn dp_sgd_through_the_torch_engine_learns_textures() {
         "held-out accuracy {acc} (σ = {sigma}; chance 0.25)"
     );
 }
+
+/// Regression test of the link step (build.rs): with the linker's default `--as-needed`, a
+/// binary built against a CUDA libtorch did not load `libtorch_cuda.so`, so libtorch saw no
+/// GPU even on a GPU machine. Whenever the libtorch this test runs with ships a CUDA backend,
+/// the backend must be mapped into the process.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_cuda_backend_of_libtorch_is_loaded_whenever_libtorch_has_one() {
+    let _ = engine(); // libtorch is in use
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    let mapped: Vec<&str> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    let cpu = mapped
+        .iter()
+        .find(|p| p.ends_with("/libtorch_cpu.so"))
+        .expect("libtorch_cpu.so is mapped");
+    let dir = std::path::Path::new(cpu).parent().expect("a directory");
+    if dir.join("libtorch_cuda.so").exists() {
+        assert!(
+            mapped.iter().any(|p| p.ends_with("/libtorch_cuda.so")),
+            "{} has libtorch_cuda.so but this process did not load it (the link step dropped \
+             it: see crates/privpred-nn/build.rs)",
+            dir.display()
+        );
+    }
+}

@@ -204,3 +204,30 @@ fn dp_sgd_resnet_trains_on_the_torch_engine_and_evaluates() {
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("cuda:99"), "{}", stderr(&r));
 }
+
+/// The `privpred` binary loads libtorch's CUDA backend whenever its libtorch has one (the link
+/// step dropped it before crates/privpred/build.rs, so libtorch saw no GPU on a GPU machine).
+#[cfg(all(feature = "torch", target_os = "linux"))]
+#[test]
+fn the_binary_loads_the_cuda_backend_whenever_libtorch_has_one() {
+    let o = std::process::Command::new("ldd")
+        .arg(common::BIN)
+        .output()
+        .expect("ldd runs");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let cpu = text
+        .lines()
+        .filter_map(|l| l.split("=>").nth(1))
+        .filter_map(|r| r.split_whitespace().next())
+        .find(|p| p.ends_with("/libtorch_cpu.so"))
+        .unwrap_or_else(|| panic!("libtorch_cpu.so resolved by ldd:\n{text}"))
+        .to_string();
+    let dir = std::path::Path::new(&cpu).parent().expect("a directory");
+    if dir.join("libtorch_cuda.so").exists() {
+        assert!(
+            text.contains("libtorch_cuda.so"),
+            "{} has libtorch_cuda.so but privpred does not load it:\n{text}",
+            dir.display()
+        );
+    }
+}
