@@ -8,7 +8,7 @@
 //! the same operations as [`crate::resnet`]: 3×3 convolutions with padding 1 and no bias,
 //! GroupNorm with `min(32, C)` groups (ε = 1e-5, statistics per example), type-A shortcuts
 //! (stride-2 subsampling, channels zero-padded equally on both sides), ReLU, global average
-//! pooling and a linear layer. Inputs are prepared on the CPU by [`prepare_image`] with the
+//! pooling and a linear layer. Inputs are prepared on the CPU by [`crate::data::prepare_image`] with the
 //! same per-example augmentation as the CPU engine, so both engines see identical pixels.
 //!
 //! **Per-example gradients** (Opacus-style, one batched backward pass, never a loop over
@@ -26,11 +26,11 @@
 //! the sum and the batch statistics return to the CPU. Summed (non-private) gradients skip the
 //! per-example step: one ordinary backward pass to the parameters.
 
-use crate::data::{ImageSet, Normalization, prepare_image};
+use crate::data::{ImageSet, Normalization};
 use crate::engine::{DEVICE_ENV, GradientEngine, check_lengths};
 use crate::error::{NnError, Result};
 use crate::resnet::{ResNet, Shortcut};
-use crate::train::{BatchStats, GradMode, Inputs, aug_for};
+use crate::train::{BatchStats, GradMode, Inputs};
 use rayon::prelude::*;
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -203,15 +203,7 @@ impl TorchEngine {
         x.par_chunks_mut(len)
             .zip(part.par_iter().enumerate())
             .for_each_init(Vec::new, |tmp, (dst, (jj, &i))| {
-                prepare_image(
-                    d.image(i),
-                    d.channels,
-                    d.height,
-                    d.width,
-                    inputs.norm,
-                    aug_for(inputs.augment_seed, j0 + jj),
-                    tmp,
-                );
+                inputs.prepare(i, j0 + jj, tmp);
                 dst.copy_from_slice(tmp);
             });
         let b = part.len() as i64;

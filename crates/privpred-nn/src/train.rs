@@ -259,9 +259,26 @@ pub struct Inputs<'a> {
     pub augment_seed: Option<u64>,
 }
 
+impl Inputs<'_> {
+    /// Image `i` of the data, normalised and augmented as example `j` of the batch, into `out`:
+    /// every engine prepares its inputs with this, so all see the same pixels.
+    pub(crate) fn prepare(&self, i: usize, j: usize, out: &mut Vec<f32>) {
+        let d = self.data;
+        prepare_image(
+            d.image(i),
+            d.channels,
+            d.height,
+            d.width,
+            self.norm,
+            aug_for(self.augment_seed, j),
+            out,
+        );
+    }
+}
+
 /// The augmentation of example `j` of a batch whose augmentation seed is `seed` (identity
-/// when `None`): every engine prepares its inputs with this, so all see the same pixels.
-pub(crate) fn aug_for(seed: Option<u64>, j: usize) -> Augment {
+/// when `None`).
+fn aug_for(seed: Option<u64>, j: usize) -> Augment {
     match seed {
         None => Augment::default(),
         Some(s) => {
@@ -325,15 +342,7 @@ pub fn batch_gradient(
             let mut st = BatchStats::default();
             for (jj, &i) in part.iter().enumerate() {
                 let j = ci * chunk + jj;
-                prepare_image(
-                    d.image(i),
-                    d.channels,
-                    d.height,
-                    d.width,
-                    inputs.norm,
-                    aug_for(inputs.augment_seed, j),
-                    &mut x,
-                );
+                inputs.prepare(i, j, &mut x);
                 let y = d.labels[i];
                 net.forward(params, &x, &mut tape);
                 let pred = argmax(tape.logits());
@@ -392,19 +401,16 @@ pub fn per_example_gradients(
     idx.par_iter()
         .enumerate()
         .map(|(j, &i)| {
-            let d = inputs.data;
             let mut x = Vec::new();
-            prepare_image(
-                d.image(i),
-                d.channels,
-                d.height,
-                d.width,
-                inputs.norm,
-                aug_for(inputs.augment_seed, j),
-                &mut x,
-            );
+            inputs.prepare(i, j, &mut x);
             let mut g = vec![0.0f32; net.num_params()];
-            net.loss_grad(params, &x, d.labels[i], &mut Tape::default(), &mut g);
+            net.loss_grad(
+                params,
+                &x,
+                inputs.data.labels[i],
+                &mut Tape::default(),
+                &mut g,
+            );
             g
         })
         .collect()
@@ -916,44 +922,4 @@ pub fn train_teachers_on(
         partition: part,
         params,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::resnet::ResNetConfig;
-
-    fn textures(n: usize, seed: u64) -> ImageSet {
-        ImageSet::synthetic_textures(n, seed)
-    }
-
-    #[test]
-    fn a_tiny_resnet_learns_textures_well_above_chance() {
-        // Regression test of the whole training path (batching, labels, augmentation off,
-        // gradient sign and scale, momentum update): 320 images, 200 steps of batch 32 with
-        // the paper's optimiser and initialisation must give ≥ 90 % held-out accuracy
-        // (chance 25 %), and the training loss must fall within the first 30 steps.
-        let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
-        let norm = Normalization::generic(3);
-        let (tr, te) = (textures(320, 1), textures(160, 2));
-        let cfg = SgdConfig {
-            epochs: 20.0,
-            batch_size: 32,
-            lr: 0.05,
-            augment: false,
-            ..SgdConfig::paper_teacher()
-        };
-        let mut rng = ChaCha20Rng::seed_from_u64(3);
-        let mut losses = Vec::new();
-        let p = train_nonprivate(&net, &tr, &norm, &cfg, None, &mut rng, &mut |pr| {
-            losses.push(pr.batch.loss_sum / pr.batch.n as f64)
-        })
-        .unwrap();
-        assert_eq!(losses.len(), 200);
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        let (first, by30) = (mean(&losses[..5]), mean(&losses[25..30]));
-        assert!(by30 < 0.8 * first, "loss {first:.3} → {by30:.3} by step 30");
-        let acc = accuracy(&predict_labels(&net, &p, &te, &norm), &te.labels);
-        assert!(acc >= 0.9, "held-out accuracy {acc}");
-    }
 }
