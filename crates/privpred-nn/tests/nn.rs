@@ -13,6 +13,8 @@ use rand_chacha::ChaCha20Rng;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 use std::path::Path;
 
+mod common;
+
 /// Two-sided false-positive rate of every statistical test here.
 const ALPHA: f64 = 1e-6;
 
@@ -658,4 +660,9 @@ fn fig7_units_answer_every_point_from_cached_models() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn a_tiny_resnet_learns_textures_well_above_chance() {
+    common::assert_learns_textures(&privpred_nn::CpuEngine);
 }

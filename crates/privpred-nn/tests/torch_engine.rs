@@ -12,6 +12,8 @@
 //! which still catches any wrong index, shape, stride or clipping factor (those give O(1)).
 #![cfg(feature = "torch")]
 
+mod common;
+
 use privpred_core::{CalibrationMode, Privacy};
 use privpred_nn::data::{ImageSet, Normalization};
 use privpred_nn::engine::{CpuEngine, GradientEngine};
@@ -288,32 +290,8 @@ fn torch_engine_refuses_bad_input_with_errors() {
 
 #[test]
 fn a_tiny_resnet_learns_textures_through_the_torch_engine() {
-    // the CPU engine's regression test (train.rs), through the torch engine: ≥ 90 % held-out
-    // accuracy after 200 steps, and the loss falls within the first 30 steps
-    let torch = engine();
-    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
-    let norm = Normalization::generic(3);
-    let (tr, te) = (textures(320, 1), textures(160, 2));
-    let cfg = SgdConfig {
-        epochs: 20.0,
-        batch_size: 32,
-        lr: 0.05,
-        augment: false,
-        ..SgdConfig::paper_teacher()
-    };
-    let mut rng = ChaCha20Rng::seed_from_u64(3);
-    let mut losses = Vec::new();
-    let p = train::train_nonprivate_on(&torch, &net, &tr, &norm, &cfg, None, &mut rng, &mut |pr| {
-        losses.push(pr.batch.loss_sum / pr.batch.n as f64)
-    })
-    .unwrap();
-    assert_eq!(losses.len(), 200);
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let (first, by30) = (mean(&losses[..5]), mean(&losses[25..30]));
-    assert!(by30 < 0.8 * first, "loss {first:.3} → {by30:.3} by step 30");
-    let pred = train::predict_labels_on(&torch, &net, &p, &te, &norm).unwrap();
-    let acc = train::accuracy(&pred, &te.labels);
-    assert!(acc >= 0.9, "held-out accuracy {acc}");
+    // the CPU engine's learning check (tests/nn.rs), through the torch engine
+    common::assert_learns_textures(&engine());
 }
 
 #[test]
