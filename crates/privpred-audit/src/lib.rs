@@ -20,7 +20,7 @@ pub mod stats;
 pub use error::{AuditError, Result};
 
 use mechanisms::{Batching, CanaryGradient, ExponentialVotes, Mechanism, ShiftedNoise};
-use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Neighbours, Noise, Privacy};
 use serde::{Deserialize, Serialize};
 
 /// The problem the audited guarantee is about (sizes and hyper-parameters that enter the
@@ -48,9 +48,19 @@ pub struct AuditSetting {
     /// DP-SGD parameter tensors clipped separately in `paper` mode (the reference code's
     /// per-layer clipping, SPEC erratum 4.2); `corrected`/`tight` clip jointly.
     pub tensors: usize,
-    /// DP-SGD simulation: audit on a replace-one pair (SPEC §1's neighbouring relation)
-    /// instead of add/remove (the relation of the RDP accountant).
+    /// DP-SGD simulation: audit on a replace-one pair even when the audited claim is for
+    /// add/remove neighbours (a claim for replace-one is always audited on its replace-one
+    /// pair).
     pub replace_one: bool,
+    /// The neighbouring relation of the audited claim (SPEC §1): the product is calibrated for
+    /// it and the worst-case pair is that relation's.
+    #[serde(default)]
+    pub neighbours: Neighbours,
+    /// Loss perturbation: audit the noise term of the proof alone, against its ε/2 share of
+    /// the claim, on the pair that moves b by the relation's full sensitivity (2K for
+    /// replace-one, K for add/remove), instead of the end-to-end training audit.
+    #[serde(default)]
+    pub noise_term: bool,
     /// Training-set size of the end-to-end loss-perturbation audit (small: one training
     /// per trial). The end-to-end DP-SGD audit uses `dpsgd_n`.
     pub e2e_n: usize,
@@ -69,6 +79,8 @@ impl Default for AuditSetting {
             epochs: 2.0,
             tensors: 2,
             replace_one: false,
+            neighbours: Neighbours::ReplaceOne,
+            noise_term: false,
             e2e_n: 100,
         }
     }
@@ -128,6 +140,9 @@ pub struct AuditReport {
     pub valid_guarantee: bool,
     /// The neighbouring pair and simulation, in words.
     pub pair: String,
+    /// The neighbouring relation of the audited claim.
+    #[serde(default)]
+    pub neighbours: Neighbours,
     /// The test and its counts.
     pub test: stats::EpsilonLowerBound,
 }
@@ -216,6 +231,7 @@ pub fn calibration_for(req: &AuditRequest) -> Result<Calibration> {
         lambda,
         classes: s.classes,
         dp_sgd,
+        neighbours: s.neighbours,
     };
     Ok(privpred_core::calibrate::calibrate(&creq)?)
 }
@@ -297,9 +313,10 @@ pub fn mechanism_for(
                     "joint clipping (canary norm ν), Poisson sampling".to_string(),
                 )
             };
+            let replace_one = s.replace_one || s.neighbours == Neighbours::ReplaceOne;
             let m =
-                CanaryGradient::new(sigma, sensitivity, batching)?.with_replace_one(s.replace_one);
-            let pair = if s.replace_one {
+                CanaryGradient::new(sigma, sensitivity, batching)?.with_replace_one(replace_one);
+            let pair = if replace_one {
                 "replace-one: D holds an example whose clipped gradient is −ν·u, D′ the canary +ν·u (u a direction no other example touches)"
             } else {
                 "D′ = D ∪ {canary} whose gradient sits at the clip norm in a direction no other example touches"
@@ -309,8 +326,34 @@ pub fn mechanism_for(
             );
             Ok((Box::new(m), desc))
         }
+        (Method::LossPerturbation, noise @ (Noise::L2Laplace { .. } | Noise::Gaussian { .. }))
+            if s.noise_term =>
+        {
+            // The proof's noise term (erratum 4.7): the released Θ determines the noise that
+            // produced it, b(Θ) = −(Σ∇ℓ(Θ) + ρ_eff Θ); for a loss whose gradient term is a
+            // constant vector of norm K at the unit sphere (a linear, K-Lipschitz, 0-smooth
+            // loss: the Jacobian term is 0) the worst-case pair moves b by the relation's full
+            // sensitivity along one direction: replace-one +K·u in D, −K·u in D′ (2K);
+            // add/remove: the example is absent from D (K).
+            let shift = match s.neighbours {
+                Neighbours::ReplaceOne => 2.0 * k,
+                Neighbours::AddRemove => k,
+            };
+            let dim = s.features * s.classes;
+            let m = ShiftedNoise::new(noise, dim, shift, 1)?;
+            let desc = format!(
+                "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its ε/2 share of the claim (the Jacobian term's ε/2 is a deterministic bound, the same for both relations); statistic: exact log-likelihood ratio",
+                s.neighbours,
+                if s.neighbours == Neighbours::ReplaceOne {
+                    "−K·u"
+                } else {
+                    "absent"
+                }
+            );
+            Ok((Box::new(m), desc))
+        }
         (Method::LossPerturbation, _) => Err(AuditError::Unsupported(
-            "loss perturbation is audited end to end only (see e2e::EndToEnd)".into(),
+            "loss perturbation is audited end to end, or its noise term alone with --noise-term (see e2e::EndToEnd)".into(),
         )),
         (m, noise) => Err(AuditError::Run(format!(
             "calibration of {m} returned unexpected noise {noise:?}"
@@ -331,12 +374,25 @@ pub fn e2e_config(req: &AuditRequest) -> privpred_linear::MethodConfig {
     cfg.dp_sgd.batch_size = s.batch_size;
     cfg.dp_sgd.epochs = s.epochs;
     cfg.seed_policy = privpred_linear::SeedPolicy::Seeded { seed: req.seed };
+    cfg.neighbours = s.neighbours;
     cfg
 }
 
 /// Whether `req` is audited end to end.
 pub fn is_end_to_end(req: &AuditRequest) -> bool {
-    req.method == Method::LossPerturbation || (req.method == Method::DpSgd && req.end_to_end)
+    (req.method == Method::LossPerturbation && !req.setting.noise_term)
+        || (req.method == Method::DpSgd && req.end_to_end)
+}
+
+/// The ε of the claim an audit checks: the whole ε, except for loss perturbation's noise-term
+/// audit, which checks the noise term's ε/2 share (the paper's proof gives the other half to
+/// the Jacobian term).
+pub fn audited_epsilon(req: &AuditRequest) -> f64 {
+    if req.method == Method::LossPerturbation && req.setting.noise_term {
+        req.privacy.epsilon / 2.0
+    } else {
+        req.privacy.epsilon
+    }
 }
 
 /// Runs one audit: calibrate as the product does, build the worst-case pair, run the trials,
@@ -349,6 +405,13 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         } else {
             req.setting.e2e_n
         };
+        if req.method == Method::LossPerturbation
+            && req.setting.neighbours != Neighbours::ReplaceOne
+        {
+            return Err(AuditError::Unsupported(
+                "the end-to-end loss-perturbation audit's pair (one label changed) is a replace-one pair; for an add-remove claim audit the noise term with --noise-term".into(),
+            ));
+        }
         let e = e2e::EndToEnd::new(e2e_config(req), n, req.seed)?;
         let cal = e.calibration.clone();
         let pair = match req.method {
@@ -375,20 +438,22 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     };
     let (on_d, on_dp) = mechanisms::run_trials(mech.as_ref(), req.trials, req.seed)?;
     let test = stats::epsilon_lower_bound(&on_d, &on_dp, req.privacy.delta, req.confidence)?;
+    let claimed = audited_epsilon(req);
     Ok(AuditReport {
         method: req.method,
         calibration: req.calibration,
-        claimed_epsilon: req.privacy.epsilon,
+        claimed_epsilon: claimed,
         delta: req.privacy.delta,
         empirical_epsilon_lower: test.epsilon_lower,
         confidence: req.confidence,
         trials: req.trials,
         empirical_epsilon_point: test.epsilon_point,
-        exceeds_claim: test.epsilon_lower > req.privacy.epsilon,
+        exceeds_claim: test.epsilon_lower > claimed,
         budget: cal.budget.get(),
         noise: cal.noise,
         valid_guarantee: cal.valid_guarantee,
         pair,
+        neighbours: cal.neighbours,
         test,
     })
 }

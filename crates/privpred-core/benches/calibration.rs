@@ -27,6 +27,9 @@ fn request(method: Method, mode: CalibrationMode, delta: f64) -> CalibrationRequ
             batch_size: 256,
             epochs: 60.0,
         }),
+        // add/remove: the RDP accountant this bench has always timed (replace-one DP-SGD uses
+        // the slower PLD accountant, timed by `account`).
+        neighbours: privpred_core::Neighbours::AddRemove,
     }
 }
 

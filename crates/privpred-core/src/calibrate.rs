@@ -5,10 +5,12 @@
 use crate::composition::{
     advanced_per_answer_epsilon, advanced_per_answer_epsilon_paper, zcdp_rho_for,
 };
-use crate::dpsgd::{Accountant, DpSgdSchedule, dpsgd_epsilon, noise_multiplier};
+use crate::dpsgd::{Accountant, DpSgdSchedule, dpsgd_epsilon, noise_multiplier_neighbours};
 use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
-use crate::types::{Assumptions, Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
+use crate::types::{
+    Assumptions, Budget, Calibration, CalibrationMode, Method, Neighbours, Noise, Privacy,
+};
 use serde::{Deserialize, Serialize};
 
 /// Everything a calibration needs. The constants K = √2 and L = 1/2 of SPEC §2 (softmax
@@ -31,6 +33,10 @@ pub struct CalibrationRequest {
     pub classes: usize,
     /// DP-SGD only: batch size and epochs.
     pub dp_sgd: Option<DpSgdSchedule>,
+    /// The neighbouring relation the guarantee is for (SPEC §1; `replace-one` by default and
+    /// when absent from a serialised request).
+    #[serde(default)]
+    pub neighbours: Neighbours,
 }
 
 impl CalibrationRequest {
@@ -49,6 +55,7 @@ impl CalibrationRequest {
             lambda: None,
             classes: 10,
             dp_sgd: None,
+            neighbours: Neighbours::ReplaceOne,
         }
     }
 
@@ -120,6 +127,40 @@ fn need_budget(b: Budget, method: Method) -> Result<u64> {
     }
 }
 
+/// The error for a method that privpred has no analysis for under add/remove neighbours.
+/// Model sensitivity, prediction sensitivity and subsample-and-aggregate are analysed for
+/// replace-one (SPEC §1): their noise scale depends on the training-set size N (2K/(Nλ)) or
+/// on a partition into ⌊N/T⌋ slices, both of which an added or removed example changes, so
+/// the replace-one numbers are not reused and no add/remove bound is claimed.
+fn no_add_remove_analysis(method: Method) -> CoreError {
+    let why = match method {
+        Method::SubsampleAggregate => {
+            "the teachers' partition into floor(N/T) slices depends on N, so adding or removing one example can change several teachers"
+        }
+        _ => {
+            "its sensitivity 2K/(N*lambda) and the (1/N)-normalised objective depend on the training-set size N, which adding or removing an example changes"
+        }
+    };
+    CoreError::Unsupported(format!(
+        "{method} has no analysis under add-remove neighbours in privpred ({why}); use --neighbours replace-one (the default)"
+    ))
+}
+
+/// Whether privpred has an analysis of `method` under `neighbours`: an error naming the
+/// reason where it has none (model sensitivity, prediction sensitivity and
+/// subsample-and-aggregate under add-remove), so callers can refuse before any work.
+pub fn check_relation(method: Method, neighbours: Neighbours) -> Result<()> {
+    if neighbours == Neighbours::AddRemove
+        && matches!(
+            method,
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::SubsampleAggregate
+        )
+    {
+        return Err(no_add_remove_analysis(method));
+    }
+    Ok(())
+}
+
 fn base(req: &CalibrationRequest, budget: Budget, noise: Noise) -> Calibration {
     Calibration {
         method: req.method,
@@ -127,6 +168,7 @@ fn base(req: &CalibrationRequest, budget: Budget, noise: Noise) -> Calibration {
         privacy: req.privacy,
         budget,
         noise,
+        neighbours: req.neighbours,
         assumptions: req.assumptions(),
         valid_guarantee: true,
         notes: Vec::new(),
@@ -146,6 +188,7 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
     check_constants(&req.assumptions())?;
     let mut req = req.clone();
     req.privacy = p;
+    check_relation(req.method, req.neighbours)?;
     let c = match req.method {
         Method::ModelSensitivity => model_sensitivity(&req),
         Method::LossPerturbation => loss_perturbation(&req),
@@ -206,13 +249,29 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Loss perturbation (objective perturbation), SPEC §3.
+/// Loss perturbation (objective perturbation), SPEC §3 and erratum 4.7.
 ///
 /// Theorem (paper, appendix Thm "loss perturbation", after Chaudhuri et al. 2011 Thm 9 and
 /// Kifer et al. 2012 Thm 2): minimise (1/N)Σℓ + (1/N)tr(BᵀΘ) + (ρ_eff/(2N))‖Θ‖²_F with
-/// ρ_eff = max(ρ, Nλ), ρ = 2LC/ε (the Jacobian term then costs ≤ ε/2). δ = 0: B ~ ℓ2-Laplace
-/// with β = ε/(2K) is ε-DP. δ > 0: B ~ Gaussian with σ = (K/ε)·√(8 ln(2/δ) + 4ε) is
-/// (ε, δ)-DP. B = ∞. `tight` equals `corrected` (no tighter analysis is claimed here).
+/// ρ_eff = max(ρ, Nλ), ρ = 2LC/ε. The privacy loss at an output Θ splits into a Jacobian term
+/// ln(det(A)/det(A′)) ≤ C·ln(1 + L/ρ) ≤ ε/2 and a noise term from ‖b′ − b‖, where
+/// b(Θ) = −(Σ∇ℓ(Θ) + ρ_eff Θ) is the noise that produces Θ.
+///
+/// - `add-remove` (the appendix's proof, D′ = D ∪ {z}): ‖b′ − b‖ = ‖∇ℓ(z)⊗x‖ ≤ K. δ = 0:
+///   b ~ ℓ2-Laplace with β = ε/(2K) spends ε/2 on the noise. δ > 0: b ~ Gaussian with
+///   σ = (K/ε)·√(8 ln(2/δ) + 4ε) (Kifer et al. 2012 Thm 2: the Gaussian tail bound for
+///   (ε/2, δ) at sensitivity K). The proof keeps ρ_eff the same on D and D′, so under
+///   add/remove the Nλ floor must not be active (ρ ≥ Nλ): otherwise b′ − b also contains
+///   λΘ, unbounded, and the calibration is refused.
+/// - `replace-one` (SPEC §1; erratum 4.7): b′ − b = ∇ℓ(z′)⊗x′ − ∇ℓ(z)⊗x, so ‖b′ − b‖ ≤ 2K:
+///   the noise term needs twice the noise for the same ε/2, β = ε/(4K) (δ = 0) and the
+///   Gaussian σ doubled, 2·(K/ε)·√(8 ln(2/δ) + 4ε). The Jacobian bound is unchanged:
+///   A − E ⪰ ρ_eff·I still holds with one example replaced (its Hessian is replaced by one
+///   with eigenvalues in [0, L], rank ≤ C), so (1 + L/ρ)^C ≤ e^{ε/2}.
+///
+/// `paper` keeps the published β = ε/(2K) and σ under both relations; under replace-one that
+/// spends ε on the noise alone (1.5ε in all) and is labelled `valid_guarantee: false`.
+/// B = ∞. `tight` equals `corrected` (no tighter analysis is claimed here).
 pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     if let Some(0) = a.n {
@@ -229,17 +288,48 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     }
     let p = req.privacy;
     let rho = 2.0 * a.l * a.classes as f64 / p.epsilon;
+    if req.neighbours == Neighbours::AddRemove
+        && let (Some(n), Some(l)) = (a.n, a.lambda)
+        && n as f64 * l > rho
+    {
+        return Err(CoreError::Unsupported(format!(
+            "loss-perturbation under add-remove neighbours needs rho = 2LC/eps = {rho:.6e} >= N*lambda = {:.6e}: the appendix's proof keeps rho fixed, while the N*lambda floor changes when an example is added or removed; use a smaller lambda or --neighbours replace-one",
+            n as f64 * l
+        )));
+    }
+    // Sensitivity of b: K under add/remove (the appendix), 2K under replace-one (4.7).
+    // `paper` keeps the appendix's K under both relations.
+    let replace_one = req.neighbours == Neighbours::ReplaceOne;
+    let b_sens = if replace_one && req.mode != CalibrationMode::Paper {
+        2.0 * a.k
+    } else {
+        a.k
+    };
     let noise = if p.is_pure() {
         Noise::L2Laplace {
-            beta: p.epsilon / (2.0 * a.k),
+            beta: p.epsilon / (2.0 * b_sens),
         }
     } else {
         Noise::Gaussian {
-            sigma: (a.k / p.epsilon) * (8.0 * (2.0 / p.delta).ln() + 4.0 * p.epsilon).sqrt(),
+            sigma: (b_sens / p.epsilon) * (8.0 * (2.0 / p.delta).ln() + 4.0 * p.epsilon).sqrt(),
         }
     };
     let mut c = base(req, Budget::Unlimited, noise);
     c.rho = Some(rho);
+    if replace_one && req.mode == CalibrationMode::Paper {
+        c.valid_guarantee = false;
+        c.notes.push(
+            "paper mode under replace-one: the published beta = eps/(2K) assumes add/remove (||b' - b|| <= K); a replaced example moves b by up to 2K, so this is only (1.5 eps)-DP (erratum 4.7): not a valid guarantee".into(),
+        );
+    } else if replace_one {
+        c.notes.push(
+            "replace-one neighbours: ||b' - b|| <= 2K, so the noise is calibrated to sensitivity 2K (beta = eps/(4K), Gaussian sigma doubled; erratum 4.7)".into(),
+        );
+    } else {
+        c.notes.push(
+            "add-remove neighbours: ||b' - b|| <= K (the paper's appendix, D' = D + {z}); holds while rho >= N*lambda".into(),
+        );
+    }
     c.notes.push(format!(
         "rho = 2LC/eps = {rho:.6e}; the objective uses rho_eff = max(rho, N*lambda)"
     ));
@@ -262,7 +352,14 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
 /// conversion (TF-Privacy as used by the reference code); `corrected`: the smaller of the
 /// classic and improved conversions (Balle et al. 2020; Canonne, Kamath & Steinke 2020);
 /// `tight`: the smaller of RDP and a pessimistic PLD accountant (Koskela et al. 2020;
-/// Doroshenko et al. 2022). σ is the smallest to 1e-4 with ε(σ) ≤ target. Needs δ > 0.
+/// Doroshenko et al. 2022). These accountants bound add/remove neighbours.
+///
+/// Under replace-one neighbours (SPEC §1, the default) `corrected` and `tight` use the PLD
+/// accountant of the replace-one dominating pair (1−q)N(0,σ²) + qN(1,σ²) vs
+/// (1−q)N(0,σ²) + qN(−1,σ²) ([`crate::pld::pld_epsilon_neighbours`], whose doc comment proves
+/// the domination via Balle, Barthe & Gaboardi 2018 Thm 2 and Zhu, Dong & Wang 2022 Thm 10);
+/// `paper` keeps the published add/remove RDP accountant and is labelled
+/// `valid_guarantee: false`. σ is the smallest to 1e-4 with ε(σ) ≤ target. Needs δ > 0.
 pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     let p = req.privacy;
     if p.is_pure() {
@@ -281,41 +378,56 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     })?;
     let n = need_n(&req.assumptions(), req.method)?;
     let s = sched.steps(n)?;
-    let acc = match req.mode {
-        CalibrationMode::Paper => Accountant::RdpClassic,
-        CalibrationMode::Corrected => Accountant::Rdp,
-        CalibrationMode::Tight => Accountant::Best,
+    // Accountant per mode and relation. add-remove: as the paper (RDP). replace-one: the PLD
+    // accountant of the replace-one dominating pair (crate::pld::pld_epsilon_neighbours, whose
+    // doc comment proves the domination) for `corrected` and `tight`; `paper` keeps the
+    // published add/remove RDP accountant and is labelled invalid.
+    let replace_one = req.neighbours == Neighbours::ReplaceOne;
+    let (acc, acc_relation) = match (req.mode, replace_one) {
+        (CalibrationMode::Paper, _) => (Accountant::RdpClassic, Neighbours::AddRemove),
+        (CalibrationMode::Corrected, false) => (Accountant::Rdp, Neighbours::AddRemove),
+        (CalibrationMode::Tight, false) => (Accountant::Best, Neighbours::AddRemove),
+        (_, true) => (Accountant::Pld, Neighbours::ReplaceOne),
     };
-    let (sigma, spent) = noise_multiplier(p.epsilon, p.delta, &s, acc)?;
+    let (sigma, spent) = noise_multiplier_neighbours(p.epsilon, p.delta, &s, acc, acc_relation)?;
     let mut c = base(req, Budget::Unlimited, Noise::Gaussian { sigma });
     c.noise_multiplier = Some(sigma);
     c.epsilon_spent = Some(spent);
     c.sampling_rate = Some(s.sampling_rate);
     c.steps = Some(s.steps);
     c.notes.push(format!(
-        "noise multiplier sigma = {sigma:.4}: gradient noise std = sigma * clip norm; accountant {} gives epsilon {spent:.4} after {} steps at q = {:.6}",
+        "noise multiplier sigma = {sigma:.4}: gradient noise std = sigma * clip norm; accountant {} ({} neighbours) gives epsilon {spent:.4} after {} steps at q = {:.6}",
         acc.name(),
+        acc_relation,
         s.steps,
         s.sampling_rate
     ));
-    // Adjacency (found by `privpred audit dp-sgd --replace-one`): the sampled-Gaussian
-    // accountants bound add/remove-one neighbours, as in Abadi et al. 2016, the paper, Opacus
-    // and TF-Privacy. Replace-one neighbours (SPEC §1) are two add/remove steps apart, so by
-    // group privacy the same run is (2ε, (1 + e^ε)δ)-DP under replace-one.
-    c.notes.push(format!(
-        "adjacency: ({:.4}, {:.1e})-DP for add/remove-one neighbours; for replace-one neighbours (one example changed) group privacy gives ({:.4}, {:.1e})",
-        p.epsilon,
-        p.delta,
-        2.0 * p.epsilon,
-        (1.0 + p.epsilon.exp()) * p.delta
-    ));
+    if replace_one && req.mode == CalibrationMode::Paper {
+        // The paper's accountant (RDP, classic conversion) bounds add/remove neighbours only.
+        c.valid_guarantee = false;
+        c.notes.push(format!(
+            "paper mode under replace-one: the published RDP accountant bounds add/remove neighbours; for replace-one it only gives ({:.4}, {:.1e}) by group privacy: not a valid ({}, {})-guarantee for replace-one",
+            2.0 * p.epsilon,
+            (1.0 + p.epsilon.exp()) * p.delta,
+            p.epsilon,
+            p.delta
+        ));
+    } else if replace_one {
+        c.notes.push(
+            "replace-one neighbours: PLD accountant of the dominating pair (1-q)N(0,s^2)+qN(1,s^2) vs (1-q)N(0,s^2)+qN(-1,s^2) (one example's clipped gradient replaced by another's)".into(),
+        );
+    } else {
+        c.notes.push(
+            "add-remove neighbours: the sampled-Gaussian accountants of Abadi et al. 2016 and Mironov, Talwar & Zhang 2019".into(),
+        );
+    }
     if req.mode == CalibrationMode::Paper {
         c.notes.push(
             "the accounting assumes Poisson sampling and joint clipping; the reference's per-layer clipping and shuffled batches (errata 4.2, 4.3) do not deliver it"
                 .into(),
         );
     }
-    if req.mode == CalibrationMode::Tight {
+    if req.mode == CalibrationMode::Tight && !replace_one {
         // Report both for transparency.
         if let Ok(r) = dpsgd_epsilon(&s, sigma, p.delta, Accountant::Rdp) {
             c.notes.push(format!("RDP epsilon at this sigma: {r:.4}"));

@@ -15,7 +15,7 @@ pub mod pld;
 pub mod rdp;
 pub mod types;
 
-pub use calibrate::{CalibrationRequest, calibrate};
+pub use calibrate::{CalibrationRequest, calibrate, check_relation};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
 pub use gaussian::sigma_ag;
 pub use noise::{PrivRng, release_rng, seeded_rng};

@@ -189,15 +189,36 @@ pub struct RdpEpsilon {
     pub order: f64,
 }
 
+/// The smallest noise multiplier σ the accountants evaluate. Below it the privacy loss of one
+/// step is astronomically large (its exponent scales like 1/(2σ²) ≥ 5·10⁵) and σ² loses
+/// precision or underflows (σ ≈ 1e-320 made σ² = 0 and the RDP accountant report ε = 0):
+/// such σ is refused with a clear error rather than accounted.
+pub const MIN_NOISE_MULTIPLIER: f64 = 1e-3;
+
+/// The largest noise multiplier σ the accountants evaluate (beyond it ε is 0 to every printed
+/// digit and σ² overflows the PLD grid arithmetic).
+pub const MAX_NOISE_MULTIPLIER: f64 = 1e6;
+
+/// The smallest Poisson sampling rate q the accountants evaluate: q = b/N ≥ 1/N, so this
+/// covers training sets of up to 10¹² examples. Smaller (e.g. subnormal) q overflowed the PLD
+/// grid arithmetic (a panic at q ≤ 1e-312).
+pub const MIN_SAMPLING_RATE: f64 = 1e-12;
+
 pub(crate) fn check_dpsgd(q: f64, sigma: f64, delta: f64) -> Result<()> {
-    if !(q.is_finite() && q > 0.0 && q <= 1.0) {
-        return Err(CoreError::invalid("sampling-rate", q, "must be in (0, 1]"));
+    if !(q.is_finite() && (MIN_SAMPLING_RATE..=1.0).contains(&q)) {
+        return Err(CoreError::invalid(
+            "sampling-rate",
+            format!("{q:e}"),
+            format!("must be in [{MIN_SAMPLING_RATE:e}, 1]"),
+        ));
     }
-    if !(sigma.is_finite() && sigma > 0.0) {
+    if !(sigma.is_finite() && (MIN_NOISE_MULTIPLIER..=MAX_NOISE_MULTIPLIER).contains(&sigma)) {
         return Err(CoreError::invalid(
             "noise-multiplier",
-            sigma,
-            "must be a finite number > 0",
+            format!("{sigma:e}"),
+            format!(
+                "must be in [{MIN_NOISE_MULTIPLIER:e}, {MAX_NOISE_MULTIPLIER:e}] (below {MIN_NOISE_MULTIPLIER:e} the privacy loss is astronomically large)"
+            ),
         ));
     }
     if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {

@@ -95,6 +95,79 @@ impl std::fmt::Display for CalibrationMode {
     }
 }
 
+/// The neighbouring relation a guarantee is stated for (SPEC §1). Every guarantee names its
+/// relation: an add/remove ε-DP mechanism is in general only 2ε-DP under replace-one (group
+/// privacy), so results under different relations are not comparable.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum Neighbours {
+    /// D and D′ have the same size and differ in one example (SPEC §1's default).
+    #[default]
+    ReplaceOne,
+    /// D′ = D ∪ {z} or D′ = D ∖ {z} (one example added or removed).
+    AddRemove,
+}
+
+impl Neighbours {
+    /// Both relations.
+    pub const ALL: [Neighbours; 2] = [Neighbours::ReplaceOne, Neighbours::AddRemove];
+
+    /// The kebab-case name used on the command line, in results and in artifacts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Neighbours::ReplaceOne => "replace-one",
+            Neighbours::AddRemove => "add-remove",
+        }
+    }
+
+    /// The relation a guarantee recorded before privpred named relations actually holds for
+    /// (artifacts written before this field existed): loss perturbation was calibrated with
+    /// the appendix's add/remove β = ε/(2K) (erratum 4.7) and DP-SGD with the add/remove
+    /// accountants; model sensitivity, prediction sensitivity and subsample-and-aggregate were
+    /// analysed for replace-one.
+    pub fn legacy(method: Method) -> Neighbours {
+        match method {
+            Method::LossPerturbation | Method::DpSgd => Neighbours::AddRemove,
+            _ => Neighbours::ReplaceOne,
+        }
+    }
+
+    /// The note attached to a legacy calibration relabelled by [`Neighbours::legacy`].
+    pub fn legacy_note(method: Method) -> String {
+        format!(
+            "legacy artifact (written before guarantees named their neighbouring relation): labelled {} neighbours, the relation its {method} calibration holds for",
+            Neighbours::legacy(method)
+        )
+    }
+
+    /// Relabels a calibration deserialised from a record without a `neighbours` key
+    /// (`has_key = false`) with [`Neighbours::legacy`], adding [`Neighbours::legacy_note`].
+    pub fn relabel_legacy(c: &mut Calibration, has_key: bool) {
+        if !has_key {
+            c.neighbours = Neighbours::legacy(c.method);
+            c.notes.push(Neighbours::legacy_note(c.method));
+        }
+    }
+
+    /// Parses a kebab-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "replace-one" => Some(Neighbours::ReplaceOne),
+            "add-remove" => Some(Neighbours::AddRemove),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Neighbours {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A validated (ε, δ) pair: ε finite and > 0, δ in [0, 1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Privacy {
@@ -220,6 +293,11 @@ pub struct Calibration {
     pub budget: Budget,
     /// The calibrated noise.
     pub noise: Noise,
+    /// The neighbouring relation the guarantee is stated for. A calibration serialised before
+    /// this field existed reads as `replace-one`; readers of legacy records must relabel them
+    /// (see `privpred_linear::artifact`).
+    #[serde(default)]
+    pub neighbours: Neighbours,
     /// The constants used.
     pub assumptions: Assumptions,
     /// False where SPEC §4 says the paper's rule does not deliver the guarantee.

@@ -5,7 +5,7 @@ use privpred_core::composition::{advanced_epsilon, advanced_per_answer_epsilon_p
 use privpred_core::dpsgd::{Accountant, SampledSteps, dpsgd_epsilon, noise_multiplier};
 use privpred_core::gaussian::sigma_ag;
 use privpred_core::noise::exponential_mechanism_log_probabilities;
-use privpred_core::{Budget, CalibrationMode, DpSgdSchedule, Method, Noise, Privacy};
+use privpred_core::{Budget, CalibrationMode, DpSgdSchedule, Method, Neighbours, Noise, Privacy};
 use proptest::prelude::*;
 
 const MODES: [CalibrationMode; 3] = [
@@ -35,6 +35,7 @@ fn req(
         n: Some(n),
         lambda: Some(lambda),
         classes: 10,
+        neighbours: Neighbours::ReplaceOne,
         dp_sgd: Some(DpSgdSchedule {
             batch_size: 256,
             epochs: 2.0,
@@ -138,10 +139,11 @@ fn spec_table_formulas() {
         l,
     ))
     .unwrap();
+    // Replace-one (the default relation, erratum 4.7): b moves by up to 2K, so β = ε/(4K).
     assert_eq!(
         c.noise,
         Noise::L2Laplace {
-            beta: eps / (2.0 * k)
+            beta: eps / (4.0 * k)
         }
     );
     let c = calibrate(&req(
@@ -154,8 +156,39 @@ fn spec_table_formulas() {
         l,
     ))
     .unwrap();
-    let s = (k / eps) * (8.0 * (2.0f64 / 1e-5).ln() + 4.0 * eps).sqrt();
+    // ... and the Gaussian σ doubled.
+    let s = 2.0 * (k / eps) * (8.0 * (2.0f64 / 1e-5).ln() + 4.0 * eps).sqrt();
     assert!(matches!(c.noise, Noise::Gaussian { sigma } if (sigma - s).abs() < 1e-12 * s));
+    // Add/remove (the paper's appendix): β = ε/(2K) and σ = (K/ε)·√(8 ln(2/δ) + 4ε), which
+    // needs ρ = 2LC/ε ≥ Nλ (here 20 ≥ 60).
+    let ar = |delta: f64, n: usize| {
+        calibrate(&CalibrationRequest {
+            neighbours: Neighbours::AddRemove,
+            ..req(
+                Method::LossPerturbation,
+                CalibrationMode::Corrected,
+                eps,
+                delta,
+                b,
+                n,
+                l,
+            )
+        })
+    };
+    assert!(
+        ar(0.0, n).is_err(),
+        "N*lambda = 60 > rho = 20 must be refused under add-remove"
+    );
+    assert_eq!(
+        ar(0.0, 1000).unwrap().noise,
+        Noise::L2Laplace {
+            beta: eps / (2.0 * k)
+        }
+    );
+    let s_ar = (k / eps) * (8.0 * (2.0f64 / 1e-5).ln() + 4.0 * eps).sqrt();
+    assert!(
+        matches!(ar(1e-5, 1000).unwrap().noise, Noise::Gaussian { sigma } if (sigma - s_ar).abs() < 1e-12 * s_ar)
+    );
     let c = calibrate(&req(
         Method::PredictionSensitivity,
         CalibrationMode::Corrected,
@@ -277,7 +310,10 @@ fn erratum_4_1_and_4_6_delta_rule() {
 
 #[test]
 fn dpsgd_tight_uses_less_noise_and_never_overshoots() {
+    // The add/remove accountants (RDP, PLD); replace-one is tested in
+    // dpsgd_replace_one_needs_more_noise_and_never_overshoots.
     let base = CalibrationRequest {
+        neighbours: Neighbours::AddRemove,
         n: Some(60000),
         dp_sgd: Some(DpSgdSchedule {
             batch_size: 256,
@@ -497,7 +533,7 @@ proptest! {
         let r = CalibrationRequest {
             method: m, mode: MODES[modei],
             privacy: Privacy { epsilon: eps, delta },
-            budget: Budget::Finite(b), n: Some(n), lambda: Some(lambda), classes: 10, dp_sgd: None,
+            budget: Budget::Finite(b), n: Some(n), lambda: Some(lambda), classes: 10, dp_sgd: None, neighbours: Neighbours::ReplaceOne,
         };
         if let Ok(c) = calibrate(&r) {
             let a = noise_amount(&c.noise);
@@ -580,6 +616,7 @@ fn tight_calibrations_checked_numerically() {
 fn dpsgd_noise_decreasing_in_n_and_epsilon() {
     let nm = |n: usize, eps: f64, mode: CalibrationMode| {
         calibrate(&CalibrationRequest {
+            neighbours: Neighbours::AddRemove,
             n: Some(n),
             dp_sgd: Some(DpSgdSchedule {
                 batch_size: 256,
@@ -605,4 +642,148 @@ fn dpsgd_noise_decreasing_in_n_and_epsilon() {
             prev = s;
         }
     }
+}
+
+/// SPEC §1: every calibration names its relation; replace-one is the default.
+#[test]
+fn every_calibration_carries_its_relation() {
+    let r = CalibrationRequest::new(
+        Method::LossPerturbation,
+        CalibrationMode::Corrected,
+        Privacy::new(1.0, 0.0).unwrap(),
+    );
+    assert_eq!(r.neighbours, Neighbours::ReplaceOne);
+    assert_eq!(calibrate(&r).unwrap().neighbours, Neighbours::ReplaceOne);
+    let r = CalibrationRequest {
+        neighbours: Neighbours::AddRemove,
+        ..r
+    };
+    assert_eq!(calibrate(&r).unwrap().neighbours, Neighbours::AddRemove);
+    // A request serialised before the field existed reads as replace-one.
+    let mut v = serde_json::to_value(&r).unwrap();
+    v.as_object_mut().unwrap().remove("neighbours");
+    let back: CalibrationRequest = serde_json::from_value(v).unwrap();
+    assert_eq!(back.neighbours, Neighbours::ReplaceOne);
+    assert_eq!(
+        serde_json::to_value(Neighbours::AddRemove).unwrap(),
+        serde_json::json!("add-remove")
+    );
+}
+
+/// Erratum 4.7: under replace-one loss perturbation's β halves (δ = 0) and σ doubles
+/// (δ > 0) relative to add/remove, for every ε, δ; `paper` keeps the add/remove number and is
+/// labelled invalid under replace-one only.
+#[test]
+fn erratum_4_7_loss_perturbation_beta_halves_under_replace_one() {
+    for &eps in &[0.01, 0.1, 1.0, 10.0] {
+        for &delta in &[0.0, 1e-8, 1e-5] {
+            let mk = |mode, neighbours| {
+                calibrate(&CalibrationRequest {
+                    neighbours,
+                    ..req(Method::LossPerturbation, mode, eps, delta, 1, 100, 1e-4)
+                })
+                .unwrap()
+            };
+            let ro = mk(CalibrationMode::Corrected, Neighbours::ReplaceOne);
+            let ar = mk(CalibrationMode::Corrected, Neighbours::AddRemove);
+            let paper_ro = mk(CalibrationMode::Paper, Neighbours::ReplaceOne);
+            let paper_ar = mk(CalibrationMode::Paper, Neighbours::AddRemove);
+            match (ro.noise, ar.noise) {
+                (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => {
+                    assert!((a - b / 2.0).abs() <= 1e-15 * b, "{a} {b}")
+                }
+                (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b }) => {
+                    assert!((a - 2.0 * b).abs() <= 1e-12 * b, "{a} {b}")
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(ro.valid_guarantee && ar.valid_guarantee && paper_ar.valid_guarantee);
+            assert!(!paper_ro.valid_guarantee);
+            assert_eq!(paper_ro.noise, ar.noise, "paper keeps the published number");
+        }
+    }
+}
+
+/// Methods analysed for replace-one only refuse add/remove with a clear error instead of
+/// reusing replace-one numbers.
+#[test]
+fn no_add_remove_analysis_is_an_error() {
+    for m in [
+        Method::ModelSensitivity,
+        Method::PredictionSensitivity,
+        Method::SubsampleAggregate,
+    ] {
+        for mode in MODES {
+            let e = calibrate(&CalibrationRequest {
+                neighbours: Neighbours::AddRemove,
+                ..req(m, mode, 1.0, 0.0, 10, 60000, 1e-3)
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("no analysis under add-remove") && e.contains("replace-one"),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// DP-SGD under replace-one: the replace-one PLD accountant; more noise than add/remove for
+/// the same target, ε(σ) ≤ target, the RDP accountants refused, `paper` labelled invalid.
+#[test]
+fn dpsgd_replace_one_needs_more_noise_and_never_overshoots() {
+    use privpred_core::dpsgd::{dpsgd_epsilon_neighbours, noise_multiplier_neighbours};
+    let s = SampledSteps::new(0.01, 300).unwrap();
+    for &eps in &[0.5, 1.0, 3.0] {
+        let (ro, spent) =
+            noise_multiplier_neighbours(eps, 1e-5, &s, Accountant::Pld, Neighbours::ReplaceOne)
+                .unwrap();
+        let (ar, _) =
+            noise_multiplier_neighbours(eps, 1e-5, &s, Accountant::Pld, Neighbours::AddRemove)
+                .unwrap();
+        assert!(
+            ro > ar,
+            "eps {eps}: replace-one sigma {ro} <= add-remove {ar}"
+        );
+        let check = dpsgd_epsilon_neighbours(&s, ro, 1e-5, Accountant::Pld, Neighbours::ReplaceOne)
+            .unwrap();
+        assert!(check <= eps && spent == check);
+        let below = dpsgd_epsilon_neighbours(
+            &s,
+            ro - 1.001e-4,
+            1e-5,
+            Accountant::Pld,
+            Neighbours::ReplaceOne,
+        )
+        .unwrap();
+        assert!(below > eps, "sigma not minimal: {ro} {below}");
+    }
+    for acc in [Accountant::Rdp, Accountant::RdpClassic] {
+        let e = dpsgd_epsilon_neighbours(&s, 1.0, 1e-5, acc, Neighbours::ReplaceOne)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add-remove neighbours only"), "{e}");
+    }
+    let r = |mode| CalibrationRequest {
+        n: Some(10000),
+        dp_sgd: Some(DpSgdSchedule {
+            batch_size: 100,
+            epochs: 3.0,
+        }),
+        ..CalibrationRequest::new(Method::DpSgd, mode, Privacy::new(1.0, 1e-5).unwrap())
+    };
+    let c = calibrate(&r(CalibrationMode::Corrected)).unwrap();
+    assert_eq!(c.neighbours, Neighbours::ReplaceOne);
+    assert!(c.valid_guarantee && c.epsilon_spent.unwrap() <= 1.0);
+    let c_ar = calibrate(&CalibrationRequest {
+        neighbours: Neighbours::AddRemove,
+        ..r(CalibrationMode::Corrected)
+    })
+    .unwrap();
+    assert!(c.noise_multiplier.unwrap() > c_ar.noise_multiplier.unwrap());
+    let p = calibrate(&r(CalibrationMode::Paper)).unwrap();
+    assert!(
+        !p.valid_guarantee,
+        "paper's add/remove accountant under replace-one"
+    );
 }

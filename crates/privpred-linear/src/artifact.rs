@@ -364,6 +364,13 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
                 .predictor
                 .clone()
                 .ok_or_else(|| err(path, "private model without its guarantee"))?;
+            // Artifacts written before guarantees named their relation are labelled with the
+            // relation their calibration holds for (e.g. add-remove for loss perturbation).
+            let has_relation = serde_json::from_str::<serde_json::Value>(get("model")?)
+                .ok()
+                .and_then(|v| v.pointer("/predictor/calibration/neighbours").cloned())
+                .is_some();
+            privpred_core::Neighbours::relabel_legacy(&mut p.calibration, has_relation);
             match &mut p.kind {
                 PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
                     if t.shape() != [d, c] {

@@ -74,6 +74,10 @@ pub struct MethodConfig {
     pub teacher_lbfgs: LbfgsOptions,
     /// Recorded seed policy.
     pub seed_policy: SeedPolicy,
+    /// The neighbouring relation of the guarantee (SPEC §1; replace-one by default and when
+    /// absent from a serialised configuration).
+    #[serde(default)]
+    pub neighbours: privpred_core::Neighbours,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -114,6 +118,7 @@ impl MethodConfig {
             lbfgs: LbfgsOptions::default(),
             teacher_lbfgs: teacher_lbfgs_options(),
             seed_policy: SeedPolicy::Seeded { seed: 0 },
+            neighbours: privpred_core::Neighbours::ReplaceOne,
         }
     }
 
@@ -145,6 +150,7 @@ impl MethodConfig {
             lambda,
             classes,
             dp_sgd,
+            neighbours: self.neighbours,
         }
     }
 

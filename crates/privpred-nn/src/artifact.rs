@@ -378,8 +378,17 @@ pub fn load(path: &Path) -> Result<NnModel> {
             ),
         ));
     }
-    let header: ModelHeader = serde_json::from_str(get("model")?)
+    let mut header: ModelHeader = serde_json::from_str(get("model")?)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
+    // Artifacts written before guarantees named their relation are labelled with the relation
+    // their calibration holds for (add-remove for DP-SGD's accountants).
+    let has_relation = serde_json::from_str::<serde_json::Value>(get("model")?)
+        .ok()
+        .and_then(|v| v.pointer("/calibration/neighbours").cloned())
+        .is_some();
+    if let Some(c) = header.calibration.as_mut() {
+        privpred_core::Neighbours::relabel_legacy(c, has_relation);
+    }
     let extra: serde_json::Value = serde_json::from_str(get("extra")?)
         .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
     let net = ResNet::new(header.config)?;

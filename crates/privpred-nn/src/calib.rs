@@ -4,8 +4,8 @@
 
 use crate::error::Result;
 use privpred_core::{
-    Budget, Calibration, CalibrationMode, CalibrationRequest, DpSgdSchedule, Method, Privacy,
-    calibrate,
+    Budget, Calibration, CalibrationMode, CalibrationRequest, DpSgdSchedule, Method, Neighbours,
+    Privacy, calibrate,
 };
 
 /// DP-SGD with Poisson rate q = b/N over ⌈epochs·N/b⌉ steps (`privpred_core::calibrate::dp_sgd`:
@@ -19,7 +19,30 @@ pub fn dpsgd(
     epochs: f64,
     classes: usize,
 ) -> Result<Calibration> {
+    dpsgd_neighbours(
+        mode,
+        privacy,
+        n,
+        batch_size,
+        epochs,
+        classes,
+        Neighbours::ReplaceOne,
+    )
+}
+
+/// [`dpsgd`] for the neighbouring relation `neighbours` (replace-one: the PLD accountant of
+/// the replace-one dominating pair, `privpred_core::pld::pld_epsilon_neighbours`).
+pub fn dpsgd_neighbours(
+    mode: CalibrationMode,
+    privacy: Privacy,
+    n: usize,
+    batch_size: usize,
+    epochs: f64,
+    classes: usize,
+    neighbours: Neighbours,
+) -> Result<Calibration> {
     let mut req = CalibrationRequest::new(Method::DpSgd, mode, privacy);
+    req.neighbours = neighbours;
     req.n = Some(n);
     req.classes = classes;
     req.dp_sgd = Some(DpSgdSchedule { batch_size, epochs });
@@ -40,7 +63,20 @@ pub fn subsample_aggregate(
     budget: u64,
     classes: usize,
 ) -> Result<Calibration> {
+    subsample_aggregate_neighbours(mode, privacy, budget, classes, Neighbours::ReplaceOne)
+}
+
+/// [`subsample_aggregate`] for the neighbouring relation `neighbours` (an error under
+/// add-remove: no analysis, see `privpred_core::check_relation`).
+pub fn subsample_aggregate_neighbours(
+    mode: CalibrationMode,
+    privacy: Privacy,
+    budget: u64,
+    classes: usize,
+    neighbours: Neighbours,
+) -> Result<Calibration> {
     let mut req = CalibrationRequest::new(Method::SubsampleAggregate, mode, privacy);
+    req.neighbours = neighbours;
     req.budget = Budget::finite(budget)?;
     req.classes = classes;
     Ok(calibrate(&req)?)

@@ -31,6 +31,8 @@ pub struct Comparison {
     pub setting: Setting,
     /// Calibration mode.
     pub calibration: CalibrationMode,
+    /// The neighbouring relation every method was calibrated for (the runner's).
+    pub neighbours: privpred_core::Neighbours,
     /// Results, in the paper's method order.
     pub results: Vec<MethodResult>,
     /// Methods that do not apply, with the reason.
@@ -59,6 +61,10 @@ pub fn compare(
                 method,
                 "needs δ > 0 (its accounting is (ε, δ) only)".to_string(),
             ));
+            continue;
+        }
+        if let Err(e) = privpred_core::check_relation(method, runner.neighbours()) {
+            skipped.push((method, e.to_string()));
             continue;
         }
         let group = Group {
@@ -92,6 +98,7 @@ pub fn compare(
     Ok(Comparison {
         setting,
         calibration,
+        neighbours: runner.neighbours(),
         results,
         skipped,
         nonprivate,
@@ -118,11 +125,12 @@ pub fn render(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Setting: ε = {}, δ = {}, B = {} answers, {} calibration; non-private accuracy {:.2}%\n",
+        "Setting: ε = {}, δ = {}, B = {} answers, {} calibration, {} neighbours; non-private accuracy {:.2}%\n",
         s.epsilon,
         s.delta,
         s.budget,
         c.calibration,
+        c.neighbours,
         100.0 * c.nonprivate
     );
     out.push_str("| method | kind | accuracy (%) | noise | λ / ν | guarantee covers | valid |\n|---|---|---|---|---|---|---|\n");

@@ -73,6 +73,10 @@ pub struct LinearOptions {
     pub dpsgd_batch_size: usize,
     /// DP-SGD epochs.
     pub dpsgd_epochs: f64,
+    /// The neighbouring relation every method is calibrated for (SPEC §1; replace-one by
+    /// default). Recorded in the manifest's options and in every row.
+    #[serde(default)]
+    pub neighbours: privpred_core::Neighbours,
 }
 
 impl LinearOptions {
@@ -85,6 +89,7 @@ impl LinearOptions {
             max_train: quick.then_some(5_000),
             max_test: quick.then_some(2_000),
             holdout_fraction: 0.1,
+            neighbours: privpred_core::Neighbours::ReplaceOne,
             cv_draws: 1,
             bias: true,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
@@ -231,9 +236,11 @@ pub fn calibrate(
     classes: usize,
     lambda: Option<f64>,
     dpsgd: &DpSgdConfig,
+    neighbours: privpred_core::Neighbours,
 ) -> Result<Calibration> {
     let privacy = Privacy::new(epsilon, delta)?;
     let mut cfg = MethodConfig::new(method, mode, privacy, Budget::finite(budget)?);
+    cfg.neighbours = neighbours;
     if let Some(l) = lambda {
         cfg.lambda = l;
     }
@@ -490,6 +497,10 @@ impl Runner for LinearRunner {
         serde_json::to_value(&self.opts).unwrap_or_default()
     }
 
+    fn neighbours(&self) -> privpred_core::Neighbours {
+        self.opts.neighbours
+    }
+
     fn dataset_name(&self, figure: FigureId) -> String {
         self.dataset_for(figure)
     }
@@ -590,6 +601,7 @@ impl Runner for LinearRunner {
                 dataset_labels: p.labels.clone(),
                 preprocessing: p.steps.clone(),
                 data_dependent_steps: String::new(),
+                neighbours: cal.neighbours,
             }
         };
         let cal_at = |n: usize, lambda: Option<f64>| {
@@ -603,6 +615,7 @@ impl Runner for LinearRunner {
                 c,
                 lambda,
                 &dpsgd,
+                self.opts.neighbours,
             )
         };
         let test_labels = &p.test.labels;

@@ -73,6 +73,12 @@ pub struct Measurement {
     /// Steps that look at the private data without privacy accounting (`;`-separated):
     /// cross-validation of λ / ν on a hold-out, PCA fitted on training data, max-norm scaling.
     pub data_dependent_steps: String,
+    /// The neighbouring relation of the guarantee (SPEC §1). Rows written before this column
+    /// existed read as `replace-one`, but their loss-perturbation and DP-SGD numbers were
+    /// add/remove calibrations (erratum 4.7): their manifests lack the relation, so
+    /// `--resume` never mixes them with new rows.
+    #[serde(default)]
+    pub neighbours: privpred_core::Neighbours,
 }
 
 /// One result row: one method × setting × repetition, with every parameter.
@@ -168,6 +174,7 @@ struct CsvRow<'a> {
     dataset_labels: &'a str,
     preprocessing: &'a str,
     data_dependent_steps: &'a str,
+    neighbours: privpred_core::Neighbours,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -208,6 +215,7 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             dataset_labels: &r.m.dataset_labels,
             preprocessing: &r.m.preprocessing,
             data_dependent_steps: &r.m.data_dependent_steps,
+            neighbours: r.m.neighbours,
         }
     }
 }

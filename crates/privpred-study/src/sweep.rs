@@ -47,6 +47,11 @@ pub trait Runner: Sync {
     fn prepare(&self, _figure: FigureId, _observer: &dyn Observer) -> Result<()> {
         Ok(())
     }
+    /// The neighbouring relation every method of this runner is calibrated for (SPEC §1: one
+    /// study, one relation).
+    fn neighbours(&self) -> privpred_core::Neighbours {
+        privpred_core::Neighbours::ReplaceOne
+    }
 }
 
 /// What to run.
@@ -436,6 +441,7 @@ impl Runner for SyntheticRunner {
                     dataset_labels: "synthetic".into(),
                     preprocessing: String::new(),
                     data_dependent_steps: String::new(),
+                    neighbours: privpred_core::Neighbours::ReplaceOne,
                 },
             )
         })?;

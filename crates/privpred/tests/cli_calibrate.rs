@@ -172,9 +172,12 @@ fn dp_sgd_calibration_and_accounting() {
         "14063",
         "--delta",
         "1e-5",
+        "--neighbours",
+        "add-remove",
         "--json",
     ]);
     assert_eq!(a["accountant"], "rdp");
+    assert_eq!(a["neighbours"], "add-remove");
     assert!(a["epsilon"].as_f64().unwrap() <= 3.0);
     let g = json(&[
         "account",
@@ -189,6 +192,8 @@ fn dp_sgd_calibration_and_accounting() {
         "1e-5",
         "--accountant",
         "pld",
+        "--neighbours",
+        "add-remove",
         "--json",
     ]);
     assert_eq!(g["accountant"], "pld");

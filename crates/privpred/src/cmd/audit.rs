@@ -3,7 +3,7 @@
 //! the optimal distinguishing test with Clopper–Pearson confidence bounds.
 
 use privpred_audit::{AuditReport, AuditRequest, AuditSetting};
-use privpred_core::{CalibrationMode, Method, Privacy};
+use privpred_core::{CalibrationMode, Method, Neighbours, Privacy};
 
 /// Arguments of `privpred audit`.
 #[derive(clap::Args, Debug)]
@@ -60,10 +60,19 @@ pub struct Args {
     /// erratum 4.2; `corrected`/`tight` clip jointly).
     #[arg(long, default_value_t = AuditSetting::default().tensors)]
     pub tensors: usize,
-    /// DP-SGD: audit on a replace-one pair (SPEC §1) instead of add/remove (the relation the
-    /// RDP accountant is stated for).
+    /// The neighbouring relation of the audited claim (SPEC §1): the product is calibrated
+    /// for it and audited on that relation's worst-case pair.
+    #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]
+    pub neighbours: Neighbours,
+    /// DP-SGD: audit on a replace-one pair even when the claim is for `--neighbours
+    /// add-remove` (shows what an add/remove guarantee delivers for replace-one).
     #[arg(long)]
     pub replace_one: bool,
+    /// Loss perturbation: audit the proof's noise term alone, against its ε/2 share of the
+    /// claim, on the pair that moves b by the relation's full sensitivity (2K replace-one, K
+    /// add-remove); b has D·C = features × classes coordinates.
+    #[arg(long)]
+    pub noise_term: bool,
     /// Training-set size of the end-to-end loss-perturbation audit.
     #[arg(long, default_value_t = AuditSetting::default().e2e_n)]
     pub e2e_n: usize,
@@ -98,6 +107,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             epochs: args.epochs,
             tensors: args.tensors,
             replace_one: args.replace_one,
+            neighbours: args.neighbours,
+            noise_term: args.noise_term,
             e2e_n: args.e2e_n,
         },
         end_to_end: args.end_to_end,
@@ -122,6 +133,7 @@ fn json_view(r: &AuditReport) -> serde_json::Value {
     serde_json::json!({
         "method": r.method,
         "calibration": r.calibration,
+        "neighbours": r.neighbours,
         "claimed_epsilon": r.claimed_epsilon,
         "delta": r.delta,
         "empirical_epsilon_lower": r.empirical_epsilon_lower,
@@ -152,8 +164,8 @@ fn print_text(r: &AuditReport) {
         }
     );
     println!(
-        "claimed                 epsilon = {}, delta = {}, budget = {budget}",
-        r.claimed_epsilon, r.delta
+        "claimed                 epsilon = {}, delta = {}, budget = {budget}, {} neighbours",
+        r.claimed_epsilon, r.delta, r.neighbours
     );
     println!("noise                   {:?}", r.noise);
     println!("pair                    {}", r.pair);

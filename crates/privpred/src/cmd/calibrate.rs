@@ -1,7 +1,9 @@
 //! `privpred calibrate`: how much noise a method needs for (ε, δ) and a budget B.
 
 use privpred_core::calibrate::{CalibrationRequest, calibrate};
-use privpred_core::{Budget, Calibration, CalibrationMode, DpSgdSchedule, Method, Noise, Privacy};
+use privpred_core::{
+    Budget, Calibration, CalibrationMode, DpSgdSchedule, Method, Neighbours, Noise, Privacy,
+};
 use serde_json::json;
 
 /// Arguments of `privpred calibrate`.
@@ -37,6 +39,10 @@ pub struct Args {
     /// Which analysis sets the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
+    /// The neighbouring relation of the guarantee (SPEC §1): datasets differing in one
+    /// replaced example (default) or in one added/removed example.
+    #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]
+    pub neighbours: Neighbours,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -55,6 +61,7 @@ fn request(args: &Args) -> anyhow::Result<CalibrationRequest> {
     req.n = args.n;
     req.lambda = args.lambda;
     req.classes = args.classes;
+    req.neighbours = args.neighbours;
     if args.method == Method::DpSgd {
         match (args.batch_size, args.epochs) {
             (Some(b), Some(e)) => {
@@ -88,6 +95,7 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
     let mut v = json!({
         "method": c.method.name(),
         "calibration": c.calibration.name(),
+        "neighbours": c.neighbours.name(),
         "epsilon": c.privacy.epsilon,
         "delta": c.privacy.delta,
         "budget": c.budget.get(),
@@ -130,8 +138,8 @@ pub fn to_text(c: &Calibration) -> String {
         None => "any number of answers (the released model itself is private)".to_string(),
     };
     s.push_str(&format!(
-        "{} ({} calibration): ({}, {})-differential privacy for {}.\n",
-        c.method, c.calibration, c.privacy.epsilon, c.privacy.delta, budget
+        "{} ({} calibration): ({}, {})-differential privacy for {}, {} neighbours.\n",
+        c.method, c.calibration, c.privacy.epsilon, c.privacy.delta, budget, c.neighbours
     ));
     let what = match c.method {
         Method::ModelSensitivity => "added once to the trained weights θ",

@@ -38,6 +38,10 @@ pub struct Args {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The neighbouring relation every method is calibrated for (SPEC §1); methods without
+    /// an analysis under it are listed as not applicable.
+    #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
+    pub neighbours: privpred_core::Neighbours,
 }
 
 /// Runs `privpred compare`.
@@ -52,6 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut opts = LinearOptions::new(args.quick);
     opts.data_dir = args.data_dir;
     opts.dataset = Some(args.dataset.clone());
+    opts.neighbours = args.neighbours;
     let runner = LinearRunner::new(opts);
     let mut setting = compare::setting(args.epsilon, args.delta, args.budget);
     setting.teachers = args.teachers;

@@ -48,6 +48,10 @@ pub struct Args {
     /// Mechanism draws averaged per cross-validated λ (default 1).
     #[arg(long, default_value_t = 1)]
     pub cv_draws: usize,
+    /// The neighbouring relation every method of the sweep is calibrated for (SPEC §1: one
+    /// study compares methods under one relation; DP-SGD included). Recorded in every row.
+    #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
+    pub neighbours: privpred_core::Neighbours,
 }
 
 fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
@@ -85,6 +89,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.cv_draws
         )));
     }
+    // One relation for every method: a figure with a method privpred has no analysis for
+    // under the chosen relation is refused before any work.
+    for f in &figures {
+        for m in &f.definition().methods {
+            privpred_core::check_relation(*m, args.neighbours).map_err(|e| {
+                crate::exit::usage(format!("{f} under --neighbours {}: {e}", args.neighbours))
+            })?;
+        }
+    }
     let repetitions = args.repetitions.unwrap_or(if args.quick { 3 } else { 100 });
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
@@ -97,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     opts.data_dir = args.data_dir.clone();
     opts.dataset = args.dataset.clone();
     opts.cv_draws = args.cv_draws;
+    opts.neighbours = args.neighbours;
     let linear = LinearRunner::new(opts);
     #[cfg(feature = "nn")]
     let nn_runner = nn::Fig7Runner::new(&args, &out)?;
@@ -388,6 +402,9 @@ mod nn {
                         dataset_labels: m.labels.join(";"),
                         preprocessing: "per-channel normalisation".into(),
                         data_dependent_steps: String::new(),
+                        // fig7's calibrations (privpred_nn::calib::dpsgd and
+                        // subsample_aggregate) are replace-one; add-remove is refused above.
+                        neighbours: privpred_core::Neighbours::ReplaceOne,
                     },
                 )?;
             }

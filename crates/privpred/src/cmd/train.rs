@@ -82,6 +82,10 @@ pub struct Args {
     /// Which analysis calibrates the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
+    /// The neighbouring relation of the guarantee (SPEC §1): one example replaced (default)
+    /// or added/removed. Recorded in the artifact.
+    #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
+    pub neighbours: privpred_core::Neighbours,
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -155,9 +159,10 @@ pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
     match c {
         Some(c) => {
             println!(
-                "guarantee: ({}, {})-DP, budget {}, calibration {}{}",
+                "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
                 c.privacy.epsilon,
                 c.privacy.delta,
+                c.neighbours,
                 c.budget
                     .get()
                     .map_or("unlimited".to_string(), |b| format!("{b} answers")),
@@ -206,6 +211,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (Some(_), Some(e)) => Some(Privacy::new(e, args.delta)?),
     };
+    if let Some(m) = method {
+        // A method without an analysis under the chosen relation is refused before any work.
+        privpred_core::check_relation(m, args.neighbours).map_err(usage)?;
+    }
     match args.model.as_str() {
         "linear" if args.engine.is_some() => {
             return Err(usage(
@@ -291,8 +300,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(lin)?,
                 Some(m) => {
-                    let cfg =
+                    let mut cfg =
                         MethodConfig::new(m, args.calibration, privacy.expect("checked"), budget);
+                    cfg.neighbours = args.neighbours;
                     methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, &mut rng).map_err(lin)?
                 }
             };
@@ -312,6 +322,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Some(m) => {
             let mut cfg = MethodConfig::new(m, args.calibration, privacy.expect("checked"), budget);
+            cfg.neighbours = args.neighbours;
             cfg.lambda = if m == Method::SubsampleAggregate {
                 1e-4
             } else {
@@ -338,6 +349,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let s = json!({
                 "method": m.name(),
                 "calibration": p.calibration.calibration.name(),
+                "neighbours": p.calibration.neighbours.name(),
                 "epsilon": p.calibration.privacy.epsilon,
                 "delta": p.calibration.privacy.delta,
                 "budget": p.calibration.budget.get(),

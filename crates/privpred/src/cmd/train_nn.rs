@@ -206,13 +206,14 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
             (ModelKind::NonPrivate, vec![p], None, json!({"sgd": sgd}))
         }
         Some(Method::DpSgd) => {
-            let cal = calib::dpsgd(
+            let cal = calib::dpsgd_neighbours(
                 args.calibration,
                 privacy.expect("checked"),
                 n,
                 sgd.batch_size,
                 sgd.epochs,
                 net.classes(),
+                args.neighbours,
             )
             .map_err(usage)?;
             let sigma = cal
@@ -242,11 +243,12 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
             )
         }
         Some(_) => {
-            let cal = calib::subsample_aggregate(
+            let cal = calib::subsample_aggregate_neighbours(
                 args.calibration,
                 privacy.expect("checked"),
                 args.budget,
                 net.classes(),
+                args.neighbours,
             )
             .map_err(usage)?;
             if teachers > n {
