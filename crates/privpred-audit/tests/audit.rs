@@ -5,7 +5,7 @@
 use privpred_audit::mechanisms::{Batching, CanaryGradient, run_trials};
 use privpred_audit::stats::{clopper_pearson_lower, clopper_pearson_upper, epsilon_lower_bound};
 use privpred_audit::{AuditRequest, AuditSetting, audit, calibration_for};
-use privpred_core::{CalibrationMode, Method, Privacy};
+use privpred_core::{CalibrationMode, Method, Neighbours, Privacy};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -115,11 +115,13 @@ fn audits_are_not_vacuous() {
     ))
     .unwrap();
     assert!(r.empirical_epsilon_lower > 0.2, "{r:?}");
-    // end-to-end loss perturbation at ε = 4: the label flip moves b by K, loss up to ε/2
+    // end-to-end loss perturbation: the label flip moves b by K, so under replace-one
+    // (β = ε/(4K), erratum 4.7) the noise term's loss is up to ε/4: at ε = 8 the same βK = 2
+    // the add/remove β gave at ε = 4 before the relation was named.
     let mut req = request(
         Method::LossPerturbation,
         CalibrationMode::Corrected,
-        4.0,
+        8.0,
         0.0,
         1,
         4_000,
@@ -278,6 +280,9 @@ fn dpsgd_replace_one_exceeds_add_remove_accounting() {
     );
     req.setting.batch_size = req.setting.dpsgd_n;
     req.setting.epochs = 1.0;
+    // The add/remove accountant's claim (replace-one claims use the replace-one accountant,
+    // checked below).
+    req.setting.neighbours = Neighbours::AddRemove;
     let cal = calibration_for(&req).unwrap();
     let (q, steps, sigma) = (
         cal.sampling_rate.unwrap(),
@@ -293,4 +298,67 @@ fn dpsgd_replace_one_exceeds_add_remove_accounting() {
         let b = epsilon_lower_bound(&d, &dp, 1e-5, CONFIDENCE).unwrap();
         assert_eq!(b.epsilon_lower > 2.0, refuted, "sigma {s}: {b:?}");
     }
+    // The replace-one accountant (q = 1: exactly a Gaussian of sensitivity 2) asks for twice
+    // the noise of the exact add/remove accountant (PLD, exact at q = 1), to the search's
+    // 1e-4, and is not refuted on the replace-one pair.
+    req.setting.neighbours = Neighbours::ReplaceOne;
+    let ro = calibration_for(&req).unwrap().noise_multiplier.unwrap();
+    let s = privpred_core::dpsgd::SampledSteps::new(1.0, 1).unwrap();
+    let (ar_exact, _) =
+        privpred_core::dpsgd::noise_multiplier(2.0, 1e-5, &s, privpred_core::Accountant::Pld)
+            .unwrap();
+    assert!(ro <= 2.0 * sigma, "replace-one {ro} vs 2 x RDP {sigma}");
+    assert!(
+        (ro - 2.0 * ar_exact).abs() <= 3e-4,
+        "replace-one {ro} vs 2 x {ar_exact}"
+    );
+    let m = CanaryGradient::new(ro, 1.0, Batching::Poisson { q, steps })
+        .unwrap()
+        .with_replace_one(true);
+    let (d, dp) = run_trials(&m, 400_000, 3).unwrap();
+    let b = epsilon_lower_bound(&d, &dp, 1e-5, CONFIDENCE).unwrap();
+    assert!(
+        b.epsilon_lower <= 2.0,
+        "replace-one accountant refuted: {b:?}"
+    );
+}
+
+/// Erratum 4.7: the replace-one pair that moves loss perturbation's noise b by 2K (an
+/// example whose gradient term is +K·u in D and −K·u in D′) refutes the old calibration
+/// (β = ε/(2K), kept by `paper`) against the noise term's ε/2 share of the claim, and not the
+/// corrected β = ε/(4K); under add/remove (b moves by K) the appendix's β holds.
+#[test]
+fn erratum_4_7_replace_one_pair_refutes_the_add_remove_beta() {
+    let run = |mode, neighbours, delta: f64| {
+        let mut req = request(Method::LossPerturbation, mode, 4.0, delta, 1, 200_000);
+        req.setting.noise_term = true;
+        req.setting.features = 1;
+        req.setting.classes = 2;
+        req.setting.n = 1000;
+        req.setting.neighbours = neighbours;
+        audit(&req).unwrap()
+    };
+    let old = run(CalibrationMode::Paper, Neighbours::ReplaceOne, 0.0);
+    assert_eq!(old.claimed_epsilon, 2.0);
+    assert!(!old.valid_guarantee);
+    assert!(
+        old.exceeds_claim,
+        "old beta under replace-one not refuted: {old:?}"
+    );
+    for (mode, n) in [
+        (CalibrationMode::Corrected, Neighbours::ReplaceOne),
+        (CalibrationMode::Tight, Neighbours::ReplaceOne),
+        (CalibrationMode::Corrected, Neighbours::AddRemove),
+        (CalibrationMode::Paper, Neighbours::AddRemove),
+    ] {
+        for delta in [0.0, 1e-5] {
+            let r = run(mode, n, delta);
+            assert!(!r.exceeds_claim, "{mode} {n} delta {delta}: {r:?}");
+            assert_eq!(r.neighbours, n);
+        }
+    }
+    // The audit is not vacuous for the corrected replace-one calibration: its noise term
+    // spends most of its share on this pair.
+    let new = run(CalibrationMode::Corrected, Neighbours::ReplaceOne, 0.0);
+    assert!(new.empirical_epsilon_lower > 1.2, "{new:?}");
 }

@@ -217,7 +217,9 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
 /// has L2 (Frobenius) sensitivity Δ = 2K/(Nλ). δ = 0: θ + ℓ2-Laplace with β = ε/Δ =
 /// Nλε/(2K) is ε-DP (the density ratio is ≤ e^{βΔ}). δ > 0: θ + Gaussian with σ =
 /// Δ·σ_AG(ε, δ) is (ε, δ)-DP (Balle & Wang 2018, Thm 8). One release, B = ∞; `tight` equals
-/// `corrected` (the analytic Gaussian is already exact for one release).
+/// `corrected` (the analytic Gaussian is already exact for one release). Neighbours:
+/// replace-one (Δ compares two datasets of the same size N); add-remove is refused
+/// ([`check_relation`]).
 pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     let n = need_n(a, req.method)?;
@@ -504,7 +506,8 @@ fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
 /// Rothblum (2016, Thm 1.1). `paper`: ε* by the closed form over the reference's 998-point
 /// grid (SPEC §4.6: not a valid guarantee when σ″ is chosen); `corrected`: ε* solved exactly
 /// and δ′ optimised. `tight`: B Gaussian answers are √B·Δ/σ-GDP (Dong, Roth & Su 2019,
-/// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`).
+/// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). Neighbours:
+/// replace-one; add-remove is refused ([`check_relation`]).
 pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     let b = need_budget(req.budget, req.method)?;
@@ -598,7 +601,8 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 /// the closed form and β = ε₀ (invalid). `tight` (δ > 0): the mechanism is 2β-bounded-range,
 /// hence β²/2-zCDP (Durfee & Rogers 2019; Cesar & Rogers 2021), B answers Bβ²/2-zCDP, converted
 /// with Canonne, Kamath & Steinke (2020); β = max(that, corrected β). `tight` with δ = 0 equals
-/// `corrected`.
+/// `corrected`. Neighbours: replace-one (one example changes one teacher's shard, hence at
+/// most one vote); add-remove is refused ([`check_relation`]).
 pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     let b = need_budget(req.budget, req.method)?;
     let p = req.privacy;

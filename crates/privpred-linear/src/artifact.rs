@@ -488,6 +488,65 @@ mod tests {
         assert_eq!(load(&path).unwrap().model, StoredModel::NonPrivate(np));
     }
 
+    /// Issue 14: an artifact written before guarantees named their relation (no
+    /// `neighbours` in its calibration) loads labelled with the relation its calibration
+    /// holds for: add-remove for loss perturbation (the appendix's β = ε/(2K)), replace-one
+    /// for model sensitivity; a current artifact keeps its recorded relation.
+    #[test]
+    fn legacy_artifacts_are_labelled_with_the_relation_they_hold_for() {
+        use privpred_core::Neighbours;
+        let ds = toy(300, 4, 2, 5);
+        let fitted = prep(4, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        for (m, legacy) in [
+            (Method::LossPerturbation, Neighbours::AddRemove),
+            (Method::ModelSensitivity, Neighbours::ReplaceOne),
+        ] {
+            let mut cfg = MethodConfig::new(
+                m,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 0.0).unwrap(),
+                Budget::Unlimited,
+            );
+            cfg.lambda = 1e-2;
+            let p = train_private(&cfg, &ds, &mut rng).unwrap();
+            assert_eq!(p.calibration.neighbours, Neighbours::ReplaceOne);
+            let path = dir.path().join(format!("{m}.safetensors"));
+            save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
+            assert_eq!(
+                load(&path)
+                    .unwrap()
+                    .private()
+                    .unwrap()
+                    .calibration
+                    .neighbours,
+                Neighbours::ReplaceOne
+            );
+            // Rewrite the header as a build before the field would have: no `neighbours`.
+            let bytes = std::fs::read(&path).unwrap();
+            let st = SafeTensors::deserialize(&bytes).unwrap();
+            let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+            let mut meta = md.metadata().clone().unwrap();
+            let mut model: serde_json::Value = serde_json::from_str(&meta["model"]).unwrap();
+            model["predictor"]["calibration"]
+                .as_object_mut()
+                .unwrap()
+                .remove("neighbours");
+            meta.insert("model".into(), model.to_string());
+            let t = st.tensor("theta").unwrap();
+            let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
+            let out = safetensors::tensor::serialize([("theta", view)], Some(meta)).unwrap();
+            std::fs::write(&path, out).unwrap();
+            let c = load(&path).unwrap().private().unwrap().calibration.clone();
+            assert_eq!(c.neighbours, legacy, "{m}");
+            assert!(
+                c.notes.iter().any(|n| n.contains("legacy artifact")),
+                "{c:?}"
+            );
+        }
+    }
+
     #[test]
     fn refuses_corrupt_and_incompatible_files() {
         let dir = tempfile::tempdir().unwrap();

@@ -397,7 +397,12 @@ pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf
                 .filter(|p| p.figure == fig && p.calibration == cal)
                 .collect();
             let spec = PlotSpec {
-                title: format!("{fig}: {} — {cal} calibration{q}", def.title),
+                title: format!(
+                    "{fig}: {} — {cal} calibration, {} neighbours{q}",
+                    def.title,
+                    pts.first()
+                        .map_or(privpred_core::Neighbours::ReplaceOne, |p| p.neighbours)
+                ),
                 x_label: def.axis.kind.label().to_string(),
                 log_x: def.axis.log,
                 lines: lines_for(&pts, false, "", by_series),
@@ -417,7 +422,13 @@ pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf
             let mut lines = lines_for(&paper, false, " (paper)", by_series);
             lines.extend(lines_for(&tight, true, " (tight)", by_series));
             let spec = PlotSpec {
-                title: format!("{fig}: {} — paper (solid) vs tight (dashed){q}", def.title),
+                title: format!(
+                    "{fig}: {} — paper (solid) vs tight (dashed), {} neighbours{q}",
+                    def.title,
+                    paper
+                        .first()
+                        .map_or(privpred_core::Neighbours::ReplaceOne, |p| p.neighbours)
+                ),
                 x_label: def.axis.kind.label().to_string(),
                 log_x: def.axis.log,
                 lines,

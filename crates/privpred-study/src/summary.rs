@@ -15,6 +15,8 @@ pub struct Point {
     pub figure: FigureId,
     /// Calibration mode.
     pub calibration: CalibrationMode,
+    /// The neighbouring relation of the guarantees (one per study).
+    pub neighbours: privpred_core::Neighbours,
     /// Method.
     pub method: Method,
     /// Line label.
@@ -65,6 +67,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Point> {
         out.push(Point {
             figure: r0.figure,
             calibration: r0.calibration,
+            neighbours: r0.m.neighbours,
             method: r0.method,
             series: r0.series.clone(),
             setting_index: r0.setting_index,
@@ -133,8 +136,10 @@ pub fn markdown(points: &[Point], quick: bool) -> String {
         let reps = pts.iter().map(|p| p.n).max().unwrap_or(0);
         let _ = writeln!(
             md,
-            "### {fig} — {} ({cal} calibration, {reps} repetitions)\n",
-            def.title
+            "### {fig} — {} ({cal} calibration, {} neighbours, {reps} repetitions)\n",
+            def.title,
+            pts.first()
+                .map_or(privpred_core::Neighbours::ReplaceOne, |p| p.neighbours)
         );
         let _ = write!(md, "| {} |", def.axis.kind.name());
         for s in &series {

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let c = &p.calibration;
             json!({
                 "method": c.method.name(), "calibration": c.calibration.name(),
+                "neighbours": c.neighbours.name(),
                 "epsilon": c.privacy.epsilon, "delta": c.privacy.delta, "budget": c.budget.get(),
                 "valid_guarantee": c.valid_guarantee, "n": c.assumptions.n, "lambda": p.lambda,
                 "teachers": p.teachers, "clip": p.clip, "classes": p.classes(), "input_dim": p.input_dim(),
@@ -232,6 +233,7 @@ mod nn {
             "model": "resnet",
             "architecture": h.config,
             "calibration": c.map(|c| c.calibration.name()),
+            "neighbours": c.map(|c| c.neighbours.name()),
             "epsilon": c.map(|c| c.privacy.epsilon),
             "delta": c.map(|c| c.privacy.delta),
             "budget": c.and_then(|c| c.budget.get()),

@@ -319,6 +319,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
         "architecture": cfg,
         "parameters": net.num_params(),
         "calibration": c0.map(|c| c.calibration.name()),
+        "neighbours": c0.map(|c| c.neighbours.name()),
         "epsilon": c0.map(|c| c.privacy.epsilon),
         "delta": c0.map(|c| c.privacy.delta),
         "budget": c0.and_then(|c| c.budget.get()),
