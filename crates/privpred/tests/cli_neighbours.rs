@@ -288,14 +288,11 @@ fn reproduce_and_compare_use_one_relation() {
     ]);
     let csv = std::fs::read_to_string(o.join("results.csv")).unwrap();
     let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = header
-        .iter()
-        .position(|h| *h == "neighbours")
-        .expect("neighbours column");
+    // the last column (cells before it may be quoted and contain commas)
+    assert!(lines.next().unwrap().ends_with(",neighbours"), "{csv}");
     let mut rows = 0;
     for l in lines {
-        assert_eq!(l.split(',').nth(col), Some("replace-one"), "{l}");
+        assert!(l.ends_with(",replace-one"), "{l}");
         rows += 1;
     }
     assert!(rows > 0);
