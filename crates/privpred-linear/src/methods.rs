@@ -26,7 +26,7 @@ use crate::lbfgs::{LbfgsOptions, LbfgsReport, PrecondScaling, Preconditioned, Pr
 use crate::model::{LinearModel, argmax};
 use crate::precond::{DataMoment, KfacPreconditioner};
 use crate::shim::{self, CalibrationRequest, DpSgdSchedule};
-use crate::train::{self, Objective, check_classes, check_lambda};
+use crate::train::{self, Objective, Optimization, check_classes, check_lambda};
 use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
 use privpred_data::{Dataset, UnitBallDataset};
 use rand::{Rng, RngExt};
@@ -525,6 +525,25 @@ pub fn loss_perturbation_fit_preconditioned<R: Rng + ?Sized>(
     )
 }
 
+/// Loss perturbation with its certificate (SPEC erratum 4.8): like
+/// [`loss_perturbation_fit_preconditioned`] (with `pre`) or [`loss_perturbation_fit_report`]
+/// (without), also returning the [`Optimization`] certificate of the released fit (`None` in
+/// `paper` mode, whose calibration assumes the exact minimiser).
+pub fn loss_perturbation_fit_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    pre: Option<&LossPerturbationPreconditioner>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+    let warm = match pre {
+        Some(p) => Warm::Preconditioned(p),
+        None => Warm::Plain(None),
+    };
+    loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng)
+}
+
 /// [`loss_perturbation_fit`] that also returns the solver report.
 pub fn loss_perturbation_fit_report<R: Rng + ?Sized>(
     train: &UnitBallDataset,
@@ -550,6 +569,24 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
     opts: &LbfgsOptions,
     rng: &mut R,
 ) -> Result<(LinearModel, LbfgsReport)> {
+    let (m, r, _) = loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng)?;
+    Ok((m, r))
+}
+
+/// Loss perturbation with the solver's residual accounted for (SPEC erratum 4.8): when the
+/// calibration carries a certificate (`corrected`/`tight`, from
+/// `privpred_core::certify::calibrate_certified`), the fit is certified to ‖∇J(θ̂)‖₂ ≤ γ in f64
+/// on the perturbed objective ([`Objective::certify`], refused otherwise) and released as
+/// θ̂ + Z with AMP's output noise Z (Iyengar et al. 2019, Algorithm 1 and Theorem 1; see
+/// `privpred_core::certify::loss_perturbation_residual`). `paper` releases θ̂ as published.
+fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    warm: Warm<'_>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
     check_lambda(lambda, true)?;
     let (n, d, c) = (train.n, train.d, train.classes);
     let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
@@ -581,8 +618,25 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
             .map(|(t, bi)| t - bi / rho_eff)
             .collect()
     };
+    let residual = privpred_core::certify::loss_perturbation_residual(calibration, n, rho_eff)?;
+    let gamma = calibration.certified.map(|c| c.gradient_norm_bound);
+    let finish = |(mut model, report): (LinearModel, LbfgsReport),
+                  pc: Option<Preconditioned<'_>>,
+                  rng: &mut R|
+     -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+        match (residual, gamma) {
+            (Some((_, noise)), Some(gamma)) => {
+                let (theta, cert) =
+                    obj.certify(std::mem::take(&mut model.theta), gamma, opts, pc)?;
+                model.theta = theta;
+                shim::add_noise(&noise, rng, &mut model.theta)?;
+                Ok((model, report, Some(cert)))
+            }
+            _ => Ok((model, report, None)),
+        }
+    };
     match warm {
-        Warm::Plain(w) => obj.minimize(w.map(shift).as_deref(), opts),
+        Warm::Plain(w) => finish(obj.minimize(w.map(shift).as_deref(), opts)?, None, rng),
         Warm::Preconditioned(pre) => {
             let start = match pre.start {
                 LpStart::Shift => shift(&pre.warm),
@@ -602,7 +656,7 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
                 p: &pre.precond,
                 scaling: pre.scaling,
             };
-            obj.minimize_with(Some(&start), opts, Some(pc))
+            finish(obj.minimize_with(Some(&start), opts, Some(pc))?, Some(pc), rng)
         }
     }
 }
@@ -645,6 +699,11 @@ pub struct PrivatePredictor {
     pub dp_sgd: Option<DpSgdStats>,
     /// How the randomness was seeded.
     pub seed_policy: SeedPolicy,
+    /// The certificate of the released fit (SPEC erratum 4.8): ‖∇J(θ̂)‖₂ and the bound γ the
+    /// guarantee assumed. Model sensitivity, loss perturbation and prediction sensitivity in
+    /// `corrected`/`tight`; `None` otherwise (DP-SGD and the teachers release no minimiser).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimization: Option<Optimization>,
     /// The parameters.
     pub kind: PredictorKind,
 }
@@ -815,27 +874,51 @@ pub fn train_private<R: Rng + ?Sized>(
         clip: None,
         dp_sgd: None,
         seed_policy: cfg.seed_policy,
+        optimization: None,
         kind: PredictorKind::Released {
             model: LinearModel::zeros(train.d, train.classes),
         },
     };
+    // the fit the output and prediction methods release: certified when the calibration
+    // assumed a gradient-norm bound (erratum 4.8)
+    let released_fit = |p: &mut PrivatePredictor| -> Result<LinearModel> {
+        let fit = match p.calibration.certified {
+            Some(c) => train::fit_logistic_certified(
+                train,
+                cfg.lambda,
+                None,
+                &cfg.lbfgs,
+                c.gradient_norm_bound,
+            )?,
+            None => train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?,
+        };
+        p.optimization = fit.optimization;
+        Ok(fit.model)
+    };
     match cfg.method {
         Method::ModelSensitivity => {
-            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
+            let base = released_fit(&mut p)?;
             p.kind = PredictorKind::Released {
-                model: perturb_model(&fit.model, &p.calibration, rng)?,
+                model: perturb_model(&base, &p.calibration, rng)?,
             };
             p.lambda = Some(cfg.lambda);
         }
         Method::LossPerturbation => {
-            let model =
-                loss_perturbation_fit(train, &p.calibration, cfg.lambda, None, &cfg.lbfgs, rng)?;
+            let (model, _, cert) = loss_perturbation_solve_certified(
+                train,
+                &p.calibration,
+                cfg.lambda,
+                Warm::Plain(None),
+                &cfg.lbfgs,
+                rng,
+            )?;
+            p.optimization = cert;
             p.kind = PredictorKind::Released { model };
             p.lambda = Some(cfg.lambda);
         }
         Method::PredictionSensitivity => {
-            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
-            p.kind = PredictorKind::NoisyLogits { model: fit.model };
+            let model = released_fit(&mut p)?;
+            p.kind = PredictorKind::NoisyLogits { model };
             p.lambda = Some(cfg.lambda);
         }
         Method::SubsampleAggregate => {

@@ -348,6 +348,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "noise": p.calibration.noise,
                 "valid_guarantee": p.calibration.valid_guarantee,
                 "notes": p.calibration.notes,
+                "optimization": p.optimization.map(|o| json!({
+                    "gradient_norm": o.gradient_norm,
+                    "gradient_norm_bound": o.gradient_norm_bound,
+                    "rounding_bound": o.rounding_bound,
+                    "refinement_evaluations": o.refinement_evaluations,
+                })),
             });
             (StoredModel::Private(Box::new(p)), s)
         }
