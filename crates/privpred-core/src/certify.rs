@@ -226,7 +226,9 @@ pub fn loss_perturbation_residual(
     let p = cal.privacy;
     let (e2, d2) = (s * p.epsilon, s * p.delta);
     let noise = if p.is_pure() {
-        Noise::L2Laplace { beta: e2 / (2.0 * r) }
+        Noise::L2Laplace {
+            beta: e2 / (2.0 * r),
+        }
     } else {
         Noise::Gaussian {
             sigma: 2.0 * r * sigma_ag(e2, d2)?,
@@ -270,7 +272,10 @@ mod tests {
                         (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
                         other => panic!("{other:?}"),
                     };
-                    assert!((ratio - want).abs() < 1e-12 && want > 1.0099, "{m} {mode:?} {d}");
+                    assert!(
+                        (ratio - want).abs() < 1e-12 && want > 1.0099,
+                        "{m} {mode:?} {d}"
+                    );
                     assert!(cert.valid_guarantee);
                 }
             }
@@ -295,7 +300,12 @@ mod tests {
     /// calibrated at sε for sensitivity 2γN/ρ_eff. The composed ε is exactly ε.
     #[test]
     fn loss_perturbation_splits_epsilon() {
-        let r = req(Method::LossPerturbation, CalibrationMode::Corrected, 1.0, 0.0);
+        let r = req(
+            Method::LossPerturbation,
+            CalibrationMode::Corrected,
+            1.0,
+            0.0,
+        );
         let c = calibrate_certified(&r).unwrap();
         let mut r1 = r.clone();
         r1.privacy = Privacy::new(0.99, 0.0).unwrap();
@@ -344,7 +354,12 @@ mod tests {
 
     #[test]
     fn other_methods_are_unchanged() {
-        let mut r = req(Method::SubsampleAggregate, CalibrationMode::Corrected, 1.0, 0.0);
+        let mut r = req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Corrected,
+            1.0,
+            0.0,
+        );
         r.n = None;
         assert_eq!(
             calibrate_certified(&r).unwrap(),

@@ -436,6 +436,9 @@ pub struct LossPerturbationPreconditioner {
     pub start: LpStart,
     /// The scaling of H₀ = P in L-BFGS (default: none).
     pub scaling: PrecondScaling,
+    /// The training set's nonzeros for the f64 certification pass (erratum 4.8), built on the
+    /// first certified fit and shared by the others.
+    sparse: std::sync::OnceLock<Arc<train::SparseRows>>,
 }
 
 impl LossPerturbationPreconditioner {
@@ -489,6 +492,7 @@ impl LossPerturbationPreconditioner {
             newton,
             start: LpStart::Newton,
             scaling: PrecondScaling::None,
+            sparse: std::sync::OnceLock::new(),
         })
     }
 
@@ -541,7 +545,27 @@ pub fn loss_perturbation_fit_certified<R: Rng + ?Sized>(
         Some(p) => Warm::Preconditioned(p),
         None => Warm::Plain(None),
     };
-    loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng)
+    loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng, true)
+}
+
+/// Loss perturbation for hyper-parameter selection only (never a release): the released
+/// mechanism's noise (objective noise and, in `corrected`/`tight`, AMP's output term) without
+/// the f64 certification pass, whose effect on the model (‖θ̂ − θ_min‖ ≤ ‖∇J(θ̂)‖₂/μ, far
+/// below the noise) does not change which λ scores best. Used by the cross-validation of λ.
+pub fn loss_perturbation_fit_selection<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    pre: Option<&LossPerturbationPreconditioner>,
+    warm: Option<&LinearModel>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<LinearModel> {
+    let w = match pre {
+        Some(p) => Warm::Preconditioned(p),
+        None => Warm::Plain(warm),
+    };
+    Ok(loss_perturbation_solve_certified(train, calibration, lambda, w, opts, rng, false)?.0)
 }
 
 /// [`loss_perturbation_fit`] that also returns the solver report.
@@ -569,7 +593,8 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
     opts: &LbfgsOptions,
     rng: &mut R,
 ) -> Result<(LinearModel, LbfgsReport)> {
-    let (m, r, _) = loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng)?;
+    let (m, r, _) =
+        loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng, true)?;
     Ok((m, r))
 }
 
@@ -579,6 +604,10 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
 /// on the perturbed objective ([`Objective::certify`], refused otherwise) and released as
 /// θ̂ + Z with AMP's output noise Z (Iyengar et al. 2019, Algorithm 1 and Theorem 1; see
 /// `privpred_core::certify::loss_perturbation_residual`). `paper` releases θ̂ as published.
+///
+/// With `certify = false` (hyper-parameter selection only, never a release) the f64
+/// certification pass is skipped but the output noise is still drawn, so hold-out scores see
+/// the released mechanism's noise at each λ.
 fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     train: &UnitBallDataset,
     calibration: &Calibration,
@@ -586,6 +615,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     warm: Warm<'_>,
     opts: &LbfgsOptions,
     rng: &mut R,
+    certify: bool,
 ) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
     check_lambda(lambda, true)?;
     let (n, d, c) = (train.n, train.d, train.classes);
@@ -620,17 +650,35 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     };
     let residual = privpred_core::certify::loss_perturbation_residual(calibration, n, rho_eff)?;
     let gamma = calibration.certified.map(|c| c.gradient_norm_bound);
+    let sparse = match &warm {
+        Warm::Preconditioned(pre) if certify && residual.is_some() => Some(
+            pre.sparse
+                .get_or_init(|| Arc::new(train::SparseRows::new(&obj.design)))
+                .clone(),
+        ),
+        _ => None,
+    };
     let finish = |(mut model, report): (LinearModel, LbfgsReport),
                   pc: Option<Preconditioned<'_>>,
                   rng: &mut R|
      -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
         match (residual, gamma) {
             (Some((_, noise)), Some(gamma)) => {
-                let (theta, cert) =
-                    obj.certify(std::mem::take(&mut model.theta), gamma, opts, pc)?;
-                model.theta = theta;
+                let cert = if certify {
+                    let (theta, cert) = obj.certify(
+                        std::mem::take(&mut model.theta),
+                        gamma,
+                        opts,
+                        pc,
+                        sparse.as_deref(),
+                    )?;
+                    model.theta = theta;
+                    Some(cert)
+                } else {
+                    None
+                };
                 shim::add_noise(&noise, rng, &mut model.theta)?;
-                Ok((model, report, Some(cert)))
+                Ok((model, report, cert))
             }
             _ => Ok((model, report, None)),
         }
@@ -656,7 +704,11 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
                 p: &pre.precond,
                 scaling: pre.scaling,
             };
-            finish(obj.minimize_with(Some(&start), opts, Some(pc))?, Some(pc), rng)
+            finish(
+                obj.minimize_with(Some(&start), opts, Some(pc))?,
+                Some(pc),
+                rng,
+            )
         }
     }
 }
@@ -911,6 +963,7 @@ pub fn train_private<R: Rng + ?Sized>(
                 Warm::Plain(None),
                 &cfg.lbfgs,
                 rng,
+                true,
             )?;
             p.optimization = cert;
             p.kind = PredictorKind::Released { model };
@@ -994,7 +1047,15 @@ pub fn cv_lambda<R: Rng + ?Sized>(
                 rng,
             )?,
             _ => train::predict_all(
-                &loss_perturbation_fit(train, &calib, l, Some(&fit.model), &cfg.lbfgs, rng)?,
+                &loss_perturbation_fit_selection(
+                    train,
+                    &calib,
+                    l,
+                    None,
+                    Some(&fit.model),
+                    &cfg.lbfgs,
+                    rng,
+                )?,
                 holdout,
             )?,
         };
@@ -1245,6 +1306,49 @@ mod tests {
             (ss - k).abs() < 5.0 * (2.0 * k).sqrt(),
             "Σz² = {ss}, k = {k}"
         );
+    }
+
+    /// Erratum 4.8 end to end: in `corrected`, the released fits of model sensitivity,
+    /// prediction sensitivity and loss perturbation carry a certificate g ≤ γ and noise larger
+    /// than the exact-minimiser calibration's; with the solver stopped early (iteration cap)
+    /// they are refused; `paper` releases the early iterate and says it is not valid.
+    #[test]
+    fn certified_methods_refuse_early_stops_and_pay_for_the_residual() {
+        let ds = toy(1500, 12, 4, 9);
+        for m in [
+            Method::ModelSensitivity,
+            Method::PredictionSensitivity,
+            Method::LossPerturbation,
+        ] {
+            let mut c = cfg(m, 1.0, 0.0, 10);
+            c.lambda = 1e-2;
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+            let p = train_private(&c, &ds, &mut rng).unwrap();
+            let o = p.optimization.expect("certified");
+            assert!(o.gradient_norm <= o.gradient_norm_bound, "{m}: {o:?}");
+            let exact = privpred_core::calibrate::calibrate(&c.request(ds.n, ds.classes)).unwrap();
+            match (exact.noise, p.calibration.noise) {
+                (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => {
+                    assert!(b < a, "{m}: the residual must cost noise ({a} vs {b})")
+                }
+                other => panic!("{other:?}"),
+            }
+            let mut capped = c.clone();
+            capped.lbfgs.max_iter = 1;
+            assert!(
+                matches!(
+                    train_private(&capped, &ds, &mut rng),
+                    Err(LinearError::NotCertified(_))
+                ),
+                "{m}: an early-stopped fit was released"
+            );
+            capped.mode = CalibrationMode::Paper;
+            let p = train_private(&capped, &ds, &mut rng).unwrap();
+            assert!(
+                !p.calibration.valid_guarantee && p.optimization.is_none(),
+                "{m}"
+            );
+        }
     }
 
     #[test]

@@ -368,6 +368,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     save_model(&args.out, &model, &fitted, extra).map_err(lin)?;
     let mut summary = summary;
+    // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
+    summary["release"] = json!(privpred_linear::artifact::release_label(&model));
     summary["out"] = json!(args.out.display().to_string());
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["cross_validation"] = cv_record;
@@ -405,9 +407,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         println!(
             "seed: {}",
-            args.seed
-                .map_or("OS random (release)".to_string(), |s| s.to_string())
+            args.seed.map_or("OS random (release)".to_string(), |s| format!(
+                "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
+            ))
         );
+        if let Some(o) = model.private().and_then(|p| p.optimization) {
+            println!(
+                "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
+                o.gradient_norm, o.gradient_norm_bound
+            );
+        }
         println!(
             "wrote {} in {:.1} s",
             args.out.display(),
