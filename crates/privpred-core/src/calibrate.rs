@@ -177,6 +177,7 @@ fn base(req: &CalibrationRequest, budget: Budget, noise: Noise) -> Calibration {
         epsilon_spent: None,
         sampling_rate: None,
         steps: None,
+        certified: None,
     }
 }
 

@@ -6,6 +6,7 @@
 //! noise samplers.
 
 pub mod calibrate;
+pub mod certify;
 pub mod composition;
 pub mod dpsgd;
 pub mod error;

@@ -319,4 +319,9 @@ pub struct Calibration {
     /// DP-SGD: the number of noisy steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u64>,
+    /// Certified minimiser (erratum 4.8): the gradient-norm bound γ the released fit must
+    /// meet and the sensitivity that includes it (`corrected`/`tight` model sensitivity,
+    /// prediction sensitivity and loss perturbation; see [`crate::certify`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certified: Option<crate::certify::CertifiedFit>,
 }

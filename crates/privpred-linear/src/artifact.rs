@@ -12,7 +12,7 @@
 //! `weights_sha256`, `privacy_notes`.
 
 use crate::error::{LinearError, Result};
-use crate::methods::{PredictorKind, PrivatePredictor, Teachers};
+use crate::methods::{PredictorKind, PrivatePredictor, SeedPolicy, Teachers};
 use crate::model::LinearModel;
 use privpred_data::FittedPreprocessing;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -80,6 +80,26 @@ impl LoadedModel {
     /// The private predictor, if the artifact holds one.
     pub fn private(&self) -> Option<&PrivatePredictor> {
         self.model.private()
+    }
+
+    /// The experiment seed of a private predictor trained with `--seed` (SPEC erratum 4.9):
+    /// its noise can be regenerated from the seed and subtracted, so it is an experiment, not
+    /// a private release — `serve` and `predict` refuse it, `evaluate` reads it.
+    pub fn experiment_seed(&self) -> Option<u64> {
+        match self.private()?.seed_policy {
+            SeedPolicy::Seeded { seed } => Some(seed),
+            SeedPolicy::OsRandom => None,
+        }
+    }
+}
+
+/// The metadata value of the `release` key: `experiment` for a seeded private predictor (not
+/// a private release, erratum 4.9), `private-release` for an OS-seeded one, `non-private`.
+pub fn release_label(model: &StoredModel) -> &'static str {
+    match model.private().map(|p| p.seed_policy) {
+        Some(SeedPolicy::Seeded { .. }) => "experiment",
+        Some(SeedPolicy::OsRandom) => "private-release",
+        None => "non-private",
     }
 }
 
@@ -215,6 +235,7 @@ pub fn save_model(
     meta.insert("preprocessing".to_string(), json(preprocessing)?);
     meta.insert("extra".to_string(), json(&extra)?);
     meta.insert("weights_sha256".to_string(), sha256_hex(&weights));
+    meta.insert("release".to_string(), release_label(model).to_string());
     let mut notes = vec![
         "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
     ];

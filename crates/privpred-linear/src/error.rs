@@ -44,6 +44,10 @@ pub enum LinearError {
     /// A numerical procedure failed (e.g. the optimiser produced a non-finite value).
     #[error("numerical failure: {0}")]
     Numerical(String),
+    /// A fit did not reach the certified gradient-norm bound its guarantee assumes (SPEC
+    /// erratum 4.8): it is refused, never released.
+    #[error("fit not certified: {0}")]
+    NotCertified(String),
     /// The privacy core rejected the calibration request.
     #[error(transparent)]
     Core(#[from] privpred_core::CoreError),
@@ -69,7 +73,10 @@ impl LinearError {
     /// Whether the error is caused by bad user input (arguments, queries, model files, data),
     /// as opposed to an internal or I/O failure: the CLI maps these to exit code 2.
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, LinearError::Io { .. } | LinearError::Numerical(_))
+        !matches!(
+            self,
+            LinearError::Io { .. } | LinearError::Numerical(_) | LinearError::NotCertified(_)
+        )
     }
 }
 

@@ -26,7 +26,7 @@ use crate::lbfgs::{LbfgsOptions, LbfgsReport, PrecondScaling, Preconditioned, Pr
 use crate::model::{LinearModel, argmax};
 use crate::precond::{DataMoment, KfacPreconditioner};
 use crate::shim::{self, CalibrationRequest, DpSgdSchedule};
-use crate::train::{self, Objective, check_classes, check_lambda};
+use crate::train::{self, Objective, Optimization, check_classes, check_lambda};
 use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
 use privpred_data::{Dataset, UnitBallDataset};
 use rand::{Rng, RngExt};
@@ -442,6 +442,9 @@ pub struct LossPerturbationPreconditioner {
     pub start: LpStart,
     /// The scaling of H₀ = P in L-BFGS (default: none).
     pub scaling: PrecondScaling,
+    /// The training set's nonzeros for the f64 certification pass (erratum 4.8), built on the
+    /// first certified fit and shared by the others.
+    sparse: std::sync::OnceLock<Arc<train::SparseRows>>,
 }
 
 impl LossPerturbationPreconditioner {
@@ -495,6 +498,7 @@ impl LossPerturbationPreconditioner {
             newton,
             start: LpStart::Newton,
             scaling: PrecondScaling::None,
+            sparse: std::sync::OnceLock::new(),
         })
     }
 
@@ -531,6 +535,45 @@ pub fn loss_perturbation_fit_preconditioned<R: Rng + ?Sized>(
     )
 }
 
+/// Loss perturbation with its certificate (SPEC erratum 4.8): like
+/// [`loss_perturbation_fit_preconditioned`] (with `pre`) or [`loss_perturbation_fit_report`]
+/// (without), also returning the [`Optimization`] certificate of the released fit (`None` in
+/// `paper` mode, whose calibration assumes the exact minimiser).
+pub fn loss_perturbation_fit_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    pre: Option<&LossPerturbationPreconditioner>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+    let warm = match pre {
+        Some(p) => Warm::Preconditioned(p),
+        None => Warm::Plain(None),
+    };
+    loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng, true)
+}
+
+/// Loss perturbation for hyper-parameter selection only (never a release): the released
+/// mechanism's noise (objective noise and, in `corrected`/`tight`, AMP's output term) without
+/// the f64 certification pass, whose effect on the model (‖θ̂ − θ_min‖ ≤ ‖∇J(θ̂)‖₂/μ, far
+/// below the noise) does not change which λ scores best. Used by the cross-validation of λ.
+pub fn loss_perturbation_fit_selection<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    pre: Option<&LossPerturbationPreconditioner>,
+    warm: Option<&LinearModel>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+) -> Result<LinearModel> {
+    let w = match pre {
+        Some(p) => Warm::Preconditioned(p),
+        None => Warm::Plain(warm),
+    };
+    Ok(loss_perturbation_solve_certified(train, calibration, lambda, w, opts, rng, false)?.0)
+}
+
 /// [`loss_perturbation_fit`] that also returns the solver report.
 pub fn loss_perturbation_fit_report<R: Rng + ?Sized>(
     train: &UnitBallDataset,
@@ -556,6 +599,30 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
     opts: &LbfgsOptions,
     rng: &mut R,
 ) -> Result<(LinearModel, LbfgsReport)> {
+    let (m, r, _) =
+        loss_perturbation_solve_certified(train, calibration, lambda, warm, opts, rng, true)?;
+    Ok((m, r))
+}
+
+/// Loss perturbation with the solver's residual accounted for (SPEC erratum 4.8): when the
+/// calibration carries a certificate (`corrected`/`tight`, from
+/// `privpred_core::certify::calibrate_certified`), the fit is certified to ‖∇J(θ̂)‖₂ ≤ γ in f64
+/// on the perturbed objective ([`Objective::certify`], refused otherwise) and released as
+/// θ̂ + Z with AMP's output noise Z (Iyengar et al. 2019, Algorithm 1 and Theorem 1; see
+/// `privpred_core::certify::loss_perturbation_residual`). `paper` releases θ̂ as published.
+///
+/// With `certify = false` (hyper-parameter selection only, never a release) the f64
+/// certification pass is skipped but the output noise is still drawn, so hold-out scores see
+/// the released mechanism's noise at each λ.
+fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    warm: Warm<'_>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+    certify: bool,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
     check_lambda(lambda, true)?;
     let (n, d, c) = (train.n, train.d, train.classes);
     let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
@@ -587,8 +654,43 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
             .map(|(t, bi)| t - bi / rho_eff)
             .collect()
     };
+    let residual = privpred_core::certify::loss_perturbation_residual(calibration, n, rho_eff)?;
+    let gamma = calibration.certified.map(|c| c.gradient_norm_bound);
+    let sparse = match &warm {
+        Warm::Preconditioned(pre) if certify && residual.is_some() => Some(
+            pre.sparse
+                .get_or_init(|| Arc::new(train::SparseRows::new(&obj.design)))
+                .clone(),
+        ),
+        _ => None,
+    };
+    let finish = |(mut model, report): (LinearModel, LbfgsReport),
+                  pc: Option<Preconditioned<'_>>,
+                  rng: &mut R|
+     -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+        match (residual, gamma) {
+            (Some((_, noise)), Some(gamma)) => {
+                let cert = if certify {
+                    let (theta, cert) = obj.certify(
+                        std::mem::take(&mut model.theta),
+                        gamma,
+                        opts,
+                        pc,
+                        sparse.as_deref(),
+                    )?;
+                    model.theta = theta;
+                    Some(cert)
+                } else {
+                    None
+                };
+                shim::add_noise(&noise, rng, &mut model.theta)?;
+                Ok((model, report, cert))
+            }
+            _ => Ok((model, report, None)),
+        }
+    };
     match warm {
-        Warm::Plain(w) => obj.minimize(w.map(shift).as_deref(), opts),
+        Warm::Plain(w) => finish(obj.minimize(w.map(shift).as_deref(), opts)?, None, rng),
         Warm::Preconditioned(pre) => {
             let start = match pre.start {
                 LpStart::Shift => shift(&pre.warm),
@@ -608,7 +710,11 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
                 p: &pre.precond,
                 scaling: pre.scaling,
             };
-            obj.minimize_with(Some(&start), opts, Some(pc))
+            finish(
+                obj.minimize_with(Some(&start), opts, Some(pc))?,
+                Some(pc),
+                rng,
+            )
         }
     }
 }
@@ -651,6 +757,11 @@ pub struct PrivatePredictor {
     pub dp_sgd: Option<DpSgdStats>,
     /// How the randomness was seeded.
     pub seed_policy: SeedPolicy,
+    /// The certificate of the released fit (SPEC erratum 4.8): ‖∇J(θ̂)‖₂ and the bound γ the
+    /// guarantee assumed. Model sensitivity, loss perturbation and prediction sensitivity in
+    /// `corrected`/`tight`; `None` otherwise (DP-SGD and the teachers release no minimiser).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimization: Option<Optimization>,
     /// The parameters.
     pub kind: PredictorKind,
 }
@@ -821,27 +932,52 @@ pub fn train_private<R: Rng + ?Sized>(
         clip: None,
         dp_sgd: None,
         seed_policy: cfg.seed_policy,
+        optimization: None,
         kind: PredictorKind::Released {
             model: LinearModel::zeros(train.d, train.classes),
         },
     };
+    // the fit the output and prediction methods release: certified when the calibration
+    // assumed a gradient-norm bound (erratum 4.8)
+    let released_fit = |p: &mut PrivatePredictor| -> Result<LinearModel> {
+        let fit = match p.calibration.certified {
+            Some(c) => train::fit_logistic_certified(
+                train,
+                cfg.lambda,
+                None,
+                &cfg.lbfgs,
+                c.gradient_norm_bound,
+            )?,
+            None => train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?,
+        };
+        p.optimization = fit.optimization;
+        Ok(fit.model)
+    };
     match cfg.method {
         Method::ModelSensitivity => {
-            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
+            let base = released_fit(&mut p)?;
             p.kind = PredictorKind::Released {
-                model: perturb_model(&fit.model, &p.calibration, rng)?,
+                model: perturb_model(&base, &p.calibration, rng)?,
             };
             p.lambda = Some(cfg.lambda);
         }
         Method::LossPerturbation => {
-            let model =
-                loss_perturbation_fit(train, &p.calibration, cfg.lambda, None, &cfg.lbfgs, rng)?;
+            let (model, _, cert) = loss_perturbation_solve_certified(
+                train,
+                &p.calibration,
+                cfg.lambda,
+                Warm::Plain(None),
+                &cfg.lbfgs,
+                rng,
+                true,
+            )?;
+            p.optimization = cert;
             p.kind = PredictorKind::Released { model };
             p.lambda = Some(cfg.lambda);
         }
         Method::PredictionSensitivity => {
-            let fit = train::fit_logistic(train, cfg.lambda, None, &cfg.lbfgs)?;
-            p.kind = PredictorKind::NoisyLogits { model: fit.model };
+            let model = released_fit(&mut p)?;
+            p.kind = PredictorKind::NoisyLogits { model };
             p.lambda = Some(cfg.lambda);
         }
         Method::SubsampleAggregate => {
@@ -917,7 +1053,15 @@ pub fn cv_lambda<R: Rng + ?Sized>(
                 rng,
             )?,
             _ => train::predict_all(
-                &loss_perturbation_fit(train, &calib, l, Some(&fit.model), &cfg.lbfgs, rng)?,
+                &loss_perturbation_fit_selection(
+                    train,
+                    &calib,
+                    l,
+                    None,
+                    Some(&fit.model),
+                    &cfg.lbfgs,
+                    rng,
+                )?,
                 holdout,
             )?,
         };
@@ -1168,6 +1312,49 @@ mod tests {
             (ss - k).abs() < 5.0 * (2.0 * k).sqrt(),
             "Σz² = {ss}, k = {k}"
         );
+    }
+
+    /// Erratum 4.8 end to end: in `corrected`, the released fits of model sensitivity,
+    /// prediction sensitivity and loss perturbation carry a certificate g ≤ γ and noise larger
+    /// than the exact-minimiser calibration's; with the solver stopped early (iteration cap)
+    /// they are refused; `paper` releases the early iterate and says it is not valid.
+    #[test]
+    fn certified_methods_refuse_early_stops_and_pay_for_the_residual() {
+        let ds = toy(1500, 12, 4, 9);
+        for m in [
+            Method::ModelSensitivity,
+            Method::PredictionSensitivity,
+            Method::LossPerturbation,
+        ] {
+            let mut c = cfg(m, 1.0, 0.0, 10);
+            c.lambda = 1e-2;
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+            let p = train_private(&c, &ds, &mut rng).unwrap();
+            let o = p.optimization.expect("certified");
+            assert!(o.gradient_norm <= o.gradient_norm_bound, "{m}: {o:?}");
+            let exact = privpred_core::calibrate::calibrate(&c.request(ds.n, ds.classes)).unwrap();
+            match (exact.noise, p.calibration.noise) {
+                (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => {
+                    assert!(b < a, "{m}: the residual must cost noise ({a} vs {b})")
+                }
+                other => panic!("{other:?}"),
+            }
+            let mut capped = c.clone();
+            capped.lbfgs.max_iter = 1;
+            assert!(
+                matches!(
+                    train_private(&capped, &ds, &mut rng),
+                    Err(LinearError::NotCertified(_))
+                ),
+                "{m}: an early-stopped fit was released"
+            );
+            capped.mode = CalibrationMode::Paper;
+            let p = train_private(&capped, &ds, &mut rng).unwrap();
+            assert!(
+                !p.calibration.valid_guarantee && p.optimization.is_none(),
+                "{m}"
+            );
+        }
     }
 
     #[test]

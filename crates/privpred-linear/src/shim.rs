@@ -4,7 +4,15 @@ use crate::error::Result;
 use privpred_core::Noise;
 use rand::Rng;
 
-pub use privpred_core::calibrate::{CalibrationRequest, calibrate};
+pub use privpred_core::calibrate::CalibrationRequest;
+
+/// The calibration every fit of this crate uses: the core's, with the solver's residual
+/// accounted for (SPEC erratum 4.8, `privpred_core::certify::calibrate_certified`).
+pub fn calibrate(
+    req: &CalibrationRequest,
+) -> privpred_core::error::Result<privpred_core::Calibration> {
+    privpred_core::certify::calibrate_certified(req)
+}
 pub use privpred_core::dpsgd::DpSgdSchedule;
 
 /// Adds one draw of `noise` (ℓ2-Laplace or Gaussian, all coordinates jointly) to `v`.

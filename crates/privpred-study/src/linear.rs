@@ -34,8 +34,8 @@ use privpred_linear::dpsgd::{CLIP_GRID, DpSgdConfig, train_dpsgd};
 use privpred_linear::kernel::Design;
 use privpred_linear::methods::{
     LossPerturbationPreconditioner, VoteMatrix, loss_perturbation_fit_preconditioned,
-    loss_perturbation_rho_eff, perturb_model, prediction_sensitivity_labels, teacher_lbfgs_options,
-    train_teachers,
+    loss_perturbation_fit_selection, loss_perturbation_rho_eff, perturb_model,
+    prediction_sensitivity_labels, teacher_lbfgs_options, train_teachers,
 };
 use privpred_linear::precond::DataMoment;
 use privpred_linear::train::{accuracy_of, logits_all, predict_all};
@@ -171,6 +171,9 @@ pub struct LinearRunner {
     prepared: Cache<Key, Prepared>,
     fit90: Cache<(Key, u64), LinearModel>,
     fitfull: Cache<(Key, u64), LinearModel>,
+    /// The full-data fits certified to ‖∇J‖₂ ≤ γ (erratum 4.8), per (data, λ, γ): what model
+    /// and prediction sensitivity release in `corrected`/`tight`.
+    fitcert: Cache<(Key, u64, u64), LinearModel>,
     logits_test: Cache<(Key, u64), Vec<f64>>,
     logits_hold: Cache<(Key, u64), Vec<f64>>,
     nonprivate: Cache<Key, f64>,
@@ -245,7 +248,8 @@ pub fn calibrate(
         cfg.lambda = l;
     }
     cfg.dp_sgd = *dpsgd;
-    Ok(privpred_core::calibrate::calibrate(
+    // with the solver's residual accounted for (erratum 4.8): the noise the product releases
+    Ok(privpred_core::certify::calibrate_certified(
         &cfg.request(n, classes),
     )?)
 }
@@ -259,6 +263,7 @@ impl LinearRunner {
             prepared: Cache::new(),
             fit90: Cache::new(),
             fitfull: Cache::new(),
+            fitcert: Cache::new(),
             logits_test: Cache::new(),
             logits_hold: Cache::new(),
             nonprivate: Cache::new(),
@@ -382,6 +387,31 @@ impl LinearRunner {
             let ds = if which90 { &p.train90 } else { &p.train };
             Ok(seq(|| fit_logistic(ds, lambda, None, &lbfgs()))?.model)
         })
+    }
+
+    /// The full-data fit at λ certified to ‖∇J(θ̂)‖₂ ≤ γ in f64 (erratum 4.8), refined from
+    /// the cached fast fit.
+    fn fit_certified(
+        &self,
+        key: &Key,
+        p: &Prepared,
+        lambda: f64,
+        gamma: f64,
+    ) -> Result<Arc<LinearModel>> {
+        self.fitcert
+            .get(&(key.clone(), lambda.to_bits(), gamma.to_bits()), || {
+                let warm = self.fit(false, key, p, lambda)?;
+                Ok(seq(|| {
+                    privpred_linear::train::fit_logistic_certified(
+                        &p.train,
+                        lambda,
+                        Some(&warm),
+                        &lbfgs(),
+                        gamma,
+                    )
+                })?
+                .model)
+            })
     }
 
     fn hold_logits(&self, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<Vec<f64>>> {
@@ -649,12 +679,15 @@ impl Runner for LinearRunner {
                                             }
                                             _ => {
                                                 let pre = self.lp_pre(true, &key, &p, l, &cal)?;
-                                                let (m, _) = seq(|| {
-                                                    loss_perturbation_fit_preconditioned(
+                                                // selection only: the released
+                                                // mechanism's noise, no f64 certification
+                                                let m = seq(|| {
+                                                    loss_perturbation_fit_selection(
                                                         &p.train90,
                                                         &cal,
                                                         l,
-                                                        &pre,
+                                                        Some(&pre),
+                                                        None,
                                                         &lbfgs(),
                                                         &mut rng,
                                                     )
@@ -676,9 +709,19 @@ impl Runner for LinearRunner {
                     }
                 };
                 let cal = cal_at(n, Some(lambda))?;
-                let m = train_clock.time(|| self.fit(false, &key, &p, lambda))?;
-                let logits = match g.method {
-                    Method::PredictionSensitivity => {
+                // the released fit: certified when the calibration assumed γ (erratum 4.8)
+                let gamma = cal.certified.map(|c| c.gradient_norm_bound);
+                let m = train_clock.time(|| match (g.method, gamma) {
+                    (Method::ModelSensitivity | Method::PredictionSensitivity, Some(gm)) => {
+                        self.fit_certified(&key, &p, lambda, gm)
+                    }
+                    _ => self.fit(false, &key, &p, lambda),
+                })?;
+                let logits = match (g.method, gamma) {
+                    (Method::PredictionSensitivity, Some(_)) => {
+                        Some(train_clock.time(|| logits_all(&m, &p.test).map(Arc::new))?)
+                    }
+                    (Method::PredictionSensitivity, None) => {
                         Some(train_clock.time(|| self.test_logits(&key, &p, lambda))?)
                     }
                     _ => None,

@@ -179,8 +179,6 @@ fn predict_spends_the_budget_and_refuses_past_it() {
         "5",
         "--teachers",
         "8",
-        "--seed",
-        "2",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -310,8 +308,6 @@ fn bad_input_exits_2_and_writes_nothing() {
         "1",
         "--lambda",
         "1e-2",
-        "--seed",
-        "1",
         "--out",
         o,
     ]);
@@ -420,4 +416,184 @@ fn release_path_without_seed_records_os_randomness() {
         out2.to_str().unwrap(),
     ]);
     assert_ne!(std::fs::read(&out).unwrap(), std::fs::read(&out2).unwrap());
+}
+
+/// Erratum 4.9: a `--seed` artifact of each of the five methods is marked as an experiment,
+/// `predict` and `serve` refuse it (exit 2, saying why and how to train without `--seed`), and
+/// `evaluate` still reads it.
+#[test]
+fn seeded_artifacts_are_experiments_not_releases() {
+    let e = env();
+    let q = queries(&e.dir, &["200,10,10,200,10,10,200,10"]);
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "model-sensitivity",
+            &["--epsilon", "10", "--lambda", "1e-2"],
+        ),
+        (
+            "loss-perturbation",
+            &["--epsilon", "10", "--lambda", "1e-2"],
+        ),
+        (
+            "prediction-sensitivity",
+            &["--epsilon", "10", "--budget", "10", "--lambda", "1e-2"],
+        ),
+        (
+            "subsample-aggregate",
+            &["--epsilon", "10", "--budget", "10", "--teachers", "8"],
+        ),
+        (
+            "dp-sgd",
+            &[
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--clip",
+                "0.5",
+                "--epochs",
+                "2",
+            ],
+        ),
+    ];
+    for (m, extra) in cases {
+        let out = e.dir.join(format!("seeded-{m}.safetensors"));
+        let o = out.to_str().unwrap();
+        let mut args = vec![
+            "train",
+            m,
+            "--dataset",
+            &e.ds,
+            "--seed",
+            "7",
+            "--json",
+            "--out",
+            o,
+        ];
+        args.extend_from_slice(extra);
+        let j: Value = serde_json::from_str(&ok(&args)).unwrap();
+        assert_eq!(j["release"], "experiment", "{m}: {j}");
+        // the artifact's metadata says so
+        let bytes = std::fs::read(&out).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        assert_eq!(header["__metadata__"]["release"], "experiment", "{m}");
+        let (c, err) = code(&["predict", "--model", o, "--input", q.to_str().unwrap()]);
+        assert_eq!(c, 2, "{m}: {err}");
+        assert!(
+            err.contains("--seed 7")
+                && err.contains("not a private release")
+                && err.contains("without --seed"),
+            "{m}: {err}"
+        );
+        let (c, err) = code(&["serve", "--model", o, "--listen", "127.0.0.1:0"]);
+        assert_eq!(c, 2, "{m}: {err}");
+        assert!(err.contains("not a private release"), "{m}: {err}");
+        // evaluate reads experiments
+        ok(&[
+            "evaluate",
+            "--model",
+            o,
+            "--dataset",
+            &e.ds,
+            "--repetitions",
+            "1",
+            "--seed",
+            "1",
+        ]);
+    }
+    // the release path is accepted by predict
+    let out = e.dir.join("release.safetensors");
+    let o = out.to_str().unwrap();
+    let j: Value = serde_json::from_str(&ok(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "10",
+        "--lambda",
+        "1e-2",
+        "--json",
+        "--out",
+        o,
+    ]))
+    .unwrap();
+    assert_eq!(j["release"], "private-release");
+    ok(&["predict", "--model", o, "--input", q.to_str().unwrap()]);
+}
+
+/// Erratum 4.8: every released linear fit reports its certificate, g ≤ γ, and the calibration
+/// notes show the sensitivity that includes it; `paper` has none and is labelled invalid.
+#[test]
+fn released_fits_carry_their_certificate() {
+    let e = env();
+    for (m, extra) in [
+        ("model-sensitivity", &["--lambda", "1e-2"][..]),
+        ("loss-perturbation", &["--lambda", "1e-2"][..]),
+        (
+            "prediction-sensitivity",
+            &["--lambda", "1e-2", "--budget", "10"][..],
+        ),
+    ] {
+        let out = e.dir.join(format!("cert-{m}.safetensors"));
+        let mut args = vec![
+            "train",
+            m,
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "1",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let j: Value = serde_json::from_str(&ok(&args)).unwrap();
+        let o = &j["optimization"];
+        let (g, gamma) = (
+            o["gradient_norm"].as_f64().unwrap(),
+            o["gradient_norm_bound"].as_f64().unwrap(),
+        );
+        assert!(g <= gamma && gamma > 0.0, "{m}: {o}");
+        // γ = 0.01·K/N (output/prediction) or 1e-3·K/N (loss perturbation), N = 600
+        let k = std::f64::consts::SQRT_2;
+        let want = if m == "loss-perturbation" { 1e-3 } else { 1e-2 } * k / 600.0;
+        assert!((gamma - want).abs() < 1e-12 * want, "{m}: {gamma}");
+        let notes = j["notes"].to_string();
+        assert!(
+            notes.contains("4.8") && notes.contains("gamma"),
+            "{m}: {notes}"
+        );
+        assert_eq!(j["valid_guarantee"], true);
+        // the artifact carries it too
+        let bytes = std::fs::read(&out).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        let model: Value =
+            serde_json::from_str(header["__metadata__"]["model"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            model["predictor"]["optimization"]["gradient_norm_bound"].as_f64(),
+            Some(gamma),
+            "{m}"
+        );
+        // paper: the published behaviour, no certificate, not a valid guarantee
+        let mut args = vec![
+            "train",
+            m,
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "1",
+            "--json",
+            "--calibration",
+            "paper",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let j: Value = serde_json::from_str(&ok(&args)).unwrap();
+        assert!(j["optimization"].is_null(), "{m}: {j}");
+        assert_eq!(j["valid_guarantee"], false, "{m}");
+    }
 }

@@ -180,8 +180,6 @@ fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
         "1",
         "--delta",
         "1e-5",
-        "--seed",
-        "1",
         "--out",
         m,
         "--json",
@@ -287,8 +285,6 @@ fn teacher_ensemble_spends_its_budget() {
         "1",
         "--budget",
         "3",
-        "--seed",
-        "2",
         "--out",
         m,
         "--json",
@@ -531,4 +527,65 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--shard"));
+}
+
+/// Erratum 4.9 for ResNet artifacts: `train --seed` of a DP-SGD network or a teacher ensemble is
+/// an experiment (`release: experiment` in its metadata); `predict` and `serve` refuse it with
+/// exit 2 and say why; `evaluate` reads it.
+#[test]
+fn seeded_resnet_artifacts_are_experiments() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let q = pixel_csv(dir.path(), "q.csv", 1, 3072);
+    for (method, extra) in [
+        (
+            "dp-sgd",
+            &["--epsilon", "1", "--delta", "1e-5", "--batch-size", "50"][..],
+        ),
+        (
+            "subsample-aggregate",
+            &[
+                "--epsilon",
+                "1",
+                "--budget",
+                "3",
+                "--teachers",
+                "2",
+                "--batch-size",
+                "25",
+            ][..],
+        ),
+    ] {
+        let model = dir.path().join(format!("seeded-{method}.safetensors"));
+        let m = model.to_str().unwrap();
+        let mut args = vec![
+            "train",
+            method,
+            "--model",
+            "resnet-tiny",
+            "--dataset",
+            &data,
+            "--epochs",
+            "1",
+            "--seed",
+            "5",
+            "--out",
+            m,
+        ];
+        args.extend_from_slice(extra);
+        let o = privpred(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let o = privpred(&["predict", "--model", m, "--input", q.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{method}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("not a private release"),
+            "{}",
+            stderr(&o)
+        );
+        let o = privpred(&["serve", "--model", m, "--listen", "127.0.0.1:0"]);
+        assert_eq!(o.status.code(), Some(2), "{method}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--seed 5"), "{}", stderr(&o));
+        let o = privpred(&["evaluate", "--model", m, "--dataset", &data, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{method}: {}", stderr(&o));
+    }
 }

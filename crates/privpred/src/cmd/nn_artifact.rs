@@ -67,6 +67,16 @@ pub fn load(path: &Path) -> anyhow::Result<privpred_nn::artifact::NnModel> {
     privpred_nn::artifact::load(path).map_err(|e| usage(format!("--model: {e}")))
 }
 
+/// The experiment seed of a private deep model trained with `--seed` (recorded in its extra
+/// metadata as `"seed": {"seed": S}`): an experiment, not a private release (erratum 4.9).
+#[cfg(feature = "nn")]
+pub fn experiment_seed(m: &privpred_nn::artifact::NnModel) -> Option<u64> {
+    if m.header.kind == privpred_nn::artifact::ModelKind::NonPrivate {
+        return None;
+    }
+    m.extra.get("seed")?.get("seed")?.as_u64()
+}
+
 /// The method name of a deep model as the CLI and the service print it.
 #[cfg(feature = "nn")]
 pub fn kind_name(m: &privpred_nn::artifact::NnModel) -> &'static str {

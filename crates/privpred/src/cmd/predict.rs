@@ -186,6 +186,14 @@ fn print_answers(answers: &[(u32, Option<Vec<f64>>)], as_json: bool) -> anyhow::
     Ok(())
 }
 
+/// Why a seeded artifact is refused by `predict` and `serve` (SPEC erratum 4.9).
+pub(crate) fn seeded_refusal(path: &Path, seed: u64) -> String {
+    format!(
+        "{}: trained with --seed {seed}: its noise can be regenerated from the seed and subtracted, so it is an experiment, not a private release (erratum 4.9); `privpred evaluate` still reads it. Train again without --seed (OS-seeded noise) to get a model that predict and serve accept",
+        path.display()
+    )
+}
+
 /// Runs `privpred predict`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if super::nn_artifact::is_nn_artifact(&args.model) {
@@ -195,6 +203,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(super::nn_artifact::needs_nn_feature(&args.model));
     }
     let loaded = load_model(&args.model).map_err(lin)?;
+    if let Some(seed) = loaded.experiment_seed() {
+        return Err(usage(seeded_refusal(&args.model, seed)));
+    }
     let raw = read_queries(&args.input, loaded.preprocessing.input_dim())?;
     let mut rows = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
@@ -247,6 +258,9 @@ mod nn {
 
     pub fn run(args: &Args) -> anyhow::Result<()> {
         let model = nn_artifact::load(&args.model)?;
+        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+            return Err(usage(super::seeded_refusal(&args.model, seed)));
+        }
         let raw = read_queries(&args.input, model.input_dim())?;
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent

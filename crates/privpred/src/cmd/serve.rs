@@ -110,6 +110,12 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
     }
     let loaded = privpred_linear::artifact::load(path)
         .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
+    if let Some(seed) = loaded.experiment_seed() {
+        return Err(usage(format!(
+            "--model {}",
+            super::predict::seeded_refusal(path, seed)
+        )));
+    }
     let predictor = loaded.private().cloned().ok_or_else(|| {
         usage(format!(
             "--model {}: holds a non-private baseline model, which has no privacy guarantee; serve a private model",
@@ -257,6 +263,12 @@ mod nn {
         let bytes =
             std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         let model = nn_artifact::load(path)?;
+        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+            return Err(usage(format!(
+                "--model {}",
+                crate::cmd::predict::seeded_refusal(path, seed)
+            )));
+        }
         let h = &model.header;
         let (method, budget) = match h.kind {
             ModelKind::NonPrivate => {

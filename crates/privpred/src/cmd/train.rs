@@ -360,6 +360,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "noise": p.calibration.noise,
                 "valid_guarantee": p.calibration.valid_guarantee,
                 "notes": p.calibration.notes,
+                "optimization": p.optimization.map(|o| json!({
+                    "gradient_norm": o.gradient_norm,
+                    "gradient_norm_bound": o.gradient_norm_bound,
+                    "rounding_bound": o.rounding_bound,
+                    "refinement_evaluations": o.refinement_evaluations,
+                })),
             });
             (StoredModel::Private(Box::new(p)), s)
         }
@@ -374,6 +380,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     save_model(&args.out, &model, &fitted, extra).map_err(lin)?;
     let mut summary = summary;
+    // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
+    summary["release"] = json!(privpred_linear::artifact::release_label(&model));
     summary["out"] = json!(args.out.display().to_string());
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["cross_validation"] = cv_record;
@@ -411,9 +419,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         println!(
             "seed: {}",
-            args.seed
-                .map_or("OS random (release)".to_string(), |s| s.to_string())
+            args.seed.map_or("OS random (release)".to_string(), |s| format!(
+                "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
+            ))
         );
+        if let Some(o) = model.private().and_then(|p| p.optimization) {
+            println!(
+                "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
+                o.gradient_norm, o.gradient_norm_bound
+            );
+        }
         println!(
             "wrote {} in {:.1} s",
             args.out.display(),

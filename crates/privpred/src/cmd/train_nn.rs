@@ -304,6 +304,8 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
             "subsample": args.subsample,
             "method": method_extra,
             "seed": seed_note,
+            // erratum 4.9: a seeded private model is an experiment (predict/serve refuse it)
+            "release": if args.seed.is_some() { "experiment" } else { "private-release" },
             "trained_with": format!("privpred {} (--model {})", env!("CARGO_PKG_VERSION"), args.model),
             "engine": eng.describe(),
         }),
