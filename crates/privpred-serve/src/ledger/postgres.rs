@@ -64,16 +64,22 @@ async fn init(client: &mut Client, model_id: &str, total: u64, create: bool) -> 
     };
     match (existing, create) {
         (Some((t, s)), true) => {
-            return Err(ServeError::Ledger(format!(
-                "the postgres ledger already holds the budget record of model {model_id} ({s} of {t} spent); \
+            return Err(ServeError::config(
+                "--init-ledger",
+                format!(
+                    "the postgres ledger already holds the budget record of model {model_id} ({s} of {t} spent); \
                  --init-ledger only creates a new record and never resets one: drop --init-ledger to serve it"
-            )));
+                ),
+            ));
         }
         (None, false) => {
-            return Err(ServeError::Ledger(format!(
-                "the postgres ledger holds no budget record for model {model_id}; pass --init-ledger to create \
+            return Err(ServeError::config(
+                "--ledger",
+                format!(
+                    "the postgres ledger holds no budget record for model {model_id}; pass --init-ledger to create \
                  a new budget record (a ledger is never created silently: a fresh ledger would reset the budget)"
-            )));
+                ),
+            ));
         }
         (None, true) => {
             tx.batch_execute(SCHEMA).await?;

@@ -45,10 +45,13 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
                 )));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ServeError::Ledger(format!(
-                    "sqlite ledger {} does not exist; {INIT_HINT}",
-                    path.display()
-                )));
+                return Err(ServeError::config(
+                    "--ledger",
+                    format!(
+                        "sqlite ledger {} does not exist; {INIT_HINT}",
+                        path.display()
+                    ),
+                ));
             }
             Err(e) => {
                 return Err(ServeError::Ledger(format!(
@@ -109,17 +112,23 @@ fn init(
     };
     match (existing, create) {
         (Some((t, s)), true) => {
-            return Err(ServeError::Ledger(format!(
-                "sqlite ledger {} already holds the budget record of model {model_id} ({s} of {t} spent); \
+            return Err(ServeError::config(
+                "--init-ledger",
+                format!(
+                    "sqlite ledger {} already holds the budget record of model {model_id} ({s} of {t} spent); \
                  --init-ledger only creates a new record and never resets one: drop --init-ledger to serve it",
-                path.display()
-            )));
+                    path.display()
+                ),
+            ));
         }
         (None, false) => {
-            return Err(ServeError::Ledger(format!(
-                "sqlite ledger {} holds no budget record for model {model_id}; {INIT_HINT}",
-                path.display()
-            )));
+            return Err(ServeError::config(
+                "--ledger",
+                format!(
+                    "sqlite ledger {} holds no budget record for model {model_id}; {INIT_HINT}",
+                    path.display()
+                ),
+            ));
         }
         (None, true) => {
             tx.execute_batch(SCHEMA)?;
