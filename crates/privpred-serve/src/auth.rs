@@ -97,12 +97,10 @@ impl TokenSet {
     /// Like [`TokenSet::verify_header`], returning the SHA-256 of the accepted token (the
     /// client's identity, e.g. the scope of its answer store), or None if refused.
     pub fn identify_header(&self, header: Option<&str>) -> Option<[u8; 32]> {
-        let Some(token) = header.and_then(|h| {
+        let token = header.and_then(|h| {
             let (scheme, rest) = h.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        }) else {
-            return None;
-        };
+        })?;
         let h: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut ok = 0u8;
         for stored in &self.hashes {

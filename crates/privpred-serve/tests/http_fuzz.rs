@@ -111,8 +111,18 @@ fn generate(rng: &mut Rng) -> Case {
     match rng.below(16) {
         0 => {
             let m = rng.pick(&[
-                "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "FOO", "get", "P\x00ST",
-                "POSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOST", "", "GET /x",
+                "PUT",
+                "DELETE",
+                "PATCH",
+                "OPTIONS",
+                "TRACE",
+                "CONNECT",
+                "FOO",
+                "get",
+                "P\x00ST",
+                "POSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOSTPOST",
+                "",
+                "GET /x",
             ]);
             let body = valid_body(rng, 1);
             case(
@@ -364,7 +374,10 @@ fn exchange(addr: SocketAddr, case: &Case, wait: Duration) -> Vec<u8> {
 }
 
 /// Parses a response: status, lower-case headers, body. None if not well-formed HTTP/1.1.
-fn parse(resp: &[u8]) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+/// Status, lower-case headers, body.
+type Parsed = (u16, Vec<(String, String)>, Vec<u8>);
+
+fn parse(resp: &[u8]) -> Option<Parsed> {
     let end = resp.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = std::str::from_utf8(&resp[..end]).ok()?;
     let mut lines = head.split("\r\n");
@@ -380,10 +393,10 @@ fn parse(resp: &[u8]) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
         headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
     }
     let body = resp[end + 4..].to_vec();
-    if let Some((_, len)) = headers.iter().find(|(k, _)| k == "content-length") {
-        if body.len() != len.parse::<usize>().ok()? {
-            return None;
-        }
+    if let Some((_, len)) = headers.iter().find(|(k, _)| k == "content-length")
+        && body.len() != len.parse::<usize>().ok()?
+    {
+        return None;
     }
     Some((status, headers, body))
 }
@@ -459,7 +472,10 @@ fn hostile_http_requests_never_crash_or_spend() {
                 .any(|(k, v)| k == "content-type" && v.starts_with("application/json"));
             if is_json {
                 let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
-                    panic!("case {i} ({}): a JSON response that is not JSON: {e}", case.family)
+                    panic!(
+                        "case {i} ({}): a JSON response that is not JSON: {e}",
+                        case.family
+                    )
                 });
                 if status >= 400 {
                     assert!(
@@ -519,7 +535,10 @@ fn hostile_http_requests_never_crash_or_spend() {
                 },
                 Duration::from_secs(10),
             );
-            assert!(h.starts_with(b"HTTP/1.1 200"), "the server is unhealthy after case {i}");
+            assert!(
+                h.starts_with(b"HTTP/1.1 200"),
+                "the server is unhealthy after case {i}"
+            );
         }
     }
     assert!(!handle.is_finished(), "the server stopped during the run");

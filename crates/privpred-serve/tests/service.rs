@@ -821,7 +821,7 @@ fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool, wait: Duration) -> (u16
 }
 
 fn post_raw(addr: SocketAddr, ctype: Option<&str>, body: &str) -> (u16, String) {
-    let mut req = format!("POST /v1/predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    let mut req = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_string();
     if let Some(c) = ctype {
         req.push_str(&format!("Content-Type: {c}\r\n"));
     }
