@@ -788,6 +788,27 @@ fn backup_and_show(ledger: TestLedger) {
                 sql.contains("GREATEST") && sql.contains(&s.model_id),
                 "{sql}"
             );
+            // Restore the dump into a fresh schema: the record and the stored answers come back.
+            let restored = TestLedger::postgres("backup_restore").unwrap();
+            let LedgerSpec::Postgres(conn) = &restored.spec else {
+                unreachable!()
+            };
+            rt().block_on(async {
+                let (c, cn) = tokio_postgres::connect(conn, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(cn);
+                c.batch_execute(&sql).await.unwrap();
+                // Restoring over a record with more spent never lowers it.
+                c.batch_execute("UPDATE privpred_budget SET spent = 10")
+                    .await
+                    .unwrap();
+                c.batch_execute(&sql).await.unwrap();
+            });
+            let recs = privpred_serve::ledger::blocking::show(&restored.spec).unwrap();
+            assert_eq!(recs.len(), 1);
+            assert_eq!((recs[0].total, recs[0].spent), (30, 10));
+            assert_eq!(recs[0].stored_answers, 3);
         }
     }
     s.stop();
