@@ -59,6 +59,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// A predict cut off after its ledger commit loses only unreleased answers (never releases
 /// unrecorded ones).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// `/healthz` runs its write transaction at most once per this interval and answers from the
+/// last result in between, so that unauthenticated health checks cannot force a disk sync each.
+pub const HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// Largest request head (request line and headers) in bytes; 431 above it.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Most header fields in one request; 431 above it.
@@ -166,6 +169,8 @@ struct App {
     answer_store: bool,
     share_answer_store: bool,
     limits: ConnLimits,
+    /// The last `/healthz` probe: when, and its error (None = ok).
+    last_probe: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
 }
 
 /// A bound, ready-to-run server.
@@ -308,6 +313,7 @@ impl Server {
             answer_store: cfg.answer_store,
             share_answer_store: cfg.share_answer_store,
             limits: cfg.limits,
+            last_probe: tokio::sync::Mutex::new(None),
         });
         notes.push(format!(
             "limits: {} connections, header timeout {:?}, body timeout {:?}, idle timeout {:?}, request timeout {:?}",
@@ -1137,19 +1143,30 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
 /// `GET /healthz`: ok only if the ledger takes a real write transaction now (and, for
 /// SQLite, is still the file the server opened), i.e. exactly when a predict could be
 /// recorded; 503 otherwise.
+/// The probe runs at most once per [`HEALTH_PROBE_INTERVAL`] (concurrent checks wait for it).
 async fn healthz(State(app): State<Arc<App>>) -> Response {
     match &app.ledger {
-        Some(l) => match l.probe().await {
-            Ok(_) => {
-                axum::Json(json!({ "status": "ok", "ledger": "ok (write transaction committed)" }))
-                    .into_response()
+        Some(l) => {
+            let mut last = app.last_probe.lock().await;
+            let fresh = last
+                .as_ref()
+                .is_some_and(|(t, _)| t.elapsed() < HEALTH_PROBE_INTERVAL);
+            if !fresh {
+                let r = l.probe().await.err().map(|e| e.to_string());
+                *last = Some((Instant::now(), r));
             }
-            Err(e) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(json!({ "status": "unavailable", "ledger": e.to_string() })),
-            )
+            match last.as_ref().and_then(|(_, e)| e.clone()) {
+                None => axum::Json(
+                    json!({ "status": "ok", "ledger": "ok (write transaction committed)" }),
+                )
                 .into_response(),
-        },
+                Some(e) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({ "status": "unavailable", "ledger": e })),
+                )
+                    .into_response(),
+            }
+        }
         None => axum::Json(json!({ "status": "ok", "ledger": "none (unlimited budget)" }))
             .into_response(),
     }

@@ -739,6 +739,10 @@ fn ledger_replaced_while_running_fails_closed() {
                 .contains("since the server opened it"),
             "{v}"
         );
+        // /healthz probes at most once per HEALTH_PROBE_INTERVAL (it answered 200 just before).
+        std::thread::sleep(
+            privpred_serve::server::HEALTH_PROBE_INTERVAL + Duration::from_millis(100),
+        );
         let h = c.get("/healthz").unwrap();
         assert_eq!(h.status, 503, "{victim}: {}", h.body);
         s.stop();

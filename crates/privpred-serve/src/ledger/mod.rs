@@ -677,6 +677,34 @@ mod tests {
     }
 
     #[test]
+    fn plan_arithmetic_is_checked_at_the_u64_edge() {
+        // A budget at the edge of u64 never wraps: no unit is left, the request is refused.
+        let r = SpendRequest {
+            keys: vec![[1; 32], [2; 32]],
+            fresh: vec![a(1), a(2)],
+        };
+        for spent in [u64::MAX - 1, u64::MAX] {
+            let p = plan(
+                &[&r],
+                &HashMap::new(),
+                BudgetState {
+                    total: u64::MAX,
+                    spent,
+                },
+                true,
+            );
+            assert_eq!(p.units, 0);
+            assert!(matches!(
+                p.outcomes[0],
+                SpendOutcome::Exhausted { needed: 2, .. }
+            ));
+        }
+        assert!(db_count("B", u64::MAX).is_err());
+        assert!(db_count("B", MAX_LEDGER_BUDGET).is_ok());
+        assert!(stored_count("spent", -1).is_err());
+    }
+
+    #[test]
     fn spec_parsing() {
         assert_eq!(
             LedgerSpec::parse("sqlite:/tmp/x.db").unwrap(),
