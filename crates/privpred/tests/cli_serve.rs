@@ -490,6 +490,44 @@ fn cli_validation_errors_exit_2() {
             "--max-batch",
         ),
         (vec!["--model", m, "--listen", "not-an-address"], "--listen"),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--header-timeout",
+                "0",
+            ],
+            "--header-timeout",
+        ),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "NaN",
+            ],
+            "--idle-timeout",
+        ),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "0",
+            ],
+            "--max-connections",
+        ),
+        // no ledger and no --init-ledger: nothing is created, the flag is named
+        (
+            vec!["--model", m, "--listen", "127.0.0.1:0"],
+            "--init-ledger",
+        ),
     ];
     for (args, needle) in cases {
         let (code, err) = spawn(dir.path(), &args, None)
