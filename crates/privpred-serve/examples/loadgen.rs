@@ -85,6 +85,8 @@ fn serve_mode(model: &str, ledger: &str) {
     let mut cfg = ServeConfig::new("127.0.0.1:0");
     cfg.ledger = Some(LedgerSpec::parse(ledger).expect("ledger"));
     cfg.max_batch = 4096;
+    // Each run uses a fresh model tag and ledger: create its budget record deliberately.
+    cfg.init_ledger = true;
     privpred_serve::run_until_signal(m, cfg, |addr, notes| {
         for n in notes {
             eprintln!("server: {n}");

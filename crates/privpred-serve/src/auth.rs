@@ -91,18 +91,22 @@ impl TokenSet {
     /// Checks an `Authorization` header value (`Bearer <token>`), in time independent of
     /// which stored hash (if any) matches.
     pub fn verify_header(&self, header: Option<&str>) -> bool {
-        let Some(token) = header.and_then(|h| {
+        self.identify_header(header).is_some()
+    }
+
+    /// Like [`TokenSet::verify_header`], returning the SHA-256 of the accepted token (the
+    /// client's identity, e.g. the scope of its answer store), or None if refused.
+    pub fn identify_header(&self, header: Option<&str>) -> Option<[u8; 32]> {
+        let token = header.and_then(|h| {
             let (scheme, rest) = h.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-        }) else {
-            return false;
-        };
+        })?;
         let h: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let mut ok = 0u8;
         for stored in &self.hashes {
             ok |= ct_eq(stored, &h);
         }
-        ok == 1
+        (ok == 1).then_some(h)
     }
 }
 

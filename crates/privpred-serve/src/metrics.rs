@@ -25,6 +25,8 @@ pub struct Metrics {
     pub refusals_invalid: AtomicU64,
     /// Refusals: missing or wrong token.
     pub refusals_auth: AtomicU64,
+    /// Connections refused because the server held its most connections.
+    pub refusals_connections: AtomicU64,
     /// Last known budget (total, spent) from the ledger; u64::MAX = unknown/unlimited.
     pub budget_total: AtomicU64,
     /// See `budget_total`.
@@ -109,6 +111,7 @@ impl Metrics {
             ("ledger_unavailable", &self.refusals_ledger),
             ("invalid_request", &self.refusals_invalid),
             ("unauthorized", &self.refusals_auth),
+            ("too_many_connections", &self.refusals_connections),
         ] {
             let _ = writeln!(
                 s,

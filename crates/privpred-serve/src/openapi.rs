@@ -15,8 +15,11 @@ pub fn document(input_dim: usize, max_batch: usize) -> Value {
             "description": "Differentially private predictions with an enforced, durable inference budget. \
                 Every answer of a private-prediction model spends one unit of the budget B, recorded durably \
                 before the answer is sent; when B is spent every further query is refused (429). \
-                Repeated identical queries return the stored earlier answer without spending. \
-                Private-training models have B = ∞. No endpoint reveals weights or training data."
+                Repeated identical queries return the stored earlier answer without spending (the store is per \
+                bearer token unless the server shares it). Private-training models have B = ∞. No endpoint \
+                reveals weights or training data. POST bodies must be `Content-Type: application/json` (415 \
+                otherwise). Connections are limited (503 `too_many_connections` over the limit) and slow or idle \
+                clients are cut off (header, body and idle timeouts: see `limits` in /v1/model)."
         },
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
@@ -61,9 +64,10 @@ pub fn document(input_dim: usize, max_batch: usize) -> Value {
                     "properties": { "error": {
                         "type": "object", "required": ["code", "message"],
                         "properties": {
-                            "code": { "type": "string", "enum": ["unauthorized", "body_too_large", "malformed_json", "empty_batch",
+                            "code": { "type": "string", "enum": ["unauthorized", "unsupported_media_type", "body_too_large",
+                                "truncated_body", "body_timeout", "malformed_json", "empty_batch",
                                 "batch_too_large", "wrong_dimension", "non_finite_value", "invalid_input", "budget_exhausted",
-                                "ledger_unavailable", "model_error", "not_found"] },
+                                "ledger_unavailable", "model_error", "not_found", "request_timeout", "too_many_connections"] },
                             "message": { "type": "string" }
                         }
                     } }
@@ -78,12 +82,15 @@ pub fn document(input_dim: usize, max_batch: usize) -> Value {
                 "responses": {
                     "200": { "description": "Answers (recorded in the ledger before sending)",
                              "content": { "application/json": { "schema": { "$ref": "#/components/schemas/PredictResponse" } } } },
-                    "400": err_resp("Malformed JSON (nothing spent)"),
+                    "400": err_resp("Malformed JSON, or a truncated body (nothing spent)"),
                     "401": err_resp("Missing or invalid bearer token"),
+                    "408": err_resp("The body did not arrive within the body timeout (nothing spent)"),
                     "413": err_resp("Body or batch too large (nothing spent)"),
+                    "415": err_resp("Content-Type is not application/json (nothing spent)"),
+                    "431": { "description": "Request headers too large (nothing spent)" },
                     "422": err_resp("Wrong dimension or non-finite value (nothing spent)"),
                     "429": err_resp("Budget exhausted, or fewer units remain than the request needs (nothing spent; the whole request is refused)"),
-                    "503": err_resp("The ledger cannot be written: fail closed, no answer")
+                    "503": err_resp("The ledger cannot be written (or was deleted or replaced under the server): fail closed, no answer; or too many connections")
                 }
             } },
             "/v1/model": { "get": {
@@ -91,7 +98,11 @@ pub fn document(input_dim: usize, max_batch: usize) -> Value {
                 "security": [{ "bearer": [] }],
                 "responses": { "200": { "description": "Model description" }, "401": err_resp("Unauthorized") }
             } },
-            "/healthz": { "get": { "summary": "Liveness and ledger reachability", "responses": { "200": { "description": "ok" }, "503": { "description": "ledger unavailable" } } } },
+            "/healthz": { "get": {
+                "summary": "Readiness: proves the ledger writable with a real write transaction (and, for SQLite, that the ledger file is still the one opened)",
+                "description": "200 exactly when a predict could be recorded now; 503 when predicts would fail closed (unwritable, deleted or replaced ledger). Unauthenticated; reveals no budget.",
+                "responses": { "200": { "description": "ok" }, "503": { "description": "ledger unavailable" } }
+            } },
             "/metrics": { "get": {
                 "summary": "Prometheus text format: requests, answers, refusals, budget remaining, latency histogram",
                 "security": [{ "bearer": [] }],

@@ -5,6 +5,14 @@
 //! noisy answers in memory (a blocking thread, OS-seeded ChaCha20) → one ledger transaction
 //! decides and durably records the request (see [`crate::ledger`]) → only then respond.
 //! Any failure before the commit spends nothing and releases nothing.
+//!
+//! Connections (see [`ConnLimits`]): at most [`DEFAULT_MAX_CONNECTIONS`] at once (more get
+//! an immediate 503 and are closed); request headers must arrive within
+//! [`DEFAULT_HEADER_TIMEOUT`], a body within [`DEFAULT_BODY_TIMEOUT`] (408 otherwise); a
+//! connection that makes no progress for [`DEFAULT_IDLE_TIMEOUT`] while no request of it is
+//! being handled (an idle keep-alive, or a client that stops reading its response) is closed;
+//! a request's handling is bounded by [`DEFAULT_REQUEST_TIMEOUT`]. Headers are limited to
+//! [`MAX_HEADER_BYTES`] bytes and [`MAX_HEADERS`] fields (431 otherwise). HTTP/1.1 only.
 
 use crate::auth::TokenSet;
 use crate::error::{Result, ServeError};
@@ -28,11 +36,85 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Default largest batch (rows per request).
 pub const DEFAULT_MAX_BATCH: usize = 1024;
+
+/// Default most simultaneous connections (`--max-connections`); more are answered 503 and
+/// closed at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default time for a request's headers to arrive, from the connection's start or the end of
+/// the previous response (`--header-timeout`). A slowloris client is cut off after it.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time for a request body to arrive once its headers have (`--body-timeout`); 408
+/// after it.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a connection may make no progress (no byte read or written) while none of its
+/// requests is being handled (`--idle-timeout`): idle keep-alive connections, and clients that
+/// stop reading their response, are closed after it.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default bound on handling one request once it has arrived (ledger included); 503 after it.
+/// A predict cut off after its ledger commit loses only unreleased answers (never releases
+/// unrecorded ones).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// `/healthz` runs its write transaction at most once per this interval and answers from the
+/// last result in between, so that unauthenticated health checks cannot force a disk sync each.
+pub const HEALTH_PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// Largest request head (request line and headers) in bytes; 431 above it.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Most header fields in one request; 431 above it.
+pub const MAX_HEADERS: usize = 64;
+
+/// Connection limits and timeouts (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Most simultaneous connections (≥ 1).
+    pub max_connections: usize,
+    /// Time for request headers to arrive.
+    pub header_timeout: Duration,
+    /// Time for a request body to arrive.
+    pub body_timeout: Duration,
+    /// Time without progress before an idle connection is closed.
+    pub idle_timeout: Duration,
+    /// Bound on handling one request.
+    pub request_timeout: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+impl ConnLimits {
+    fn validate(&self) -> Result<()> {
+        if self.max_connections == 0 {
+            return Err(ServeError::config("--max-connections", "must be >= 1"));
+        }
+        for (name, d) in [
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--request-timeout", self.request_timeout),
+        ] {
+            if d.is_zero() || d > Duration::from_secs(86_400) {
+                return Err(ServeError::config(
+                    name,
+                    format!("{d:?} is out of range: use 1 ms to 86400 s"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Server configuration.
 #[derive(Debug, Clone)]
@@ -50,6 +132,14 @@ pub struct ServeConfig {
     pub max_body_bytes: Option<usize>,
     /// Serve repeated identical queries from the answer store without spending (default on).
     pub answer_store: bool,
+    /// Share the answer store across bearer tokens (default off: each token sees only the
+    /// stored answers of its own queries). Without tokens there is one client, so one store.
+    pub share_answer_store: bool,
+    /// Create the ledger and the model's budget record (refused if the record exists).
+    /// Without it, a missing ledger or record is an error (`--init-ledger`).
+    pub init_ledger: bool,
+    /// Connection limits and timeouts.
+    pub limits: ConnLimits,
 }
 
 impl ServeConfig {
@@ -62,6 +152,9 @@ impl ServeConfig {
             max_batch: DEFAULT_MAX_BATCH,
             max_body_bytes: None,
             answer_store: true,
+            share_answer_store: false,
+            init_ledger: false,
+            limits: ConnLimits::default(),
         }
     }
 }
@@ -74,6 +167,10 @@ struct App {
     max_batch: usize,
     max_body: usize,
     answer_store: bool,
+    share_answer_store: bool,
+    limits: ConnLimits,
+    /// The last `/healthz` probe: when, and its error (None = ok).
+    last_probe: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
 }
 
 /// A bound, ready-to-run server.
@@ -92,6 +189,7 @@ impl Server {
         if cfg.max_batch == 0 {
             return Err(ServeError::config("--max-batch", "must be >= 1"));
         }
+        cfg.limits.validate()?;
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&cfg.listen)
             .await
             .map_err(|e| {
@@ -151,14 +249,28 @@ impl Server {
                         ),
                     )
                 })?;
-                let l = Ledger::open(spec, &info.model_id, b, cfg.answer_store).await?;
+                let l = Ledger::open(spec, &info.model_id, b, cfg.answer_store, cfg.init_ledger)
+                    .await?;
                 let st = l.status().await?;
+                if cfg.init_ledger {
+                    notes.push(format!(
+                        "--init-ledger: created the budget record of model {} in {}",
+                        info.model_id,
+                        l.description()
+                    ));
+                }
                 notes.push(format!(
                     "budget B = {b} answers, {} spent, {} remaining; ledger {} (durable, transactional); answer store {}",
                     st.spent,
                     st.remaining(),
                     l.description(),
-                    if cfg.answer_store { "on (repeated identical queries cost nothing)" } else { "off" }
+                    if !cfg.answer_store {
+                        "off"
+                    } else if cfg.share_answer_store || cfg.tokens.is_none() {
+                        "on, shared by all clients (repeated identical queries cost nothing)"
+                    } else {
+                        "on, per token (a token's repeated identical queries cost nothing)"
+                    }
                 ));
                 Some((l, st))
             }
@@ -199,7 +311,18 @@ impl Server {
             max_batch: cfg.max_batch,
             max_body,
             answer_store: cfg.answer_store,
+            share_answer_store: cfg.share_answer_store,
+            limits: cfg.limits,
+            last_probe: tokio::sync::Mutex::new(None),
         });
+        notes.push(format!(
+            "limits: {} connections, header timeout {:?}, body timeout {:?}, idle timeout {:?}, request timeout {:?}",
+            cfg.limits.max_connections,
+            cfg.limits.header_timeout,
+            cfg.limits.body_timeout,
+            cfg.limits.idle_timeout,
+            cfg.limits.request_timeout
+        ));
         Ok(Server {
             listener,
             app,
@@ -219,17 +342,234 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, lets in-flight requests finish
-    /// (their answers are recorded before they are sent) and returns.
+    /// (their answers are recorded before they are sent), closes the ledger (SQLite:
+    /// checkpointed into the main file) and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let ledger = self.app.ledger.clone();
+        let limits = self.app.limits;
+        let app = self.app.clone();
         let router = router(self.app);
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| ServeError::Io {
-                context: "serving".into(),
-                source: e,
-            })
+        let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    let stream = match accepted {
+                        Ok((s, _)) => s,
+                        Err(_) => {
+                            // Out of file descriptors or a connection reset before accept:
+                            // back off a little instead of spinning.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    };
+                    match permits.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            tasks.spawn(serve_connection(
+                                stream,
+                                router.clone(),
+                                limits,
+                                stop_rx.clone(),
+                                permit,
+                            ));
+                        }
+                        Err(_) => {
+                            app.metrics.refusals_connections.fetch_add(1, Ordering::Relaxed);
+                            tasks.spawn(refuse_busy(stream, limits.max_connections));
+                        }
+                    }
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        drop(self.listener);
+        let _ = stop_tx.send(true);
+        while tasks.join_next().await.is_some() {}
+        drop(router);
+        if let Some(l) = ledger {
+            l.close().await?;
+        }
+        Ok(())
     }
+}
+
+/// Milliseconds since a process-wide origin (for lock-free activity stamps).
+fn now_ms() -> u64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// What a connection is doing: when it last moved a byte, and how many of its requests are
+/// being handled.
+#[derive(Default)]
+struct Activity {
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms.store(now_ms(), Ordering::Relaxed);
+    }
+}
+
+/// Counts a request as in flight while it lives.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// A socket that stamps its [`Activity`] on every byte read or written.
+struct Watched {
+    inner: tokio::net::TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Serves one connection (HTTP/1.1) under the limits: hyper's header-read timeout, the body
+/// timeout in the handler, a request timeout around the handler, and an idle watchdog.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    router: Router,
+    limits: ConnLimits,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    use tower::ServiceExt;
+    let _ = stream.set_nodelay(true);
+    let activity = Arc::new(Activity::default());
+    activity.touch();
+    let io = hyper_util::rt::TokioIo::new(Watched {
+        inner: stream,
+        activity: activity.clone(),
+    });
+    let act = activity.clone();
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        act.in_flight.fetch_add(1, Ordering::Relaxed);
+        let guard = InFlight(act.clone());
+        let fut = router.clone().oneshot(req.map(Body::new));
+        async move {
+            let resp = match tokio::time::timeout(limits.request_timeout, fut).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(never)) => match never {},
+                Err(_) => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "request_timeout",
+                    format!(
+                        "handling the request took longer than {:?}; nothing unrecorded was released",
+                        limits.request_timeout
+                    ),
+                    json!({}),
+                ),
+            };
+            drop(guard);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEADER_BYTES.max(8192))
+        .max_headers(MAX_HEADERS)
+        .keep_alive(true);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        let last = activity.last_ms.load(Ordering::Relaxed);
+        let idle_deadline = last.saturating_add(limits.idle_timeout.as_millis() as u64);
+        let wait = Duration::from_millis(idle_deadline.saturating_sub(now_ms()).max(1));
+        tokio::select! {
+            _ = conn.as_mut() => break,
+            r = stop.changed(), if !stopping => {
+                stopping = true;
+                if r.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                let idle = now_ms().saturating_sub(activity.last_ms.load(Ordering::Relaxed));
+                if activity.in_flight.load(Ordering::Relaxed) == 0
+                    && idle >= limits.idle_timeout.as_millis() as u64
+                {
+                    break; // dropping the connection closes the socket
+                }
+            }
+        }
+    }
+}
+
+/// Answers a connection over the limit with 503 and closes it.
+async fn refuse_busy(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = json!({ "error": {
+        "code": "too_many_connections",
+        "message": format!("the server holds its most connections ({max}, --max-connections); retry shortly"),
+        "max_connections": max,
+    }})
+    .to_string();
+    let msg = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(msg.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).
@@ -305,14 +645,31 @@ fn unauthorized(app: &App) -> Response {
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    client_scope(app, headers).is_some()
+}
+
+/// The caller's identity: `Some(None)` = allowed without a token (no tokens configured),
+/// `Some(Some(hash))` = the SHA-256 of a valid bearer token, `None` = refused.
+fn client_scope(app: &App, headers: &HeaderMap) -> Option<Option<[u8; 32]>> {
     match &app.tokens {
-        None => true,
-        Some(t) => t.verify_header(
-            headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-        ),
+        None => Some(None),
+        Some(t) => t
+            .identify_header(
+                headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok()),
+            )
+            .map(Some),
     }
+}
+
+/// Whether a Content-Type header is `application/json` (parameters such as `charset` allowed).
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// `POST /v1/predict` body.
@@ -390,11 +747,18 @@ fn with_release_rng<T>(f: impl FnOnce(&mut ChaCha20Rng) -> T) -> Result<T> {
     })
 }
 
-/// Answer-store key: SHA-256(model id ‖ 0 ‖ preprocessed row as little-endian f32).
-fn row_key(model_id: &str, row: &[f32]) -> Key {
+/// Answer-store key: SHA-256(model id ‖ 0 ‖ [0xFF ‖ token hash] ‖ preprocessed row as
+/// little-endian f32). The token part is present when the store is scoped per token; a row
+/// has 4·d bytes and the token part 33, so scoped and unscoped keys never collide, and an
+/// unscoped key is the same as before scoping existed (stored answers stay valid).
+fn row_key(model_id: &str, scope: Option<&[u8; 32]>, row: &[f32]) -> Key {
     let mut h = Sha256::new();
     h.update(model_id.as_bytes());
     h.update([0u8]);
+    if let Some(t) = scope {
+        h.update([0xFFu8]);
+        h.update(t);
+    }
     for v in row {
         // Normalise −0.0 to 0.0 so that equal inputs hash equally.
         let v = if *v == 0.0 { 0.0f32 } else { *v };
@@ -422,8 +786,21 @@ fn invalid(
 }
 
 async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
-    if !authorized(app, headers) {
+    let Some(token) = client_scope(app, headers) else {
         return unauthorized(app);
+    };
+    // The store is scoped to the token unless sharing is configured (or there are no tokens).
+    let scope = if app.share_answer_store { None } else { token };
+    if !is_json_content_type(headers) {
+        // A browser can send a cross-site text/plain POST without a preflight; only JSON
+        // bodies (which need a CORS preflight cross-site) may spend budget.
+        return invalid(
+            app,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "POST /v1/predict takes a JSON body: send `Content-Type: application/json`",
+            json!({}),
+        );
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -438,18 +815,41 @@ async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Respo
             json!({ "max_body_bytes": app.max_body }),
         );
     }
-    let bytes = match axum::body::to_bytes(body, app.max_body).await {
-        Ok(b) => b,
-        Err(_) => {
+    let bytes = match tokio::time::timeout(
+        app.limits.body_timeout,
+        axum::body::to_bytes(body, app.max_body),
+    )
+    .await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) if is_length_limit(&e) => {
             return invalid(
                 app,
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
-                format!(
-                    "request body exceeds {} bytes (or could not be read)",
-                    app.max_body
-                ),
+                format!("request body exceeds {} bytes", app.max_body),
                 json!({ "max_body_bytes": app.max_body }),
+            );
+        }
+        Ok(Err(e)) => {
+            return invalid(
+                app,
+                StatusCode::BAD_REQUEST,
+                "truncated_body",
+                format!("the request body could not be read whole (truncated or malformed): {e}"),
+                json!({}),
+            );
+        }
+        Err(_) => {
+            return invalid(
+                app,
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within {:?}",
+                    app.limits.body_timeout
+                ),
+                json!({}),
             );
         }
     };
@@ -533,7 +933,7 @@ async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Respo
                         json!({ "row": i }),
                     )
                 })?;
-                keys.push(row_key(&info.model_id, &x));
+                keys.push(row_key(&info.model_id, scope.as_ref(), &x));
                 rows.push(x);
             }
             let answers = with_release_rng(|rng| model.answer(&rows, rng))
@@ -671,7 +1071,8 @@ async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Respo
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ledger_unavailable",
                 format!(
-                    "the budget ledger cannot be written, so no answer is released (fail closed): {e}"
+                    "the budget ledger cannot be written, so no answer is released (fail closed): {}",
+                    crate::ledger::bare_message(&e)
                 ),
                 json!({}),
             )
@@ -717,6 +1118,22 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
         "test_fixture": info.test_fixture,
         "ledger": app.ledger.as_ref().map(|l| l.description().to_string()),
         "answer_store": app.answer_store && app.ledger.is_some(),
+        "answer_store_scope": if !(app.answer_store && app.ledger.is_some()) {
+            "none"
+        } else if app.share_answer_store || app.tokens.is_none() {
+            "shared"
+        } else {
+            "per-token"
+        },
+        "limits": {
+            "max_connections": app.limits.max_connections,
+            "header_timeout_ms": app.limits.header_timeout.as_millis() as u64,
+            "body_timeout_ms": app.limits.body_timeout.as_millis() as u64,
+            "idle_timeout_ms": app.limits.idle_timeout.as_millis() as u64,
+            "request_timeout_ms": app.limits.request_timeout.as_millis() as u64,
+            "max_header_bytes": MAX_HEADER_BYTES,
+            "max_headers": MAX_HEADERS,
+        },
         "max_batch": app.max_batch,
         "max_body_bytes": app.max_body,
         "authentication": app.tokens.is_some(),
@@ -724,16 +1141,33 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
     .into_response()
 }
 
+/// `GET /healthz`: ok only if the ledger takes a real write transaction now (and, for
+/// SQLite, is still the file the server opened), i.e. exactly when a predict could be
+/// recorded; 503 otherwise.
+/// The probe runs at most once per [`HEALTH_PROBE_INTERVAL`] (concurrent checks wait for it).
 async fn healthz(State(app): State<Arc<App>>) -> Response {
     match &app.ledger {
-        Some(l) => match l.status().await {
-            Ok(_) => axum::Json(json!({ "status": "ok", "ledger": "ok" })).into_response(),
-            Err(e) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(json!({ "status": "unavailable", "ledger": e.to_string() })),
-            )
+        Some(l) => {
+            let mut last = app.last_probe.lock().await;
+            let fresh = last
+                .as_ref()
+                .is_some_and(|(t, _)| t.elapsed() < HEALTH_PROBE_INTERVAL);
+            if !fresh {
+                let r = l.probe().await.err().map(|e| e.to_string());
+                *last = Some((Instant::now(), r));
+            }
+            match last.as_ref().and_then(|(_, e)| e.clone()) {
+                None => axum::Json(
+                    json!({ "status": "ok", "ledger": "ok (write transaction committed)" }),
+                )
                 .into_response(),
-        },
+                Some(e) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({ "status": "unavailable", "ledger": e })),
+                )
+                    .into_response(),
+            }
+        }
         None => axum::Json(json!({ "status": "ok", "ledger": "none (unlimited budget)" }))
             .into_response(),
     }
@@ -759,6 +1193,18 @@ async fn openapi(State(app): State<Arc<App>>) -> Response {
         app.max_batch,
     ))
     .into_response()
+}
+
+/// Whether a body-read error is the length limit (413) rather than a truncated body (400).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if c.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 async fn not_found() -> Response {

@@ -129,12 +129,16 @@ fn try_start(model_json: &str, cfg: ServeConfig) -> Result<Running, String> {
             match Server::bind(model, cfg).await {
                 Ok(server) => {
                     tx.send(Ok(server.local_addr())).unwrap();
-                    server
+                    let r = server
                         .run(async move {
                             let _ = stop_rx.await;
                         })
-                        .await
-                        .unwrap();
+                        .await;
+                    // A ledger deleted under the server (a test of that) cannot be
+                    // checkpointed at shutdown: the one expected error.
+                    if let Err(e) = r {
+                        assert!(e.to_string().contains("since the server opened it"), "{e}");
+                    }
                 }
                 Err(e) => tx.send(Err(e.to_string())).unwrap(),
             }
@@ -154,9 +158,21 @@ fn try_start(model_json: &str, cfg: ServeConfig) -> Result<Running, String> {
     }
 }
 
+/// Starts a server on `ledger`. The ledger is never created implicitly: this helper passes
+/// `init_ledger` deliberately the first time a model is started on a test's ledger (no
+/// record yet), and not on restarts.
 fn start(model_json: &str, ledger: &TestLedger, f: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut cfg = ServeConfig::new("127.0.0.1:0");
     cfg.ledger = Some(ledger.spec.clone());
+    let id = FixtureModel::from_bytes(model_json.as_bytes())
+        .unwrap()
+        .info()
+        .model_id
+        .clone();
+    cfg.init_ledger = !matches!(
+        rt().block_on(admin::read_state(&ledger.spec, &id)),
+        Ok(Some(_))
+    );
     f(&mut cfg);
     try_start(model_json, cfg).expect("server starts")
 }
@@ -405,7 +421,16 @@ fn unwritable_ledger_fails_closed(ledger: TestLedger) {
         let (st, v) = predict(&mut c, &[row(i, 4)]);
         assert_eq!(st, 503, "{v}");
         assert_eq!(v["error"]["code"], "ledger_unavailable");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.matches("ledger error").count() <= 1,
+            "the ledger error's prefix is printed once: {msg}"
+        );
     }
+    // /healthz proves the ledger writable: it reports the failure the predicts get.
+    let h = c.get("/healthz").unwrap();
+    assert_eq!(h.status, 503, "{}", h.body);
+    assert_eq!(h.json()["status"], "unavailable");
     // A stored answer needs no write: still served.
     let (st, v) = predict(&mut c, &[row(1, 4)]);
     assert_eq!(st, 200, "{v}");
@@ -477,11 +502,17 @@ fn tokens_enforced(ledger: TestLedger) {
     }
     for token in ["alpha-token", "beta-token"] {
         let mut c = Client::new(s.addr, Some(token));
-        assert_eq!(predict(&mut c, &[row(1, 4)]).0, 200);
+        let (st, v) = predict(&mut c, &[row(1, 4)]);
+        assert_eq!(st, 200);
+        // The answer store is per token by default: beta does not get alpha's answer.
+        assert_eq!(v["answers"][0]["stored"], false, "{token}: {v}");
+        let (_, again) = predict(&mut c, &[row(1, 4)]);
+        assert_eq!(again["answers"][0]["stored"], true, "{token}: {again}");
+        assert_eq!(again["answers"][0]["scores"], v["answers"][0]["scores"]);
     }
     let id = s.model_id.clone();
     s.stop();
-    assert_eq!(spent_in_ledger(&ledger, &id), 1);
+    assert_eq!(spent_in_ledger(&ledger, &id), 2);
 }
 both_ledgers!(tokens_enforced);
 
@@ -491,6 +522,7 @@ fn non_loopback_needs_tokens() {
     let l = TestLedger::sqlite();
     let mut cfg = ServeConfig::new("0.0.0.0:0");
     cfg.ledger = Some(l.spec.clone());
+    cfg.init_ledger = true;
     let err = try_start(&m, cfg.clone()).err().expect("refused");
     assert!(err.contains("loopback"), "{err}");
     cfg.tokens = Some(TokenSet::parse("t\n").unwrap());
@@ -591,4 +623,391 @@ fn info_endpoints_reveal_no_weights() {
         );
     }
     assert_eq!(c.get("/nope").unwrap().status, 404);
+}
+
+// ---- issue #20: the ledger is never created silently, and is checked while it is used ----
+
+fn missing_ledger_needs_init(ledger: TestLedger) {
+    let m = fixture(Method::PredictionSensitivity, 20, 4, "init");
+    let cfg = |init: bool| {
+        let mut c = ServeConfig::new("127.0.0.1:0");
+        c.ledger = Some(ledger.spec.clone());
+        c.init_ledger = init;
+        c
+    };
+    let err = try_start(&m, cfg(false)).err().expect("no ledger yet");
+    assert!(err.contains("--init-ledger"), "{err}");
+    let s = try_start(&m, cfg(true)).unwrap();
+    let mut c = s.client();
+    for i in 0..20 {
+        assert_eq!(predict(&mut c, &[row(i, 4)]).0, 200);
+    }
+    assert_eq!(predict(&mut c, &[row(99, 4)]).0, 429);
+    s.stop();
+    // --init-ledger never resets an existing record.
+    let err = try_start(&m, cfg(true)).err().expect("record exists");
+    assert!(err.contains("already holds"), "{err}");
+    let s = try_start(&m, cfg(false)).unwrap();
+    let mut c = s.client();
+    assert_eq!(predict(&mut c, &[row(100, 4)]).0, 429);
+    s.stop();
+}
+both_ledgers!(missing_ledger_needs_init);
+
+fn sqlite_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    ["ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"]
+        .iter()
+        .map(|f| dir.join(f))
+        .collect()
+}
+
+/// The red-team reproducer: B = 20, 20 answers, ledger deleted, restart → formerly 20 more.
+#[test]
+fn deleted_ledger_is_not_recreated_on_restart() {
+    for only_wal in [false, true] {
+        let ledger = TestLedger::sqlite();
+        let LedgerSpec::Sqlite(path) = &ledger.spec else {
+            unreachable!()
+        };
+        let dir = path.parent().unwrap().to_path_buf();
+        let m = fixture(Method::PredictionSensitivity, 20, 4, "deleted");
+        let s = start(&m, &ledger, |_| {});
+        let mut c = s.client();
+        for i in 0..20 {
+            assert_eq!(predict(&mut c, &[row(i, 4)]).0, 200);
+        }
+        let id = s.model_id.clone();
+        s.stop();
+        // After a clean shutdown the main file holds everything: no -wal content is needed.
+        let wal = dir.join("ledger.sqlite-wal");
+        assert!(
+            std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0,
+            "the -wal file is checkpointed at shutdown"
+        );
+        let copy_dir = tempfile::tempdir().unwrap();
+        let copy = copy_dir.path().join("copy.sqlite");
+        std::fs::copy(path, &copy).unwrap();
+        let st = privpred_serve::ledger::blocking::read_state(&LedgerSpec::Sqlite(copy), &id)
+            .unwrap()
+            .expect("the copied main file holds the record");
+        assert_eq!(st.spent, 20);
+        if only_wal {
+            let _ = std::fs::remove_file(&wal);
+            // The main file still holds the whole ledger: the budget stays spent.
+            let s = start(&m, &ledger, |_| {});
+            let mut c = s.client();
+            assert_eq!(predict(&mut c, &[row(50, 4)]).0, 429);
+            s.stop();
+        } else {
+            for f in sqlite_files(&dir) {
+                let _ = std::fs::remove_file(f);
+            }
+            let mut cfg = ServeConfig::new("127.0.0.1:0");
+            cfg.ledger = Some(ledger.spec.clone());
+            let err = try_start(&m, cfg)
+                .err()
+                .expect("a deleted ledger is an error");
+            assert!(
+                err.contains("does not exist") && err.contains("--init-ledger"),
+                "{err}"
+            );
+        }
+    }
+}
+
+/// Deleting or replacing the ledger (or its -wal file) under a running server fails closed.
+#[test]
+fn ledger_replaced_while_running_fails_closed() {
+    for victim in ["ledger.sqlite", "ledger.sqlite-wal"] {
+        let ledger = TestLedger::sqlite();
+        let LedgerSpec::Sqlite(path) = &ledger.spec else {
+            unreachable!()
+        };
+        let dir = path.parent().unwrap().to_path_buf();
+        let m = fixture(Method::PredictionSensitivity, 50, 4, "replaced");
+        let s = start(&m, &ledger, |_| {});
+        let mut c = s.client();
+        assert_eq!(predict(&mut c, &[row(1, 4)]).0, 200);
+        assert_eq!(c.get("/healthz").unwrap().status, 200);
+        std::fs::remove_file(dir.join(victim)).unwrap();
+        let (st, v) = predict(&mut c, &[row(2, 4)]);
+        assert_eq!(st, 503, "{victim}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("since the server opened it"),
+            "{v}"
+        );
+        // /healthz probes at most once per HEALTH_PROBE_INTERVAL (it answered 200 just before).
+        std::thread::sleep(
+            privpred_serve::server::HEALTH_PROBE_INTERVAL + Duration::from_millis(100),
+        );
+        let h = c.get("/healthz").unwrap();
+        assert_eq!(h.status, 503, "{victim}: {}", h.body);
+        s.stop();
+    }
+}
+
+#[test]
+fn budget_beyond_the_ledger_range_is_refused_clearly() {
+    let m = fixture(Method::PredictionSensitivity, u64::MAX, 4, "huge");
+    let l = TestLedger::sqlite();
+    let mut cfg = ServeConfig::new("127.0.0.1:0");
+    cfg.ledger = Some(l.spec.clone());
+    cfg.init_ledger = true;
+    let err = try_start(&m, cfg).err().expect("refused");
+    assert!(err.contains("exceeds the largest count"), "{err}");
+}
+
+fn backup_and_show(ledger: TestLedger) {
+    let m = fixture(Method::PredictionSensitivity, 30, 4, "backup");
+    let s = start(&m, &ledger, |_| {});
+    let mut c = s.client();
+    assert_eq!(predict(&mut c, &[row(1, 4), row(2, 4), row(3, 4)]).0, 200);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("backup.out");
+    // While the server runs.
+    let n = privpred_serve::ledger::blocking::backup(&ledger.spec, &out).unwrap();
+    assert_eq!(n, 1);
+    let recs = privpred_serve::ledger::blocking::show(&ledger.spec).unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(
+        (recs[0].total, recs[0].spent, recs[0].remaining),
+        (30, 3, 27)
+    );
+    assert_eq!(recs[0].model_id, s.model_id);
+    assert_eq!(recs[0].stored_answers, 3);
+    match &ledger.spec {
+        LedgerSpec::Sqlite(_) => {
+            let st =
+                privpred_serve::ledger::blocking::read_state(&LedgerSpec::Sqlite(out), &s.model_id)
+                    .unwrap()
+                    .unwrap();
+            assert_eq!(st.spent, 3);
+        }
+        LedgerSpec::Postgres(_) => {
+            let sql = std::fs::read_to_string(&out).unwrap();
+            assert!(
+                sql.contains("GREATEST") && sql.contains(&s.model_id),
+                "{sql}"
+            );
+            // Restore the dump into a fresh schema: the record and the stored answers come back.
+            let restored = TestLedger::postgres("backup_restore").unwrap();
+            let LedgerSpec::Postgres(conn) = &restored.spec else {
+                unreachable!()
+            };
+            rt().block_on(async {
+                let (c, cn) = tokio_postgres::connect(conn, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(cn);
+                c.batch_execute(&sql).await.unwrap();
+                // Restoring over a record with more spent never lowers it.
+                c.batch_execute("UPDATE privpred_budget SET spent = 10")
+                    .await
+                    .unwrap();
+                c.batch_execute(&sql).await.unwrap();
+            });
+            let recs = privpred_serve::ledger::blocking::show(&restored.spec).unwrap();
+            assert_eq!(recs.len(), 1);
+            assert_eq!((recs[0].total, recs[0].spent), (30, 10));
+            assert_eq!(recs[0].stored_answers, 3);
+        }
+    }
+    s.stop();
+}
+both_ledgers!(backup_and_show);
+
+// ---- issue #20: the HTTP surface ----
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Sends raw bytes, half-closes if asked, and reads the whole answer (until the server closes
+/// or `wait` passes). Returns the status code (0 if none) and the text.
+fn raw(addr: SocketAddr, bytes: &[u8], half_close: bool, wait: Duration) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    let _ = s.write_all(bytes);
+    if half_close {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+fn post_raw(addr: SocketAddr, ctype: Option<&str>, body: &str) -> (u16, String) {
+    let mut req = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_string();
+    if let Some(c) = ctype {
+        req.push_str(&format!("Content-Type: {c}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    raw(addr, req.as_bytes(), false, Duration::from_secs(10))
+}
+
+#[test]
+fn json_content_type_required() {
+    let m = fixture(Method::PredictionSensitivity, 50, 4, "ctype");
+    let l = TestLedger::sqlite();
+    let s = start(&m, &l, |_| {});
+    let body = json!({ "inputs": [row(1, 4)] }).to_string();
+    for ct in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/jsonx"),
+        None,
+    ] {
+        let (st, text) = post_raw(s.addr, ct, &body);
+        assert_eq!(st, 415, "{ct:?}: {text}");
+        assert!(text.contains("unsupported_media_type"), "{text}");
+    }
+    assert_eq!(spent_in_ledger(&l, &s.model_id), 0);
+    let (st, text) = post_raw(s.addr, Some("Application/JSON; charset=utf-8"), &body);
+    assert_eq!(st, 200, "{text}");
+    assert_eq!(spent_in_ledger(&l, &s.model_id), 1);
+}
+
+#[test]
+fn truncated_body_is_400_and_slow_body_408() {
+    let m = fixture(Method::PredictionSensitivity, 50, 4, "trunc");
+    let l = TestLedger::sqlite();
+    let s = start(&m, &l, |c| {
+        c.limits.body_timeout = Duration::from_millis(800)
+    });
+    let req = b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"inputs\": [[0.1";
+    let (st, text) = raw(s.addr, req, true, Duration::from_secs(10));
+    assert_eq!(st, 400, "{text}");
+    assert!(text.contains("truncated_body"), "{text}");
+    // The same body left hanging (not closed) runs into the body timeout.
+    let t0 = Instant::now();
+    let (st, text) = raw(s.addr, req, false, Duration::from_secs(10));
+    assert_eq!(st, 408, "{text}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // A body over the limit is still 413.
+    let big = format!(
+        "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        100_000_000
+    );
+    let (st, _) = raw(s.addr, big.as_bytes(), false, Duration::from_secs(10));
+    assert_eq!(st, 413);
+    assert_eq!(spent_in_ledger(&l, &s.model_id), 0);
+}
+
+/// 300 idle connections (the red team's reproducer) no longer starve a normal request, and
+/// idle or slowloris connections are closed after the header timeout.
+#[test]
+fn idle_and_slowloris_connections_are_bounded() {
+    let m = fixture(Method::PredictionSensitivity, 50, 4, "idle");
+    let l = TestLedger::sqlite();
+    let s = start(&m, &l, |c| {
+        c.limits.header_timeout = Duration::from_millis(1000);
+        c.limits.idle_timeout = Duration::from_millis(1000);
+    });
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(s.addr).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    let mut c = s.client();
+    assert_eq!(predict(&mut c, &[row(1, 4)]).0, 200);
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // A slowloris client: one header byte every 100 ms, never finishing.
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(b"POST /v1/predict HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .unwrap();
+    let t0 = Instant::now();
+    let mut closed = false;
+    while t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+        if slow.write_all(b"a").is_err() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "a slowloris connection must be closed");
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    // Every idle connection has been closed by now (EOF or reset).
+    for mut i in idle {
+        i.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 1];
+        match i.read(&mut b) {
+            Ok(0) | Err(_) => {}
+            Ok(_) => {
+                // hyper may answer 408 before closing; then EOF follows
+                let mut rest = Vec::new();
+                let _ = i.read_to_end(&mut rest);
+            }
+        }
+    }
+    // An idle keep-alive connection is closed too.
+    let mut k = TcpStream::connect(s.addr).unwrap();
+    k.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    k.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let t0 = Instant::now();
+    let mut all = Vec::new();
+    let _ = k.read_to_end(&mut all);
+    assert!(String::from_utf8_lossy(&all).starts_with("HTTP/1.1 200"));
+    assert!(
+        t0.elapsed() < Duration::from_secs(6),
+        "idle keep-alive closed after the idle timeout: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn connection_limit_answers_503() {
+    let m = fixture(Method::PredictionSensitivity, 50, 4, "connlimit");
+    let l = TestLedger::sqlite();
+    let s = start(&m, &l, |c| {
+        c.limits.max_connections = 4;
+        c.limits.header_timeout = Duration::from_millis(800);
+    });
+    let idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(s.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let (st, text) = raw(
+        s.addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        false,
+        Duration::from_secs(5),
+    );
+    assert_eq!(st, 503, "{text}");
+    assert!(text.contains("too_many_connections"), "{text}");
+    // Once the idle ones time out, service resumes.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut c = s.client();
+    assert_eq!(predict(&mut c, &[row(1, 4)]).0, 200);
+    drop(idle);
+}
+
+#[test]
+fn answer_store_sharing_is_explicit() {
+    let m = fixture(Method::PredictionSensitivity, 50, 4, "share");
+    let l = TestLedger::sqlite();
+    let tokens = TokenSet::parse("alpha\nbeta\n").unwrap();
+    let s = start(&m, &l, |c| {
+        c.tokens = Some(tokens);
+        c.share_answer_store = true;
+    });
+    let info = Client::new(s.addr, Some("alpha"))
+        .get("/v1/model")
+        .unwrap()
+        .json();
+    assert_eq!(info["answer_store_scope"], "shared");
+    let (_, a) = predict(&mut Client::new(s.addr, Some("alpha")), &[row(5, 4)]);
+    let (_, b) = predict(&mut Client::new(s.addr, Some("beta")), &[row(5, 4)]);
+    assert_eq!(b["answers"][0]["stored"], true);
+    assert_eq!(a["answers"][0]["scores"], b["answers"][0]["scores"]);
+    assert_eq!(spent_in_ledger(&l, &s.model_id), 1);
 }

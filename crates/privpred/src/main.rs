@@ -36,6 +36,8 @@ enum Command {
     Merge(cmd::merge::Args),
     /// Serve a model over HTTP with an enforced, durable inference budget.
     Serve(cmd::serve::Args),
+    /// Inspect or back up the budget ledger of `serve` (show, backup).
+    Ledger(cmd::ledger::Args),
     /// Empirically audit a method's privacy guarantee (lower bound on ε).
     Audit(cmd::audit::Args),
 }
@@ -53,6 +55,7 @@ fn main() {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Merge(a) => cmd::merge::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Ledger(a) => cmd::ledger::run(a),
         Command::Audit(a) => cmd::audit::run(a),
     };
     if let Err(e) = result {

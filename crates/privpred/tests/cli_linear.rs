@@ -190,12 +190,14 @@ fn predict_spends_the_budget_and_refuses_past_it() {
             "10,10,200,10,10,200,10,10",
         ],
     );
+    // the first use creates the ledger, deliberately (--init-ledger)
     let labels = ok(&[
         "predict",
         "--model",
         out.to_str().unwrap(),
         "--input",
         q3.to_str().unwrap(),
+        "--init-ledger",
     ]);
     assert_eq!(labels.lines().count(), 3);
     let ledger: Value =

@@ -113,6 +113,7 @@ fn serve(model: &Path) -> Result<Served, (Option<i32>, String)> {
             model.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
+            "--init-ledger",
         ])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&err).unwrap())
@@ -317,6 +318,7 @@ fn teacher_ensemble_spends_its_budget() {
         "--input",
         q.to_str().unwrap(),
         "--json",
+        "--init-ledger",
     ]));
     assert_eq!(p["answers"].as_array().unwrap().len(), 2);
     assert!(p["answers"][0]["scores"].is_null());

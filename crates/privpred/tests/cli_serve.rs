@@ -209,7 +209,8 @@ fn kill9_during_load_then_restart(ledger: Option<String>) {
         "--ledger",
         &ledger,
     ];
-    let mut s = serve(dir.path(), &args);
+    // The first start creates the ledger, deliberately; the restart below must not.
+    let mut s = serve(dir.path(), &[&args[..], &["--init-ledger"]].concat());
     let id = model_id(&s);
     let stop = Arc::new(AtomicBool::new(false));
     let handles = load(s.addr, 6, 5, 4, 0, stop.clone());
@@ -285,6 +286,7 @@ fn sigterm_finishes_in_flight_answers() {
             "127.0.0.1:0",
             "--ledger",
             &ledger,
+            "--init-ledger",
         ],
     );
     let id = model_id(&s);
@@ -336,6 +338,7 @@ fn full_ledger_fails_closed() {
             "127.0.0.1:0",
             "--ledger",
             &ledger,
+            "--init-ledger",
         ],
         Some("trap '' XFSZ; ulimit -f 512"),
     )
@@ -397,7 +400,8 @@ fn read_only_ledger_refuses_to_start() {
         "--ledger",
         &ledger,
     ];
-    drop(serve(dir.path(), &args)); // creates the ledger
+    // creates the ledger (deliberately); the starts below open it without --init-ledger
+    drop(serve(dir.path(), &[&args[..], &["--init-ledger"]].concat()));
     if is_root() {
         // Root ignores file modes; a zero file-size limit makes every write fail instead.
         let (code, err) = spawn(dir.path(), &args, Some("trap '' XFSZ; ulimit -f 4"))
@@ -434,6 +438,7 @@ fn read_only_ledger_refuses_to_start() {
             "127.0.0.1:0",
             "--ledger",
             &ro,
+            "--init-ledger",
         ];
         let (code, err) = spawn(dir.path(), &args, None)
             .err()
@@ -485,6 +490,44 @@ fn cli_validation_errors_exit_2() {
             "--max-batch",
         ),
         (vec!["--model", m, "--listen", "not-an-address"], "--listen"),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--header-timeout",
+                "0",
+            ],
+            "--header-timeout",
+        ),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "NaN",
+            ],
+            "--idle-timeout",
+        ),
+        (
+            vec![
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "0",
+            ],
+            "--max-connections",
+        ),
+        // no ledger and no --init-ledger: nothing is created, the flag is named
+        (
+            vec!["--model", m, "--listen", "127.0.0.1:0"],
+            "--init-ledger",
+        ),
     ];
     for (args, needle) in cases {
         let (code, err) = spawn(dir.path(), &args, None)
@@ -523,6 +566,7 @@ fn tokens_file_and_default_ledger() {
             "127.0.0.1:0",
             "--tokens",
             tokens.to_str().unwrap(),
+            "--init-ledger",
         ],
     );
     assert_eq!(predict(&mut s.client(None), &[row(1, 4)]).unwrap().0, 401);
@@ -638,6 +682,7 @@ fn serves_trained_artifacts_of_every_method() {
                 model.to_str().unwrap(),
                 "--listen",
                 "127.0.0.1:0",
+                "--init-ledger",
             ],
         );
         let mut c = s.client(None);

@@ -19,10 +19,24 @@
 //! * **All or nothing per request.** A request that needs k new units when fewer than k remain
 //!   is refused whole (HTTP 429, reporting how many remain), so a client can resend a smaller
 //!   batch; no partial batches are answered.
-//! * **Answer store** (on by default). Answers are keyed by SHA-256(model id ‖ preprocessed
-//!   row). A repeated identical query (same preprocessed input) gets the stored earlier answer
-//!   and spends nothing: it is post-processing of an already released answer. Identical rows
-//!   inside one request or one group cost one unit.
+//! * **Answer store** (on by default). Answers are keyed by SHA-256(model id ‖ scope ‖
+//!   preprocessed row), where the scope is the client's bearer token (per-token, the default)
+//!   or empty (shared: no tokens, or `--share-answer-store`). A repeated identical query
+//!   (same preprocessed input, same scope) gets the stored earlier answer and spends nothing:
+//!   it is post-processing of an already released answer. Identical rows inside one request
+//!   or one group cost one unit.
+//! * **Never created silently.** A ledger (SQLite file, or the model's budget record) is
+//!   created only when asked for (`init`, the CLI's `--init-ledger`); otherwise a missing
+//!   ledger or record is an error, so deleting a ledger can never reset a budget. `init` on a
+//!   ledger that already holds the model's record is refused too (it never resets a record).
+//! * **The file it writes is the file it opened** (SQLite). Before every transaction the
+//!   writer compares the device and inode of the ledger path (and of its `-wal` file) with
+//!   those of the files it opened; if the ledger was deleted or replaced underneath the
+//!   server, every request fails closed (HTTP 503) and one log line says why.
+//! * **Self-contained after a clean shutdown** (SQLite). [`Ledger::close`] checkpoints the
+//!   write-ahead log into the main file (`PRAGMA wal_checkpoint(TRUNCATE)`), so after a
+//!   clean shutdown the `.sqlite` file alone holds the whole ledger and can be copied. While
+//!   the server runs, back up with `privpred ledger backup` (the SQLite online backup API).
 //! * **Group commit.** Requests that arrive while a transaction is in flight are decided one
 //!   by one, in arrival order, inside the next single transaction: one fsync serves many
 //!   requests (throughput), without changing any per-request decision.
@@ -43,7 +57,7 @@ pub const MAX_GROUP_ROWS: usize = 16_384;
 /// Where the ledger lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LedgerSpec {
-    /// An SQLite database file (created if absent): `sqlite:PATH`.
+    /// An SQLite database file: `sqlite:PATH` (created only with `init`).
     Sqlite(PathBuf),
     /// A PostgreSQL connection string: `postgres://…`, `postgresql://…`, or a libpq
     /// key=value string such as `"host=127.0.0.1 port=5432 user=u dbname=d"`.
@@ -117,6 +131,52 @@ impl BudgetState {
     }
 }
 
+/// The largest budget B a ledger can record: both databases store counts as signed 64-bit
+/// integers.
+pub const MAX_LEDGER_BUDGET: u64 = i64::MAX as u64;
+
+/// Reads a stored count (a signed 64-bit database integer) as a u64, refusing a negative one
+/// (a corrupt or edited ledger).
+pub(crate) fn stored_count(what: &str, v: i64) -> Result<u64> {
+    u64::try_from(v)
+        .map_err(|_| ServeError::Ledger(format!("corrupt ledger: {what} = {v} is negative")))
+}
+
+/// A budget count as a database integer, refusing one above [`MAX_LEDGER_BUDGET`].
+pub(crate) fn db_count(what: &str, v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| {
+        ServeError::Ledger(format!(
+            "{what} = {v} exceeds the largest count a ledger records ({MAX_LEDGER_BUDGET})"
+        ))
+    })
+}
+
+/// The message of a ledger error without its `ledger error:` prefix (so that an error
+/// forwarded to another request is printed with one prefix, not two).
+pub(crate) fn bare_message(e: &ServeError) -> String {
+    match e {
+        ServeError::Ledger(m) => m.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// One model's budget record, as `privpred ledger show` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LedgerRecord {
+    /// The model's id (SHA-256 of its file).
+    pub model_id: String,
+    /// B.
+    pub total: u64,
+    /// Units spent.
+    pub spent: u64,
+    /// B − spent.
+    pub remaining: u64,
+    /// When the record was created (UTC, ISO 8601).
+    pub created_at: String,
+    /// Answers kept in the answer store for this model.
+    pub stored_answers: u64,
+}
+
 /// SHA-256 key of a preprocessed row.
 pub type Key = [u8; 32];
 
@@ -153,14 +213,22 @@ pub enum SpendOutcome {
 enum Job {
     Spend(SpendRequest, oneshot::Sender<Result<SpendOutcome>>),
     Status(oneshot::Sender<Result<BudgetState>>),
+    /// A real write transaction (health check): proves the ledger can be written now.
+    Probe(oneshot::Sender<Result<BudgetState>>),
+    /// Checkpoint (SQLite) and stop the writer.
+    Close(oneshot::Sender<Result<()>>),
 }
 
 impl Job {
     fn rows(&self) -> usize {
         match self {
             Job::Spend(r, _) => r.keys.len().max(1),
-            Job::Status(_) => 1,
+            _ => 1,
         }
+    }
+
+    fn is_close(&self) -> bool {
+        matches!(self, Job::Close(_))
     }
 }
 
@@ -173,22 +241,43 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Opens (creating tables if needed) the ledger and the budget row of `model_id` with
-    /// total `total`. Fails if the ledger cannot be written, or if it already holds a
-    /// different total for this model.
+    /// Opens the ledger and the budget record of `model_id` with total `total`.
+    ///
+    /// With `init` it creates the ledger (file, tables) where missing and the model's record,
+    /// and refuses if the record already exists (`init` never resets a budget). Without
+    /// `init`, a missing ledger or record is an error. Fails if the ledger cannot be
+    /// written, or if it holds a different total for this model.
     pub async fn open(
         spec: &LedgerSpec,
         model_id: &str,
         total: u64,
         answer_store: bool,
+        init: bool,
     ) -> Result<Ledger> {
+        db_count("the budget B", total)?;
         let (tx, rx) = mpsc::channel::<Job>(4096);
         match spec {
             LedgerSpec::Sqlite(path) => {
-                sqlite::start(path.clone(), model_id.to_string(), total, answer_store, rx).await?
+                sqlite::start(
+                    path.clone(),
+                    model_id.to_string(),
+                    total,
+                    answer_store,
+                    init,
+                    rx,
+                )
+                .await?
             }
             LedgerSpec::Postgres(conn) => {
-                postgres::start(conn.clone(), model_id.to_string(), total, answer_store, rx).await?
+                postgres::start(
+                    conn.clone(),
+                    model_id.to_string(),
+                    total,
+                    answer_store,
+                    init,
+                    rx,
+                )
+                .await?
             }
         }
         Ok(Ledger {
@@ -223,14 +312,46 @@ impl Ledger {
         rx.await
             .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
     }
+
+    /// Proves the ledger writable now: one real write transaction on the model's budget
+    /// record (and, for SQLite, the check that the file is still the one opened). Returns
+    /// the recorded budget. A predict would fail closed exactly when this fails.
+    pub async fn probe(&self) -> Result<BudgetState> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Probe(reply))
+            .await
+            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+    }
+
+    /// Finishes with the ledger: SQLite checkpoints its write-ahead log into the main file
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), so the `.sqlite` file alone holds everything.
+    /// Requests sent after this fail closed.
+    pub async fn close(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Close(reply))
+            .await
+            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
+        rx.await
+            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+    }
 }
 
-/// Waits for one job, then takes whatever else is queued (up to [`MAX_GROUP_ROWS`] rows).
+/// Waits for one job, then takes whatever else is queued (up to [`MAX_GROUP_ROWS`] rows; a
+/// `Close` ends the group).
 fn take_group(first: Job, rx: &mut mpsc::Receiver<Job>) -> Vec<Job> {
     let mut rows = first.rows();
+    let closing = first.is_close();
     let mut jobs = vec![first];
-    while rows < MAX_GROUP_ROWS {
+    while rows < MAX_GROUP_ROWS && !closing {
         match rx.try_recv() {
+            Ok(j) if j.is_close() => {
+                jobs.push(j);
+                break;
+            }
             Ok(j) => {
                 rows += j.rows();
                 jobs.push(j);
@@ -250,6 +371,8 @@ struct Plan {
 }
 
 /// Decides each request in order (pure function: the backends supply the locked state).
+/// All budget arithmetic is checked: a sum that would pass u64::MAX refuses the request
+/// (it can never wrap round to a small `spent`).
 fn plan(
     requests: &[&SpendRequest],
     existing: &HashMap<Key, Answer>,
@@ -278,20 +401,22 @@ fn plan(
                 mine.insert(*key, fresh.clone());
                 order.push(*key);
             }
-            needed += 1;
+            needed = needed.saturating_add(1);
             answers.push((fresh.clone(), false));
         }
-        let available = state.total.saturating_sub(state.spent + units);
+        let spent_so_far = state.spent.saturating_add(units);
+        let available = state.total.saturating_sub(spent_so_far);
         if needed > available {
             outcomes.push(SpendOutcome::Exhausted {
                 needed,
                 state: BudgetState {
                     total: state.total,
-                    spent: state.spent + units,
+                    spent: spent_so_far,
                 },
             });
             continue;
         }
+        // needed <= total - spent - units, so neither sum can overflow
         units += needed;
         for k in order {
             let a = mine.remove(&k).expect("key recorded");
@@ -306,7 +431,7 @@ fn plan(
     }
     let after = BudgetState {
         total: state.total,
-        spent: state.spent + units,
+        spent: state.spent.saturating_add(units),
     };
     for o in outcomes.iter_mut() {
         if let SpendOutcome::Answered { state, .. } = o {
@@ -328,9 +453,77 @@ fn answer_from_json(s: &str) -> Result<Answer> {
     serde_json::from_str(s).map_err(|e| ServeError::Ledger(format!("corrupt stored answer: {e}")))
 }
 
-/// Administrative operations on a ledger (inspection, and fault injection for tests).
+/// Administrative operations on a ledger (inspection, backup, and fault injection for tests).
 pub mod admin {
     use super::*;
+    use std::path::Path;
+
+    /// Every budget record in the ledger (read only; the ledger must exist).
+    pub async fn show(spec: &LedgerSpec) -> Result<Vec<LedgerRecord>> {
+        match spec {
+            LedgerSpec::Sqlite(p) => {
+                let p = p.clone();
+                tokio::task::spawn_blocking(move || sqlite::show(&p))
+                    .await
+                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+            }
+            LedgerSpec::Postgres(c) => postgres::show(c).await,
+        }
+    }
+
+    /// Backs the ledger up into `out` (written whole or not at all): SQLite with the online
+    /// backup API (a copy of the database file, consistent even while a server writes);
+    /// PostgreSQL as a plain-SQL dump (restore with `psql -f`; restoring never lowers a
+    /// recorded `spent`). Returns the number of budget records copied.
+    pub async fn backup(spec: &LedgerSpec, out: &Path) -> Result<usize> {
+        match spec {
+            LedgerSpec::Sqlite(p) => {
+                let p = p.clone();
+                let out = out.to_path_buf();
+                tokio::task::spawn_blocking(move || sqlite::backup(&p, &out))
+                    .await
+                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+            }
+            LedgerSpec::Postgres(c) => {
+                let sql = postgres::dump_sql(c).await?;
+                let n = sql
+                    .lines()
+                    .filter(|l| l.starts_with("INSERT INTO privpred_budget"))
+                    .count();
+                write_file_atomic(out, sql.as_bytes())?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Temp file beside `path`, synced, then renamed over it.
+    fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => std::path::PathBuf::from("."),
+        };
+        let name = path
+            .file_name()
+            .ok_or_else(|| ServeError::config("--out", "names no file"))?
+            .to_string_lossy()
+            .into_owned();
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let io = |context: String| move |e| ServeError::Io { context, source: e };
+        let r = (|| {
+            let mut f =
+                std::fs::File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
+            f.write_all(bytes)
+                .map_err(io(format!("writing {}", tmp.display())))?;
+            f.sync_all()
+                .map_err(io(format!("syncing {}", tmp.display())))?;
+            std::fs::rename(&tmp, path).map_err(io(format!("renaming to {}", path.display())))
+        })();
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
 
     /// Reads the recorded budget of `model_id` (None if the ledger has no row for it).
     pub async fn read_state(spec: &LedgerSpec, model_id: &str) -> Result<Option<BudgetState>> {
@@ -392,6 +585,16 @@ pub mod blocking {
     /// See [`admin::block_writes`].
     pub fn block_writes(spec: &LedgerSpec, model_id: &str) -> Result<()> {
         rt()?.block_on(admin::block_writes(spec, model_id))
+    }
+
+    /// See [`admin::show`].
+    pub fn show(spec: &LedgerSpec) -> Result<Vec<LedgerRecord>> {
+        rt()?.block_on(admin::show(spec))
+    }
+
+    /// See [`admin::backup`].
+    pub fn backup(spec: &LedgerSpec, out: &std::path::Path) -> Result<usize> {
+        rt()?.block_on(admin::backup(spec, out))
     }
 }
 
@@ -471,6 +674,34 @@ mod tests {
         );
         assert_eq!(p.units, 2);
         assert!(p.inserts.is_empty());
+    }
+
+    #[test]
+    fn plan_arithmetic_is_checked_at_the_u64_edge() {
+        // A budget at the edge of u64 never wraps: no unit is left, the request is refused.
+        let r = SpendRequest {
+            keys: vec![[1; 32], [2; 32]],
+            fresh: vec![a(1), a(2)],
+        };
+        for spent in [u64::MAX - 1, u64::MAX] {
+            let p = plan(
+                &[&r],
+                &HashMap::new(),
+                BudgetState {
+                    total: u64::MAX,
+                    spent,
+                },
+                true,
+            );
+            assert_eq!(p.units, 0);
+            assert!(matches!(
+                p.outcomes[0],
+                SpendOutcome::Exhausted { needed: 2, .. }
+            ));
+        }
+        assert!(db_count("B", u64::MAX).is_err());
+        assert!(db_count("B", MAX_LEDGER_BUDGET).is_ok());
+        assert!(stored_count("spent", -1).is_err());
     }
 
     #[test]

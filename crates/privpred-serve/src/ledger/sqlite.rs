@@ -1,8 +1,13 @@
 //! SQLite backend: one writer thread owns the connection (WAL, `synchronous=FULL`) and
 //! commits groups of requests with `BEGIN IMMEDIATE` (the database-wide write lock, so
-//! several processes on one file never overspend either).
+//! several processes on one file never overspend either). Before every transaction it checks
+//! that the ledger path still names the file it opened (device and inode); at close it
+//! checkpoints the write-ahead log into the main file.
 
-use super::{BudgetState, Job, Key, SpendOutcome, answer_from_json, answer_json, plan, take_group};
+use super::{
+    BudgetState, Job, Key, SpendOutcome, answer_from_json, answer_json, bare_message, db_count,
+    plan, stored_count, take_group,
+};
 use crate::error::{Result, ServeError};
 use crate::model::Answer;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -26,14 +31,41 @@ CREATE TABLE IF NOT EXISTS privpred_answers (
 ) WITHOUT ROWID;
 ";
 
-fn open(path: &Path) -> Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| {
+/// How to create a missing ledger, named in errors.
+const INIT_HINT: &str = "pass --init-ledger to create a new budget record (a ledger is never created silently: a fresh ledger would reset the budget)";
+
+fn open(path: &Path, create: bool) -> Result<Connection> {
+    if !create {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(ServeError::Ledger(format!(
+                    "sqlite ledger {} is not a regular file",
+                    path.display()
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ServeError::config(
+                    "--ledger",
+                    format!(
+                        "sqlite ledger {} does not exist; {INIT_HINT}",
+                        path.display()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(ServeError::Ledger(format!(
+                    "sqlite ledger {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| {
         ServeError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
     })?;
     conn.busy_timeout(Duration::from_secs(10))?;
@@ -48,20 +80,73 @@ fn open(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
-fn init(conn: &mut Connection, model_id: &str, total: u64) -> Result<()> {
+fn has_budget_table(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'privpred_budget'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+fn init(
+    conn: &mut Connection,
+    path: &Path,
+    model_id: &str,
+    total: u64,
+    create: bool,
+) -> Result<()> {
     // A write transaction at start-up: a read-only ledger fails here, before serving.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch(SCHEMA)?;
-    tx.execute(
-        "INSERT INTO privpred_budget (model_id, total, spent) VALUES (?1, ?2, 0) ON CONFLICT (model_id) DO NOTHING",
-        params![model_id, total as i64],
-    )?;
-    let (t, _s): (i64, i64) = tx.query_row(
+    let existing = if has_budget_table(&tx)? {
+        tx.query_row(
+            "SELECT total, spent FROM privpred_budget WHERE model_id = ?1",
+            [model_id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?
+    } else {
+        None
+    };
+    match (existing, create) {
+        (Some((t, s)), true) => {
+            return Err(ServeError::config(
+                "--init-ledger",
+                format!(
+                    "sqlite ledger {} already holds the budget record of model {model_id} ({s} of {t} spent); \
+                 --init-ledger only creates a new record and never resets one: drop --init-ledger to serve it",
+                    path.display()
+                ),
+            ));
+        }
+        (None, false) => {
+            return Err(ServeError::config(
+                "--ledger",
+                format!(
+                    "sqlite ledger {} holds no budget record for model {model_id}; {INIT_HINT}",
+                    path.display()
+                ),
+            ));
+        }
+        (None, true) => {
+            tx.execute_batch(SCHEMA)?;
+            tx.execute(
+                "INSERT INTO privpred_budget (model_id, total, spent) VALUES (?1, ?2, 0)",
+                params![model_id, db_count("the budget B", total)?],
+            )?;
+        }
+        (Some(_), false) => {}
+    }
+    let (t, s): (i64, i64) = tx.query_row(
         "SELECT total, spent FROM privpred_budget WHERE model_id = ?1",
         [model_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    if t as u64 != total {
+    let t = stored_count("total", t)?;
+    stored_count("spent", s)?;
+    if t != total {
         return Err(ServeError::Ledger(format!(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"
         )));
@@ -72,7 +157,103 @@ fn init(conn: &mut Connection, model_id: &str, total: u64) -> Result<()> {
         [model_id],
     )?;
     tx.commit()?;
+    if create {
+        // The new record goes into the main file at once, not only into the -wal file.
+        checkpoint(conn, path)?;
+    }
     Ok(())
+}
+
+/// `PRAGMA wal_checkpoint(TRUNCATE)`: moves every committed transaction from the -wal file
+/// into the main database file and truncates the -wal file.
+fn checkpoint(conn: &Connection, path: &Path) -> Result<()> {
+    let (busy, log, done): (i64, i64, i64) =
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    if busy != 0 || (log >= 0 && done < log) {
+        return Err(ServeError::Ledger(format!(
+            "sqlite ledger {}: the checkpoint could not complete ({done} of {log} log frames copied; \
+             another connection holds the database)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Device and inode of a file (what "the same file" means).
+type FileId = (u64, u64);
+
+fn file_id(path: &Path) -> std::io::Result<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok((m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::metadata(path).map(|_| (0, 0))
+    }
+}
+
+fn wal_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// The files the writer opened, to detect a ledger deleted or replaced underneath it.
+struct Identity {
+    path: PathBuf,
+    db: FileId,
+    wal: Option<FileId>,
+    /// The error already reported in the log (one line per distinct failure).
+    reported: Option<String>,
+}
+
+impl Identity {
+    fn capture(path: &Path) -> Result<Identity> {
+        let db = file_id(path)
+            .map_err(|e| ServeError::Ledger(format!("sqlite ledger {}: {e}", path.display())))?;
+        Ok(Identity {
+            path: path.to_path_buf(),
+            db,
+            wal: file_id(&wal_path(path)).ok(),
+            reported: None,
+        })
+    }
+
+    /// Fails if the ledger path (or its -wal file) is gone or names another file now.
+    fn verify(&mut self) -> Result<()> {
+        let problem = match file_id(&self.path) {
+            Err(e) => Some(format!("cannot be read ({e})")),
+            Ok(id) if id != self.db => Some("was replaced by another file".to_string()),
+            Ok(_) => match self.wal {
+                Some(w) => match file_id(&wal_path(&self.path)) {
+                    Err(_) => Some("lost its -wal file (deleted)".to_string()),
+                    Ok(id) if id != w => Some("had its -wal file replaced".to_string()),
+                    Ok(_) => None,
+                },
+                None => None,
+            },
+        };
+        match problem {
+            None => Ok(()),
+            Some(p) => {
+                let msg = format!(
+                    "sqlite ledger {} {p} since the server opened it: refusing every answer (fail closed); \
+                     restore the ledger and restart the server",
+                    self.path.display()
+                );
+                if self.reported.as_deref() != Some(msg.as_str()) {
+                    eprintln!("privpred serve: ledger error: {msg}");
+                    self.reported = Some(msg.clone());
+                }
+                Err(ServeError::Ledger(msg))
+            }
+        }
+    }
 }
 
 pub(super) async fn start(
@@ -80,26 +261,33 @@ pub(super) async fn start(
     model_id: String,
     total: u64,
     answer_store: bool,
+    create: bool,
     mut rx: mpsc::Receiver<Job>,
 ) -> Result<()> {
     let (ready_tx, ready_rx) = oneshot::channel::<Result<()>>();
     std::thread::Builder::new()
         .name("privpred-ledger".into())
         .spawn(move || {
-            let mut conn =
-                match open(&path).and_then(|mut c| init(&mut c, &model_id, total).map(|_| c)) {
-                    Ok(c) => {
-                        let _ = ready_tx.send(Ok(()));
-                        c
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
+            let opened = open(&path, create).and_then(|mut c| {
+                init(&mut c, &path, &model_id, total, create)?;
+                let id = Identity::capture(&path)?;
+                Ok((c, id))
+            });
+            let (mut conn, mut identity) = match opened {
+                Ok(x) => {
+                    let _ = ready_tx.send(Ok(()));
+                    x
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
             while let Some(first) = rx.blocking_recv() {
                 let jobs = take_group(first, &mut rx);
-                run_group(&mut conn, &model_id, answer_store, jobs);
+                if run_group(&mut conn, &mut identity, &model_id, answer_store, jobs) {
+                    break;
+                }
             }
         })
         .map_err(|e| ServeError::Io {
@@ -111,21 +299,73 @@ pub(super) async fn start(
         .map_err(|_| ServeError::Ledger("ledger thread failed to start".into()))?
 }
 
-fn run_group(conn: &mut Connection, model_id: &str, answer_store: bool, jobs: Vec<Job>) {
+/// A real write transaction on the model's record (a health check).
+fn probe(conn: &mut Connection, identity: &mut Identity, model_id: &str) -> Result<BudgetState> {
+    identity.verify()?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let n = tx.execute(
+        "UPDATE privpred_budget SET spent = spent WHERE model_id = ?1",
+        [model_id],
+    )?;
+    if n != 1 {
+        return Err(ServeError::Ledger(format!(
+            "no budget row for model {model_id}"
+        )));
+    }
+    let st = state(&tx, model_id)?;
+    tx.commit()?;
+    Ok(st)
+}
+
+/// Runs one group; returns true when the writer should stop (a `Close` was handled).
+fn run_group(
+    conn: &mut Connection,
+    identity: &mut Identity,
+    model_id: &str,
+    answer_store: bool,
+    jobs: Vec<Job>,
+) -> bool {
     let mut spends = Vec::new();
+    let mut close = None;
     for job in jobs {
         match job {
             Job::Status(reply) => {
                 let _ = reply.send(state(conn, model_id));
             }
+            Job::Probe(reply) => {
+                let _ = reply.send(probe(conn, identity, model_id));
+            }
             Job::Spend(req, reply) => spends.push((req, reply)),
+            Job::Close(reply) => close = Some(reply),
         }
     }
-    if spends.is_empty() {
-        return;
+    if !spends.is_empty() {
+        spend_group(conn, identity, model_id, answer_store, spends);
     }
+    match close {
+        Some(reply) => {
+            let r = identity
+                .verify()
+                .and_then(|_| checkpoint(conn, &identity.path));
+            let _ = reply.send(r);
+            true
+        }
+        None => false,
+    }
+}
+
+type SpendJob = (super::SpendRequest, oneshot::Sender<Result<SpendOutcome>>);
+
+fn spend_group(
+    conn: &mut Connection,
+    identity: &mut Identity,
+    model_id: &str,
+    answer_store: bool,
+    spends: Vec<SpendJob>,
+) {
     let reqs: Vec<_> = spends.iter().map(|(r, _)| r).collect();
     let result = (|| -> Result<Vec<SpendOutcome>> {
+        identity.verify()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let st = state(&tx, model_id)?;
         let mut existing: HashMap<Key, Answer> = HashMap::new();
@@ -158,8 +398,8 @@ fn run_group(conn: &mut Connection, model_id: &str, answer_store: bool, jobs: Ve
         }
         if p.units > 0 {
             let n = tx.execute(
-                "UPDATE privpred_budget SET spent = spent + ?2 WHERE model_id = ?1 AND spent + ?2 <= total",
-                params![model_id, p.units as i64],
+                "UPDATE privpred_budget SET spent = spent + ?2 WHERE model_id = ?1 AND spent <= total - ?2",
+                params![model_id, db_count("units", p.units)?],
             )?;
             if n != 1 {
                 return Err(ServeError::Ledger(
@@ -177,7 +417,7 @@ fn run_group(conn: &mut Connection, model_id: &str, answer_store: bool, jobs: Ve
             }
         }
         Err(e) => {
-            let msg = e.to_string();
+            let msg = bare_message(&e);
             for (_, reply) in spends {
                 let _ = reply.send(Err(ServeError::Ledger(msg.clone())));
             }
@@ -195,8 +435,8 @@ fn state(conn: &Connection, model_id: &str) -> Result<BudgetState> {
         .optional()?
         .ok_or_else(|| ServeError::Ledger(format!("no budget row for model {model_id}")))?;
     Ok(BudgetState {
-        total: t as u64,
-        spent: s as u64,
+        total: stored_count("total", t)?,
+        spent: stored_count("spent", s)?,
     })
 }
 
@@ -210,7 +450,7 @@ pub(super) fn read_state(path: &Path, model_id: &str) -> Result<Option<BudgetSta
 }
 
 pub(super) fn block_writes(path: &Path, model_id: &str) -> Result<()> {
-    let conn = open(path)?;
+    let conn = open(path, false)?;
     let name = format!("privpred_block_{}", &model_id[..model_id.len().min(16)]);
     conn.execute_batch(&format!(
         "CREATE TRIGGER IF NOT EXISTS {name} BEFORE UPDATE ON privpred_budget WHEN NEW.model_id = '{}' \
@@ -218,4 +458,122 @@ pub(super) fn block_writes(path: &Path, model_id: &str) -> Result<()> {
         model_id.replace('\'', "''")
     ))?;
     Ok(())
+}
+
+fn open_existing_read_only(path: &Path) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(ServeError::Ledger(format!(
+            "sqlite ledger {} does not exist (or is not a file)",
+            path.display()
+        )));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| {
+        ServeError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
+    })?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    if !has_budget_table(&conn)? {
+        return Err(ServeError::Ledger(format!(
+            "{} holds no privpred_budget table: not a privpred ledger",
+            path.display()
+        )));
+    }
+    Ok(conn)
+}
+
+/// Every budget record, with the number of stored answers of each model.
+pub(super) fn show(path: &Path) -> Result<Vec<super::LedgerRecord>> {
+    let conn = open_existing_read_only(path)?;
+    let mut stmt = conn.prepare(
+        "SELECT b.model_id, b.total, b.spent, b.created_at, \
+         (SELECT count(*) FROM privpred_answers a WHERE a.model_id = b.model_id) \
+         FROM privpred_budget b ORDER BY b.model_id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (model_id, t, s, created_at, n) = row?;
+        let total = stored_count("total", t)?;
+        let spent = stored_count("spent", s)?;
+        out.push(super::LedgerRecord {
+            model_id,
+            total,
+            spent,
+            remaining: total.saturating_sub(spent),
+            created_at,
+            stored_answers: stored_count("answers", n)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Copies the ledger with the SQLite online backup API (a consistent snapshot even while a
+/// server writes it) into a temporary file beside `out`, checks the copy (`PRAGMA
+/// integrity_check`, the budget table present), makes it self-contained (rollback journal,
+/// no -wal file), syncs it and renames it to `out`.
+pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
+    let src = open_existing_read_only(path)?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = out
+        .file_name()
+        .ok_or_else(|| ServeError::config("--out", "names no file"))?
+        .to_string_lossy()
+        .into_owned();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let result = (|| -> Result<usize> {
+        {
+            let mut dst = Connection::open(&tmp)
+                .map_err(|e| ServeError::Ledger(format!("cannot create {}: {e}", tmp.display())))?;
+            let b = rusqlite::backup::Backup::new(&src, &mut dst)?;
+            b.run_to_completion(256, Duration::from_millis(5), None)?;
+        }
+        let dst = Connection::open(&tmp)?;
+        dst.query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))?;
+        let check: String = dst.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        if check != "ok" {
+            return Err(ServeError::Ledger(format!(
+                "the backup copy fails SQLite's integrity check: {check}"
+            )));
+        }
+        if !has_budget_table(&dst)? {
+            return Err(ServeError::Ledger(
+                "the backup copy holds no budget table".into(),
+            ));
+        }
+        let n: i64 = dst.query_row("SELECT count(*) FROM privpred_budget", [], |r| r.get(0))?;
+        drop(dst);
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| ServeError::Io {
+                context: format!("syncing {}", tmp.display()),
+                source: e,
+            })?;
+        std::fs::rename(&tmp, out).map_err(|e| ServeError::Io {
+            context: format!("renaming the backup to {}", out.display()),
+            source: e,
+        })?;
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(n.max(0) as usize)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

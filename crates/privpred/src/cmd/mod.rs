@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod data;
 pub mod evaluate;
+pub mod ledger;
 pub mod merge;
 pub mod nn_artifact;
 pub mod predict;

@@ -7,7 +7,9 @@
 //! Budget: private-prediction models (prediction sensitivity, subsample-and-aggregate) cover
 //! B answers. A local ledger `<model>.ledger.json` (keyed by the model's weights checksum)
 //! records the answers spent; it is updated atomically **before** any answer is printed, and a
-//! request that would exceed B is refused (exit 2) with nothing answered. Privately trained
+//! request that would exceed B is refused (exit 2) with nothing answered. The ledger is
+//! created only with `--init-ledger` (first use); a missing ledger, one of other weights, or
+//! one whose counts do not fit the model's budget is an error, never a fresh start. Privately trained
 //! models (B = ∞) and the non-private model do not spend budget. Answers use the OS-seeded
 //! release generator.
 //!
@@ -34,6 +36,11 @@ pub struct Args {
     /// Print JSON (labels and, where the mechanism releases them, scores).
     #[arg(long)]
     pub json: bool,
+    /// Create the model's budget ledger `<MODEL>.ledger.json` (first use). Refused if it
+    /// exists; without it a missing ledger is an error (a deleted ledger never resets the
+    /// budget).
+    #[arg(long)]
+    pub init_ledger: bool,
 }
 
 /// The local budget ledger of a model file.
@@ -127,16 +134,25 @@ fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
 }
 
 /// Records `want` answers in the model's local ledger **before** they are given; refuses
-/// (exit 2, nothing recorded) when fewer than `want` of the budget B are left. A ledger of
-/// other weights (the model file was replaced) starts afresh.
-fn spend(model: &Path, weights_sha256: &str, budget: u64, want: u64) -> anyhow::Result<()> {
+/// (exit 2, nothing recorded) when fewer than `want` of the budget B are left. The ledger is
+/// created only with `init` (and then must not exist yet); a missing ledger, a ledger of other
+/// weights (the model file was replaced) or one whose counts do not fit B is an error. The
+/// arithmetic is checked: `spent + want` can never wrap round to a small number.
+fn spend(
+    model: &Path,
+    weights_sha256: &str,
+    budget: u64,
+    want: u64,
+    init: bool,
+) -> anyhow::Result<()> {
     let lp = ledger_path(model);
-    let fresh = || Ledger {
-        weights_sha256: weights_sha256.to_string(),
-        budget,
-        spent: 0,
-    };
     let mut ledger = match std::fs::read(&lp) {
+        Ok(_) if init => {
+            return Err(usage(format!(
+                "--init-ledger: {} already exists; it is never reset. Drop --init-ledger to spend from it",
+                lp.display()
+            )));
+        }
         Ok(b) => {
             let l: Ledger = serde_json::from_slice(&b).map_err(|e| {
                 usage(format!(
@@ -144,26 +160,55 @@ fn spend(model: &Path, weights_sha256: &str, budget: u64, want: u64) -> anyhow::
                     lp.display()
                 ))
             })?;
-            if l.weights_sha256 == weights_sha256 {
-                l
-            } else {
-                fresh()
+            if l.weights_sha256 != weights_sha256 {
+                return Err(usage(format!(
+                    "{}: the ledger belongs to other model weights (sha256 {}, the model's are {weights_sha256}); \
+                     refusing to answer. If the model file was replaced on purpose, move the old ledger away and \
+                     pass --init-ledger",
+                    lp.display(),
+                    l.weights_sha256
+                )));
+            }
+            if l.budget != budget || l.spent > l.budget {
+                return Err(usage(format!(
+                    "{}: corrupt budget ledger (records {} spent of a budget of {}, the model states B = {budget}); \
+                     refusing to answer",
+                    lp.display(),
+                    l.spent,
+                    l.budget
+                )));
+            }
+            l
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !init {
+                return Err(usage(format!(
+                    "{}: no budget ledger for {}; pass --init-ledger to create it (first use). A ledger is never \
+                     created silently: a fresh one would reset the budget",
+                    lp.display(),
+                    model.display()
+                )));
+            }
+            Ledger {
+                weights_sha256: weights_sha256.to_string(),
+                budget,
+                spent: 0,
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh(),
         Err(e) => return Err(usage(format!("{}: {e}", lp.display()))),
     };
-    if ledger.spent + want > budget {
+    let after = ledger.spent.checked_add(want).filter(|&s| s <= budget);
+    let Some(after) = after else {
         return Err(usage(format!(
             "budget exhausted: {} queries requested, {} of {} answers left for {} (ledger {})",
             want,
-            budget - ledger.spent.min(budget),
+            budget.saturating_sub(ledger.spent),
             budget,
             model.display(),
             lp.display()
         )));
-    }
-    ledger.spent += want;
+    };
+    ledger.spent = after;
     write_atomic(&lp, serde_json::to_string_pretty(&ledger)?.as_bytes()).map_err(lin)?;
     Ok(())
 }
@@ -236,6 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &loaded.weights_sha256,
                     budget,
                     refs.len() as u64,
+                    args.init_ledger,
                 )?;
             }
             p.try_predict(&refs, &mut rng)
@@ -277,6 +323,7 @@ mod nn {
                 &model.weights_sha256,
                 budget,
                 refs.len() as u64,
+                args.init_ledger,
             )?;
         }
         let mut rng = privpred_core::noise::release_rng()?;

@@ -56,6 +56,39 @@ pub struct Args {
     /// Charge repeated identical queries again instead of returning the stored earlier answer.
     #[arg(long)]
     pub no_answer_store: bool,
+    /// Share the answer store across bearer tokens: a query one token asked is answered from
+    /// the store for every token (saves budget, but one client learns which rows another
+    /// asked and their answers). Default: one store per token.
+    #[arg(long)]
+    pub share_answer_store: bool,
+    /// Create the ledger and this model's budget record. Required the first time; refused if
+    /// the ledger already holds the record. Without it a missing ledger (file or record) is an
+    /// error, so a deleted ledger can never silently reset the budget.
+    #[arg(long)]
+    pub init_ledger: bool,
+    /// Most simultaneous connections; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = privpred_serve::server::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds for a request's headers to arrive (slow clients are cut off).
+    #[arg(long, value_name = "SECONDS", default_value_t = privpred_serve::server::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    pub header_timeout: f64,
+    /// Seconds for a request body to arrive (408 after).
+    #[arg(long, value_name = "SECONDS", default_value_t = privpred_serve::server::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
+    pub body_timeout: f64,
+    /// Seconds a connection may sit idle (no request being handled, no byte moving) before
+    /// it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = privpred_serve::server::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    pub idle_timeout: f64,
+}
+
+/// A timeout flag in seconds: finite, 0.001 to 86400.
+fn seconds(flag: &str, v: f64) -> anyhow::Result<std::time::Duration> {
+    if !(v.is_finite() && (0.001..=86_400.0).contains(&v)) {
+        return Err(usage(format!(
+            "{flag} {v}: out of range; use 0.001 to 86400 seconds"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
 }
 
 /// A trained linear private predictor adapted to the server.
@@ -182,6 +215,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cfg.max_batch = args.max_batch;
     cfg.max_body_bytes = args.max_body_bytes;
     cfg.answer_store = !args.no_answer_store;
+    cfg.share_answer_store = args.share_answer_store;
+    cfg.init_ledger = args.init_ledger;
+    cfg.limits.max_connections = args.max_connections;
+    cfg.limits.header_timeout = seconds("--header-timeout", args.header_timeout)?;
+    cfg.limits.body_timeout = seconds("--body-timeout", args.body_timeout)?;
+    cfg.limits.idle_timeout = seconds("--idle-timeout", args.idle_timeout)?;
     let info = model.info().clone();
     privpred_serve::run_until_signal(model, cfg, |addr, notes| {
         eprintln!(
