@@ -986,3 +986,224 @@ pub fn render_grid(g: &GridComparison) -> String {
     out.push_str("Private-prediction methods' guarantees cover B answers; private-training methods' models are private for any number of answers (the same draws at every B). λ / ν were cross-validated on a hold-out of the training data; the paper ignores the privacy cost of this selection.\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_parse_lists_and_ranges() {
+        assert_eq!(
+            parse_budgets("1,10,100,1000").unwrap(),
+            vec![1, 10, 100, 1000]
+        );
+        assert_eq!(parse_budgets(" 100 ").unwrap(), vec![100]);
+        // sorted, deduplicated
+        assert_eq!(parse_budgets("100,1,100").unwrap(), vec![1, 100]);
+        assert_eq!(parse_budgets("1..1000:4").unwrap(), vec![1, 10, 100, 1000]);
+        // range points are rounded to whole answers; duplicates after rounding are removed
+        assert_eq!(parse_budgets("1..2:5").unwrap(), vec![1, 2]);
+        assert_eq!(parse_budgets("1..100:3,5").unwrap(), vec![1, 5, 10, 100]);
+        assert_eq!(parse_epsilons("1").unwrap(), vec![1.0]);
+        assert_eq!(parse_epsilons("0.1..10:3").unwrap(), vec![0.1, 1.0, 10.0]);
+        assert_eq!(parse_epsilons("2,0.5").unwrap(), vec![0.5, 2.0]);
+        // 10^(1/2) to 4 significant digits
+        assert_eq!(parse_epsilons("1..10:3").unwrap(), vec![1.0, 3.162, 10.0]);
+    }
+
+    #[test]
+    fn bad_grids_name_the_flag_and_the_syntax() {
+        for (text, needle) in [
+            ("", "at least one value"),
+            ("1,,2", "empty item"),
+            ("abc", "not a number"),
+            ("0", "1..=1000000000"),
+            ("2.5", "whole numbers"),
+            ("1..100", "LO..HI:N"),
+            ("100..1:3", "LO < HI"),
+            ("1..100:1", "2..=100"),
+            ("1..100:x", "not an integer"),
+            ("1..100:1000", "2..=100"),
+            ("inf", "1..=1000000000"),
+        ] {
+            let e = parse_budgets(text).unwrap_err();
+            assert!(e.is_usage(), "{text}: {e}");
+            let msg = e.to_string();
+            assert!(msg.contains("--budget"), "{text}: {msg}");
+            assert!(msg.contains(needle), "{text}: {msg}");
+        }
+        for text in ["0", "-1", "NaN", "1e9", "0..1:3"] {
+            let e = parse_epsilons(text).unwrap_err().to_string();
+            assert!(e.contains("--epsilon"), "{text}: {e}");
+        }
+        let many = (1..=201)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(
+            parse_budgets(&many)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 200")
+        );
+    }
+
+    fn result(method: Method, mean: f64, std: f64) -> MethodResult {
+        MethodResult {
+            method,
+            mean,
+            std,
+            example: Measurement {
+                accuracy: mean,
+                nonprivate_accuracy: 0.9,
+                n_train: 100,
+                dim: 10,
+                classes: 10,
+                test_size: 10,
+                teachers: None,
+                lambda: None,
+                lambda_source: String::new(),
+                clip: None,
+                noise: "l2-laplace".into(),
+                noise_param: 1.0,
+                noise_multiplier: None,
+                rho: None,
+                valid_guarantee: true,
+                dataset_checksum: String::new(),
+                dataset_labels: String::new(),
+                preprocessing: String::new(),
+                data_dependent_steps: String::new(),
+            },
+        }
+    }
+
+    fn cell(budget: u64, rs: Vec<MethodResult>) -> Comparison {
+        Comparison {
+            setting: setting(1.0, 0.0, budget),
+            calibration: CalibrationMode::Corrected,
+            results: rs,
+            skipped: Vec::new(),
+            nonprivate: 0.9,
+        }
+    }
+
+    /// Subsample-and-aggregate falls with B, loss perturbation is flat: the crossover is where
+    /// the lines meet (with the 1-point preference for private training), interpolated on log B.
+    #[test]
+    fn crossover_is_interpolated_on_log_budget() {
+        let sa = Method::SubsampleAggregate;
+        let lp = Method::LossPerturbation;
+        let cells = [
+            cell(10, vec![result(lp, 0.60, 0.02), result(sa, 0.80, 0.01)]),
+            cell(100, vec![result(lp, 0.60, 0.02), result(sa, 0.71, 0.01)]),
+            cell(1000, vec![result(lp, 0.60, 0.02), result(sa, 0.41, 0.01)]),
+        ];
+        let refs: Vec<&Comparison> = cells.iter().collect();
+        let d = decide(Axis::Budget, 1.0, &[10.0, 100.0, 1000.0], &refs);
+        assert_eq!(d.recommended, vec![Some(sa), Some(sa), Some(lp)]);
+        assert_eq!(d.crossovers.len(), 1);
+        let c = &d.crossovers[0];
+        assert_eq!((c.from, c.to, c.lo, c.hi), (sa, lp, 100.0, 1000.0));
+        // score gap 0.71 - 0.61 = 0.10 at B = 100, 0.41 - 0.61 = -0.20 at B = 1000: t = 1/3
+        let want = 10f64.powf(2.0 + 1.0 / 3.0);
+        assert!((c.at - want).abs() < 1e-9 * want, "{}", c.at);
+        assert!((c.gap.0 - 0.11).abs() < 1e-12 && (c.gap.1 + 0.19).abs() < 1e-12);
+        assert!((c.gap_std.0 - 0.05f64.sqrt() * 0.1).abs() < 1e-12);
+        // cost of privacy against the non-private 90 %
+        assert!((d.cost[0] - 0.10).abs() < 1e-12 && (d.cost[2] - 0.30).abs() < 1e-12);
+        let t = d.text();
+        assert!(
+            t.starts_with(
+                "At ε = 1: up to B ≈ 220 answers, subsample-aggregate; beyond, loss-perturbation."
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("between the grid points B = 100 and B = 1000"),
+            "{t}"
+        );
+        assert!(t.contains("leads by 11.0 ± 2.2 points at B = 100"), "{t}");
+        assert!(t.contains("trails by 19.0 ± 2.2 at B = 1000"), "{t}");
+    }
+
+    #[test]
+    fn recommendation_matches_the_single_point_rule() {
+        let sa = Method::SubsampleAggregate;
+        let lp = Method::LossPerturbation;
+        let ps = Method::PredictionSensitivity;
+        // a private-training method within one point wins
+        let c = cell(10, vec![result(lp, 0.795, 0.0), result(sa, 0.80, 0.0)]);
+        assert_eq!(recommended(&c).map(|r| r.method), Some(lp));
+        assert!(recommend(&c).starts_with("Recommendation: loss-perturbation"));
+        // more than one point behind: the prediction method
+        let c = cell(
+            10,
+            vec![
+                result(lp, 0.78, 0.0),
+                result(sa, 0.80, 0.0),
+                result(ps, 0.5, 0.0),
+            ],
+        );
+        assert_eq!(recommended(&c).map(|r| r.method), Some(sa));
+        assert!(recommend(&c).starts_with("Recommendation: subsample-aggregate"));
+        // invalid guarantees are never recommended
+        let mut bad = result(sa, 0.99, 0.0);
+        bad.example.valid_guarantee = false;
+        let c = cell(10, vec![result(lp, 0.5, 0.0), bad]);
+        assert_eq!(recommended(&c).map(|r| r.method), Some(lp));
+        // one method everywhere: no crossover, said so
+        let cells = [
+            cell(1, vec![result(lp, 0.6, 0.0)]),
+            cell(2, vec![result(lp, 0.6, 0.0)]),
+        ];
+        let refs: Vec<&Comparison> = cells.iter().collect();
+        let d = decide(Axis::Budget, 1.0, &[1.0, 2.0], &refs);
+        assert!(d.crossovers.is_empty());
+        assert_eq!(
+            d.text(),
+            "At ε = 1: loss-perturbation at every B of the grid (1–2 answers)."
+        );
+    }
+
+    #[test]
+    fn grid_runs_every_method_and_shares_private_training_draws() {
+        let runner = crate::sweep::SyntheticRunner::new();
+        let g = compare_grid(
+            &runner,
+            &[0.5, 1.0],
+            0.0,
+            &[1, 10, 100],
+            DEFAULT_TEACHERS,
+            CalibrationMode::Corrected,
+            3,
+            7,
+            &crate::progress::Silent,
+        )
+        .unwrap();
+        assert_eq!(g.cells.len(), 6);
+        assert_eq!(g.methods().len(), 4, "no DP-SGD at δ = 0");
+        for c in &g.cells {
+            assert_eq!(c.skipped.len(), 1);
+        }
+        assert_eq!(g.cell(1, 2).setting.epsilon, 1.0);
+        assert_eq!(g.cell(1, 2).setting.budget, 100);
+        let text = render_grid(&g);
+        assert!(
+            text.contains("ε = 0.5") && text.contains("At B = 100 answers"),
+            "{text}"
+        );
+        let err = compare_grid(
+            &runner,
+            &[1.0],
+            0.0,
+            &[1],
+            1,
+            CalibrationMode::Corrected,
+            0,
+            7,
+            &crate::progress::Silent,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--repetitions"));
+    }
+}

@@ -204,7 +204,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bo
 .rec{background:#eef6ee;border-left:5px solid #2c7c2c;padding:.6em 1em;margin:1em 0}
 .warn{background:#fff4e0;border-left:5px solid #d08000;padding:.6em 1em}
 table{border-collapse:collapse;margin:.8em 0;font-size:.92em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td.l,th.l{text-align:left}tr.best td{font-weight:600}
+th{background:#f3f3f3}td.l,th.l{text-align:left}td.l{overflow-wrap:anywhere}table.prov{width:100%}tr.best td{font-weight:600}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #ddd}figcaption{font-size:.9em;color:#555}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 details{margin:.6em 0}.small{font-size:.85em;color:#555}";
@@ -238,7 +238,7 @@ fn pct(mean: f64, std: f64) -> String {
 }
 
 fn provenance_html(p: &Provenance, extra: &[(&str, String)]) -> String {
-    let mut s = String::from("<h2>Provenance</h2>\n<table>\n");
+    let mut s = String::from("<h2>Provenance</h2>\n<table class=\"prov\">\n");
     let mut row = |k: &str, v: &str| {
         let _ = writeln!(
             s,
@@ -735,4 +735,118 @@ pub fn write_report(path: &Path, html: &str) -> Result<()> {
         return Err(StudyError::invalid("--report", "(empty)", "a file path"));
     }
     write_atomic(path, html.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::compare_grid;
+    use crate::progress::Silent;
+    use crate::sweep::SyntheticRunner;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            escape(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(
+            shell_quote(&[
+                "privpred".into(),
+                "--dataset".into(),
+                "csv:/a b/it's.csv".into()
+            ]),
+            r"privpred --dataset 'csv:/a b/it'\''s.csv'"
+        );
+    }
+
+    fn grid() -> GridComparison {
+        compare_grid(
+            &SyntheticRunner::new(),
+            &[0.5, 1.0, 2.0],
+            0.0,
+            &[1, 10, 100, 1000],
+            16,
+            CalibrationMode::Corrected,
+            3,
+            1,
+            &Silent,
+        )
+        .unwrap()
+    }
+
+    /// The report is one self-contained page: inline SVG plots, no script, nothing fetched, and
+    /// user input (the dataset name, the command) escaped wherever it appears.
+    #[test]
+    fn compare_report_is_self_contained_and_escaped() {
+        let g = grid();
+        let evil = "<script>alert(1)</script>\"'&";
+        let prov = Provenance {
+            command: format!("privpred compare --dataset '{evil}'"),
+            dataset: evil.into(),
+            checksum: "abc123".into(),
+            version: "0.1.0".into(),
+            ..Provenance::default()
+        };
+        let gs = compare_guarantees(&g, &DpSgdConfig::default());
+        // private training once per ε, private prediction once per (ε, B)
+        assert_eq!(gs.len(), 3 * 2 + 3 * 4 * 2);
+        assert!(
+            gs.iter()
+                .all(|g| g.neighbouring == "replace-one" && !g.notes.is_empty())
+        );
+        let html = compare_html(&g, &gs, &prov).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(!html.to_lowercase().contains("<script"), "unescaped input");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;&amp;"));
+        for forbidden in ["src=", "<link", "@import", "url(", "https://", "<iframe"] {
+            assert!(!html.contains(forbidden), "{forbidden} in the report");
+        }
+        // 3 plots against B (one per ε) and 4 against ε (one per B)
+        assert_eq!(html.matches("<svg").count(), 7);
+        assert_eq!(html.matches("<figure class=\"plot\"").count(), 7);
+        for needle in [
+            "id=\"recommendation\"",
+            "Guarantees",
+            "replace-one",
+            "abc123",
+            "id=\"command\"",
+            "cost of privacy",
+            "time: shared fits",
+        ] {
+            assert!(html.contains(needle), "{needle} missing");
+        }
+    }
+
+    #[test]
+    fn study_report_has_every_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = crate::sweep::SweepConfig {
+            figures: vec![FigureId::Fig1a, FigureId::Fig2a],
+            calibrations: vec![CalibrationMode::Paper, CalibrationMode::Tight],
+            repetitions: 2,
+            seed: 3,
+            quick: true,
+            dataset: None,
+            shard: crate::units::Shard::ALL,
+            resume: false,
+            out: dir.path().to_path_buf(),
+        };
+        crate::sweep::run(&cfg, &SyntheticRunner::new(), &Silent).unwrap();
+        let rows = crate::results::canonical(crate::results::read_dir_rows(dir.path()).unwrap());
+        let manifest = Manifest::read(dir.path()).unwrap();
+        let prov = Provenance {
+            command: "privpred reproduce fig1a".into(),
+            dataset: "synthetic".into(),
+            quick: true,
+            ..Provenance::default()
+        };
+        let html = study_html(&rows, &manifest, &prov, &DpSgdConfig::default()).unwrap();
+        // per figure: paper, tight and the overlay
+        assert_eq!(html.matches("<svg").count(), 6);
+        assert!(html.contains("id=\"fig1a\"") && html.contains("id=\"fig2a\""));
+        assert!(html.contains("--quick run"));
+        assert!(!html.to_lowercase().contains("<script"));
+        assert!(html.contains("replace-one"));
+    }
 }
