@@ -127,6 +127,7 @@ impl Guarantee {
             fmt_num(self.epsilon),
             fmt_num(self.delta),
             match self.budget {
+                Some(1) => "for 1 answer".into(),
                 Some(b) => format!("for {b} answers"),
                 None => "for any number of answers (the released model is private)".into(),
             }
