@@ -44,7 +44,8 @@ pub struct Comparison {
     pub nonprivate: f64,
 }
 
-/// Runs every applicable method at `setting` (DP-SGD only when δ > 0).
+/// Runs every applicable method at `setting` (DP-SGD only when δ > 0): the one-point case of
+/// [`compare_grid`] (the same groups, seeds and shared fits).
 pub fn compare(
     runner: &dyn Runner,
     setting: Setting,
@@ -52,54 +53,20 @@ pub fn compare(
     repetitions: u32,
     seed: u64,
 ) -> Result<Comparison> {
-    if repetitions == 0 {
-        return Err(StudyError::invalid("--repetitions", 0, "an integer >= 1"));
-    }
-    let mut results = Vec::new();
-    let mut skipped = Vec::new();
-    let mut nonprivate = f64::NAN;
-    for method in Method::ALL {
-        if method == Method::DpSgd && setting.delta == 0.0 {
-            skipped.push((
-                method,
-                "needs δ > 0 (its accounting is (ε, δ) only)".to_string(),
-            ));
-            continue;
-        }
-        let group = Group {
-            figure: FigureId::Fig1b,
-            calibration,
-            method,
-            setting_index: 0,
-            setting,
-            x: setting.epsilon,
-            series: format!("compare/{}", method.name()),
-        };
-        let out = Mutex::new(Vec::new());
-        let reps: Vec<u32> = (0..repetitions).collect();
-        runner.run_group(&group, &reps, seed, &|_, m| {
-            out.lock().unwrap_or_else(|e| e.into_inner()).push(m);
-            Ok(())
-        })?;
-        let ms = out.into_inner().unwrap_or_else(|e| e.into_inner());
-        let acc: Vec<f64> = ms.iter().map(|m| m.accuracy).collect();
-        let (mean, std) = mean_std(&acc);
-        if let Some(first) = ms.into_iter().next() {
-            nonprivate = first.nonprivate_accuracy;
-            results.push(MethodResult {
-                method,
-                mean,
-                std,
-                example: first,
-            });
-        }
-    }
-    Ok(Comparison {
-        setting,
+    let mut g = compare_grid(
+        runner,
+        &[setting.epsilon],
+        setting.delta,
+        &[setting.budget],
+        setting.teachers,
         calibration,
-        results,
-        skipped,
-        nonprivate,
+        repetitions,
+        seed,
+        &crate::progress::Silent,
+    )?;
+    g.cells.pop().ok_or_else(|| StudyError::Compute {
+        context: "compare".into(),
+        message: "no result".into(),
     })
 }
 
