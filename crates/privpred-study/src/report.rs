@@ -624,10 +624,40 @@ pub fn study_html(
             fig.name(),
             escape(def.title)
         );
+        // on a budget axis: where the recommendation changes, per calibration
+        let mut decisions: Vec<(CalibrationMode, Decision)> = Vec::new();
+        if def.axis.kind == crate::figures::AxisKind::Budget && def.series_epsilons.is_empty() {
+            let mut cals: Vec<CalibrationMode> = points
+                .iter()
+                .filter(|p| p.figure == *fig)
+                .map(|p| p.calibration)
+                .collect();
+            cals.sort();
+            cals.dedup();
+            for cal in cals {
+                if let Some(d) = budget_decision(rows, &points, *fig, cal) {
+                    let _ = writeln!(
+                        b,
+                        "<div class=\"rec\"><p>{} calibration. {}</p></div>",
+                        escape(&cal.to_string()),
+                        escape(&d.text())
+                    );
+                    decisions.push((cal, d));
+                }
+            }
+        }
         for (stem, spec) in specs.iter().filter(|(s, _)| {
             s.strip_prefix(fig.name())
                 .is_some_and(|r| r.starts_with('-'))
         }) {
+            let mut spec = spec.clone();
+            if let Some((_, d)) = decisions
+                .iter()
+                .find(|(c, _)| *stem == format!("{fig}-{c}"))
+            {
+                spec.markers = decision_markers(d);
+            }
+            let spec = &spec;
             b.push_str(&figure(
                 spec,
                 &format!("{stem}: ±1 std over repetitions shaded; non-private dashed black."),
@@ -687,6 +717,75 @@ pub fn study_html(
         ],
     ));
     Ok(page("privpred reproduce", &b))
+}
+
+/// The recommendation along B of one (budget-axis figure, calibration) of a study run.
+fn budget_decision(
+    rows: &[Row],
+    points: &[Point],
+    fig: FigureId,
+    cal: CalibrationMode,
+) -> Option<Decision> {
+    let pts: Vec<&Point> = points
+        .iter()
+        .filter(|p| p.figure == fig && p.calibration == cal)
+        .collect();
+    let mut idx: Vec<(usize, f64)> = Vec::new();
+    for p in &pts {
+        if !idx.iter().any(|x| x.0 == p.setting_index) {
+            idx.push((p.setting_index, p.x));
+        }
+    }
+    idx.sort_by(|a, b| a.1.total_cmp(&b.1));
+    if idx.len() < 2 {
+        return None;
+    }
+    let mut cells = Vec::new();
+    for &(si, _) in &idx {
+        let mut results = Vec::new();
+        let mut setting = None;
+        let mut nonprivate = f64::NAN;
+        for p in pts.iter().filter(|p| p.setting_index == si) {
+            let row = rows.iter().find(|r| {
+                r.figure == fig
+                    && r.calibration == cal
+                    && r.method == p.method
+                    && r.setting_index == si
+            })?;
+            setting.get_or_insert(Setting {
+                epsilon: row.epsilon,
+                delta: row.delta,
+                budget: row.budget,
+                n: None,
+                dim: None,
+                classes: None,
+                lambda: None,
+                teachers: row.m.teachers.unwrap_or(0),
+            });
+            nonprivate = p.nonprivate;
+            results.push(MethodResult {
+                method: p.method,
+                mean: p.mean,
+                std: p.std,
+                example: row.m.clone(),
+            });
+        }
+        cells.push(compare::Comparison {
+            setting: setting?,
+            calibration: cal,
+            results,
+            skipped: Vec::new(),
+            nonprivate,
+        });
+    }
+    let refs: Vec<&compare::Comparison> = cells.iter().collect();
+    let xs: Vec<f64> = idx.iter().map(|x| x.1).collect();
+    Some(compare::decide(
+        compare::Axis::Budget,
+        cells[0].setting.epsilon,
+        &xs,
+        &refs,
+    ))
 }
 
 fn points_table(pts: &[&Point], x_name: &str) -> String {
@@ -846,6 +945,9 @@ mod tests {
         // per figure: paper, tight and the overlay
         assert_eq!(html.matches("<svg").count(), 6);
         assert!(html.contains("id=\"fig1a\"") && html.contains("id=\"fig2a\""));
+        // fig2a (a budget axis): the recommendation along B, per calibration
+        assert_eq!(html.matches("<div class=\"rec\">").count(), 2, "{html}");
+        assert!(html.contains("paper calibration. At ε = 1"));
         assert!(html.contains("--quick run"));
         assert!(!html.to_lowercase().contains("<script"));
         assert!(html.contains("replace-one"));

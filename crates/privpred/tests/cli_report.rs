@@ -179,4 +179,8 @@ fn reproduce_writes_one_report() {
     assert!(html.contains("id=\"fig2a\""));
     assert!(html.contains("privpred reproduce fig2a --dataset digits"));
     assert!(html.contains("Guarantees of fig2a"));
+    assert!(
+        html.contains("corrected calibration. At ε = 1: "),
+        "no recommendation along B"
+    );
 }
