@@ -767,6 +767,7 @@ impl Decision {
         };
         let head = match self.axis {
             Axis::Budget => format!("At ε = {}", fmt_num(self.fixed)),
+            Axis::Epsilon if self.fixed == 1.0 => "At B = 1 answer".to_string(),
             Axis::Epsilon => format!("At B = {} answers", fmt_num(self.fixed)),
         };
         let name = |m: Option<Method>| {
