@@ -433,6 +433,48 @@ impl GridComparison {
         decide(Axis::Budget, self.epsilons[i], &xs, &cells)
     }
 
+    /// The recommendation along ε at every B, in words: budgets where one method wins at every
+    /// ε are merged into one line ("At B = 1–18 answers: subsample-aggregate at every ε of the
+    /// grid"), the others get [`Decision::text`].
+    pub fn epsilon_summaries(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut run: Option<(Method, u64, u64)> = None;
+        let flush = |run: &mut Option<(Method, u64, u64)>, out: &mut Vec<String>| {
+            if let Some((m, a, b)) = run.take() {
+                let range = if a == b {
+                    format!("B = {a} answer{}", if a == 1 { "" } else { "s" })
+                } else {
+                    format!("B = {a}–{b} answers")
+                };
+                out.push(format!(
+                    "At {range}: {m} at every ε of the grid ({}–{}).",
+                    fmt_num(self.epsilons.first().copied().unwrap_or(f64::NAN)),
+                    fmt_num(self.epsilons.last().copied().unwrap_or(f64::NAN)),
+                ));
+            }
+        };
+        for j in 0..self.budgets.len() {
+            let d = self.decision_over_epsilon(j);
+            let first = d.recommended.first().copied().flatten();
+            let uniform = d.recommended.iter().all(|m| *m == first);
+            match (uniform, first) {
+                (true, Some(m)) => match &mut run {
+                    Some((rm, _, b)) if *rm == m => *b = self.budgets[j],
+                    _ => {
+                        flush(&mut run, &mut out);
+                        run = Some((m, self.budgets[j], self.budgets[j]));
+                    }
+                },
+                _ => {
+                    flush(&mut run, &mut out);
+                    out.push(d.text());
+                }
+            }
+        }
+        flush(&mut run, &mut out);
+        out
+    }
+
     /// The recommendation along ε at each B (index into `budgets`).
     pub fn decision_over_epsilon(&self, j: usize) -> Decision {
         let cells: Vec<&Comparison> = (0..self.epsilons.len()).map(|i| self.cell(i, j)).collect();
@@ -927,8 +969,8 @@ pub fn render_grid(g: &GridComparison) -> String {
         let _ = writeln!(out, "\n{}\n", d.text());
     }
     if g.epsilons.len() > 1 {
-        for j in 0..g.budgets.len() {
-            let _ = writeln!(out, "{}", g.decision_over_epsilon(j).text());
+        for line in g.epsilon_summaries() {
+            let _ = writeln!(out, "{line}");
         }
         out.push('\n');
     }
@@ -1157,7 +1199,7 @@ mod tests {
         assert_eq!(g.cell(1, 2).setting.budget, 100);
         let text = render_grid(&g);
         assert!(
-            text.contains("ε = 0.5") && text.contains("At B = 100 answers"),
+            text.contains("ε = 0.5") && text.contains("at every ε of the grid (0.5–1)"),
             "{text}"
         );
         let err = compare_grid(

@@ -392,8 +392,8 @@ pub fn compare_html(
         let _ = writeln!(b, "<p>{}</p>", escape(&g.decision_over_budget(i).text()));
     }
     if g.epsilons.len() > 1 {
-        for j in 0..g.budgets.len() {
-            let _ = writeln!(b, "<p>{}</p>", escape(&g.decision_over_epsilon(j).text()));
+        for line in g.epsilon_summaries() {
+            let _ = writeln!(b, "<p>{}</p>", escape(&line));
         }
     }
     if g.epsilons.len() * g.budgets.len() == 1 {
