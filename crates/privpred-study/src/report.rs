@@ -158,7 +158,7 @@ pub fn guarantee_of(
     let (neighbouring, notes) = match &cal {
         Ok(c) => (neighbouring_relation(c).to_string(), c.notes.clone()),
         Err(e) => (
-            "replace-one".to_string(),
+            "unknown (recalibration failed)".to_string(),
             vec![format!("recalibration failed: {e}")],
         ),
     };
