@@ -11,7 +11,9 @@
 //!   after interruptions, finalised in a canonical order;
 //! - [`sweep`]: the driver over a [`sweep::Runner`], finalisation and `merge` of shards;
 //! - [`summary`], [`plot`], [`table1`]: mean ± std tables, PNG/SVG plots, the trend table;
-//! - [`progress`]: structured progress events to a progress bar or log lines.
+//! - [`progress`]: structured progress events to a progress bar or log lines;
+//! - [`report`]: one self-contained HTML file (inline SVG plots, tables, guarantees,
+//!   provenance) for `compare` and `reproduce`.
 //!
 //! Data-dependent steps that the paper ignores in its privacy analysis (cross-validation of λ
 //! and ν on a hold-out, PCA fitted on training data) are recorded in every result row.
@@ -22,6 +24,7 @@ pub mod figures;
 pub mod linear;
 pub mod plot;
 pub mod progress;
+pub mod report;
 pub mod results;
 pub mod summary;
 pub mod sweep;

@@ -293,6 +293,12 @@ impl LinearRunner {
         name
     }
 
+    /// DP-SGD's schedule as this runner trains it (batch size, epochs), for recalibrating a
+    /// result's guarantee.
+    pub fn dpsgd_config(&self) -> DpSgdConfig {
+        self.dpsgd()
+    }
+
     fn dpsgd(&self) -> DpSgdConfig {
         DpSgdConfig {
             batch_size: self.opts.dpsgd_batch_size,

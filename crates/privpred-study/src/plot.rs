@@ -48,6 +48,8 @@ pub struct PlotSpec {
     pub lines: Vec<Line>,
     /// The non-private reference (x, accuracy).
     pub reference: Vec<(f64, f64)>,
+    /// Vertical marks (x, label): where the recommended method changes (`compare`).
+    pub markers: Vec<(f64, String)>,
 }
 
 const PALETTE: [RGBColor; 8] = [
@@ -61,7 +63,8 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-fn method_color(m: Method) -> usize {
+/// The palette index of a method (the same colour in every plot).
+pub fn method_color(m: Method) -> usize {
     Method::ALL.iter().position(|x| *x == m).unwrap_or(7)
 }
 
@@ -258,6 +261,27 @@ where
             .label("non-private")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
     }
+    for (x, label) in &spec.markers {
+        let t = tx(log, *x);
+        if !t.is_finite() {
+            continue;
+        }
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(t, y0), (t, 100.0)],
+                4,
+                4,
+                RGBColor(90, 90, 90).stroke_width(2),
+            ))
+            .map_err(e)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (t, 100.0 - (100.0 - y0) * 0.04),
+                ("sans-serif", 14).into_font().color(&BLACK),
+            )))
+            .map_err(e)?;
+    }
     chart
         .configure_series_labels()
         .position(legend_corner(spec, tlo, thi, y0))
@@ -302,6 +326,20 @@ fn legend_corner(spec: &PlotSpec, tlo: f64, thi: f64, y0: f64) -> SeriesLabelPos
         }
     }
     best.1
+}
+
+/// Renders a plot as an SVG document in memory (for inline use in an HTML report).
+pub fn svg_string(spec: &PlotSpec, size: (u32, u32)) -> Result<String> {
+    register_font();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        render(&root, spec).map_err(|m| StudyError::Plot {
+            path: PathBuf::from("<inline svg>"),
+            message: m,
+        })?;
+    }
+    Ok(out)
 }
 
 /// Renders a plot to `stem.png` and `stem.svg`; returns both paths.
@@ -374,6 +412,16 @@ fn reference(points: &[&Point]) -> Vec<(f64, f64)> {
 /// `{fig}-paper-vs-tight.{png,svg}` where both modes are present.
 pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    for (stem, spec) in plot_specs(points, quick) {
+        out.extend(write_plot(&dir.join(stem), &spec)?);
+    }
+    Ok(out)
+}
+
+/// The plots of [`plot_all`] as (file stem, spec), in the same order: one per (figure,
+/// calibration) and a paper-vs-tight overlay where both modes are present.
+pub fn plot_specs(points: &[Point], quick: bool) -> Vec<(String, PlotSpec)> {
+    let mut out = Vec::new();
     let q = if quick {
         " [--quick: subsampled, few repetitions]"
     } else {
@@ -407,8 +455,9 @@ pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf
                 log_x: def.axis.log,
                 lines: lines_for(&pts, false, "", by_series),
                 reference: reference(&pts),
+                markers: Vec::new(),
             };
-            out.extend(write_plot(&dir.join(format!("{fig}-{cal}")), &spec)?);
+            out.push((format!("{fig}-{cal}"), spec));
         }
         if cals.contains(&CalibrationMode::Paper) && cals.contains(&CalibrationMode::Tight) {
             let paper: Vec<&Point> = points
@@ -433,12 +482,10 @@ pub fn plot_all(dir: &Path, points: &[Point], quick: bool) -> Result<Vec<PathBuf
                 log_x: def.axis.log,
                 lines,
                 reference: reference(&paper),
+                markers: Vec::new(),
             };
-            out.extend(write_plot(
-                &dir.join(format!("{fig}-paper-vs-tight")),
-                &spec,
-            )?);
+            out.push((format!("{fig}-paper-vs-tight"), spec));
         }
     }
-    Ok(out)
+    out
 }

@@ -1,8 +1,11 @@
-//! `privpred compare`: every applicable method at one setting, with a recommendation.
+//! `privpred compare`: every applicable method over a grid of ε and B, with a recommendation
+//! that says where the decision changes, an HTML report and JSON for machines.
 
 use privpred_core::CalibrationMode;
-use privpred_study::compare;
+use privpred_study::compare::{self, GRID_SYNTAX};
 use privpred_study::linear::{LinearOptions, LinearRunner};
+use privpred_study::progress::{self, Observer, Silent};
+use privpred_study::report::{self, Provenance};
 use std::path::PathBuf;
 
 /// Arguments of `privpred compare`.
@@ -14,22 +17,26 @@ pub struct Args {
     /// Directory searched first for datasets.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Privacy loss ε > 0.
+    /// Privacy loss ε > 0: one value or a grid — a comma-separated list of values and ranges
+    /// LO..HI:N (N points from LO to HI, geometrically spaced), e.g. `1` or `0.1,1,10` or
+    /// `0.1..10:5`.
     #[arg(long)]
-    pub epsilon: f64,
+    pub epsilon: String,
     /// Privacy failure probability δ in [0, 1).
     #[arg(long, default_value_t = 0.0)]
     pub delta: f64,
-    /// Inference budget B (answers the guarantee must cover).
+    /// Inference budget B (answers the guarantee must cover): one value or a grid, same syntax
+    /// as --epsilon with whole numbers (range points are rounded), e.g. `100` or
+    /// `1,10,100,1000` or `1..1000:10`.
     #[arg(long)]
-    pub budget: u64,
+    pub budget: String,
     /// Calibration mode.
     #[arg(long, value_enum, default_value = "corrected")]
     pub calibration: CalibrationMode,
     /// Subsample-and-aggregate teachers T.
     #[arg(long, default_value_t = 256)]
     pub teachers: usize,
-    /// Repetitions (noise draws) per method.
+    /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
     pub repetitions: u32,
     /// Subsample the data for a fast first answer (5,000 train / 2,000 test).
@@ -42,32 +49,128 @@ pub struct Args {
     /// an analysis under it are listed as not applicable.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// Also write one self-contained HTML report here (plots, tables, guarantees, provenance).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Print the result as one JSON object instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The command line that reproduces this run, as a shell would take it.
+pub fn command_line() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        *first = "privpred".into();
+    }
+    report::shell_quote(&args)
 }
 
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    privpred_core::Privacy::new(args.epsilon, args.delta)?;
-    privpred_core::Budget::finite(args.budget)?;
+    let usage = |e: privpred_study::StudyError| crate::exit::usage(e);
+    let epsilons = compare::parse_epsilons(&args.epsilon).map_err(usage)?;
+    let budgets = compare::parse_budgets(&args.budget).map_err(usage)?;
+    for &e in &epsilons {
+        privpred_core::Privacy::new(e, args.delta)?;
+    }
+    for &b in &budgets {
+        privpred_core::Budget::finite(b)?;
+    }
     if args.teachers == 0 {
         return Err(crate::exit::usage(
             "invalid --teachers `0`: an integer >= 1",
         ));
     }
+    if args.repetitions == 0 || args.repetitions > 10_000 {
+        return Err(crate::exit::usage(format!(
+            "invalid --repetitions `{}`: an integer in 1..=10000",
+            args.repetitions
+        )));
+    }
+    if let Some(p) = &args.report
+        && (p.as_os_str().is_empty() || p.is_dir())
+    {
+        return Err(crate::exit::usage(format!(
+            "invalid --report `{}`: a file path for the HTML report (not a directory)",
+            p.display()
+        )));
+    }
     let mut opts = LinearOptions::new(args.quick);
-    opts.data_dir = args.data_dir;
+    opts.data_dir = args.data_dir.clone();
     opts.dataset = Some(args.dataset.clone());
     opts.neighbours = args.neighbours;
     let runner = LinearRunner::new(opts);
-    let mut setting = compare::setting(args.epsilon, args.delta, args.budget);
-    setting.teachers = args.teachers;
-    let c = compare::compare(
+    let points = epsilons.len() * budgets.len();
+    let observer: Box<dyn Observer> = if points > 1 {
+        progress::for_terminal()
+    } else {
+        Box::new(Silent)
+    };
+    let g = compare::compare_grid(
         &runner,
-        setting,
+        &epsilons,
+        args.delta,
+        &budgets,
+        args.teachers,
         args.calibration,
         args.repetitions,
         args.seed,
+        observer.as_ref(),
     )
     .map_err(super::reproduce::study_error)?;
+    let mut prov = Provenance {
+        command: command_line(),
+        dataset: args.dataset.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        seed: args.seed,
+        quick: args.quick,
+        ..Provenance::default()
+    };
+    if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
+        prov = prov.with_measurement(&r.example);
+    }
+    let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
+    if let Some(path) = &args.report {
+        let html =
+            report::compare_html(&g, &guarantees, &prov).map_err(super::reproduce::study_error)?;
+        report::write_report(path, &html).map_err(super::reproduce::study_error)?;
+        eprintln!("report: {}", path.display());
+    }
+    if args.json {
+        let over_budget: Vec<serde_json::Value> = (0..epsilons.len())
+            .map(|i| {
+                let d = g.decision_over_budget(i);
+                let mut v = serde_json::to_value(&d).unwrap_or_default();
+                v["text"] = serde_json::json!(d.text());
+                v
+            })
+            .collect();
+        let over_epsilon: Vec<serde_json::Value> = if epsilons.len() > 1 {
+            (0..budgets.len())
+                .map(|j| {
+                    let d = g.decision_over_epsilon(j);
+                    let mut v = serde_json::to_value(&d).unwrap_or_default();
+                    v["text"] = serde_json::json!(d.text());
+                    v
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let out = serde_json::json!({
+            "dataset": args.dataset,
+            "quick": args.quick,
+            "nonprivate_accuracy": g.nonprivate(),
+            "grid": g,
+            "decisions": { "over_budget": over_budget, "over_epsilon": over_epsilon },
+            "guarantees": guarantees,
+            "provenance": prov,
+            "grid_syntax": GRID_SYNTAX,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
     println!(
         "Dataset: {}{}",
         args.dataset,
@@ -77,6 +180,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ""
         }
     );
-    println!("{}", compare::render(&c));
+    if points == 1 {
+        println!("{}", compare::render(g.cell(0, 0)));
+    } else {
+        println!("{}", compare::render_grid(&g));
+        let t = &g.timing;
+        let cpu = |c: Option<f64>| c.map_or(String::new(), |c| format!(", {c:.1} s CPU"));
+        println!(
+            "Time: shared fits (first B of each ε) {:.1} s wall{}; the rest of the grid {:.1} s wall{}.",
+            t.fits_wall_s,
+            cpu(t.fits_cpu_s),
+            t.grid_wall_s,
+            cpu(t.grid_cpu_s)
+        );
+    }
     Ok(())
 }

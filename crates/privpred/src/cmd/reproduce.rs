@@ -5,7 +5,7 @@ use privpred_core::CalibrationMode;
 use privpred_study::linear::{LinearOptions, LinearRunner};
 use privpred_study::sweep::{self, SweepConfig};
 use privpred_study::units::Shard;
-use privpred_study::{FigureId, StudyError, progress, results, summary, table1};
+use privpred_study::{FigureId, StudyError, progress, report, results, summary, table1};
 use std::path::PathBuf;
 
 /// Arguments of `privpred reproduce`.
@@ -52,6 +52,10 @@ pub struct Args {
     /// study compares methods under one relation; DP-SGD included). Recorded in every row.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// Also write one self-contained HTML report of the run here (every figure's plots and
+    /// table, the guarantees, provenance).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
@@ -71,6 +75,14 @@ fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
 /// Runs `privpred reproduce`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (figures, with_table) = targets(&args.target)?;
+    if let Some(p) = &args.report
+        && (p.as_os_str().is_empty() || p.is_dir())
+    {
+        return Err(crate::exit::usage(format!(
+            "invalid --report `{}`: a file path for the HTML report (not a directory)",
+            p.display()
+        )));
+    }
     if let Some(f) = figures
         .iter()
         .find(|f| f.needs_nn() && !cfg!(feature = "nn"))
@@ -155,7 +167,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for p in &report.plots {
         println!("plot: {}", p.display());
     }
+    if let Some(path) = &args.report {
+        write_report(path, &out, &args, linear.dpsgd_config())?;
+        println!("report: {}", path.display());
+    }
     Ok(())
+}
+
+/// Writes the HTML report of the results in `dir` to `path`.
+fn write_report(
+    path: &std::path::Path,
+    dir: &std::path::Path,
+    args: &Args,
+    dpsgd: privpred_linear::dpsgd::DpSgdConfig,
+) -> anyhow::Result<()> {
+    let rows = results::canonical(results::read_dir_rows(dir).map_err(study_error)?);
+    let manifest = results::Manifest::read(dir).map_err(study_error)?;
+    let prov = report::Provenance {
+        command: super::compare::command_line(),
+        dataset: args.dataset.clone().unwrap_or_else(|| {
+            let mut v: Vec<String> = rows.iter().map(|r| r.dataset.clone()).collect();
+            v.sort();
+            v.dedup();
+            v.join(", ")
+        }),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        seed: args.seed,
+        quick: args.quick,
+        ..report::Provenance::default()
+    };
+    let html = report::study_html(&rows, &manifest, &prov, &dpsgd).map_err(study_error)?;
+    report::write_report(path, &html).map_err(study_error)
 }
 
 /// Derives table 1 from the runs in `dir`, prints it and writes `table1.md`.
