@@ -598,7 +598,7 @@ pub fn compare_grid(
                         continue;
                     }
                     r => r?,
-                }
+                };
                 observer.on_event(&Event::GroupFinished {
                     group: &group,
                     seconds: g0.elapsed().as_secs_f64(),
@@ -1101,6 +1101,7 @@ mod tests {
                 dataset_labels: String::new(),
                 preprocessing: String::new(),
                 data_dependent_steps: String::new(),
+                neighbours: privpred_core::Neighbours::ReplaceOne,
             },
         }
     }
@@ -1109,6 +1110,7 @@ mod tests {
         Comparison {
             setting: setting(1.0, 0.0, budget),
             calibration: CalibrationMode::Corrected,
+            neighbours: privpred_core::Neighbours::ReplaceOne,
             results: rs,
             skipped: Vec::new(),
             nonprivate: 0.9,

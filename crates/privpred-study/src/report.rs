@@ -769,9 +769,14 @@ fn budget_decision(
                 example: row.m.clone(),
             });
         }
+        let neighbours = results
+            .first()
+            .map(|r| r.example.neighbours)
+            .unwrap_or_default();
         cells.push(compare::Comparison {
             setting: setting?,
             calibration: cal,
+            neighbours,
             results,
             skipped: Vec::new(),
             nonprivate,
