@@ -42,10 +42,12 @@ pub fn or_skip(found: Option<PathBuf>, test: &str, what: &str) -> Option<PathBuf
     if found.is_some() {
         return found;
     }
-    let line = skip_line(test, what);
     if data_required() {
-        panic!("{REQUIRE_DATA_ENV}=1 but {line}");
+        panic!(
+            "{test} needs {what}, which is not in --data-dir, $PRIVPRED_DATA_DIR, the cache or shared/data, and {REQUIRE_DATA_ENV}=1 forbids skipping (docs/data.md says how to obtain it)"
+        );
     }
+    let line = skip_line(test, what);
     // Directly to file descriptor 2: libtest captures `eprintln!`, not this.
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
