@@ -11,7 +11,6 @@ use privpred_nn::{ResNet, ResNetConfig};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
-use std::path::Path;
 
 mod common;
 
@@ -681,4 +680,35 @@ fn fig7_units_answer_every_point_from_cached_models() {
 #[test]
 fn a_tiny_resnet_learns_textures_well_above_chance() {
     common::assert_learns_textures(&privpred_nn::CpuEngine);
+}
+
+#[test]
+fn cifar10_binary_batches_load_as_image_sets() {
+    // the canonical layout `privpred data fetch cifar10` installs: 5 training batches and a
+    // test batch of (label byte, 3×32×32 channel-major bytes) records
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path().join("cifar-10-batches-bin");
+    std::fs::create_dir_all(&b).unwrap();
+    let record = |label: u8, fill: u8| -> Vec<u8> {
+        let mut r = vec![label];
+        r.extend((0..3072).map(|j| if j < 1024 { fill } else { 7 }));
+        r
+    };
+    for k in 1..=5u8 {
+        let bytes: Vec<u8> = (0..4u8).flat_map(|i| record(i % 2, 10 * k + i)).collect();
+        std::fs::write(b.join(format!("data_batch_{k}.bin")), bytes).unwrap();
+    }
+    let test: Vec<u8> = (0..3u8).flat_map(|i| record(i, 200)).collect();
+    std::fs::write(b.join("test_batch.bin"), test).unwrap();
+    let (tr, te) = data::load_cifar10(dir.path(), None).unwrap();
+    assert_eq!((tr.len(), te.len()), (20, 3));
+    assert_eq!((tr.channels, tr.height, tr.width, tr.classes), (3, 32, 32, 10));
+    assert_eq!(tr.source, data::CIFAR10_BINARY_LABEL);
+    // channel-major: the red plane of the first record is its fill value, the rest 7
+    assert_eq!(tr.labels[..4], [0, 1, 0, 1]);
+    assert!(tr.image(1)[..1024].iter().all(|&v| v == 11));
+    assert!(tr.image(1)[1024..].iter().all(|&v| v == 7));
+    assert_eq!(te.labels, vec![0, 1, 2]);
+    let (tr, te) = data::load_cifar10(&b, Some((1, 1))).unwrap();
+    assert_eq!((tr.len(), te.len()), (2, 3));
 }
