@@ -48,9 +48,10 @@ pub fn or_skip(found: Option<PathBuf>, test: &str, what: &str) -> Option<PathBuf
         );
     }
     let line = skip_line(test, what);
-    // Directly to file descriptor 2: libtest captures `eprintln!`, not this.
+    // Directly to file descriptor 2 (libtest captures `eprintln!`, not this), as one write so
+    // that the line stays whole among the harness's own output.
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
+    let _ = err.write_all(format!("{line}\n").as_bytes());
     let _ = err.flush();
     None
 }
