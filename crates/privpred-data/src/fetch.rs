@@ -762,9 +762,7 @@ pub fn cifar10_download() -> Result<(Download, bool)> {
             },
             false,
         )),
-        (Some(url), Some(sha))
-            if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) =>
-        {
+        (Some(url), Some(sha)) if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
             Ok((
                 Download {
                     url,
@@ -846,9 +844,9 @@ pub fn download_verified(
         if have > 0 {
             req = req.header("Range", format!("bytes={have}-"));
         }
-        let resp = req.call().map_err(|e| {
-            DownloadError::Network(format!("cannot download {}: {e}", d.url))
-        })?;
+        let resp = req
+            .call()
+            .map_err(|e| DownloadError::Network(format!("cannot download {}: {e}", d.url)))?;
         let status = resp.status().as_u16();
         let header = |name: &str| {
             resp.headers()
@@ -901,10 +899,7 @@ pub fn download_verified(
             .map_err(io(&part))?;
         let start = if append { have } else { 0 };
         let bar = if progress {
-            indicatif::ProgressBar::with_draw_target(
-                total,
-                indicatif::ProgressDrawTarget::stderr(),
-            )
+            indicatif::ProgressBar::with_draw_target(total, indicatif::ProgressDrawTarget::stderr())
         } else {
             indicatif::ProgressBar::hidden()
         };

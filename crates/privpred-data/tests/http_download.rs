@@ -181,7 +181,10 @@ fn a_transfer_that_breaks_off_keeps_its_bytes_and_the_next_run_resumes() {
     download_verified(&d, &dest, false).unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), body);
     let ranges = srv.ranges.lock().unwrap().clone();
-    assert_eq!(ranges, vec![String::new(), format!("bytes={}-", kept.len())]);
+    assert_eq!(
+        ranges,
+        vec![String::new(), format!("bytes={}-", kept.len())]
+    );
 }
 
 #[test]
@@ -212,7 +215,10 @@ fn a_complete_part_file_too_long_for_the_server_starts_over() {
     download_verified(&download(&srv.url, &body), &dest, false).unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), body);
     let ranges = srv.ranges.lock().unwrap().clone();
-    assert_eq!(ranges, vec![format!("bytes={}-", body.len() + 10), String::new()]);
+    assert_eq!(
+        ranges,
+        vec![format!("bytes={}-", body.len() + 10), String::new()]
+    );
 }
 
 #[test]

@@ -702,7 +702,10 @@ fn cifar10_binary_batches_load_as_image_sets() {
     std::fs::write(b.join("test_batch.bin"), test).unwrap();
     let (tr, te) = data::load_cifar10(dir.path(), None).unwrap();
     assert_eq!((tr.len(), te.len()), (20, 3));
-    assert_eq!((tr.channels, tr.height, tr.width, tr.classes), (3, 32, 32, 10));
+    assert_eq!(
+        (tr.channels, tr.height, tr.width, tr.classes),
+        (3, 32, 32, 10)
+    );
     assert_eq!(tr.source, data::CIFAR10_BINARY_LABEL);
     // channel-major: the red plane of the first record is its fill value, the rest 7
     assert_eq!(tr.labels[..4], [0, 1, 0, 1]);

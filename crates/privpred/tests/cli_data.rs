@@ -197,8 +197,9 @@ fn tiny_cifar_binary_tarball(dir: &std::path::Path) -> Vec<u8> {
     let batch = |n: usize, seed: u8| -> Vec<u8> {
         (0..n)
             .flat_map(|i| {
-                std::iter::once((i % 10) as u8)
-                    .chain((0..3072).map(move |j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8)))
+                std::iter::once((i % 10) as u8).chain(
+                    (0..3072).map(move |j| (j as u8).wrapping_mul(seed).wrapping_add(i as u8)),
+                )
             })
             .collect()
     };
@@ -235,8 +236,14 @@ fn fetch_cifar10_downloads_verifies_and_installs_the_binary_batches() {
     ];
     let (code, out, err) = privpred_env(&["data", "fetch", "cifar10"], &env);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("test-only"), "the override is announced: {err}");
-    assert!(out.contains(&sha) && out.contains("data_batch_5.bin"), "{out}");
+    assert!(
+        err.contains("test-only"),
+        "the override is announced: {err}"
+    );
+    assert!(
+        out.contains(&sha) && out.contains("data_batch_5.bin"),
+        "{out}"
+    );
     assert_eq!(
         out.lines().filter(|l| l.ends_with("  verified")).count(),
         7,
@@ -268,7 +275,10 @@ fn fetch_cifar10_refuses_a_wrong_checksum_and_explains_an_unreachable_network() 
     let env = [
         ("XDG_CACHE_HOME", cache.path().to_str().unwrap()),
         (privpred_data::fetch::TEST_CIFAR10_URL_ENV, url.as_str()),
-        (privpred_data::fetch::TEST_CIFAR10_SHA256_ENV, wrong.as_str()),
+        (
+            privpred_data::fetch::TEST_CIFAR10_SHA256_ENV,
+            wrong.as_str(),
+        ),
         ("PRIVPRED_NO_SHARED_DATA", "1"),
     ];
     let (code, _, err) = privpred_env(&["data", "fetch", "cifar10"], &env);
@@ -285,7 +295,10 @@ fn fetch_cifar10_refuses_a_wrong_checksum_and_explains_an_unreachable_network() 
     let env = [
         ("XDG_CACHE_HOME", cache.path().to_str().unwrap()),
         (privpred_data::fetch::TEST_CIFAR10_URL_ENV, dead.as_str()),
-        (privpred_data::fetch::TEST_CIFAR10_SHA256_ENV, wrong.as_str()),
+        (
+            privpred_data::fetch::TEST_CIFAR10_SHA256_ENV,
+            wrong.as_str(),
+        ),
         ("PRIVPRED_NO_SHARED_DATA", "1"),
     ];
     let (code, _, err) = privpred_env(&["data", "fetch", "cifar10"], &env);

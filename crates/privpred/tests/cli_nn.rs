@@ -272,8 +272,7 @@ fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
 #[test]
 fn teacher_ensemble_spends_its_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(folder) = small_cifar(dir.path(), "cli_nn::teacher_ensemble_spends_its_budget")
-    else {
+    let Some(folder) = small_cifar(dir.path(), "cli_nn::teacher_ensemble_spends_its_budget") else {
         return;
     };
     let data = format!("images:{}", folder.display());
