@@ -31,7 +31,8 @@ if [ "${1:-}" = "--prepare" ]; then
     test_bin=$(find "$T/release/deps" -maxdepth 1 -type f -executable -name 'torch_engine-*' \
         -printf '%T@ %p\n' | sort -nr | head -1 | cut -d' ' -f2-)
     strip -o "$G/torch_engine" "$test_bin"
-    cp ../shared/data/cifar10-jpeg.tar.gz "$G/"
+    # the CIFAR-10 JPEG copy (docs/data.md): $CIFAR10_JPEG, else ../shared/data
+    cp "${CIFAR10_JPEG:-../shared/data/cifar10-jpeg.tar.gz}" "$G/"
     du -sh "$G"
     exit 0
 fi

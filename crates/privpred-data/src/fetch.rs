@@ -12,9 +12,14 @@
 //!   ([`fetch_from_mirrors`]).
 //! - `digits`: `pip download --no-deps --only-binary=:all: scikit-learn==1.9.1`, then
 //!   `sklearn/datasets/data/digits.csv.gz` from the wheel (verified).
-//! - `cifar10`: the JPEG copy `cifar10-jpeg.tar.gz` (verified) from `shared/data` or a
-//!   user-given path; or the canonical `cifar-10-binary.tar.gz` / batch directory given by
-//!   the user (no reference checksum here: installed as unverified).
+//! - `cifar10`: the canonical binary tarball `cifar-10-binary.tar.gz` downloaded over HTTPS
+//!   from [`known::CIFAR10_BINARY_URL`] ([`download_verified`]: resumable through a `.part`
+//!   file, progress bar, SHA-256 verified against [`known::CIFAR10_BINARY_TARBALL`]), its
+//!   six batch files installed. Without network access it falls back to the JPEG copy
+//!   `cifar10-jpeg.tar.gz` (verified) in a `shared/data` folder when there is one, and
+//!   otherwise says what to download by hand and where to put it. A user-given `--from`
+//!   source (the JPEG copy, `cifar-10-binary.tar.gz` or a `cifar-10-batches-bin` directory)
+//!   is used as is, verified where a reference checksum exists.
 //! - `mnist1m`: generated, not fetched (`privpred data generate mnist1m`).
 
 use crate::error::{DataError, Result};
@@ -144,7 +149,10 @@ pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport
         DatasetSpec::Mnist => fetch_mnist(&target, from),
         DatasetSpec::FashionMnist => fetch_fashion(&target, from),
         DatasetSpec::Digits => fetch_digits(&target, from),
-        DatasetSpec::Cifar10 => fetch_cifar(&target, from),
+        DatasetSpec::Cifar10 => match from {
+            Some(p) => fetch_cifar(&target, Some(p)),
+            None => fetch_cifar_online(&target),
+        },
         DatasetSpec::Mnist1m => Err(DataError::InvalidArgument {
             name: "dataset",
             value: name,
@@ -417,6 +425,16 @@ fn which(tool: &str) -> bool {
 }
 
 fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
+    fetch_cifar_checked(target, from, None)
+}
+
+/// [`fetch_cifar`] where `expected_binary_sha` (a test-only override) is accepted as the
+/// reference SHA-256 of `cifar-10-binary.tar.gz` besides the canonical one.
+fn fetch_cifar_checked(
+    target: &Path,
+    from: Option<&Path>,
+    expected_binary_sha: Option<&str>,
+) -> Result<FetchReport> {
     let tmp = scratch(target)?;
     let stage = tmp.0.join("cifar10");
     std::fs::create_dir_all(&stage).map_err(|source| DataError::Io {
@@ -427,7 +445,7 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
         Some(p) => p.to_path_buf(),
         None => shared_data_dirs()
             .into_iter()
-            .map(|d| d.join("cifar10-jpeg.tar.gz"))
+            .map(|d| d.join(crate::load::CIFAR10_JPEG_FILE))
             .find(|p| p.is_file())
             .ok_or_else(|| {
                 DataError::NotFound(
@@ -435,6 +453,7 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
                 )
             })?,
     };
+    let mut tarball_sha = None;
     let batches: Vec<String> = (1..=5)
         .map(|i| format!("data_batch_{i}.bin"))
         .chain(["test_batch.bin".to_string(), "batches.meta.txt".to_string()])
@@ -457,6 +476,7 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
         }
     } else {
         let sha = fsutil::sha256_file(&src)?;
+        tarball_sha = Some(sha.clone());
         if sha == known::CIFAR10_JPEG_TARBALL {
             let dst = stage.join("cifar10-jpeg.tar.gz");
             std::fs::copy(&src, &dst).map_err(|source| DataError::Io {
@@ -478,6 +498,20 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
                 actual: sha,
             });
         }
+        if src
+            .file_name()
+            .is_some_and(|n| n == known::CIFAR10_BINARY_FILE)
+            && sha != known::CIFAR10_BINARY_TARBALL
+            && expected_binary_sha.is_none_or(|e| e != sha)
+        {
+            return Err(DataError::Checksum {
+                path: src,
+                expected: expected_binary_sha
+                    .unwrap_or(known::CIFAR10_BINARY_TARBALL)
+                    .into(),
+                actual: sha,
+            });
+        }
         extract_from_tar(&src, &wanted, &stage)?;
     }
     // Validate the batches by parsing them.
@@ -489,7 +523,14 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
         },
     )?;
     drop(s);
+    // Verified when the tarball they came from matched its reference SHA-256.
+    let verified = tarball_sha.as_deref().is_some_and(|h| {
+        h == known::CIFAR10_BINARY_TARBALL || expected_binary_sha.is_some_and(|e| e == h)
+    });
     let mut files = Vec::new();
+    if let (true, Some(h)) = (verified, &tarball_sha) {
+        files.push((known::CIFAR10_BINARY_FILE.to_string(), h.clone()));
+    }
     for w in &wanted[..6] {
         files.push((w.to_string(), fsutil::sha256_file(&stage.join(w))?));
     }
@@ -497,7 +538,7 @@ fn fetch_cifar(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
     Ok(FetchReport {
         dir: target.to_path_buf(),
         method: format!("binary batches from {}", src.display()),
-        verified: false,
+        verified,
         files,
     })
 }
@@ -682,4 +723,311 @@ fn stage_idx_files(src: &Path, stage: &Path, table: &[(&str, &str)]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Test-only override of the CIFAR-10 download address (an `http://127.0.0.1:…` URL of a
+/// local test server). Honoured only together with [`TEST_CIFAR10_SHA256_ENV`]; every use
+/// is announced on standard error. Never set it outside tests.
+pub const TEST_CIFAR10_URL_ENV: &str = "PRIVPRED_TEST_ONLY_CIFAR10_URL";
+
+/// Test-only override of the reference SHA-256 of the CIFAR-10 download (see
+/// [`TEST_CIFAR10_URL_ENV`]).
+pub const TEST_CIFAR10_SHA256_ENV: &str = "PRIVPRED_TEST_ONLY_CIFAR10_SHA256";
+
+/// One file to download and the SHA-256 it must have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Download {
+    /// The address (`https://…`; `http://` for local test servers).
+    pub url: String,
+    /// Reference SHA-256 (lower-case hex) of the complete file.
+    pub sha256: String,
+}
+
+/// The CIFAR-10 download: [`known::CIFAR10_BINARY_URL`] and
+/// [`known::CIFAR10_BINARY_TARBALL`], unless both test-only overrides
+/// ([`TEST_CIFAR10_URL_ENV`], [`TEST_CIFAR10_SHA256_ENV`]) are set. Returns whether an
+/// override is in use; one override without the other is an error.
+pub fn cifar10_download() -> Result<(Download, bool)> {
+    let url = std::env::var(TEST_CIFAR10_URL_ENV)
+        .ok()
+        .filter(|v| !v.is_empty());
+    let sha = std::env::var(TEST_CIFAR10_SHA256_ENV)
+        .ok()
+        .filter(|v| !v.is_empty());
+    match (url, sha) {
+        (None, None) => Ok((
+            Download {
+                url: known::CIFAR10_BINARY_URL.into(),
+                sha256: known::CIFAR10_BINARY_TARBALL.into(),
+            },
+            false,
+        )),
+        (Some(url), Some(sha)) if sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok((
+                Download {
+                    url,
+                    sha256: sha.to_ascii_lowercase(),
+                },
+                true,
+            ))
+        }
+        (u, s) => Err(DataError::InvalidArgument {
+            name: "test-only download override",
+            value: format!("{TEST_CIFAR10_URL_ENV}={u:?}, {TEST_CIFAR10_SHA256_ENV}={s:?}"),
+            expected: "both set (a URL and 64 hex digits) or neither".into(),
+        }),
+    }
+}
+
+/// Why a download failed: the network (nothing or only part was received; the `.part` file
+/// keeps what arrived) or anything else (the server's answer, the checksum, the disk).
+#[derive(Debug)]
+pub enum DownloadError {
+    /// The server could not be reached or the transfer broke off.
+    Network(String),
+    /// Any other failure.
+    Other(DataError),
+}
+
+impl From<DataError> for DownloadError {
+    fn from(e: DataError) -> Self {
+        DownloadError::Other(e)
+    }
+}
+
+impl std::fmt::Display for DownloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DownloadError::Network(m) => f.write_str(m),
+            DownloadError::Other(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The `.part` file beside `dest` that collects a download until it is complete and verified.
+pub fn part_path(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    dest.with_file_name(name)
+}
+
+/// Downloads `d.url` into `dest`: bytes collect in `<dest>.part`, and a `.part` left by an
+/// interrupted run is resumed with an HTTP `Range: bytes=<len>-` request (a server that
+/// answers the whole file instead restarts it from zero). When the transfer is complete the
+/// file's SHA-256 must equal `d.sha256`; only then is it renamed to `dest`. A mismatch
+/// deletes the `.part` (the next run starts afresh) and returns [`DataError::Checksum`].
+/// `progress` draws a progress bar on standard error when that is a terminal.
+pub fn download_verified(
+    d: &Download,
+    dest: &Path,
+    progress: bool,
+) -> std::result::Result<(), DownloadError> {
+    use std::io::{Read, Write};
+    let part = part_path(dest);
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| DataError::Io { path: p, source }
+    };
+    if let Some(dir) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(std::time::Duration::from_secs(20)))
+        .timeout_recv_response(Some(std::time::Duration::from_secs(60)))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    // At most two requests: a resume, then (after a 416) one from zero.
+    for attempt in 0..2 {
+        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        let mut req = agent.get(&d.url);
+        if have > 0 {
+            req = req.header("Range", format!("bytes={have}-"));
+        }
+        let resp = req
+            .call()
+            .map_err(|e| DownloadError::Network(format!("cannot download {}: {e}", d.url)))?;
+        let status = resp.status().as_u16();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (append, total) = match status {
+            206 if have > 0 => {
+                // `Content-Range: bytes <have>-<end>/<total>`: it must continue our bytes.
+                let cr = header("content-range").unwrap_or_default();
+                let ok = cr
+                    .strip_prefix("bytes ")
+                    .and_then(|r| r.split_once('-'))
+                    .is_some_and(|(start, _)| start.trim() == have.to_string());
+                if !ok {
+                    return Err(DownloadError::Other(DataError::Format {
+                        path: PathBuf::from(&d.url),
+                        reason: format!(
+                            "the server answered range `{cr}` to a request for bytes {have}-; delete {} and try again",
+                            part.display()
+                        ),
+                    }));
+                }
+                let total = cr.rsplit_once('/').and_then(|(_, t)| t.trim().parse().ok());
+                (true, total)
+            }
+            200 => {
+                let total = header("content-length").and_then(|v| v.trim().parse().ok());
+                (false, total)
+            }
+            416 if have > 0 && attempt == 0 => {
+                // Nothing left to send from `have` on: the .part is not a prefix we can use.
+                std::fs::remove_file(&part).map_err(io(&part))?;
+                continue;
+            }
+            s => {
+                return Err(DownloadError::Other(DataError::NotFound(format!(
+                    "{}: the server answered HTTP {s}",
+                    d.url
+                ))));
+            }
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&part)
+            .map_err(io(&part))?;
+        let start = if append { have } else { 0 };
+        let bar = if progress {
+            indicatif::ProgressBar::with_draw_target(total, indicatif::ProgressDrawTarget::stderr())
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(
+            dest.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        bar.set_position(start);
+        let mut reader = resp.into_body().into_reader();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut done = start;
+        loop {
+            let k = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = f.flush();
+                    bar.abandon();
+                    return Err(DownloadError::Network(format!(
+                        "the download of {} broke off after {done} bytes ({e}); {} keeps them and the next `privpred data fetch` resumes from there",
+                        d.url,
+                        part.display()
+                    )));
+                }
+            };
+            f.write_all(&buf[..k]).map_err(io(&part))?;
+            done += k as u64;
+            bar.set_position(done);
+        }
+        f.sync_all().map_err(io(&part))?;
+        drop(f);
+        bar.finish_and_clear();
+        if let Some(t) = total.filter(|&t| t != done) {
+            return Err(DownloadError::Network(format!(
+                "the download of {} stopped at {done} of {t} bytes; {} keeps them and the next `privpred data fetch` resumes from there",
+                d.url,
+                part.display()
+            )));
+        }
+        let sha = fsutil::sha256_file(&part)?;
+        if sha != d.sha256 {
+            let _ = std::fs::remove_file(&part);
+            return Err(DownloadError::Other(DataError::Checksum {
+                path: PathBuf::from(&d.url),
+                expected: d.sha256.clone(),
+                actual: sha,
+            }));
+        }
+        std::fs::rename(&part, dest).map_err(io(dest))?;
+        return Ok(());
+    }
+    Err(DownloadError::Other(DataError::NotFound(format!(
+        "{}: the server refused every byte range",
+        d.url
+    ))))
+}
+
+/// What to do without a network: the text of the error `data fetch cifar10` gives when the
+/// download is impossible.
+pub fn cifar10_manual_instructions(d: &Download, target: &Path, why: &str) -> String {
+    format!(
+        "cifar10: {why}. To install CIFAR-10 by hand, download {url} (SHA-256 {sha}) on a machine that can reach it and either run `privpred data fetch cifar10 --from cifar-10-binary.tar.gz`, or unpack it so that {target}/cifar-10-batches-bin/ (or a folder given with --data-dir or $PRIVPRED_DATA_DIR) holds data_batch_1.bin … data_batch_5.bin and test_batch.bin. The CIFAR-10 JPEG copy (cifar10-jpeg.tar.gz) works too: put it in {target}/ or pass it with --from. See docs/data.md",
+        url = d.url,
+        sha = d.sha256,
+        target = target.display()
+    )
+}
+
+/// `data fetch cifar10` without `--from`: downloads the canonical binary tarball into
+/// `<cache>/downloads/` ([`download_verified`]), installs its batches into `target` and
+/// deletes the tarball. When the network is unreachable it installs the JPEG copy from a
+/// `shared/data` folder if there is one, else fails with [`cifar10_manual_instructions`].
+fn fetch_cifar_online(target: &Path) -> Result<FetchReport> {
+    let (d, overridden) = cifar10_download()?;
+    if overridden {
+        eprintln!(
+            "warning: test-only overrides {TEST_CIFAR10_URL_ENV} / {TEST_CIFAR10_SHA256_ENV} in use: downloading {} instead of {}",
+            d.url,
+            known::CIFAR10_BINARY_URL
+        );
+    }
+    let downloads = target
+        .parent()
+        .map(|p| p.join("downloads"))
+        .unwrap_or_else(|| PathBuf::from("downloads"));
+    let dest = downloads.join(known::CIFAR10_BINARY_FILE);
+    if !dest.is_file() {
+        eprintln!("fetching cifar10: {} …", d.url);
+        match download_verified(&d, &dest, true) {
+            Ok(()) => {}
+            Err(DownloadError::Network(why)) => {
+                let jpeg = (!overridden)
+                    .then(|| {
+                        shared_data_dirs()
+                            .into_iter()
+                            .map(|p| p.join(crate::load::CIFAR10_JPEG_FILE))
+                            .find(|p| p.is_file())
+                    })
+                    .flatten();
+                return match jpeg {
+                    Some(p) => {
+                        eprintln!(
+                            "cifar10: {why}; installing the CIFAR-10 JPEG copy {} instead",
+                            p.display()
+                        );
+                        fetch_cifar(target, Some(&p))
+                    }
+                    None => Err(DataError::NotFound(cifar10_manual_instructions(
+                        &d, target, &why,
+                    ))),
+                };
+            }
+            Err(DownloadError::Other(e)) => return Err(e),
+        }
+    }
+    let r = fetch_cifar_checked(target, Some(&dest), overridden.then_some(d.sha256.as_str()));
+    if r.is_ok() {
+        let _ = std::fs::remove_file(&dest);
+    }
+    r.map(|mut r| {
+        r.method = format!("download of {}", d.url);
+        r
+    })
 }

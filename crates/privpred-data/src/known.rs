@@ -53,6 +53,20 @@ pub const DIGITS_CSV_GZ: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1
 pub const CIFAR10_JPEG_TARBALL: &str =
     "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1";
 
+/// The canonical CIFAR-10 binary tarball (the "binary version for C programs" of the
+/// dataset's home page, <https://www.cs.toronto.edu/~kriz/cifar.html>).
+pub const CIFAR10_BINARY_URL: &str = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz";
+
+/// File name of [`CIFAR10_BINARY_URL`].
+pub const CIFAR10_BINARY_FILE: &str = "cifar-10-binary.tar.gz";
+
+/// SHA-256 of `cifar-10-binary.tar.gz`. The same value is pinned by two independent
+/// projects that download this file: JuliaML's MLDatasets.jl (the CIFAR10 `DataDep`
+/// registration, `src/datasets/vision/cifar10.jl`) and ankane's torchvision-ruby
+/// (`TorchVision::Datasets::CIFAR10::SHA256`).
+pub const CIFAR10_BINARY_TARBALL: &str =
+    "c4a38c50a1bc5f3a1c5537f2155ab9d68f9f25eb1ed8d9ddda3db29a59bca1dd";
+
 /// Environment variable naming a mirror base URL (a directory holding the four `<stem>.gz`
 /// IDX files of the dataset being fetched), tried before the public mirrors below.
 pub const MIRROR_ENV: &str = "PRIVPRED_MIRROR";

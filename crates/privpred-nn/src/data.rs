@@ -12,7 +12,9 @@ use std::path::Path;
 /// The label every result computed on the shared CIFAR-10 copy must carry (DATA.md).
 pub const CIFAR10_JPEG_LABEL: &str = "CIFAR-10 (JPEG copy)";
 
-/// The CIFAR-10 copy's location relative to the repository root.
+/// Where the CIFAR-10 JPEG copy lies on the development machines, relative to the repository
+/// root: the last resort of [`crate::fig7::Fig7Config`]; `privpred reproduce` finds CIFAR-10
+/// through the resolution order of docs/data.md instead.
 pub const CIFAR10_JPEG_DEFAULT: &str = "../shared/data/cifar10-jpeg.tar.gz";
 
 /// A labelled set of images, pixels `0..=255`, each image `C×H×W` channel-major.
@@ -338,6 +340,43 @@ pub fn load_cifar10_jpeg(
             ),
         ));
     }
+    Ok((tr, te))
+}
+
+/// The label of results computed on the canonical CIFAR-10 binary batches
+/// (`privpred data fetch cifar10`).
+pub const CIFAR10_BINARY_LABEL: &str = "CIFAR-10 (binary batches)";
+
+/// Loads CIFAR-10 from `path`: a directory of the canonical binary batches
+/// (`data_batch_1.bin` … `test_batch.bin`, directly or in `cifar-10-batches-bin/`, as
+/// `privpred data fetch cifar10` installs them; labelled [`CIFAR10_BINARY_LABEL`]), or else
+/// the JPEG copy ([`load_cifar10_jpeg`]). `per_class` as there (the first images of each
+/// class in stored order).
+pub fn load_cifar10(
+    path: &Path,
+    per_class: Option<(usize, usize)>,
+) -> Result<(ImageSet, ImageSet)> {
+    let dir = [path.to_path_buf(), path.join("cifar-10-batches-bin")]
+        .into_iter()
+        .find(|d| d.is_dir() && privpred_data::cifar::batch_files(d).is_some());
+    let Some(dir) = dir else {
+        return load_cifar10_jpeg(path, per_class);
+    };
+    let s = privpred_data::load(
+        &privpred_data::DatasetSpec::CifarBin(dir),
+        &privpred_data::LoadOptions {
+            fetch: false,
+            ..Default::default()
+        },
+    )?;
+    let mut tr = ImageSet::from_dataset(&s.train, 3, 32, 32, PixelLayout::Chw)?;
+    let mut te = ImageSet::from_dataset(&s.test, 3, 32, 32, PixelLayout::Chw)?;
+    if let Some((a, b)) = per_class {
+        tr = tr.take_per_class(a);
+        te = te.take_per_class(b);
+    }
+    tr.source = CIFAR10_BINARY_LABEL.into();
+    te.source = CIFAR10_BINARY_LABEL.into();
     Ok((tr, te))
 }
 

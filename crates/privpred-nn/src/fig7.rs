@@ -188,13 +188,14 @@ pub struct Fig7Measurement {
     pub dataset_checksum: String,
 }
 
-/// Loads the data (the CIFAR-10 JPEG copy, or a subset) and sets up the network.
+/// Loads the data (the CIFAR-10 JPEG copy or the binary batches, or a subset) and sets up
+/// the network.
 pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
     if cfg.teachers < 2 {
         return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
     }
     let dataset_checksum = data::source_sha256(&cfg.data_path)?;
-    let (train, test) = data::load_cifar10_jpeg(&cfg.data_path, cfg.per_class)?;
+    let (train, test) = data::load_cifar10(&cfg.data_path, cfg.per_class)?;
     let net = ResNet::new(cfg.net)?;
     std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
     Ok(Fig7Context {

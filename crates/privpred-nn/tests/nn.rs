@@ -11,7 +11,6 @@ use privpred_nn::{ResNet, ResNetConfig};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
-use std::path::Path;
 
 mod common;
 
@@ -421,16 +420,19 @@ fn dp_sgd_and_nonprivate_training_run_and_artifacts_round_trip() {
     assert!(ans.iter().all(|a| a.scores.is_none() && a.label < 4));
 }
 
-fn cifar_path() -> std::path::PathBuf {
-    // tests run in the crate directory; the data is beside the repository root
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(data::CIFAR10_JPEG_DEFAULT)
+/// The CIFAR-10 JPEG copy through the normal resolution order (`$PRIVPRED_DATA_DIR`, the
+/// cache, `shared/data` beside the repository); `None`, after one printed skip line, when it
+/// is absent (a failure with `PRIVPRED_REQUIRE_DATA=1`).
+fn cifar_path(test: &str) -> Option<std::path::PathBuf> {
+    privpred_data::testdata::cifar10_jpeg_or_skip(&format!("nn::{test}"))
 }
 
 #[test]
 fn cifar10_jpeg_subset_trains_a_small_resnet() {
-    let (train_set, test_set) = data::load_cifar10_jpeg(&cifar_path(), Some((30, 10))).unwrap();
+    let Some(path) = cifar_path("cifar10_jpeg_subset_trains_a_small_resnet") else {
+        return;
+    };
+    let (train_set, test_set) = data::load_cifar10_jpeg(&path, Some((30, 10))).unwrap();
     assert_eq!((train_set.len(), test_set.len()), (300, 100));
     assert_eq!(train_set.source, data::CIFAR10_JPEG_LABEL);
     for c in 0..10 {
@@ -495,7 +497,10 @@ fn cifar10_jpeg_subset_trains_a_small_resnet() {
 fn cifar10_jpeg_labels_match_their_images() {
     // A label/image misalignment in the reader would put any classifier at chance: the
     // nearest class mean of raw pixels (no learning) reaches ≈ 28 % on this subset.
-    let (tr, te) = data::load_cifar10_jpeg(&cifar_path(), Some((100, 50))).unwrap();
+    let Some(path) = cifar_path("cifar10_jpeg_labels_match_their_images") else {
+        return;
+    };
+    let (tr, te) = data::load_cifar10_jpeg(&path, Some((100, 50))).unwrap();
     let l = tr.image_len();
     let mut cent = vec![vec![0.0f64; l]; 10];
     for i in 0..tr.len() {
@@ -521,12 +526,19 @@ fn cifar10_jpeg_labels_match_their_images() {
 }
 
 #[test]
-fn dataset_source_checksums() {
-    // the tarball: its SHA-256 as published in DATA.md
+fn cifar10_jpeg_source_checksum() {
+    let Some(path) = cifar_path("cifar10_jpeg_source_checksum") else {
+        return;
+    };
+    // the tarball: its SHA-256 as published with the copy (docs/data.md)
     assert_eq!(
-        data::source_sha256(&cifar_path()).unwrap(),
+        data::source_sha256(&path).unwrap(),
         "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1"
     );
+}
+
+#[test]
+fn dataset_source_checksums() {
     // a folder: independent of where it lives, sensitive to names and contents
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for d in [a.path(), b.path()] {
@@ -550,12 +562,15 @@ fn dataset_source_checksums() {
 #[test]
 fn fig7_records_the_sha256_of_its_cifar_source() {
     use privpred_nn::fig7;
+    let Some(path) = cifar_path("fig7_records_the_sha256_of_its_cifar_source") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = fig7::Fig7Config::quick(dir.path().to_path_buf());
-    cfg.data_path = cifar_path();
+    cfg.data_path = path;
     cfg.per_class = Some((2, 1));
     let ctx = fig7::prepare(cfg).unwrap();
-    // the published SHA-256 of the tarball (DATA.md)
+    // the published SHA-256 of the tarball (docs/data.md)
     assert_eq!(
         ctx.dataset_checksum(),
         "58c58e3af3ec7ed2054f439f35ad3c83dc1ab019f4af6037f60612ea098c8fa1"
@@ -665,4 +680,38 @@ fn fig7_units_answer_every_point_from_cached_models() {
 #[test]
 fn a_tiny_resnet_learns_textures_well_above_chance() {
     common::assert_learns_textures(&privpred_nn::CpuEngine);
+}
+
+#[test]
+fn cifar10_binary_batches_load_as_image_sets() {
+    // the canonical layout `privpred data fetch cifar10` installs: 5 training batches and a
+    // test batch of (label byte, 3×32×32 channel-major bytes) records
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir.path().join("cifar-10-batches-bin");
+    std::fs::create_dir_all(&b).unwrap();
+    let record = |label: u8, fill: u8| -> Vec<u8> {
+        let mut r = vec![label];
+        r.extend((0..3072).map(|j| if j < 1024 { fill } else { 7 }));
+        r
+    };
+    for k in 1..=5u8 {
+        let bytes: Vec<u8> = (0..4u8).flat_map(|i| record(i % 2, 10 * k + i)).collect();
+        std::fs::write(b.join(format!("data_batch_{k}.bin")), bytes).unwrap();
+    }
+    let test: Vec<u8> = (0..3u8).flat_map(|i| record(i, 200)).collect();
+    std::fs::write(b.join("test_batch.bin"), test).unwrap();
+    let (tr, te) = data::load_cifar10(dir.path(), None).unwrap();
+    assert_eq!((tr.len(), te.len()), (20, 3));
+    assert_eq!(
+        (tr.channels, tr.height, tr.width, tr.classes),
+        (3, 32, 32, 10)
+    );
+    assert_eq!(tr.source, data::CIFAR10_BINARY_LABEL);
+    // channel-major: the red plane of the first record is its fill value, the rest 7
+    assert_eq!(tr.labels[..4], [0, 1, 0, 1]);
+    assert!(tr.image(1)[..1024].iter().all(|&v| v == 11));
+    assert!(tr.image(1)[1024..].iter().all(|&v| v == 7));
+    assert_eq!(te.labels, vec![0, 1, 2]);
+    let (tr, te) = data::load_cifar10(&b, Some((1, 1))).unwrap();
+    assert_eq!((tr.len(), te.len()), (2, 3));
 }

@@ -163,7 +163,13 @@ fn row(i: usize) -> Vec<f32> {
 #[test]
 fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
     let dir = tempfile::tempdir().unwrap();
-    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let Some(folder) = small_cifar(
+        dir.path(),
+        "cli_nn::dp_sgd_resnet_trains_evaluates_predicts_and_serves",
+    ) else {
+        return;
+    };
+    let data = format!("images:{}", folder.display());
     let model = dir.path().join("dp.safetensors");
     let m = model.to_str().unwrap();
     let t = json_of(&privpred(&[
@@ -265,7 +271,9 @@ fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
 #[test]
 fn teacher_ensemble_spends_its_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = small_cifar(dir.path());
+    let Some(folder) = small_cifar(dir.path(), "cli_nn::teacher_ensemble_spends_its_budget") else {
+        return;
+    };
     let data = format!("images:{}", folder.display());
     let model = dir.path().join("sa.safetensors");
     let m = model.to_str().unwrap();
@@ -348,7 +356,13 @@ fn teacher_ensemble_spends_its_budget() {
 #[test]
 fn nonprivate_resnet_evaluates_but_is_not_served_and_bad_arguments_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let Some(folder) = small_cifar(
+        dir.path(),
+        "cli_nn::nonprivate_resnet_evaluates_but_is_not_served_and_bad_arguments_exit_2",
+    ) else {
+        return;
+    };
+    let data = format!("images:{}", folder.display());
     let model = dir.path().join("np.safetensors");
     let m = model.to_str().unwrap();
     let t = json_of(&privpred(&[

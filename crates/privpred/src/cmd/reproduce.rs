@@ -289,7 +289,9 @@ mod nn {
 
     impl Fig7Runner {
         /// The configuration of `privpred reproduce` args: `--quick` picks the small CPU run,
-        /// `--seed` seeds every draw, `--data-dir` may hold `cifar10-jpeg.tar.gz`. An unknown
+        /// `--seed` seeds every draw, CIFAR-10 is found as `load` finds it (`--data-dir`,
+        /// `$PRIVPRED_DATA_DIR`, the cache, `shared/data`: the JPEG copy or the binary
+        /// batches). An unknown
         /// `$PRIVPRED_NN_ENGINE`, or `torch` in a build without it, is a usage error (exit 2).
         pub fn new(args: &Args, out: &Path) -> anyhow::Result<Self> {
             // only a run with figure 7 needs (and checks) the engine
@@ -311,11 +313,10 @@ mod nn {
             if let Some(mode) = args.calibration.first() {
                 cfg.mode = *mode;
             }
-            if let Some(d) = &args.data_dir {
-                let p = d.join("cifar10-jpeg.tar.gz");
-                if p.exists() {
-                    cfg.data_path = p;
-                }
+            // CIFAR-10 through the resolution order of docs/data.md: --data-dir,
+            // $PRIVPRED_DATA_DIR, the cache (`privpred data fetch cifar10`), shared/data
+            if let Some(p) = privpred_data::load::find_cifar10(args.data_dir.as_deref()) {
+                cfg.data_path = p;
             }
             Ok(Fig7Runner {
                 cfg,

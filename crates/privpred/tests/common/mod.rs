@@ -95,11 +95,19 @@ pub fn assert_bad(args: &[&str], needle: &str) {
     assert!(!stdout(&o).contains("NaN"));
 }
 
-/// 30 training and 20 test images per class of the shared CIFAR-10 JPEG copy as an image
-/// folder (`images:DIR`) under `dir`, extracted with the system `tar`.
-pub fn small_cifar(dir: &Path) -> PathBuf {
-    let tarball =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/cifar10-jpeg.tar.gz");
+/// The CIFAR-10 JPEG copy through the normal resolution order (`$PRIVPRED_DATA_DIR`, the
+/// cache, `shared/data` beside the repository), or `None` after one printed skip line naming
+/// `test` (a test failure instead when `PRIVPRED_REQUIRE_DATA=1`): see
+/// `privpred_data::testdata`.
+pub fn cifar_or_skip(test: &str) -> Option<PathBuf> {
+    privpred_data::testdata::cifar10_jpeg_or_skip(test)
+}
+
+/// 30 training and 20 test images per class of the CIFAR-10 JPEG copy as an image folder
+/// (`images:DIR`) under `dir`, extracted with the system `tar`; `None` (the test skips, see
+/// [`cifar_or_skip`]) when the copy is absent.
+pub fn small_cifar(dir: &Path, test: &str) -> Option<PathBuf> {
+    let tarball = cifar_or_skip(test)?;
     let dst = dir.join("cifar-small");
     std::fs::create_dir_all(&dst).unwrap();
     let o = Command::new("tar")
@@ -111,5 +119,5 @@ pub fn small_cifar(dir: &Path) -> PathBuf {
         .output()
         .expect("the system tar runs");
     assert!(o.status.success(), "tar: {}", stderr(&o));
-    dst
+    Some(dst)
 }
