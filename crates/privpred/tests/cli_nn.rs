@@ -552,7 +552,13 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
 #[test]
 fn seeded_resnet_artifacts_are_experiments() {
     let dir = tempfile::tempdir().unwrap();
-    let data = format!("images:{}", small_cifar(dir.path()).display());
+    let Some(folder) = small_cifar(
+        dir.path(),
+        "cli_nn::seeded_resnet_artifacts_are_experiments",
+    ) else {
+        return;
+    };
+    let data = format!("images:{}", folder.display());
     let q = pixel_csv(dir.path(), "q.csv", 1, 3072);
     for (method, extra) in [
         (
