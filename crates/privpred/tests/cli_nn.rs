@@ -532,6 +532,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
 /// Erratum 4.9 for ResNet artifacts: `train --seed` of a DP-SGD network or a teacher ensemble is
 /// an experiment (`release: experiment` in its metadata); `predict` and `serve` refuse it with
 /// exit 2 and say why; `evaluate` reads it.
+#[cfg(feature = "nn")]
 #[test]
 fn seeded_resnet_artifacts_are_experiments() {
     let dir = tempfile::tempdir().unwrap();
