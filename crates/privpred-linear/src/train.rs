@@ -312,7 +312,9 @@ impl<'a> Objective<'a> {
         );
         let norm = l2(&g2);
         let slack = self.gradient_error_bound_sparse(sp, &t2);
-        if !(norm * (1.0 + np) + slack <= gamma) || t2.iter().any(|v| !v.is_finite()) {
+        let certified =
+            (norm * (1.0 + np) + slack).partial_cmp(&gamma) != Some(std::cmp::Ordering::Greater);
+        if !certified || t2.iter().any(|v| !v.is_finite()) {
             return Err(LinearError::NotCertified(format!(
                 "after {} more L-BFGS iterations on the f64 objective (stopped: {:?}) the gradient norm is {norm:.3e} (+ rounding bound {slack:.1e}) > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8); the model is not released. A larger lambda makes the objective better conditioned",
                 rep.iterations, rep.termination

@@ -558,9 +558,10 @@ fn released_fits_carry_their_certificate() {
             o["gradient_norm_bound"].as_f64().unwrap(),
         );
         assert!(g <= gamma && gamma > 0.0, "{m}: {o}");
-        // γ = 0.01·K/N (output/prediction) or 1e-3·K/N (loss perturbation), N = 600
+        // γ = 0.01·K/N (output/prediction) or 1e-3·K/N (loss perturbation)
         let k = std::f64::consts::SQRT_2;
-        let want = if m == "loss-perturbation" { 1e-3 } else { 1e-2 } * k / 600.0;
+        let n = j["n"].as_f64().unwrap();
+        let want = if m == "loss-perturbation" { 1e-3 } else { 1e-2 } * k / n;
         assert!((gamma - want).abs() < 1e-12 * want, "{m}: {gamma}");
         let notes = j["notes"].to_string();
         assert!(
