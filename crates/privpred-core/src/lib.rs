@@ -14,6 +14,7 @@ pub mod noise;
 pub mod pld;
 pub mod rdp;
 pub mod types;
+pub mod validate;
 
 pub use calibrate::{CalibrationRequest, calibrate};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
