@@ -73,7 +73,7 @@ pub fn verify_checksum(
         Some(stored) if *stored == checksum(meta, tensors) => Ok(true),
         Some(_) => Err(DataError::Format {
             path: path.to_path_buf(),
-            reason: "the artifact's checksum does not match its contents (metadata or weights edited or corrupted): refusing it — re-train or restore the file".into(),
+            reason: "the artifact's SHA-256 checksum does not match its contents (metadata or weights edited or corrupted): refusing it — re-train or restore the file".into(),
         }),
     }
 }
