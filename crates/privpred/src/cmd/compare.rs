@@ -44,6 +44,21 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     privpred_core::Privacy::new(args.epsilon, args.delta)?;
     privpred_core::Budget::finite(args.budget)?;
+    use crate::limits::{MAX_REPETITIONS, MAX_TEACHERS, count};
+    count(
+        "repetitions",
+        args.repetitions.into(),
+        1,
+        MAX_REPETITIONS,
+        "MAX_REPETITIONS",
+    )?;
+    count(
+        "teachers",
+        args.teachers as u64,
+        1,
+        MAX_TEACHERS,
+        "MAX_TEACHERS",
+    )?;
     if args.teachers == 0 {
         return Err(crate::exit::usage(
             "invalid --teachers `0`: an integer >= 1",
