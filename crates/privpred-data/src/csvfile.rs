@@ -91,7 +91,8 @@ fn parse_num(field: &[u8]) -> Option<f64> {
 
 /// The header rule of auto-detection: the first row is a header only if **every** cell is a
 /// column name — non-empty UTF-8 text without control characters that does not parse as a
-/// number. A first row of numbers is data. A first row that mixes the two (a text cell or a
+/// number — or if it is pandas' default header (the feature columns named `0, 1, 2, …` in
+/// order and one named column). A first row of numbers is data. A first row that mixes the two (a text cell or a
 /// NUL byte in a data row, a text label) is neither and is refused with an error naming the
 /// cell, so a corrupt first row is never silently dropped as a header.
 fn detect_header(rec: &csv::ByteRecord) -> std::result::Result<bool, String> {
@@ -108,6 +109,20 @@ fn detect_header(rec: &csv::ByteRecord) -> std::result::Result<bool, String> {
         return Ok(false);
     }
     let show = |f: &[u8]| String::from_utf8_lossy(f).escape_debug().to_string();
+    // pandas' default column names: the feature columns are 0, 1, 2, … in order and one
+    // column (the label's) has a name.
+    let names: Vec<usize> = (0..numeric.len()).filter(|&c| !numeric[c]).collect();
+    if let [label] = names[..]
+        && name_problem(rec.get(label).unwrap_or_default()).is_none()
+        && rec
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| *c != label)
+            .enumerate()
+            .all(|(k, (_, f))| std::str::from_utf8(f).ok() == Some(k.to_string().as_str()))
+    {
+        return Ok(true);
+    }
     if let Some(c) = numeric.iter().position(|&n| n) {
         let t = numeric.iter().position(|&n| !n).unwrap_or(0);
         let f = rec.get(t).unwrap_or_default();

@@ -227,6 +227,17 @@ fn a_corrupt_first_csv_row_is_an_error_not_a_header() {
     // The same corruption in row 2 is an error too.
     let e = csv_err(t.path(), &format!("1,1,0\n1,abc,0\n{rows}"));
     assert!(e.contains("line 2"), "{e}");
+    // pandas' default header (0, 1, …, and a named label) is a header; 0, 2 is not.
+    let p = t.path().join("h.csv");
+    std::fs::write(&p, format!("0,1,target\n{rows}")).unwrap();
+    let s = load(
+        &DatasetSpec::parse(&format!("csv:{}", p.display())).unwrap(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(s.train.n + s.test.n, 40);
+    let e = csv_err(t.path(), &format!("0,2,target\n{rows}"));
+    assert!(e.contains("line 1"), "{e}");
     // A real header (every cell a name) is still taken as one.
     let p = t.path().join("h.csv");
     std::fs::write(&p, format!("x,y,label\n{rows}")).unwrap();

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Tally {
+    /// Error kinds (first line of stderr, digits and paths elided) → count, for `--verbose`.
+    kinds: std::collections::BTreeMap<String, u32>,
     cases: u32,
     refused: u32,
     accepted: u32,
@@ -71,7 +73,20 @@ fn run_case(bin: &Path, args: &[String], timeout: Duration, expect: Expect, t: &
             Expect::Refused => t.failures.push(format!("ACCEPTED bad input: {short:?}")),
             Expect::Either => t.accepted += 1,
         },
-        Some(_) => t.refused += 1,
+        Some(_) => {
+            t.refused += 1;
+            let first = err.lines().next().unwrap_or("").to_string();
+            let key: String = first
+                .split(": ")
+                .filter(|w| !w.contains('/'))
+                .collect::<Vec<_>>()
+                .join(": ")
+                .chars()
+                .filter(|c| !c.is_ascii_digit())
+                .take(90)
+                .collect();
+            *t.kinds.entry(key).or_default() += 1;
+        }
     }
 }
 
@@ -113,6 +128,7 @@ pub fn main(args: &[String]) -> i32 {
     let mut bin = PathBuf::from("target/release/privpred");
     let mut cases = 200usize;
     let mut timeout = Duration::from_secs(20);
+    let mut verbose = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -121,6 +137,7 @@ pub fn main(args: &[String]) -> i32 {
             "--timeout" => {
                 timeout = Duration::from_secs(it.next().and_then(|v| v.parse().ok()).unwrap_or(20))
             }
+            "--verbose" => verbose = true,
             _ => {}
         }
     }
@@ -440,6 +457,14 @@ pub fn main(args: &[String]) -> i32 {
             t.failures.len()
         );
         failed += t.failures.len();
+    }
+    if verbose {
+        for (name, t) in &report {
+            println!("\n{name}: why the refused cases were refused");
+            for (k, n) in &t.kinds {
+                println!("  {n:5}  {k}");
+            }
+        }
     }
     for (_, t) in &report {
         for f in &t.failures {

@@ -93,8 +93,42 @@ fn rows(d: usize, classes: usize) -> Option<Dataset> {
     Dataset::new(d, classes.max(2), f, vec![0, 1], Provenance::default()).ok()
 }
 
-/// A linear model artifact: loaded, and if it loads, used (preprocessing and predictions).
+/// `data` with its checksum recomputed (if it parses as safetensors with metadata), so that a
+/// mutated header reaches the range checks behind the checksum.
+fn resummed(data: &[u8]) -> Option<Vec<u8>> {
+    use safetensors::SafeTensors;
+    let st = SafeTensors::deserialize(data).ok()?;
+    let (_, md) = SafeTensors::read_metadata(data).ok()?;
+    let mut meta = md.metadata().clone()?;
+    let names: Vec<String> = st.names().into_iter().map(String::from).collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = names
+        .iter()
+        .filter_map(|n| st.tensor(n).ok().map(|v| (n.clone(), v)))
+        .collect();
+    let dtypes: Vec<String> = views
+        .iter()
+        .map(|(_, v)| format!("{:?}", v.dtype()))
+        .collect();
+    let refs: Vec<privpred_data::artifact::TensorRef<'_>> = views
+        .iter()
+        .zip(&dtypes)
+        .map(|((n, v), d)| (n.as_str(), d.as_str(), v.shape(), v.data()))
+        .collect();
+    let sum = privpred_data::artifact::checksum(&meta, &refs);
+    meta.insert(privpred_data::artifact::CHECKSUM_KEY.into(), sum);
+    safetensors::serialize(views, Some(meta)).ok()
+}
+
+/// A linear model artifact as given and with its checksum recomputed: loaded, and if it
+/// loads, used (preprocessing and predictions).
 fn linear_artifact(data: &[u8]) {
+    linear_artifact_once(data);
+    if let Some(r) = resummed(data) {
+        linear_artifact_once(&r);
+    }
+}
+
+fn linear_artifact_once(data: &[u8]) {
     let f = scratch_file("m.safetensors", data);
     let Ok(m) = privpred_linear::artifact::load(&f) else {
         return;
@@ -123,8 +157,16 @@ fn linear_artifact(data: &[u8]) {
     }
 }
 
-/// A ResNet artifact: loaded, and if it loads, asked one query.
+/// A ResNet artifact as given and with its checksum recomputed: loaded, and if it loads,
+/// asked one query.
 fn nn_artifact(data: &[u8]) {
+    nn_artifact_once(data);
+    if let Some(r) = resummed(data) {
+        nn_artifact_once(&r);
+    }
+}
+
+fn nn_artifact_once(data: &[u8]) {
     let f = scratch_file("n.safetensors", data);
     let Ok(m) = privpred_nn::artifact::load(&f) else {
         return;
