@@ -131,16 +131,15 @@ mod tests {
     use crate::{CalibrationMode, CalibrationRequest, calibrate};
 
     fn req(method: Method, delta: f64, budget: Budget) -> CalibrationRequest {
-        CalibrationRequest {
+        let mut r = CalibrationRequest::new(
             method,
-            mode: CalibrationMode::Corrected,
-            privacy: Privacy::new(1.0, delta).unwrap(),
-            budget,
-            n: Some(1000),
-            lambda: Some(1e-2),
-            classes: 10,
-            dp_sgd: None,
-        }
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, delta).unwrap(),
+        );
+        r.budget = budget;
+        r.n = Some(1000);
+        r.lambda = Some(1e-2);
+        r
     }
 
     #[test]

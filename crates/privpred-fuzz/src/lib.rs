@@ -90,7 +90,7 @@ impl Rng {
         Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
     }
     /// Next 64 bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -100,7 +100,7 @@ impl Rng {
     }
     /// Uniform in `0..n` (n ≥ 1).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -173,7 +173,7 @@ pub fn mutate(input: &[u8], other: &[u8], rng: &mut Rng) -> Vec<u8> {
             4 => {
                 let i = rng.below(n + 1);
                 let k = 1 + rng.below(16);
-                let b: Vec<u8> = (0..k).map(|_| rng.next() as u8).collect();
+                let b: Vec<u8> = (0..k).map(|_| rng.next_u64() as u8).collect();
                 v.splice(i..i, b);
             }
             5 if n > 0 => {

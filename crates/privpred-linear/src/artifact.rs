@@ -568,6 +568,9 @@ mod tests {
     use privpred_data::Preprocessing;
     use rand::SeedableRng;
 
+    type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
+    type Edit = dyn Fn(&mut serde_json::Value, &mut serde_json::Value, &mut Tensors);
+
     fn prep(d: usize, c: usize) -> FittedPreprocessing {
         let ds = toy(50, d, c, 1);
         Preprocessing {
@@ -623,23 +626,14 @@ mod tests {
     /// Rewrites an artifact with `edit` applied to its `model` and `preprocessing` JSON and
     /// its tensors, then (if `resum`) a correct checksum, so that the range checks are
     /// tested on their own.
-    fn rewrite(
-        src: &Path,
-        dst: &Path,
-        edit: &dyn Fn(
-            &mut serde_json::Value,
-            &mut serde_json::Value,
-            &mut Vec<(String, Vec<usize>, Vec<u8>)>,
-        ),
-        resum: bool,
-    ) {
+    fn rewrite(src: &Path, dst: &Path, edit: &Edit, resum: bool) {
         let bytes = std::fs::read(src).unwrap();
         let st = SafeTensors::deserialize(&bytes).unwrap();
         let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
         let mut meta = md.metadata().clone().unwrap();
         let mut model: serde_json::Value = serde_json::from_str(&meta["model"]).unwrap();
         let mut prep: serde_json::Value = serde_json::from_str(&meta["preprocessing"]).unwrap();
-        let mut ts: Vec<(String, Vec<usize>, Vec<u8>)> = st
+        let mut ts: Tensors = st
             .tensors()
             .into_iter()
             .map(|(n, v)| (n, v.shape().to_vec(), v.data().to_vec()))
@@ -708,15 +702,8 @@ mod tests {
             files.push((m, path));
         }
         let bad = dir.path().join("bad.safetensors");
-        type Edit = dyn Fn(
-            &mut serde_json::Value,
-            &mut serde_json::Value,
-            &mut Vec<(String, Vec<usize>, Vec<u8>)>,
-        );
         let cal = |f: fn(&mut serde_json::Value)| {
-            move |m: &mut serde_json::Value,
-                  _: &mut serde_json::Value,
-                  _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+            move |m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
                 f(&mut m["predictor"]["calibration"])
             }
         };
@@ -762,9 +749,7 @@ mod tests {
             (
                 "scale 0",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     p: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
                         p["recipe"]["scale"] = 0.0.into()
                     },
                 ),
@@ -773,9 +758,7 @@ mod tests {
             (
                 "scale -1",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     p: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
                         p["recipe"]["scale"] = (-1.0).into()
                     },
                 ),
@@ -784,9 +767,7 @@ mod tests {
             (
                 "basis too short",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     p: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
                         p["pca"]["components"].as_array_mut().unwrap().truncate(3)
                     },
                 ),
@@ -795,9 +776,7 @@ mod tests {
             (
                 "basis missing",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     p: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
                         p["pca"] = serde_json::Value::Null
                     },
                 ),
@@ -806,9 +785,7 @@ mod tests {
             (
                 "mean too short",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     p: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
                         p["pca"]["mean"].as_array_mut().unwrap().pop();
                     },
                 ),
@@ -817,9 +794,7 @@ mod tests {
             (
                 "model classes 0",
                 Box::new(
-                    |m: &mut serde_json::Value,
-                     _: &mut serde_json::Value,
-                     _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
                         m["c"] = 0.into()
                     },
                 ),
@@ -828,9 +803,7 @@ mod tests {
             (
                 "extra tensor",
                 Box::new(
-                    |_: &mut serde_json::Value,
-                     _: &mut serde_json::Value,
-                     t: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+                    |_: &mut serde_json::Value, _: &mut serde_json::Value, t: &mut Tensors| {
                         t.push(("zz".into(), vec![1], vec![0; 8]))
                     },
                 ),
@@ -857,9 +830,7 @@ mod tests {
         );
         assert!(reason(&bad).contains("checksum"));
         // teachers: an empty teachers tensor, and a header whose T disagrees with the guarantee
-        let empty = |m: &mut serde_json::Value,
-                     _: &mut serde_json::Value,
-                     t: &mut Vec<(String, Vec<usize>, Vec<u8>)>| {
+        let empty = |m: &mut serde_json::Value, _: &mut serde_json::Value, t: &mut Tensors| {
             m["teachers"] = 0.into();
             t[0].1[0] = 0;
             t[0].2.clear();
@@ -869,9 +840,9 @@ mod tests {
         rewrite(
             sa,
             &bad,
-            &|m: &mut serde_json::Value,
-              _: &mut serde_json::Value,
-              _: &mut Vec<(String, Vec<usize>, Vec<u8>)>| { m["teachers"] = 3.into() },
+            &|m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
+                m["teachers"] = 3.into()
+            },
             true,
         );
         assert!(reason(&bad).contains("teachers"), "{}", reason(&bad));

@@ -596,6 +596,7 @@ mod tests {
     use serde_json::Value;
 
     type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
+    type Edit = Box<dyn Fn(&mut Value, &mut Tensors)>;
 
     fn teachers(dir: &Path) -> std::path::PathBuf {
         let cfg = ResNetConfig::tiny(4);
@@ -670,7 +671,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let good = teachers(dir.path());
         let bad = dir.path().join("bad.safetensors");
-        let cases: Vec<(&str, Box<dyn Fn(&mut Value, &mut Tensors)>, &str)> = vec![
+        let cases: Vec<(&str, Edit, &str)> = vec![
             (
                 "empty teachers tensor",
                 Box::new(|m, ts| {
