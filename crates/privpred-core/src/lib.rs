@@ -15,6 +15,7 @@ pub mod noise;
 pub mod pld;
 pub mod rdp;
 pub mod types;
+pub mod validate;
 
 pub use calibrate::{CalibrationRequest, calibrate, check_relation};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};

@@ -1,6 +1,7 @@
 //! CSV reader for users' tabular data: one example per row, numeric features and an integer
-//! label column (default: the last), optional header (auto-detected: a first row with any
-//! non-numeric field is a header). Plain or gzip-compressed. Ragged rows, non-numeric fields,
+//! label column (default: the last), optional header (auto-detected: a first row is a header
+//! only if every cell is a column name, see [`parse_csv`]; a first row mixing numbers and text
+//! is an error). Plain or gzip-compressed. Ragged rows, non-numeric fields,
 //! NaN/inf and non-integer or negative labels are errors naming the file, row and column.
 
 use crate::error::{DataError, Result};
@@ -88,13 +89,69 @@ fn parse_num(field: &[u8]) -> Option<f64> {
     std::str::from_utf8(field).ok()?.trim().parse::<f64>().ok()
 }
 
+/// The header rule of auto-detection: the first row is a header only if **every** cell is a
+/// column name — non-empty UTF-8 text without control characters that does not parse as a
+/// number — or if it is pandas' default header (the feature columns named `0, 1, 2, …` in
+/// order and one named column). A first row of numbers is data. A first row that mixes the two (a text cell or a
+/// NUL byte in a data row, a text label) is neither and is refused with an error naming the
+/// cell, so a corrupt first row is never silently dropped as a header.
+fn detect_header(rec: &csv::ByteRecord) -> std::result::Result<bool, String> {
+    let name_problem = |f: &[u8]| -> Option<&'static str> {
+        match std::str::from_utf8(f) {
+            Err(_) => Some("is not UTF-8 text"),
+            Ok("") => Some("is empty"),
+            Ok(t) if t.chars().any(char::is_control) => Some("holds a control character"),
+            Ok(_) => None,
+        }
+    };
+    let numeric: Vec<bool> = rec.iter().map(|f| parse_num(f).is_some()).collect();
+    if numeric.iter().all(|&n| n) {
+        return Ok(false);
+    }
+    let show = |f: &[u8]| String::from_utf8_lossy(f).escape_debug().to_string();
+    // pandas' default column names: the feature columns are 0, 1, 2, … in order and one
+    // column (the label's) has a name.
+    let names: Vec<usize> = (0..numeric.len()).filter(|&c| !numeric[c]).collect();
+    if let [label] = names[..]
+        && name_problem(rec.get(label).unwrap_or_default()).is_none()
+        && rec
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| *c != label)
+            .enumerate()
+            .all(|(k, (_, f))| std::str::from_utf8(f).ok() == Some(k.to_string().as_str()))
+    {
+        return Ok(true);
+    }
+    if let Some(c) = numeric.iter().position(|&n| n) {
+        let t = numeric.iter().position(|&n| !n).unwrap_or(0);
+        let f = rec.get(t).unwrap_or_default();
+        return Err(format!(
+            "the first row mixes numbers (column {c}) and non-numbers (column {t}: `{}`): it is neither a header (every cell a column name) nor a data row (every cell a number)",
+            show(f)
+        ));
+    }
+    for (c, f) in rec.iter().enumerate() {
+        if let Some(p) = name_problem(f) {
+            return Err(format!(
+                "column {c} of the first row (`{}`) {p}: not a column name, so the row is neither a header nor a data row",
+                show(f)
+            ));
+        }
+    }
+    Ok(true)
+}
+
 /// Reads a CSV file (plain or gzip).
 pub fn read_csv(path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
     let r = crate::idx::open_maybe_gz(path)?;
     parse_csv(r, path, opts)
 }
 
-/// Parses CSV from a reader; `path` names the source in errors. Never panics.
+/// Parses CSV from a reader; `path` names the source in errors. Never panics. With
+/// `header: None` the first row is a header only if every cell is non-empty text without
+/// control characters that is not a number; a first row mixing numbers and other cells is an
+/// error naming the line and column (never silently dropped).
 pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -124,7 +181,8 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
             first = false;
             let is_header = match opts.header {
                 Some(h) => h,
-                None => rec.iter().any(|f| parse_num(f).is_none()),
+                None => detect_header(&rec)
+                    .map_err(|reason| fmt_err(path, format!("line {line}: {reason}")))?,
             };
             let names: Vec<String> = rec
                 .iter()

@@ -77,6 +77,13 @@ impl Dataset {
                 i % d
             )));
         }
+        if classes > crate::limits::MAX_CLASSES {
+            return Err(DataError::Invariant(format!(
+                "{}: {classes} classes, more than the limit of {} (privpred_data::limits::MAX_CLASSES)",
+                provenance.name,
+                crate::limits::MAX_CLASSES
+            )));
+        }
         if let Some((i, y)) = labels
             .iter()
             .enumerate()

@@ -6,6 +6,7 @@
 //! the decompressed bytes with SHA-256 as it goes.
 
 use crate::error::{DataError, Result};
+use crate::limits::MAX_IDX_VALUES;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -31,18 +32,19 @@ fn fmt_err(path: &Path, reason: impl Into<String>) -> DataError {
 
 /// Opens a file, transparently decompressing gzip (detected by its magic bytes).
 pub(crate) fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read + Send>> {
-    open_bounded(path).map(|(r, _)| r)
+    open_bounded(path).map(|(r, _, _)| r)
 }
 
 /// Largest expansion of DEFLATE (about 1032:1; a generous bound for the decompressed size of
 /// a gzip file from its compressed size).
 const DEFLATE_MAX_RATIO: u64 = 1032;
 
-/// [`open_maybe_gz`] plus an upper bound on the number of bytes the reader can yield: the
-/// file size for a plain file, `size × 1032 + 64 KiB` for gzip (DEFLATE's maximum ratio).
-/// The IDX reader uses it to allocate its output exactly once when the header is plausible
-/// and to refuse an impossible header before allocating anything.
-fn open_bounded(path: &Path) -> Result<(Box<dyn Read + Send>, u64)> {
+/// [`open_maybe_gz`] plus an upper bound on the number of bytes the reader can yield (the
+/// file size for a plain file, `size × 1032 + 64 KiB` for gzip, DEFLATE's maximum ratio) and
+/// whether the file is gzip. The IDX reader refuses an impossible header before allocating
+/// anything; for a plain file the bound is exact and the output is allocated once, for gzip
+/// the bound is a thousand times the file and the output grows only as values arrive.
+fn open_bounded(path: &Path) -> Result<(Box<dyn Read + Send>, u64, bool)> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
@@ -63,9 +65,10 @@ fn open_bounded(path: &Path) -> Result<(Box<dyn Read + Send>, u64)> {
                 flate2::read::MultiGzDecoder::new(f),
             )),
             bound,
+            true,
         ))
     } else {
-        Ok((Box::new(f), len))
+        Ok((Box::new(f), len, false))
     }
 }
 
@@ -105,11 +108,27 @@ pub fn read_idx<T, R: Read>(
 /// plausible one gets its output allocated exactly once (no growth, no spare capacity), so
 /// reading an `n`-value file costs one `n`-element array plus the 64 KiB buffer.
 pub fn read_idx_bounded<T, R: Read>(
+    r: R,
+    path: &Path,
+    rank: usize,
+    conv: impl Fn(u8) -> T,
+    max_bytes: Option<u64>,
+) -> Result<IdxArray<T>> {
+    read_idx_inner(r, path, rank, conv, max_bytes, max_bytes.is_some())
+}
+
+/// The reader behind [`read_idx`] and [`read_idx_bounded`]: with `exact_alloc` a header
+/// within `max_bytes` gets its output allocated once; without it the output grows with the
+/// values actually read (capacity doubling, never beyond the header's count), so a small
+/// stream whose header promises billions of values costs only what it holds. Either way a
+/// header promising more than [`MAX_IDX_VALUES`] values is refused first.
+fn read_idx_inner<T, R: Read>(
     mut r: R,
     path: &Path,
     rank: usize,
     conv: impl Fn(u8) -> T,
     max_bytes: Option<u64>,
+    exact_alloc: bool,
 ) -> Result<IdxArray<T>> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
@@ -163,23 +182,32 @@ pub fn read_idx_bounded<T, R: Read>(
         .iter()
         .try_fold(1usize, |a, &b| a.checked_mul(b))
         .ok_or_else(|| fmt_err(path, format!("IDX dimensions {dims:?} overflow")))?;
+    if total as u64 > MAX_IDX_VALUES {
+        return Err(fmt_err(
+            path,
+            format!(
+                "IDX header {dims:?} promises {total} values, more than the limit of {MAX_IDX_VALUES} (privpred_data::limits::MAX_IDX_VALUES)"
+            ),
+        ));
+    }
     let header_len = 4 + 4 * rank as u64;
-    let mut data: Vec<T> = match max_bytes {
-        Some(max) => {
-            let avail = max.saturating_sub(header_len);
-            if total as u64 > avail {
-                return Err(fmt_err(
-                    path,
-                    format!(
-                        "truncated IDX file: header {dims:?} promises {total} values, the file can hold at most {avail}"
-                    ),
-                ));
-            }
-            Vec::with_capacity(total)
+    if let Some(max) = max_bytes {
+        let avail = max.saturating_sub(header_len);
+        if total as u64 > avail {
+            return Err(fmt_err(
+                path,
+                format!(
+                    "truncated IDX file: header {dims:?} promises {total} values, the file can hold at most {avail}"
+                ),
+            ));
         }
-        // Never trust an unbounded stream's header for the allocation size: grow as bytes
-        // arrive.
-        None => Vec::with_capacity(total.min(1 << 24)),
+    }
+    // Never trust a header for more than the input can hold: allocate once only when the
+    // bound is exact (a plain file); otherwise grow as values arrive.
+    let mut data: Vec<T> = if exact_alloc {
+        Vec::with_capacity(total)
+    } else {
+        Vec::with_capacity(total.min(1 << 16))
     };
     let mut buf = vec![0u8; 1 << 16];
     let mut remaining = total;
@@ -187,6 +215,11 @@ pub fn read_idx_bounded<T, R: Read>(
         let want = remaining.min(buf.len());
         let got = read_full(&mut r, &mut buf[..want]).map_err(io)?;
         hasher.update(&buf[..got]);
+        if data.capacity() - data.len() < got {
+            // Double, but never past the header's count (the output ends exactly full).
+            let grow = data.capacity().max(got).min(total - data.len());
+            data.reserve_exact(grow);
+        }
         data.extend(buf[..got].iter().map(|&b| conv(b)));
         remaining -= got;
         if got < want {
@@ -218,8 +251,8 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// Reads an IDX image file (rank 3: n × rows × cols), plain or gzip, into f32 values 0..255,
 /// converting while streaming: peak memory is the f32 array plus small fixed buffers.
 pub fn read_images(path: &Path) -> Result<IdxArray<f32>> {
-    let (r, bound) = open_bounded(path)?;
-    let a = read_idx_bounded(r, path, 3, |b| b as f32, Some(bound))?;
+    let (r, bound, gz) = open_bounded(path)?;
+    let a = read_idx_inner(r, path, 3, |b| b as f32, Some(bound), !gz)?;
     if a.dims[0] == 0 || a.dims[1] == 0 || a.dims[2] == 0 {
         return Err(fmt_err(
             path,
@@ -231,8 +264,8 @@ pub fn read_images(path: &Path) -> Result<IdxArray<f32>> {
 
 /// Reads an IDX label file (rank 1).
 pub fn read_labels(path: &Path) -> Result<IdxArray<u32>> {
-    let (r, bound) = open_bounded(path)?;
-    let a = read_idx_bounded(r, path, 1, |b| b as u32, Some(bound))?;
+    let (r, bound, gz) = open_bounded(path)?;
+    let a = read_idx_inner(r, path, 1, |b| b as u32, Some(bound), !gz)?;
     if a.dims[0] == 0 {
         return Err(fmt_err(path, "empty IDX label file"));
     }

@@ -5,6 +5,9 @@
 //! are channel-major (C × H × W, like the CIFAR-10 binary format), values 0..255.
 
 use crate::error::{DataError, Result};
+use crate::limits::{
+    MAX_IMAGE_FILE_BYTES, MAX_IMAGE_SET_BYTES, MAX_IMAGE_SET_VALUES, MAX_IMAGE_SIDE,
+};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -65,6 +68,7 @@ fn read_tar(path: &Path) -> Result<Vec<Entry>> {
     let reader = crate::idx::open_maybe_gz(path)?;
     let mut ar = tar::Archive::new(reader);
     let mut out = Vec::new();
+    let mut total = 0u64;
     for e in ar.entries().map_err(io)? {
         let mut e = e.map_err(|source| DataError::Format {
             path: path.to_path_buf(),
@@ -79,12 +83,45 @@ fn read_tar(path: &Path) -> Result<Vec<Entry>> {
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
         if let Some((split, class, _file)) = classify(&comps) {
-            let mut bytes = Vec::with_capacity(e.size() as usize);
-            e.read_to_end(&mut bytes)
+            // The entry header's size is not trusted for an allocation: it is checked against
+            // the limits, and the bytes are read as they come (at most the limit + 1).
+            let size = e.size();
+            if size > MAX_IMAGE_FILE_BYTES {
+                return Err(DataError::Format {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "tar entry {} claims {size} bytes, more than the limit of {MAX_IMAGE_FILE_BYTES} bytes per image (privpred_data::limits::MAX_IMAGE_FILE_BYTES)",
+                        p.display()
+                    ),
+                });
+            }
+            total = total.saturating_add(size);
+            if total > MAX_IMAGE_SET_BYTES {
+                return Err(DataError::Format {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "the image files add up to more than the limit of {MAX_IMAGE_SET_BYTES} bytes (privpred_data::limits::MAX_IMAGE_SET_BYTES)"
+                    ),
+                });
+            }
+            let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
+            (&mut e)
+                .take(size)
+                .read_to_end(&mut bytes)
                 .map_err(|source| DataError::Format {
                     path: path.to_path_buf(),
                     reason: format!("corrupt tar archive at {}: {source}", p.display()),
                 })?;
+            if (bytes.len() as u64) != size {
+                return Err(DataError::Format {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "truncated tar archive: entry {} claims {size} bytes, {} present",
+                        p.display(),
+                        bytes.len()
+                    ),
+                });
+            }
             out.push(Entry {
                 split,
                 class,
@@ -102,6 +139,7 @@ fn read_dir_tree(root: &Path) -> Result<Vec<Entry>> {
         source,
     };
     let mut files: Vec<(String, String, PathBuf)> = Vec::new();
+    let mut total = 0u64;
     for split in SPLITS {
         let sd = root.join(split);
         if !sd.is_dir() {
@@ -117,6 +155,24 @@ fn read_dir_tree(root: &Path) -> Result<Vec<Entry>> {
                 let f = f.map_err(|e| io(&c.path(), e))?;
                 let name = f.file_name().to_string_lossy().into_owned();
                 if is_image(&name) && !name.starts_with('.') && f.path().is_file() {
+                    let len = f.metadata().map_err(|e| io(&f.path(), e))?.len();
+                    if len > MAX_IMAGE_FILE_BYTES {
+                        return Err(DataError::Format {
+                            path: f.path(),
+                            reason: format!(
+                                "{len} bytes, more than the limit of {MAX_IMAGE_FILE_BYTES} bytes per image (privpred_data::limits::MAX_IMAGE_FILE_BYTES)"
+                            ),
+                        });
+                    }
+                    total = total.saturating_add(len);
+                    if total > MAX_IMAGE_SET_BYTES {
+                        return Err(DataError::Format {
+                            path: root.to_path_buf(),
+                            reason: format!(
+                                "the image files add up to more than the limit of {MAX_IMAGE_SET_BYTES} bytes (privpred_data::limits::MAX_IMAGE_SET_BYTES)"
+                            ),
+                        });
+                    }
                     files.push((split.to_string(), class.clone(), f.path()));
                 }
             }
@@ -185,6 +241,18 @@ pub fn read_image_folder(path: &Path) -> Result<ImageFolder> {
     let first = decode(&entries[0])?;
     let shape = [first.0, first.1, first.2];
     let per = shape[0] * shape[1] * shape[2];
+    if (per as u64).saturating_mul(entries.len() as u64) > MAX_IMAGE_SET_VALUES {
+        return Err(DataError::Format {
+            path: path.to_path_buf(),
+            reason: format!(
+                "{} images of {}×{}×{} values exceed the limit of {MAX_IMAGE_SET_VALUES} values (privpred_data::limits::MAX_IMAGE_SET_VALUES)",
+                entries.len(),
+                shape[0],
+                shape[1],
+                shape[2]
+            ),
+        });
+    }
     let decoded: Vec<Vec<f32>> = entries
         .par_iter()
         .map(|e| {
@@ -224,10 +292,21 @@ pub fn read_image_folder(path: &Path) -> Result<ImageFolder> {
 
 /// Decodes one image to channel-major f32 (grayscale images keep one channel).
 fn decode(e: &Entry) -> Result<(usize, usize, usize, Vec<f32>)> {
-    let img = image::load_from_memory(&e.bytes).map_err(|err| DataError::Format {
+    let unreadable = |err: &dyn std::fmt::Display| DataError::Format {
         path: PathBuf::from(&e.name),
         reason: format!("unreadable image: {err}"),
-    })?;
+    };
+    // The decoder refuses an image header claiming more than MAX_IMAGE_SIDE pixels a side
+    // before allocating its buffer.
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_IMAGE_SIDE);
+    limits.max_image_height = Some(MAX_IMAGE_SIDE);
+    limits.max_alloc = Some(4 * 4 * u64::from(MAX_IMAGE_SIDE) * u64::from(MAX_IMAGE_SIDE));
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(&e.bytes))
+        .with_guessed_format()
+        .map_err(|err| unreadable(&err))?;
+    reader.limits(limits);
+    let img = reader.decode().map_err(|err| unreadable(&err))?;
     let gray = matches!(
         img.color(),
         image::ColorType::L8

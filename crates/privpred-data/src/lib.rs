@@ -21,6 +21,7 @@
 //! panel of rows at a time. Loading and preprocessing the 1,000,000-row MNIST-1M substitute
 //! peaks at about one f32 copy of its pixels (the `load_peak` example measures it).
 
+pub mod artifact;
 pub mod cifar;
 pub mod csvfile;
 pub mod dataset;
@@ -30,6 +31,7 @@ pub mod fsutil;
 pub mod idx;
 pub mod images;
 pub mod known;
+pub mod limits;
 pub mod linalg;
 pub mod load;
 pub mod mnist1m;

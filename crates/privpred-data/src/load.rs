@@ -13,6 +13,7 @@
 use crate::csvfile::{CsvOptions, read_csv};
 use crate::dataset::{Dataset, Provenance};
 use crate::error::{DataError, Result};
+use crate::limits::MAX_CLASSES;
 use crate::spec::DatasetSpec;
 use crate::{cifar, fsutil, idx, images, known, split};
 use std::path::{Path, PathBuf};
@@ -331,6 +332,15 @@ pub fn load_idx_dir(
         || rayon::join(|| idx::read_images(&tei), || idx::read_labels(&tel)),
     );
     let (tri_a, trl_a, tei_a, tel_a) = (a?, b?, c?, d?);
+    if tri_a.dims[1..] != tei_a.dims[1..] {
+        return Err(DataError::Format {
+            path: tei.clone(),
+            reason: format!(
+                "test images are {}×{}, training images {}×{} (the image shapes must match, not only the pixel counts)",
+                tei_a.dims[1], tei_a.dims[2], tri_a.dims[1], tri_a.dims[2]
+            ),
+        });
+    }
     let mut hashes = Vec::new();
     let mut verified = table.is_some();
     for (p, sha, stem) in [
@@ -561,6 +571,36 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
         .copied()
         .max()
         .unwrap_or(0) as usize;
+    if let Some(c) = opts.classes
+        && !(2..=MAX_CLASSES).contains(&c)
+    {
+        return Err(DataError::InvalidArgument {
+            name: "classes",
+            value: c.to_string(),
+            expected: format!("2..={MAX_CLASSES} (privpred_data::limits::MAX_CLASSES)"),
+        });
+    }
+    if opts.classes.is_none() && maxl >= MAX_CLASSES {
+        let (p, tbl) = if tr.labels.iter().any(|&y| y as usize >= MAX_CLASSES) {
+            (train, &tr)
+        } else {
+            (test.unwrap_or(train), te.as_ref().unwrap_or(&tr))
+        };
+        let (i, y) = tbl
+            .labels
+            .iter()
+            .enumerate()
+            .find(|(_, y)| **y as usize >= MAX_CLASSES)
+            .map(|(i, y)| (i, *y))
+            .unwrap_or((0, 0));
+        return Err(DataError::Format {
+            path: p.to_path_buf(),
+            reason: format!(
+                "label {y} in data row {}: labels are class indices 0..C-1 with at most {MAX_CLASSES} classes (privpred_data::limits::MAX_CLASSES)",
+                i + 1
+            ),
+        });
+    }
     let classes = match opts.classes {
         Some(c) => {
             if maxl >= c {

@@ -279,6 +279,133 @@ fn scale_into(z: &mut [f32], s: f64, limit: f64) {
 }
 
 impl FittedPreprocessing {
+    /// Checks a fitted preprocessing read from a file (a model artifact) before it is used:
+    /// the recipe's ranges (scale finite > 0, 2 ≤ classes ≤ the input's classes ≤
+    /// [`crate::limits::MAX_CLASSES`], subsample ≥ 1, 1 ≤ PCA dimension ≤ input dimension, clip
+    /// radius finite > 0) and the fitted state matching it (a PCA basis exactly when the
+    /// recipe has PCA, with a mean of the input dimension, `k × input_dim` finite components
+    /// and `k` variances; a finite positive maximum norm exactly for `max-norm`). A crafted
+    /// basis of the wrong size would otherwise index out of bounds when queries are mapped.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, value: String, expected: String| {
+            Err(DataError::InvalidArgument {
+                name,
+                value,
+                expected,
+            })
+        };
+        let r = &self.recipe;
+        if !(r.scale.is_finite() && r.scale > 0.0) {
+            return bad(
+                "scale",
+                r.scale.to_string(),
+                "a positive finite number".into(),
+            );
+        }
+        if self.input_dim == 0 {
+            return bad("input dimension", "0".into(), "at least 1".into());
+        }
+        if !(2..=crate::limits::MAX_CLASSES).contains(&self.input_classes) {
+            return bad(
+                "input classes",
+                self.input_classes.to_string(),
+                format!("2..={}", crate::limits::MAX_CLASSES),
+            );
+        }
+        if let Some(c) = r.classes
+            && !(2..=self.input_classes).contains(&c)
+        {
+            return bad(
+                "classes",
+                c.to_string(),
+                format!("2..={} (the input's classes)", self.input_classes),
+            );
+        }
+        if r.subsample == Some(0) {
+            return bad("subsample", "0".into(), "at least 1".into());
+        }
+        if let UnitBall::Clip { radius } = r.unit_ball
+            && !(radius.is_finite() && radius > 0.0)
+        {
+            return bad(
+                "clip radius",
+                radius.to_string(),
+                "a positive finite number".into(),
+            );
+        }
+        match (r.unit_ball, self.max_norm) {
+            (UnitBall::MaxNorm, Some(m)) if m.is_finite() && m > 0.0 => {}
+            (UnitBall::MaxNorm, m) => {
+                return bad(
+                    "max-norm statistic",
+                    format!("{m:?}"),
+                    "a positive finite number for the max-norm rule".into(),
+                );
+            }
+            (_, None) => {}
+            (_, Some(m)) => {
+                return bad(
+                    "max-norm statistic",
+                    m.to_string(),
+                    "absent unless the rule is max-norm".into(),
+                );
+            }
+        }
+        match (r.pca, &self.pca) {
+            (None, None) => {}
+            (Some(k), Some(p)) => {
+                let d = self.input_dim;
+                if !(1..=d).contains(&k) {
+                    return bad(
+                        "pca",
+                        k.to_string(),
+                        format!("1..={d} (the input dimension)"),
+                    );
+                }
+                if p.mean.len() != d
+                    || Some(p.components.len()) != k.checked_mul(d)
+                    || p.explained_variance.len() != k
+                {
+                    return bad(
+                        "PCA basis",
+                        format!(
+                            "mean {}, components {}, variances {}",
+                            p.mean.len(),
+                            p.components.len(),
+                            p.explained_variance.len()
+                        ),
+                        format!("mean {d}, components {k}×{d} = {}, variances {k}", k * d),
+                    );
+                }
+                if p.mean.iter().chain(&p.components).any(|v| !v.is_finite())
+                    || p.explained_variance.iter().any(|v| !v.is_finite())
+                    || !p.total_variance.is_finite()
+                {
+                    return bad(
+                        "PCA basis",
+                        "non-finite values".into(),
+                        "finite numbers".into(),
+                    );
+                }
+            }
+            (Some(k), None) => {
+                return bad(
+                    "PCA basis",
+                    "missing".into(),
+                    format!("a fitted basis for pca:{k}"),
+                );
+            }
+            (None, Some(_)) => {
+                return bad(
+                    "PCA basis",
+                    "present".into(),
+                    "none: the recipe has no PCA step".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Raw input dimension.
     pub fn input_dim(&self) -> usize {
         self.input_dim

@@ -14,7 +14,10 @@
 use crate::error::{LinearError, Result};
 use crate::methods::{PredictorKind, PrivatePredictor, SeedPolicy, Teachers};
 use crate::model::LinearModel;
+use privpred_core::Method;
+use privpred_core::validate::check_calibration;
 use privpred_data::FittedPreprocessing;
+use privpred_data::artifact;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -241,6 +244,9 @@ pub fn save_model(
     ];
     notes.extend(preprocessing.data_dependent());
     meta.insert("privacy_notes".to_string(), json(&notes)?);
+    let dtype = format!("{:?}", Dtype::F64);
+    let sum = artifact::checksum(&meta, &[(name, &dtype, &shape, &weights)]);
+    meta.insert(artifact::CHECKSUM_KEY.to_string(), sum);
     let view =
         TensorView::new(Dtype::F64, shape, &weights).map_err(|e| err(path, format!("{e}")))?;
     let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
@@ -295,12 +301,101 @@ fn from_bytes(b: &[u8]) -> Vec<f64> {
         .collect()
 }
 
+/// Range-checks the model header: dimensions, the kind's name, and for a private model its
+/// guarantee ([`check_calibration`]) and that the guarantee is the kind's method with the
+/// model's classes and the kind's parameters (T teachers, shard size, λ, clip).
+fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
+    let max_c = privpred_data::limits::MAX_CLASSES;
+    if h.d == 0 || !(2..=max_c).contains(&h.c) {
+        return Err(format!(
+            "model header: {} features × {} classes (need ≥ 1 feature and 2..={max_c} classes)",
+            h.d, h.c
+        ));
+    }
+    let methods: &[Method] = match h.kind.as_str() {
+        "non-private" => {
+            if h.predictor.is_some() {
+                return Err("a non-private model with a guarantee".into());
+            }
+            return Ok(());
+        }
+        "released" => &[
+            Method::ModelSensitivity,
+            Method::LossPerturbation,
+            Method::DpSgd,
+        ],
+        "noisy-logits" => &[Method::PredictionSensitivity],
+        "teachers" => &[Method::SubsampleAggregate],
+        other => return Err(format!("unknown model kind `{other}`")),
+    };
+    let p = h
+        .predictor
+        .as_ref()
+        .ok_or("private model without its guarantee")?;
+    let cal = &p.calibration;
+    check_calibration(cal).map_err(|e| format!("guarantee: {e}"))?;
+    if !methods.contains(&cal.method) {
+        return Err(format!(
+            "model kind `{}` cannot carry a {} guarantee",
+            h.kind, cal.method
+        ));
+    }
+    let variant_ok = matches!(
+        (h.kind.as_str(), &p.kind),
+        ("released", PredictorKind::Released { .. })
+            | ("noisy-logits", PredictorKind::NoisyLogits { .. })
+            | ("teachers", PredictorKind::Teachers { .. })
+    );
+    if !variant_ok {
+        return Err(format!(
+            "model kind `{}` does not match its predictor",
+            h.kind
+        ));
+    }
+    if cal.assumptions.classes != h.c {
+        return Err(format!(
+            "the guarantee is for {} classes, the model has {}",
+            cal.assumptions.classes, h.c
+        ));
+    }
+    if let Some(l) = p.lambda
+        && !(l.is_finite() && l >= 0.0)
+    {
+        return Err(format!("lambda = {l}: must be a finite number >= 0"));
+    }
+    if let Some(v) = p.clip
+        && !(v.is_finite() && v > 0.0)
+    {
+        return Err(format!("clip = {v}: must be a finite number > 0"));
+    }
+    if h.kind == "teachers" {
+        let t = h.teachers.unwrap_or(0);
+        if t == 0 || p.teachers != Some(t) {
+            return Err(format!(
+                "teachers: header {:?}, guarantee {:?} (need the same T ≥ 1)",
+                h.teachers, p.teachers
+            ));
+        }
+        if h.shard_size.unwrap_or(0) == 0 {
+            return Err("teachers: shard size must be ≥ 1".into());
+        }
+        if let Some(n) = cal.assumptions.n
+            && t > n
+        {
+            return Err(format!("{t} teachers for N = {n} training examples"));
+        }
+    }
+    Ok(())
+}
+
 /// Reads an artifact, refusing anything that is not a valid privpred-linear model of this
-/// format version.
+/// format version: the file's sizes are checked before reading, the whole-file checksum
+/// (metadata and weights, [`privpred_data::artifact`]) must match, and every header field is
+/// range-checked ([`check_calibration`], [`FittedPreprocessing::validate`], the shapes).
 pub fn load(path: &Path) -> Result<LoadedModel> {
-    let bytes = std::fs::read(path).map_err(|e| LinearError::Io {
-        path: path.to_path_buf(),
-        source: e,
+    let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
+        privpred_data::DataError::Io { path, source } => LinearError::Io { path, source },
+        e => err(path, e.to_string()),
     })?;
     let st = SafeTensors::deserialize(&bytes)
         .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
@@ -335,6 +430,26 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
             ),
         ));
     }
+    // One checksum over every metadata entry and every tensor (absent only in files written
+    // before it existed: those are still range-checked below and their weights checked
+    // against `weights_sha256`).
+    let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
+    names.sort();
+    let views: Vec<(String, TensorView<'_>)> = names
+        .iter()
+        .map(|n| st.tensor(n).map(|v| (n.clone(), v)))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let dtypes: Vec<String> = views
+        .iter()
+        .map(|(_, v)| format!("{:?}", v.dtype()))
+        .collect();
+    let refs: Vec<artifact::TensorRef<'_>> = views
+        .iter()
+        .zip(&dtypes)
+        .map(|((n, v), d)| (n.as_str(), d.as_str(), v.shape(), v.data()))
+        .collect();
+    artifact::verify_checksum(path, &meta, &refs).map_err(|e| err(path, e.to_string()))?;
     let header: ModelHeader = serde_json::from_str(get("model")?)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
     let preprocessing: FittedPreprocessing = serde_json::from_str(get("preprocessing")?)
@@ -345,11 +460,25 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         }
         None => serde_json::Value::Null,
     };
+    preprocessing
+        .validate()
+        .map_err(|e| err(path, format!("preprocessing header: {e}")))?;
+    check_header(&header).map_err(|reason| err(path, reason))?;
     let tname = if header.kind == "teachers" {
         "teachers"
     } else {
         "theta"
     };
+    if names.len() != 1 {
+        return Err(err(
+            path,
+            format!(
+                "{} tensors ({}); a privpred-linear model holds exactly one, `{tname}`",
+                names.len(),
+                names.join(", ")
+            ),
+        ));
+    }
     let t = st
         .tensor(tname)
         .map_err(|_| err(path, format!("tensor `{tname}` missing")))?;
@@ -439,6 +568,16 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
             ),
         ));
     }
+    if preprocessing.classes() != model.classes() {
+        return Err(err(
+            path,
+            format!(
+                "preprocessing yields {} classes but the model has {}",
+                preprocessing.classes(),
+                model.classes()
+            ),
+        ));
+    }
     Ok(LoadedModel {
         model,
         preprocessing,
@@ -456,6 +595,9 @@ mod tests {
     use privpred_core::{Budget, CalibrationMode, Method, Privacy};
     use privpred_data::Preprocessing;
     use rand::SeedableRng;
+
+    type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
+    type Edit = dyn Fn(&mut serde_json::Value, &mut serde_json::Value, &mut Tensors);
 
     fn prep(d: usize, c: usize) -> FittedPreprocessing {
         let ds = toy(50, d, c, 1);
@@ -555,6 +697,8 @@ mod tests {
                 .unwrap()
                 .remove("neighbours");
             meta.insert("model".into(), model.to_string());
+            // Old artifacts carry no checksum either (they load on weights_sha256 alone).
+            meta.remove(artifact::CHECKSUM_KEY);
             let t = st.tensor("theta").unwrap();
             let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
             let out = safetensors::tensor::serialize([("theta", view)], Some(meta)).unwrap();
@@ -566,6 +710,262 @@ mod tests {
                 "{c:?}"
             );
         }
+    }
+
+    /// Rewrites an artifact with `edit` applied to its `model` and `preprocessing` JSON and
+    /// its tensors, then (if `resum`) a correct checksum, so that the range checks are
+    /// tested on their own.
+    fn rewrite(src: &Path, dst: &Path, edit: &Edit, resum: bool) {
+        let bytes = std::fs::read(src).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+        let mut meta = md.metadata().clone().unwrap();
+        let mut model: serde_json::Value = serde_json::from_str(&meta["model"]).unwrap();
+        let mut prep: serde_json::Value = serde_json::from_str(&meta["preprocessing"]).unwrap();
+        let mut ts: Tensors = st
+            .tensors()
+            .into_iter()
+            .map(|(n, v)| (n, v.shape().to_vec(), v.data().to_vec()))
+            .collect();
+        edit(&mut model, &mut prep, &mut ts);
+        meta.insert("model".into(), model.to_string());
+        meta.insert("preprocessing".into(), prep.to_string());
+        let refs: Vec<artifact::TensorRef<'_>> = ts
+            .iter()
+            .map(|(n, sh, d)| (n.as_str(), "F64", sh.as_slice(), d.as_slice()))
+            .collect();
+        if resum {
+            let c = artifact::checksum(&meta, &refs);
+            meta.insert(artifact::CHECKSUM_KEY.into(), c);
+        }
+        let views: Vec<(String, TensorView<'_>)> = ts
+            .iter()
+            .map(|(n, sh, d)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F64, sh.clone(), d).unwrap(),
+                )
+            })
+            .collect();
+        std::fs::write(dst, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+    }
+
+    fn reason(path: &Path) -> String {
+        match load(path) {
+            Err(LinearError::Artifact { reason, .. }) => reason,
+            other => panic!("expected an artifact error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn edited_guarantees_and_crafted_shapes_are_refused() {
+        let raw = toy(400, 6, 3, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let fitted_pca = Preprocessing {
+            scale: 1.0,
+            pca: Some(4),
+            ..Preprocessing::default()
+        }
+        .fit(&raw, 0)
+        .unwrap();
+        let ds4 = fitted_pca.apply_train(&raw).unwrap();
+        let mut files = Vec::new();
+        for m in [
+            Method::ModelSensitivity,
+            Method::PredictionSensitivity,
+            Method::SubsampleAggregate,
+        ] {
+            let mut cfg = MethodConfig::new(
+                m,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 0.0).unwrap(),
+                Budget::Finite(10),
+            );
+            cfg.teachers = 4;
+            cfg.lambda = 1e-2;
+            let p = train_private(&cfg, &ds4, &mut rng).unwrap();
+            let path = dir.path().join(format!("{m}.safetensors"));
+            save(&path, &p, &fitted_pca, serde_json::Value::Null).unwrap();
+            load(&path).unwrap();
+            files.push((m, path));
+        }
+        let bad = dir.path().join("bad.safetensors");
+        let cal = |f: fn(&mut serde_json::Value)| {
+            move |m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
+                f(&mut m["predictor"]["calibration"])
+            }
+        };
+        let cases: Vec<(&str, Box<Edit>, &str)> = vec![
+            (
+                "eps -1",
+                Box::new(cal(|c| c["privacy"]["epsilon"] = (-1.0).into())),
+                "epsilon",
+            ),
+            (
+                "eps 0",
+                Box::new(cal(|c| c["privacy"]["epsilon"] = 0.0.into())),
+                "epsilon",
+            ),
+            (
+                "delta 2",
+                Box::new(cal(|c| c["privacy"]["delta"] = 2.0.into())),
+                "delta",
+            ),
+            (
+                "classes 0",
+                Box::new(cal(|c| c["assumptions"]["classes"] = 0.into())),
+                "classes",
+            ),
+            (
+                "beta -1",
+                Box::new(cal(|c| {
+                    let n = c["noise"].as_object_mut().unwrap();
+                    let k = if n.contains_key("beta") {
+                        "beta"
+                    } else {
+                        "sigma"
+                    };
+                    n.insert(k.into(), (-1.0).into());
+                })),
+                "must be a finite number > 0",
+            ),
+            (
+                "renamed method",
+                Box::new(cal(|c| c["method"] = "dp-sgd".into())),
+                "",
+            ),
+            (
+                "scale 0",
+                Box::new(
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
+                        p["recipe"]["scale"] = 0.0.into()
+                    },
+                ),
+                "scale",
+            ),
+            (
+                "scale -1",
+                Box::new(
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
+                        p["recipe"]["scale"] = (-1.0).into()
+                    },
+                ),
+                "scale",
+            ),
+            (
+                "basis too short",
+                Box::new(
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
+                        p["pca"]["components"].as_array_mut().unwrap().truncate(3)
+                    },
+                ),
+                "PCA basis",
+            ),
+            (
+                "basis missing",
+                Box::new(
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
+                        p["pca"] = serde_json::Value::Null
+                    },
+                ),
+                "PCA basis",
+            ),
+            (
+                "mean too short",
+                Box::new(
+                    |_: &mut serde_json::Value, p: &mut serde_json::Value, _: &mut Tensors| {
+                        p["pca"]["mean"].as_array_mut().unwrap().pop();
+                    },
+                ),
+                "PCA basis",
+            ),
+            (
+                "model classes 0",
+                Box::new(
+                    |m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
+                        m["c"] = 0.into()
+                    },
+                ),
+                "classes",
+            ),
+            (
+                "extra tensor",
+                Box::new(
+                    |_: &mut serde_json::Value, _: &mut serde_json::Value, t: &mut Tensors| {
+                        t.push(("zz".into(), vec![1], vec![0; 8]))
+                    },
+                ),
+                "tensors",
+            ),
+        ];
+        for (m, path) in &files {
+            for (what, edit, needle) in &cases {
+                rewrite(path, &bad, edit.as_ref(), true);
+                let r = reason(&bad);
+                assert!(r.contains(needle), "{m} / {what}: {r}");
+                // the same edit without a new checksum: refused by the checksum
+                rewrite(path, &bad, edit.as_ref(), false);
+                assert!(reason(&bad).contains("checksum"), "{m} / {what}");
+            }
+        }
+        // an in-range edit (ε 1 → 9) is caught by the checksum alone
+        let (_, sa) = &files[2];
+        rewrite(
+            sa,
+            &bad,
+            &cal(|c| c["privacy"]["epsilon"] = 9.0.into()),
+            false,
+        );
+        assert!(reason(&bad).contains("checksum"));
+        // teachers: an empty teachers tensor, and a header whose T disagrees with the guarantee
+        let empty = |m: &mut serde_json::Value, _: &mut serde_json::Value, t: &mut Tensors| {
+            m["teachers"] = 0.into();
+            t[0].1[0] = 0;
+            t[0].2.clear();
+        };
+        rewrite(sa, &bad, &empty, true);
+        assert!(reason(&bad).contains("teachers"), "{}", reason(&bad));
+        rewrite(
+            sa,
+            &bad,
+            &|m: &mut serde_json::Value, _: &mut serde_json::Value, _: &mut Tensors| {
+                m["teachers"] = 3.into()
+            },
+            true,
+        );
+        assert!(reason(&bad).contains("teachers"), "{}", reason(&bad));
+    }
+
+    #[test]
+    fn an_artifact_without_the_checksum_still_loads_after_its_checks() {
+        // Files written before the checksum existed (format version 1 without the key) load:
+        // their weights are still checked against `weights_sha256` and every field is
+        // range-checked.
+        let dir = tempfile::tempdir().unwrap();
+        let fitted = prep(4, 2);
+        let m = LinearModel::new(4, 2, vec![0.5; 8]).unwrap();
+        let path = dir.path().join("m.safetensors");
+        save_model(
+            &path,
+            &StoredModel::NonPrivate(m.clone()),
+            &fitted,
+            serde_json::Value::Null,
+        )
+        .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+        let mut meta = md.metadata().clone().unwrap();
+        assert!(meta.remove(artifact::CHECKSUM_KEY).is_some());
+        let t = st.tensor("theta").unwrap();
+        let old = dir.path().join("old.safetensors");
+        std::fs::write(
+            &old,
+            safetensors::serialize([("theta", t.clone())], Some(meta)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(load(&old).unwrap().model, StoredModel::NonPrivate(m));
     }
 
     #[test]

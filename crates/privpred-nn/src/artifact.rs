@@ -13,7 +13,9 @@
 use crate::data::Normalization;
 use crate::error::{NnError, Result};
 use crate::resnet::{ResNet, ResNetConfig, Tape};
-use privpred_core::Calibration;
+use privpred_core::validate::check_calibration;
+use privpred_core::{Calibration, Method};
+use privpred_data::artifact;
 use rand::Rng;
 use rayon::prelude::*;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -338,15 +340,120 @@ pub fn save(path: &Path, model: &NnModel) -> Result<()> {
         "weights_sha256".to_string(),
         sha256_hex(&model.weight_bytes()),
     );
+    let dtype = format!("{:?}", Dtype::F32);
+    let refs: Vec<artifact::TensorRef<'_>> = bufs
+        .iter()
+        .map(|(n, sh, b)| (n.as_str(), dtype.as_str(), sh.as_slice(), b.as_slice()))
+        .collect();
+    let sum = artifact::checksum(&meta, &refs);
+    meta.insert(artifact::CHECKSUM_KEY.to_string(), sum);
     let bytes = safetensors::serialize(views, Some(meta))
         .map_err(|e| err(path, format!("cannot serialise: {e}")))?;
     privpred_data::fsutil::write_atomic(path, |w| w.write_all(&bytes))?;
     Ok(())
 }
 
-/// Reads a model written by [`save`]; refuses other files with a clear error.
+/// Most networks one artifact may hold (teachers T).
+pub const MAX_MEMBERS: usize = 10_000;
+/// Largest input side, channel width and input channel count an artifact's architecture may
+/// name (ResNet-20 on CIFAR-10: 32, 64, 3), and most blocks per stage.
+pub const MAX_IMAGE_SIZE: usize = 4_096;
+/// See [`MAX_IMAGE_SIZE`].
+pub const MAX_WIDTH: usize = 4_096;
+/// See [`MAX_IMAGE_SIZE`].
+pub const MAX_IN_CHANNELS: usize = 16;
+/// See [`MAX_IMAGE_SIZE`].
+pub const MAX_BLOCKS_PER_STAGE: usize = 1_000;
+
+/// Range-checks a header read from a file: the architecture within the limits above (so its
+/// parameter count cannot overflow) and 2 ≤ classes ≤ `privpred_data::limits::MAX_CLASSES`;
+/// 1 ≤ members ≤ [`MAX_MEMBERS`] (exactly 1 unless teachers); the input normalisation with
+/// one finite mean and one finite positive std per channel; class names (if any) one per
+/// class; and the guarantee: none for a non-private network, else valid
+/// ([`check_calibration`]) for the kind's method (DP-SGD, or subsample-and-aggregate for
+/// teachers) and the network's classes.
+fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
+    let c = &h.config;
+    let max_c = privpred_data::limits::MAX_CLASSES;
+    if c.in_channels > MAX_IN_CHANNELS
+        || c.image_size > MAX_IMAGE_SIZE
+        || c.widths.iter().any(|&w| w > MAX_WIDTH)
+        || c.blocks_per_stage > MAX_BLOCKS_PER_STAGE
+        || !(2..=max_c).contains(&c.classes)
+    {
+        return Err(format!(
+            "architecture {c:?} outside the limits (in_channels ≤ {MAX_IN_CHANNELS}, image_size ≤ {MAX_IMAGE_SIZE}, widths ≤ {MAX_WIDTH}, blocks_per_stage ≤ {MAX_BLOCKS_PER_STAGE}, classes 2..={max_c})"
+        ));
+    }
+    if h.members == 0 || h.members > MAX_MEMBERS {
+        return Err(format!(
+            "{} member networks (need 1..={MAX_MEMBERS})",
+            h.members
+        ));
+    }
+    if h.kind != ModelKind::Teachers && h.members != 1 {
+        return Err("DP-SGD and non-private models hold exactly one network".into());
+    }
+    let n = &h.normalization;
+    if n.mean.len() != c.in_channels
+        || n.std.len() != c.in_channels
+        || n.mean.iter().any(|v| !v.is_finite())
+        || n.std.iter().any(|v| !(v.is_finite() && *v > 0.0))
+    {
+        return Err(format!(
+            "input normalisation {n:?}: need {} finite means and {} finite stds > 0",
+            c.in_channels, c.in_channels
+        ));
+    }
+    if let Some(names) = &h.class_names
+        && names.len() != c.classes
+    {
+        return Err(format!(
+            "{} class names for {} classes",
+            names.len(),
+            c.classes
+        ));
+    }
+    let method = match h.kind {
+        ModelKind::NonPrivate => {
+            return match h.calibration {
+                None => Ok(()),
+                Some(_) => Err("a non-private network with a guarantee".into()),
+            };
+        }
+        ModelKind::DpSgd => Method::DpSgd,
+        ModelKind::Teachers => Method::SubsampleAggregate,
+    };
+    let cal = h
+        .calibration
+        .as_ref()
+        .ok_or("a private model without its guarantee")?;
+    check_calibration(cal).map_err(|e| format!("guarantee: {e}"))?;
+    if cal.method != method {
+        return Err(format!(
+            "a {:?} model cannot carry a {} guarantee",
+            h.kind, cal.method
+        ));
+    }
+    if cal.assumptions.classes != c.classes {
+        return Err(format!(
+            "the guarantee is for {} classes, the network has {}",
+            cal.assumptions.classes, c.classes
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a model written by [`save`]; refuses other files with a clear error: sizes are
+/// checked before reading, the whole-file checksum (metadata and weights,
+/// [`privpred_data::artifact`]) must match, every header field is range-checked
+/// (`check_header`), tensor shapes are checked before the networks are allocated, and the
+/// weights must be finite.
 pub fn load(path: &Path) -> Result<NnModel> {
-    let bytes = std::fs::read(path).map_err(|e| NnError::io(path, e))?;
+    let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
+        privpred_data::DataError::Io { path, source } => NnError::io(path, source),
+        e => err(path, e.to_string()),
+    })?;
     let st = SafeTensors::deserialize(&bytes)
         .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
     let (_, md) = SafeTensors::read_metadata(&bytes)
@@ -378,6 +485,26 @@ pub fn load(path: &Path) -> Result<NnModel> {
             ),
         ));
     }
+    // One checksum over every metadata entry and tensor (absent only in files written before
+    // it existed: those are still range-checked and their weights checked against
+    // `weights_sha256`).
+    let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
+    names.sort();
+    let views: Vec<(String, TensorView<'_>)> = names
+        .iter()
+        .map(|n| st.tensor(n).map(|v| (n.clone(), v)))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
+    let dtypes: Vec<String> = views
+        .iter()
+        .map(|(_, v)| format!("{:?}", v.dtype()))
+        .collect();
+    let refs: Vec<artifact::TensorRef<'_>> = views
+        .iter()
+        .zip(&dtypes)
+        .map(|((n, v), d)| (n.as_str(), d.as_str(), v.shape(), v.data()))
+        .collect();
+    artifact::verify_checksum(path, &meta, &refs).map_err(|e| err(path, e.to_string()))?;
     let mut header: ModelHeader = serde_json::from_str(get("model")?)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
     // Artifacts written before guarantees named their relation are labelled with the relation
@@ -391,9 +518,43 @@ pub fn load(path: &Path) -> Result<NnModel> {
     }
     let extra: serde_json::Value = serde_json::from_str(get("extra")?)
         .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
-    let net = ResNet::new(header.config)?;
+    check_header(&header).map_err(|reason| err(path, reason))?;
+    let net = ResNet::new(header.config).map_err(|e| err(path, e.to_string()))?;
     let t = header.members;
     let stacked = header.kind == ModelKind::Teachers;
+    if names.len() != net.tensors().len() {
+        return Err(err(
+            path,
+            format!(
+                "{} tensors, the architecture has {}",
+                names.len(),
+                net.tensors().len()
+            ),
+        ));
+    }
+    // The tensors' shapes are checked against the header before anything is allocated for
+    // the members: their sizes are then bounded by the file's.
+    for ti in net.tensors() {
+        let v = st
+            .tensor(&ti.name)
+            .map_err(|e| err(path, format!("tensor `{}`: {e}", ti.name)))?;
+        let mut shape = ti.shape.clone();
+        if stacked {
+            shape.insert(0, t);
+        }
+        if v.dtype() != Dtype::F32 || v.shape() != shape.as_slice() {
+            return Err(err(
+                path,
+                format!(
+                    "tensor `{}` is {:?} {:?}, expected F32 {:?}",
+                    ti.name,
+                    v.dtype(),
+                    v.shape(),
+                    shape
+                ),
+            ));
+        }
+    }
     let mut members = vec![vec![0.0f32; net.num_params()]; t];
     for ti in net.tensors() {
         let v = st
@@ -424,6 +585,9 @@ pub fn load(path: &Path) -> Result<NnModel> {
             m[ti.range()].copy_from_slice(&vals[k * ti.len..(k + 1) * ti.len]);
         }
     }
+    if members.iter().flatten().any(|v| !v.is_finite()) {
+        return Err(err(path, "weights contain NaN or infinity: corrupt file"));
+    }
     let model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
     if &model.weights_sha256 != get("weights_sha256")? {
         return Err(err(
@@ -432,4 +596,177 @@ pub fn load(path: &Path) -> Result<NnModel> {
         ));
     }
     Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use privpred_core::{CalibrationMode, Privacy};
+    use serde_json::Value;
+
+    type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
+    type Edit = Box<dyn Fn(&mut Value, &mut Tensors)>;
+
+    fn teachers(dir: &Path) -> std::path::PathBuf {
+        let cfg = ResNetConfig::tiny(4);
+        let net = ResNet::new(cfg).unwrap();
+        let cal = crate::calib::subsample_aggregate(
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, 0.0).unwrap(),
+            10,
+            4,
+        )
+        .unwrap();
+        let p: Vec<f32> = (0..net.num_params())
+            .map(|i| ((i * 7919) % 101) as f32 / 101.0 - 0.5)
+            .collect();
+        let model = NnModel::new(
+            ModelHeader {
+                kind: ModelKind::Teachers,
+                config: cfg,
+                normalization: crate::data::Normalization::cifar10(),
+                calibration: Some(cal),
+                members: 2,
+                class_names: None,
+                data_source: "test".into(),
+            },
+            vec![p.clone(), p],
+            Value::Null,
+        )
+        .unwrap();
+        let path = dir.join("t.safetensors");
+        save(&path, &model).unwrap();
+        assert_eq!(load(&path).unwrap(), model);
+        path
+    }
+
+    /// Rewrites an artifact with `edit` applied to the `model` JSON and the tensors, then
+    /// (if `resum`) a correct checksum.
+    fn rewrite(src: &Path, dst: &Path, edit: &dyn Fn(&mut Value, &mut Tensors), resum: bool) {
+        let bytes = std::fs::read(src).unwrap();
+        let st = SafeTensors::deserialize(&bytes).unwrap();
+        let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+        let mut meta = md.metadata().clone().unwrap();
+        let mut model: Value = serde_json::from_str(&meta["model"]).unwrap();
+        let mut ts: Tensors = st
+            .tensors()
+            .into_iter()
+            .map(|(n, v)| (n, v.shape().to_vec(), v.data().to_vec()))
+            .collect();
+        edit(&mut model, &mut ts);
+        meta.insert("model".into(), model.to_string());
+        if resum {
+            let refs: Vec<artifact::TensorRef<'_>> = ts
+                .iter()
+                .map(|(n, sh, d)| (n.as_str(), "F32", sh.as_slice(), d.as_slice()))
+                .collect();
+            let c = artifact::checksum(&meta, &refs);
+            meta.insert(artifact::CHECKSUM_KEY.into(), c);
+        }
+        let views: Vec<(String, TensorView<'_>)> = ts
+            .iter()
+            .map(|(n, sh, d)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, sh.clone(), d).unwrap(),
+                )
+            })
+            .collect();
+        std::fs::write(dst, safetensors::serialize(views, Some(meta)).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn crafted_headers_and_edits_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = teachers(dir.path());
+        let bad = dir.path().join("bad.safetensors");
+        let cases: Vec<(&str, Edit, &str)> = vec![
+            (
+                "empty teachers tensor",
+                Box::new(|m, ts| {
+                    m["members"] = 0.into();
+                    for t in ts.iter_mut() {
+                        t.1[0] = 0;
+                        t.2.clear();
+                    }
+                }),
+                "member networks",
+            ),
+            (
+                "epsilon -1",
+                Box::new(|m, _| m["calibration"]["privacy"]["epsilon"] = (-1.0).into()),
+                "epsilon",
+            ),
+            (
+                "delta 2",
+                Box::new(|m, _| m["calibration"]["privacy"]["delta"] = 2.0.into()),
+                "delta",
+            ),
+            (
+                "beta 0",
+                Box::new(|m, _| m["calibration"]["noise"]["beta"] = 0.0.into()),
+                "beta",
+            ),
+            (
+                "renamed method",
+                Box::new(|m, _| m["calibration"]["method"] = "prediction-sensitivity".into()),
+                "noise",
+            ),
+            (
+                "classes 0",
+                Box::new(|m, _| m["config"]["classes"] = 0.into()),
+                "classes",
+            ),
+            (
+                "huge widths",
+                Box::new(|m, _| {
+                    m["config"]["widths"] = serde_json::json!([1u64 << 40, 1u64 << 40, 1u64 << 40])
+                }),
+                "limits",
+            ),
+            (
+                "std 0",
+                Box::new(|m, _| m["normalization"]["std"][0] = 0.0.into()),
+                "normalisation",
+            ),
+            (
+                "billions of members",
+                Box::new(|m, _| m["members"] = 4_000_000_000u64.into()),
+                "member networks",
+            ),
+            (
+                "missing tensor",
+                Box::new(|_, ts| {
+                    ts.pop();
+                }),
+                "tensors",
+            ),
+        ];
+        for (what, edit, needle) in &cases {
+            rewrite(&good, &bad, edit.as_ref(), true);
+            let e = load(&bad).unwrap_err().to_string();
+            assert!(e.contains(needle), "{what}: {e}");
+            rewrite(&good, &bad, edit.as_ref(), false);
+            let e = load(&bad).unwrap_err().to_string();
+            assert!(e.contains("checksum"), "{what}: {e}");
+        }
+        // an in-range edit is caught by the checksum alone
+        rewrite(
+            &good,
+            &bad,
+            &|m, _| m["calibration"]["privacy"]["epsilon"] = 8.0.into(),
+            false,
+        );
+        assert!(load(&bad).unwrap_err().to_string().contains("checksum"));
+        // a header length of 2^62: refused before allocating
+        let mut b = (1u64 << 62).to_le_bytes().to_vec();
+        b.extend_from_slice(b"{}");
+        std::fs::write(&bad, &b).unwrap();
+        assert!(
+            load(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("header claims")
+        );
+    }
 }

@@ -3,6 +3,7 @@
 
 mod cmd;
 mod exit;
+mod limits;
 
 use clap::{Parser, Subcommand};
 

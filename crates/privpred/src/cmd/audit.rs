@@ -85,8 +85,96 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The counts' limits (`crate::limits`), checked before any work: a count near `u64::MAX`
+/// would otherwise overflow an allocation or run for ever.
+fn check_counts(a: &Args) -> anyhow::Result<()> {
+    use crate::limits::*;
+    count(
+        "trials",
+        a.trials as u64,
+        8,
+        MAX_AUDIT_TRIALS,
+        "MAX_AUDIT_TRIALS",
+    )?;
+    count("budget", a.budget, 1, MAX_AUDIT_BUDGET, "MAX_AUDIT_BUDGET")?;
+    count("classes", a.classes as u64, 2, MAX_CLASSES, "MAX_CLASSES")?;
+    count(
+        "features",
+        a.features as u64,
+        1,
+        MAX_FEATURES,
+        "MAX_FEATURES",
+    )?;
+    count(
+        "features × --classes",
+        (a.features as u64).saturating_mul(a.classes as u64),
+        1,
+        MAX_AUDIT_PARAMETERS,
+        "MAX_AUDIT_PARAMETERS",
+    )?;
+    let per_answer = if a.method == Method::ModelSensitivity {
+        (a.features as u64) * (a.classes as u64)
+    } else {
+        1
+    };
+    let work = (a.trials as u64)
+        .saturating_mul(a.budget)
+        .saturating_mul(per_answer);
+    if work > MAX_AUDIT_WORK {
+        return Err(crate::exit::usage(format!(
+            "audit too large: --trials {} × --budget {} × {per_answer} released values = {work}, more than {MAX_AUDIT_WORK} (privpred::limits::MAX_AUDIT_WORK); lower --trials",
+            a.trials, a.budget
+        )));
+    }
+    count(
+        "teachers",
+        a.teachers as u64,
+        2,
+        MAX_TEACHERS,
+        "MAX_TEACHERS",
+    )?;
+    count("n", a.n as u64, 1, MAX_AUDIT_N, "MAX_AUDIT_N")?;
+    count("dpsgd-n", a.dpsgd_n as u64, 1, MAX_AUDIT_N, "MAX_AUDIT_N")?;
+    count(
+        "e2e-n",
+        a.e2e_n as u64,
+        4,
+        MAX_AUDIT_E2E_N,
+        "MAX_AUDIT_E2E_N",
+    )?;
+    count(
+        "tensors",
+        a.tensors as u64,
+        1,
+        MAX_AUDIT_TENSORS,
+        "MAX_AUDIT_TENSORS",
+    )?;
+    count(
+        "batch-size",
+        a.batch_size as u64,
+        1,
+        a.dpsgd_n as u64,
+        "the --dpsgd-n",
+    )?;
+    if !(a.epochs.is_finite() && a.epochs > 0.0) {
+        return Err(crate::exit::usage(format!(
+            "invalid --epochs = {}: must be a finite number > 0",
+            a.epochs
+        )));
+    }
+    let steps = (a.epochs * a.dpsgd_n as f64 / a.batch_size as f64).ceil();
+    if steps > MAX_AUDIT_STEPS as f64 {
+        return Err(crate::exit::usage(format!(
+            "invalid DP-SGD schedule: --epochs {} × --dpsgd-n {} / --batch-size {} = {steps} steps, more than {MAX_AUDIT_STEPS} (privpred::limits::MAX_AUDIT_STEPS)",
+            a.epochs, a.dpsgd_n, a.batch_size
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `privpred audit`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    check_counts(&args)?;
     let privacy = Privacy::new(args.epsilon, args.delta)?;
     let req = AuditRequest {
         method: args.method,

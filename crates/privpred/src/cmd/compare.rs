@@ -77,17 +77,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for &b in &budgets {
         privpred_core::Budget::finite(b)?;
     }
-    if args.teachers == 0 {
-        return Err(crate::exit::usage(
-            "invalid --teachers `0`: an integer >= 1",
-        ));
-    }
-    if args.repetitions == 0 || args.repetitions > 10_000 {
-        return Err(crate::exit::usage(format!(
-            "invalid --repetitions `{}`: an integer in 1..=10000",
-            args.repetitions
-        )));
-    }
+    use crate::limits::{MAX_REPETITIONS, MAX_TEACHERS, count};
+    count(
+        "repetitions",
+        args.repetitions.into(),
+        1,
+        MAX_REPETITIONS,
+        "MAX_REPETITIONS",
+    )?;
+    count(
+        "teachers",
+        args.teachers as u64,
+        1,
+        MAX_TEACHERS,
+        "MAX_TEACHERS",
+    )?;
     if let Some(p) = &args.report
         && (p.as_os_str().is_empty() || p.is_dir())
     {

@@ -53,9 +53,13 @@ fn lin(e: LinearError) -> anyhow::Error {
 
 /// Runs `privpred evaluate`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.repetitions == 0 {
-        return Err(usage("invalid repetitions = 0: must be an integer >= 1"));
-    }
+    crate::limits::count(
+        "repetitions",
+        args.repetitions as u64,
+        1,
+        crate::limits::MAX_REPETITIONS,
+        "MAX_REPETITIONS",
+    )?;
     if super::nn_artifact::is_nn_artifact(&args.model) {
         #[cfg(feature = "nn")]
         return nn::run(&args);

@@ -111,6 +111,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let repetitions = args.repetitions.unwrap_or(if args.quick { 3 } else { 100 });
+    crate::limits::count(
+        "repetitions",
+        repetitions.into(),
+        1,
+        crate::limits::MAX_REPETITIONS,
+        "MAX_REPETITIONS",
+    )?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
             "{}{}",

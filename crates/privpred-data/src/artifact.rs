@@ -1,0 +1,180 @@
+//! What the two model-artifact formats (`privpred-linear`, `privpred-nn`, both safetensors
+//! files) share: reading a file with its sizes checked before anything is allocated, and the
+//! one checksum that covers a whole artifact — every metadata entry and every tensor's name,
+//! dtype, shape and bytes — so that an edited or corrupted file is refused on load.
+//!
+//! # The checksum
+//! Metadata key [`CHECKSUM_KEY`] holds `sha256:<hex>` of this byte string: the domain tag
+//! `privpred-artifact-checksum-v1`, then every other metadata entry sorted by key (key length
+//! as u64 LE, key, value length, value), then every tensor sorted by name (name length, name,
+//! dtype name length, dtype name, rank, each dimension, data length, data; all integers u64
+//! LE). Any metadata field a later version adds is covered automatically.
+//!
+//! It detects corruption and edits, not forgery: anyone who can write the file can recompute
+//! it (it is not a signature). What keeps an edited file from carrying a guarantee no
+//! calibration gives is the range check of every field on load, which runs as well.
+
+use crate::error::{DataError, Result};
+use crate::limits::{MAX_ARTIFACT_BYTES, MAX_ARTIFACT_HEADER_BYTES};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+/// The metadata key of the whole-artifact checksum.
+pub const CHECKSUM_KEY: &str = "checksum";
+
+/// One tensor as the checksum sees it: name, dtype name (e.g. `F64`), shape, little-endian
+/// bytes.
+pub type TensorRef<'a> = (&'a str, &'a str, &'a [usize], &'a [u8]);
+
+/// The checksum (`sha256:<hex>`) of an artifact's metadata (the [`CHECKSUM_KEY`] entry, if
+/// present, is left out) and tensors (any order: they are sorted by name).
+pub fn checksum(meta: &HashMap<String, String>, tensors: &[TensorRef<'_>]) -> String {
+    let mut h = Sha256::new();
+    let mut put = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    put(b"privpred-artifact-checksum-v1");
+    let mut keys: Vec<&String> = meta.keys().filter(|k| *k != CHECKSUM_KEY).collect();
+    keys.sort();
+    put(&(keys.len() as u64).to_le_bytes());
+    for k in keys {
+        put(k.as_bytes());
+        put(meta[k].as_bytes());
+    }
+    let mut ts: Vec<&TensorRef<'_>> = tensors.iter().collect();
+    ts.sort_by(|a, b| a.0.cmp(b.0));
+    put(&(ts.len() as u64).to_le_bytes());
+    for (name, dtype, shape, data) in ts {
+        put(name.as_bytes());
+        put(dtype.as_bytes());
+        put(&(shape.len() as u64).to_le_bytes());
+        for d in shape.iter() {
+            put(&(*d as u64).to_le_bytes());
+        }
+        put(data);
+    }
+    let digest = h.finalize();
+    format!("sha256:{}", crate::idx::hex(&digest))
+}
+
+/// Whether the metadata's checksum matches: `Ok(true)` when it does, `Ok(false)` when the
+/// metadata has no checksum (an artifact written before checksums existed), an error
+/// naming the file when it does not match.
+pub fn verify_checksum(
+    path: &Path,
+    meta: &HashMap<String, String>,
+    tensors: &[TensorRef<'_>],
+) -> Result<bool> {
+    match meta.get(CHECKSUM_KEY) {
+        None => Ok(false),
+        Some(stored) if *stored == checksum(meta, tensors) => Ok(true),
+        Some(_) => Err(DataError::Format {
+            path: path.to_path_buf(),
+            reason: "the artifact's SHA-256 checksum does not match its contents (metadata or weights edited or corrupted): refusing it — re-train or restore the file".into(),
+        }),
+    }
+}
+
+/// Reads a safetensors file after checking its size against [`MAX_ARTIFACT_BYTES`] and its
+/// header length against [`MAX_ARTIFACT_HEADER_BYTES`] and the file size (nothing is
+/// allocated for a length the file cannot hold).
+pub fn read_artifact_bytes(path: &Path) -> Result<Vec<u8>> {
+    let io = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let fmt = |reason: String| DataError::Format {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    if len > MAX_ARTIFACT_BYTES {
+        return Err(fmt(format!(
+            "{len} bytes, more than the limit of {MAX_ARTIFACT_BYTES} bytes for a model artifact (privpred_data::limits::MAX_ARTIFACT_BYTES)"
+        )));
+    }
+    if len < 8 {
+        return Err(fmt(format!(
+            "not a valid safetensors file ({len} bytes, shorter than its 8-byte header length)"
+        )));
+    }
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(io)?;
+    let n = u64::from_le_bytes(n);
+    if n > MAX_ARTIFACT_HEADER_BYTES || n > len - 8 {
+        return Err(fmt(format!(
+            "not a valid safetensors file: its header claims {n} bytes (the file has {}, the limit is {MAX_ARTIFACT_HEADER_BYTES})",
+            len - 8
+        )));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    bytes.extend_from_slice(&n.to_le_bytes());
+    f.take(len - 8).read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_covers_every_entry_and_tensor_byte() {
+        let mut meta = HashMap::new();
+        meta.insert("a".to_string(), "1".to_string());
+        meta.insert("b".to_string(), "x".to_string());
+        let data = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        let shape = [2usize];
+        let t = [("w", "F32", &shape[..], &data[..])];
+        let c = checksum(&meta, &t);
+        assert!(c.starts_with("sha256:") && c.len() == 7 + 64);
+        // the checksum entry itself is ignored
+        let mut with = meta.clone();
+        with.insert(CHECKSUM_KEY.into(), c.clone());
+        assert_eq!(checksum(&with, &t), c);
+        assert!(verify_checksum(Path::new("m"), &with, &t).unwrap());
+        assert!(!verify_checksum(Path::new("m"), &meta, &t).unwrap());
+        // any change is seen
+        let mut m2 = with.clone();
+        m2.insert("a".into(), "2".into());
+        assert!(verify_checksum(Path::new("m"), &m2, &t).is_err());
+        let mut m3 = with.clone();
+        m3.insert("c".into(), String::new());
+        assert!(verify_checksum(Path::new("m"), &m3, &t).is_err());
+        let mut d2 = data;
+        d2[7] ^= 1;
+        let t2 = [("w", "F32", &shape[..], &d2[..])];
+        assert!(verify_checksum(Path::new("m"), &with, &t2).is_err());
+        let shape2 = [1usize, 2];
+        let t3 = [("w", "F32", &shape2[..], &data[..])];
+        assert!(verify_checksum(Path::new("m"), &with, &t3).is_err());
+        let t4 = [("w", "F64", &shape[..], &data[..])];
+        assert!(verify_checksum(Path::new("m"), &with, &t4).is_err());
+        // entries do not run into each other: ("ab","") vs ("a","b")
+        let mut x = HashMap::new();
+        x.insert("ab".to_string(), String::new());
+        let mut y = HashMap::new();
+        y.insert("a".to_string(), "b".to_string());
+        assert_ne!(checksum(&x, &[]), checksum(&y, &[]));
+    }
+
+    #[test]
+    fn header_length_is_checked_before_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.safetensors");
+        let mut b = (1u64 << 62).to_le_bytes().to_vec();
+        b.extend_from_slice(b"{}");
+        std::fs::write(&p, &b).unwrap();
+        let e = read_artifact_bytes(&p).unwrap_err().to_string();
+        assert!(e.contains("header claims"), "{e}");
+        std::fs::write(&p, b"abc").unwrap();
+        assert!(read_artifact_bytes(&p).is_err());
+        let mut ok = 2u64.to_le_bytes().to_vec();
+        ok.extend_from_slice(b"{}");
+        std::fs::write(&p, &ok).unwrap();
+        assert_eq!(read_artifact_bytes(&p).unwrap(), ok);
+    }
+}
