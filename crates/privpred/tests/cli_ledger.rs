@@ -56,8 +56,6 @@ fn predict_ledger_arithmetic_is_checked_and_never_silently_created() {
         "10",
         "--lambda",
         "1e-2",
-        "--seed",
-        "3",
         "--out",
         m,
     ]);
