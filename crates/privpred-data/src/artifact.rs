@@ -78,6 +78,35 @@ pub fn verify_checksum(
     }
 }
 
+/// Verifies the checksum of a parsed safetensors artifact over its metadata and every tensor
+/// (name, dtype, shape, bytes; see [`verify_checksum`]) and returns its tensor names, sorted.
+/// The one place both artifact formats (linear and ResNet) collect their tensors for it.
+pub fn verify_safetensors(
+    path: &Path,
+    meta: &HashMap<String, String>,
+    st: &safetensors::SafeTensors<'_>,
+) -> Result<Vec<String>> {
+    let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
+    names.sort();
+    let views = names
+        .iter()
+        .map(|n| st.tensor(n))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| DataError::Format {
+            path: path.to_path_buf(),
+            reason: format!("not a valid safetensors file ({e})"),
+        })?;
+    let dtypes: Vec<String> = views.iter().map(|v| format!("{:?}", v.dtype())).collect();
+    let refs: Vec<TensorRef<'_>> = names
+        .iter()
+        .zip(&views)
+        .zip(&dtypes)
+        .map(|((n, v), d)| (n.as_str(), d.as_str(), v.shape(), v.data()))
+        .collect();
+    verify_checksum(path, meta, &refs)?;
+    Ok(names)
+}
+
 /// Reads a safetensors file after checking its size against [`MAX_ARTIFACT_BYTES`] and its
 /// header length against [`MAX_ARTIFACT_HEADER_BYTES`] and the file size (nothing is
 /// allocated for a length the file cannot hold).

@@ -488,23 +488,8 @@ pub fn load(path: &Path) -> Result<NnModel> {
     // One checksum over every metadata entry and tensor (absent only in files written before
     // it existed: those are still range-checked and their weights checked against
     // `weights_sha256`).
-    let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
-    names.sort();
-    let views: Vec<(String, TensorView<'_>)> = names
-        .iter()
-        .map(|n| st.tensor(n).map(|v| (n.clone(), v)))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
-    let dtypes: Vec<String> = views
-        .iter()
-        .map(|(_, v)| format!("{:?}", v.dtype()))
-        .collect();
-    let refs: Vec<artifact::TensorRef<'_>> = views
-        .iter()
-        .zip(&dtypes)
-        .map(|((n, v), d)| (n.as_str(), d.as_str(), v.shape(), v.data()))
-        .collect();
-    artifact::verify_checksum(path, &meta, &refs).map_err(|e| err(path, e.to_string()))?;
+    let names =
+        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
     let mut header: ModelHeader = serde_json::from_str(get("model")?)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
     // Artifacts written before guarantees named their relation are labelled with the relation
