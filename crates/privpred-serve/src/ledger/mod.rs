@@ -291,52 +291,40 @@ impl Ledger {
         &self.description
     }
 
-    /// Decides and durably records one request (see the module docs).
-    pub async fn spend(&self, req: SpendRequest) -> Result<SpendOutcome> {
+    /// Sends one job to the writer thread and waits for its reply; a stopped writer or a
+    /// dropped reply is a ledger error (the request fails closed).
+    async fn ask<T>(&self, job: impl FnOnce(oneshot::Sender<Result<T>>) -> Job) -> Result<T> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Job::Spend(req, reply))
+            .send(job(reply))
             .await
             .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
         rx.await
             .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
     }
 
+    /// Decides and durably records one request (see the module docs).
+    pub async fn spend(&self, req: SpendRequest) -> Result<SpendOutcome> {
+        self.ask(|r| Job::Spend(req, r)).await
+    }
+
     /// The current budget as recorded.
     pub async fn status(&self) -> Result<BudgetState> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Job::Status(reply))
-            .await
-            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
-        rx.await
-            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+        self.ask(|r| Job::Status(r)).await
     }
 
     /// Proves the ledger writable now: one real write transaction on the model's budget
     /// record (and, for SQLite, the check that the file is still the one opened). Returns
     /// the recorded budget. A predict would fail closed exactly when this fails.
     pub async fn probe(&self) -> Result<BudgetState> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Job::Probe(reply))
-            .await
-            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
-        rx.await
-            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+        self.ask(|r| Job::Probe(r)).await
     }
 
     /// Finishes with the ledger: SQLite checkpoints its write-ahead log into the main file
     /// (`PRAGMA wal_checkpoint(TRUNCATE)`), so the `.sqlite` file alone holds everything.
     /// Requests sent after this fail closed.
     pub async fn close(&self) -> Result<()> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Job::Close(reply))
-            .await
-            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
-        rx.await
-            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+        self.ask(|r| Job::Close(r)).await
     }
 }
 
