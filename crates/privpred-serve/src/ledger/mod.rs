@@ -310,21 +310,21 @@ impl Ledger {
 
     /// The current budget as recorded.
     pub async fn status(&self) -> Result<BudgetState> {
-        self.ask(|r| Job::Status(r)).await
+        self.ask(Job::Status).await
     }
 
     /// Proves the ledger writable now: one real write transaction on the model's budget
     /// record (and, for SQLite, the check that the file is still the one opened). Returns
     /// the recorded budget. A predict would fail closed exactly when this fails.
     pub async fn probe(&self) -> Result<BudgetState> {
-        self.ask(|r| Job::Probe(r)).await
+        self.ask(Job::Probe).await
     }
 
     /// Finishes with the ledger: SQLite checkpoints its write-ahead log into the main file
     /// (`PRAGMA wal_checkpoint(TRUNCATE)`), so the `.sqlite` file alone holds everything.
     /// Requests sent after this fail closed.
     pub async fn close(&self) -> Result<()> {
-        self.ask(|r| Job::Close(r)).await
+        self.ask(Job::Close).await
     }
 }
 
