@@ -201,7 +201,7 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
     let v = match c.noise {
         Noise::L2Laplace { beta } => beta,
         Noise::Gaussian { sigma } => sigma,
-        Noise::Exponential { beta } => beta,
+        Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
     };
     if !(v.is_normal() && v > 0.0 && (1.0 / v).is_normal()) {
         return Err(CoreError::Numerical(format!(
@@ -507,8 +507,10 @@ fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
 /// Rothblum (2016, Thm 1.1). `paper`: ε* by the closed form over the reference's 998-point
 /// grid (SPEC §4.6: not a valid guarantee when σ″ is chosen); `corrected`: ε* solved exactly
 /// and δ′ optimised. `tight`: B Gaussian answers are √B·Δ/σ-GDP (Dong, Roth & Su 2019,
-/// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). Neighbours:
-/// replace-one; add-remove is refused ([`check_relation`]).
+/// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). `tight` with δ = 0
+/// releases the label only, by a selection over the logits
+/// ([`prediction_sensitivity_selection`]). Neighbours: replace-one; add-remove is refused
+/// ([`check_relation`]).
 pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     let b = need_budget(req.budget, req.method)?;
@@ -517,6 +519,9 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let sens = 2.0 * a.k / (n as f64 * lambda);
     let p = req.privacy;
     let bf = b as f64;
+    if p.is_pure() && req.mode == CalibrationMode::Tight {
+        return Ok(prediction_sensitivity_selection(req, b, sens));
+    }
     if p.is_pure() {
         let mut c = base(
             req,
@@ -592,6 +597,69 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
+/// The selection mechanism `tight` uses for prediction sensitivity with δ = 0, where only the
+/// label is released (SPEC §5): see [`prediction_sensitivity_selection`]. Chosen by measurement
+/// (docs/study.md, "Label-only prediction sensitivity"): at every (ε, B) of the study it was at
+/// least as accurate as the exponential mechanism over the logits and as ℓ2-Laplace noise on
+/// the whole logit vector.
+pub const LOGIT_SELECTION: LogitSelection = LogitSelection::PermuteAndFlip;
+
+/// A selection mechanism over the logits (prediction sensitivity, label-only `tight`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitSelection {
+    /// P(y) ∝ exp(β·logit_y) (McSherry & Talwar 2007).
+    Exponential,
+    /// Permute-and-flip (McKenna & Sheldon 2020).
+    PermuteAndFlip,
+}
+
+/// β of a selection over the logits that is (ε/B)-DP per answer: β = ε/(B·√2·Δ) with
+/// Δ = `sensitivity` the logits' ℓ2 sensitivity (2K/(Nλ), or the certified Δ + 2γ/λ).
+///
+/// Proof. A replaced example moves θ by at most Δ in Frobenius norm (the bound of today's
+/// noisy-logits calibration, paper appendix Lemma "sensitivity bound"), so the logits of a
+/// query ‖x‖ ≤ 1 move by d = (θ′ − θ)ᵀx with ‖d‖₂ ≤ ‖θ′ − θ‖_F·‖x‖ ≤ Δ, and the range of
+/// the change is max_y d_y − min_y d_y ≤ √2·‖d‖₂ ≤ √2·Δ (two coordinates of opposite sign
+/// carry it all). Both selection mechanisms are invariant to adding a constant to every
+/// score, so after subtracting (max d + min d)/2 the neighbour's logits are within √2Δ/2 of
+/// ours in every coordinate: per-score sensitivity Δ∞ = Δ/√2 (`crate::select`, "shift
+/// invariance"). The exponential mechanism (McSherry & Talwar 2007, Thm 6) and
+/// permute-and-flip (McKenna & Sheldon 2020, Thm 1) are ε₀-DP at β = ε₀/(2Δ∞) = ε₀/(√2Δ),
+/// and B answers at ε₀ = ε/B are ε-DP by basic composition. The score change is not
+/// monotonic (it has both signs), so the factor 2 stays.
+pub fn logit_selection_beta(epsilon: f64, budget: u64, sensitivity: f64) -> f64 {
+    epsilon / (budget as f64 * std::f64::consts::SQRT_2 * sensitivity)
+}
+
+/// Prediction sensitivity in `tight` with δ = 0 when only the label is released: a selection
+/// over the logits ([`LOGIT_SELECTION`]) at β = ε/(B·√2·Δ) ([`logit_selection_beta`], whose
+/// doc comment is the proof), instead of ℓ2-Laplace noise on the whole logit vector.
+pub fn prediction_sensitivity_selection(
+    req: &CalibrationRequest,
+    b: u64,
+    sens: f64,
+) -> Calibration {
+    let beta = logit_selection_beta(req.privacy.epsilon, b, sens);
+    let (noise, what) = match LOGIT_SELECTION {
+        LogitSelection::Exponential => (
+            Noise::Exponential { beta },
+            "exponential mechanism over the logits, P(y) ~ exp(beta*logit_y) (McSherry & Talwar 2007)",
+        ),
+        LogitSelection::PermuteAndFlip => (
+            Noise::PermuteAndFlip { beta },
+            "permute-and-flip over the logits (McKenna & Sheldon 2020, Thm 1)",
+        ),
+    };
+    let mut c = base(req, Budget::Finite(b), noise);
+    c.notes.push(format!(
+        "mechanism: {what}; label only, the logits are not released"
+    ));
+    c.notes.push(format!(
+        "beta = eps/(B*sqrt(2)*Delta) with Delta = 2K/(N*lambda) = {sens:.6e}: the logits move by at most Delta in l2, their change has range <= sqrt(2)*Delta, so the shift-invariant selection is (eps/B)-DP per answer; basic composition over B"
+    ));
+    c
+}
+
 /// Subsample-and-aggregate (exponential mechanism over T teachers' votes), SPEC §3, §4.1, §5.
 ///
 /// Theorem (McSherry & Talwar 2007, Thm 6; SPEC §4.1): P(y) ∝ exp(β·votes_y) with vote
@@ -601,13 +669,18 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 /// (2016, Thm 1.1) at δ′ = δ; `corrected` solves it exactly and sets β = ε₀/2; `paper` keeps
 /// the closed form and β = ε₀ (invalid). `tight` (δ > 0): the mechanism is 2β-bounded-range,
 /// hence β²/2-zCDP (Durfee & Rogers 2019; Cesar & Rogers 2021), B answers Bβ²/2-zCDP, converted
-/// with Canonne, Kamath & Steinke (2020); β = max(that, corrected β). `tight` with δ = 0 equals
-/// `corrected`. Neighbours: replace-one (one example changes one teacher's shard, hence at
-/// most one vote); add-remove is refused ([`check_relation`]).
+/// with Canonne, Kamath & Steinke (2020); β = max(that, corrected β). `tight` with δ = 0:
+/// permute-and-flip (McKenna & Sheldon 2020) over the votes at the same β = ε/(2B), which is
+/// never worse than the exponential mechanism at the same ε (their Thm 2) — see
+/// [`subsample_aggregate_permute_and_flip`]. Neighbours: replace-one (one example changes one
+/// teacher's shard, hence at most one vote); add-remove is refused ([`check_relation`]).
 pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     let b = need_budget(req.budget, req.method)?;
     let p = req.privacy;
     let bf = b as f64;
+    if p.is_pure() && req.mode == CalibrationMode::Tight {
+        return Ok(subsample_aggregate_permute_and_flip(req, b));
+    }
     let (beta, valid, note): (f64, bool, String) = if p.is_pure() {
         match req.mode {
             CalibrationMode::Paper => (p.epsilon / bf, false, "paper: beta = eps/B (erratum 4.1: the mechanism is 2*beta-DP per answer)".into()),
@@ -666,4 +739,30 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
             .push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)".into());
     }
     Ok(c)
+}
+
+/// Subsample-and-aggregate in `tight` with δ = 0: permute-and-flip over the vote counts.
+///
+/// Sensitivity of the votes (replace-one, SPEC §1): the teachers train on disjoint slices of
+/// a fixed partition, so replacing one training example changes one teacher's slice and at
+/// most that teacher's vote: one count goes up by 1 and another down by 1. Each count, the
+/// quality score q_y = votes_y, therefore has sensitivity Δ = max_y max_{D∼D′} |q_y(D) −
+/// q_y(D′)| = 1 in McKenna & Sheldon's (2020) definition. Their Theorem 1: permute-and-flip
+/// with coins exp(ε₀·(q_y − q*)/(2Δ)) is ε₀-DP, so β = ε₀/2 per answer and, with
+/// ε₀ = ε/B, B answers are ε-DP by basic composition. The monotonic variant (coins
+/// exp(ε₀·(q_y − q*)/Δ), their Section on monotonic quality functions) does not apply: one
+/// count rises while another falls. The shift-invariance argument of `crate::select` gives
+/// nothing more here (the change (+1, −1) has range 2 = 2Δ). The audit's pair (one vote moved
+/// from the leader to a class one vote behind) realises the bound: P(that class) goes from
+/// ½e^{−2β} to ½, a ratio of exactly e^{2β} = e^{ε₀}.
+pub fn subsample_aggregate_permute_and_flip(req: &CalibrationRequest, b: u64) -> Calibration {
+    let beta = req.privacy.epsilon / (2.0 * b as f64);
+    let mut c = base(req, Budget::Finite(b), Noise::PermuteAndFlip { beta });
+    c.notes.push(
+        "mechanism: permute-and-flip over the teachers' votes (McKenna & Sheldon 2020, Thm 1), never worse than the exponential mechanism at the same eps (their Thm 2)".into(),
+    );
+    c.notes.push(
+        "beta = eps/(2B): replace-one changes one teacher's vote (one count +1, another -1), per-count sensitivity 1, not monotonic; basic composition over B".into(),
+    );
+    c
 }

@@ -107,6 +107,9 @@ fn scale_noise(noise: Noise, factor: f64) -> Noise {
         Noise::Exponential { beta } => Noise::Exponential {
             beta: beta / factor,
         },
+        Noise::PermuteAndFlip { beta } => Noise::PermuteAndFlip {
+            beta: beta / factor,
+        },
     }
 }
 
@@ -270,6 +273,12 @@ mod tests {
                     let ratio = match (exact.noise, cert.noise) {
                         (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b }) => b / a,
                         (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
+                        // tight δ = 0 prediction sensitivity: a selection over the logits
+                        (
+                            Noise::PermuteAndFlip { beta: a },
+                            Noise::PermuteAndFlip { beta: b },
+                        )
+                        | (Noise::Exponential { beta: a }, Noise::Exponential { beta: b }) => a / b,
                         other => panic!("{other:?}"),
                     };
                     assert!(

@@ -14,6 +14,7 @@ pub mod gaussian;
 pub mod noise;
 pub mod pld;
 pub mod rdp;
+pub mod select;
 pub mod types;
 pub mod validate;
 

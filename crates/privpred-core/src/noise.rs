@@ -228,6 +228,55 @@ pub fn exp1_full<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 }
 
 impl Noise {
+    /// Whether this is a selection mechanism (exponential mechanism or permute-and-flip): it
+    /// releases a label only, never a score vector.
+    pub fn is_selection(&self) -> bool {
+        matches!(
+            self,
+            Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }
+        )
+    }
+
+    /// One draw of this selection mechanism over `scores` (the index of the selected
+    /// candidate): Gumbel-max for the exponential mechanism
+    /// ([`sample_exponential_mechanism`]), [`crate::select::sample_permute_and_flip`] for
+    /// permute-and-flip. Additive noise is not a selection: it errors.
+    pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
+        &self,
+        rng: &mut R,
+        scores: &[T],
+    ) -> Result<usize> {
+        match *self {
+            Noise::Exponential { beta } => sample_exponential_mechanism(rng, scores, beta),
+            Noise::PermuteAndFlip { beta } => {
+                crate::select::sample_permute_and_flip(rng, scores, beta)
+            }
+            other => Err(CoreError::Unsupported(format!(
+                "{} noise is additive, not a selection",
+                other.distribution_name()
+            ))),
+        }
+    }
+
+    /// The exact output distribution of this selection mechanism over `scores`.
+    pub fn selection_probabilities<T: Copy + Into<f64>>(&self, scores: &[T]) -> Result<Vec<f64>> {
+        match *self {
+            Noise::Exponential { beta } => Ok(exponential_mechanism_log_probabilities(
+                scores, beta,
+            )?
+            .into_iter()
+            .map(f64::exp)
+            .collect()),
+            Noise::PermuteAndFlip { beta } => {
+                crate::select::permute_and_flip_probabilities(scores, beta)
+            }
+            other => Err(CoreError::Unsupported(format!(
+                "{} noise is additive, not a selection",
+                other.distribution_name()
+            ))),
+        }
+    }
+
     /// Draws one noise vector of dimension `dim` (ℓ2-Laplace or Gaussian). The exponential
     /// mechanism is not additive noise: use [`sample_exponential_mechanism`].
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R, dim: usize) -> Result<Vec<f64>> {
@@ -236,6 +285,9 @@ impl Noise {
             Noise::Gaussian { sigma } => sample_gaussian(rng, dim, sigma),
             Noise::Exponential { .. } => Err(CoreError::Unsupported(
                 "the exponential mechanism is not additive noise".into(),
+            )),
+            Noise::PermuteAndFlip { .. } => Err(CoreError::Unsupported(
+                "permute-and-flip is a selection, not additive noise".into(),
             )),
         }
     }
@@ -258,12 +310,14 @@ impl Noise {
         Ok(())
     }
 
-    /// The distribution's name as printed (`l2-laplace`, `gaussian`, `exponential`).
+    /// The distribution's name as printed (`l2-laplace`, `gaussian`, `exponential`,
+    /// `permute-and-flip`).
     pub fn distribution_name(&self) -> &'static str {
         match self {
             Noise::L2Laplace { .. } => "l2-laplace",
             Noise::Gaussian { .. } => "gaussian",
             Noise::Exponential { .. } => "exponential",
+            Noise::PermuteAndFlip { .. } => "permute-and-flip",
         }
     }
 }

@@ -246,9 +246,19 @@ pub enum Noise {
         /// Standard deviation σ.
         sigma: f64,
     },
-    /// Exponential mechanism P(y) ∝ exp(β·votes_y).
+    /// Exponential mechanism P(y) ∝ exp(β·votes_y) (subsample-and-aggregate), or over the
+    /// logits, P(y) ∝ exp(β·logit_y) (prediction sensitivity, label-only `tight`).
     Exponential {
         /// Inverse temperature β.
+        beta: f64,
+    },
+    /// Permute-and-flip (McKenna & Sheldon 2020): candidates in a random order, each returned
+    /// with probability exp(β·(score_y − max score)); over the teachers' votes
+    /// (subsample-and-aggregate) or the logits (prediction sensitivity). A selection: only
+    /// the label is released. Serialised as `"distribution": "permute-and-flip"`; artifacts
+    /// written before it existed never contain it and read as before.
+    PermuteAndFlip {
+        /// β of the coins exp(β·(score − max)).
         beta: f64,
     },
 }

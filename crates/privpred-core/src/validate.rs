@@ -80,7 +80,16 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
             | Method::DpSgd,
             Noise::Gaussian { sigma },
         ) => positive("noise sigma", sigma)?,
-        (Method::SubsampleAggregate, Noise::Exponential { beta }) => positive("noise beta", beta)?,
+        (Method::SubsampleAggregate, Noise::Exponential { beta } | Noise::PermuteAndFlip { beta }) => {
+            positive("noise beta", beta)?
+        }
+        // label-only selection over the logits: `tight` with δ = 0 only
+        (
+            Method::PredictionSensitivity,
+            Noise::Exponential { beta } | Noise::PermuteAndFlip { beta },
+        ) if cal.calibration == crate::CalibrationMode::Tight && cal.privacy.delta == 0.0 => {
+            positive("noise beta", beta)?
+        }
         (m, n) => {
             return Err(CoreError::invalid(
                 "noise",
@@ -152,7 +161,10 @@ mod tests {
             (Method::PredictionSensitivity, 1e-5, Budget::Finite(10)),
             (Method::SubsampleAggregate, 0.0, Budget::Finite(10)),
         ] {
-            let c = calibrate(&req(m, delta, b)).unwrap();
+          for mode in [CalibrationMode::Corrected, CalibrationMode::Tight] {
+            let mut r = req(m, delta, b);
+            r.mode = mode;
+            let c = calibrate(&r).unwrap();
             check_calibration(&c).unwrap_or_else(|e| panic!("{m}: {e}"));
             let bad = |f: &dyn Fn(&mut Calibration)| {
                 let mut x = c.clone();
@@ -170,6 +182,7 @@ mod tests {
                     Noise::L2Laplace { .. } => Noise::L2Laplace { beta: -1.0 },
                     Noise::Gaussian { .. } => Noise::Gaussian { sigma: 0.0 },
                     Noise::Exponential { .. } => Noise::Exponential { beta: f64::NAN },
+                    Noise::PermuteAndFlip { .. } => Noise::PermuteAndFlip { beta: -1.0 },
                 }),
                 "{m}"
             );
@@ -189,6 +202,11 @@ mod tests {
                 }),
                 "{m}"
             );
+            if c.noise.is_selection() && m == Method::PredictionSensitivity {
+                // a selection over the logits is a tight, δ = 0 calibration only
+                assert!(bad(&|x| x.calibration = CalibrationMode::Corrected), "{m}");
+            }
+          }
         }
     }
 }
