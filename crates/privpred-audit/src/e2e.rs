@@ -195,7 +195,7 @@ impl Mechanism for EndToEnd {
                 Ok(match cal.noise {
                     Noise::L2Laplace { beta } => beta * (b_d.sqrt() - b_dp.sqrt()),
                     Noise::Gaussian { sigma } => (b_d - b_dp) / (2.0 * sigma * sigma),
-                    Noise::Exponential { .. } => {
+                    Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => {
                         return Err(AuditError::Run("unexpected noise".into()));
                     }
                 })

@@ -15,6 +15,7 @@ pub mod e2e;
 pub mod error;
 pub mod mechanisms;
 pub mod product;
+pub mod selection;
 pub mod stats;
 
 pub use error::{AuditError, Result};
@@ -257,6 +258,40 @@ pub fn mechanism_for(
             let desc = format!(
                 "T = {} teachers, votes {}:{} on the dominant:rare class; D′ moves one teacher's vote to the rare class; {} answers to the same query, exponential mechanism β = {beta:.6}; statistic #rare − #dominant",
                 s.teachers, m.votes[0], m.votes[1], req.budget
+            );
+            Ok((Box::new(m), desc))
+        }
+        (Method::SubsampleAggregate, noise @ Noise::PermuteAndFlip { beta }) => {
+            let m = selection::Selection::votes_pair(noise, s.classes, s.teachers, req.budget)?;
+            let desc = format!(
+                "T = {} teachers, votes {}:{} on the leading:runner-up class (a gap of 2, a tie on D′); D′ moves one teacher's vote to the runner-up; {} answers to the same query, permute-and-flip β = {beta:.6}; statistic: exact log-likelihood ratio",
+                s.teachers, m.scores[0], m.scores[1], req.budget
+            );
+            Ok((Box::new(m), desc))
+        }
+        (
+            Method::PredictionSensitivity,
+            noise @ (Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }),
+        ) => {
+            let shift = 2.0 * k / (s.n as f64 * s.lambda);
+            let m = selection::Selection::logits_pair(
+                noise,
+                s.classes,
+                shift,
+                req.budget,
+                req.trials,
+                req.privacy.delta,
+                req.confidence,
+            )?;
+            let desc = format!(
+                "the replaced example moves the logits of a unit-norm query by (Δ/√2, −Δ/√2, 0, …), Δ = 2K/(Nλ) = {shift:.6e} (the largest range the sensitivity allows); margin {:.3e} between the two classes on D; {} label-only answers, {} β = {:.6e}; statistic: exact log-likelihood ratio",
+                m.scores[1] - m.scores[0],
+                req.budget,
+                noise.distribution_name(),
+                match noise {
+                    Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
+                    _ => f64::NAN,
+                }
             );
             Ok((Box::new(m), desc))
         }

@@ -277,7 +277,7 @@ pub struct ShiftedNoise {
 impl ShiftedNoise {
     /// Validates the parameters.
     pub fn new(noise: Noise, dim: usize, shift: f64, answers: u64) -> Result<Self> {
-        if matches!(noise, Noise::Exponential { .. }) {
+        if noise.is_selection() {
             return Err(AuditError::Unsupported(
                 "additive audit needs ℓ2-Laplace or Gaussian noise".into(),
             ));
@@ -323,7 +323,9 @@ impl Mechanism for ShiftedNoise {
                     let shifted = n2 - 2.0 * self.shift * o[0] + self.shift * self.shift;
                     beta * (n2.sqrt() - shifted.max(0.0).sqrt())
                 }
-                Noise::Exponential { .. } => unreachable!("rejected in new"),
+                Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => {
+                    unreachable!("rejected in new")
+                }
             };
         }
         Ok(total)

@@ -25,3 +25,9 @@ pub fn exponential_mechanism<R: Rng + ?Sized>(
 ) -> CoreResult<usize> {
     privpred_core::noise::sample_exponential_mechanism(rng, scores, beta)
 }
+
+/// One draw of a selection mechanism (exponential mechanism or permute-and-flip) over
+/// `scores` (`privpred_core::Noise::select`, the product's release path).
+pub fn select<R: Rng + ?Sized>(noise: &Noise, rng: &mut R, scores: &[f64]) -> CoreResult<usize> {
+    noise.select(rng, scores)
+}

@@ -182,6 +182,25 @@ pub fn add_noise_f32<R: Rng + ?Sized>(
     noise.add_to_f32(rng, values)
 }
 
+/// The released mechanism of `method` under `noise`, as printed in `calibrate --json`, result
+/// rows and `GET /v1/model`: `noisy-logits`, `exponential-over-logits`,
+/// `permute-and-flip-over-logits` (prediction sensitivity), `exponential-over-votes`,
+/// `permute-and-flip-over-votes` (subsample-and-aggregate), `output-perturbation` (model
+/// sensitivity), `objective-perturbation` (loss perturbation), `noisy-sgd` (DP-SGD).
+pub fn mechanism_name(method: crate::Method, noise: &Noise) -> &'static str {
+    use crate::Method as M;
+    match (method, noise) {
+        (M::PredictionSensitivity, Noise::Exponential { .. }) => "exponential-over-logits",
+        (M::PredictionSensitivity, Noise::PermuteAndFlip { .. }) => "permute-and-flip-over-logits",
+        (M::PredictionSensitivity, _) => "noisy-logits",
+        (M::SubsampleAggregate, Noise::PermuteAndFlip { .. }) => "permute-and-flip-over-votes",
+        (M::SubsampleAggregate, _) => "exponential-over-votes",
+        (M::ModelSensitivity, _) => "output-perturbation",
+        (M::LossPerturbation, _) => "objective-perturbation",
+        (M::DpSgd, _) => "noisy-sgd",
+    }
+}
+
 /// A uniform draw in (0, 1] that reaches every binade down to 2⁻¹⁰⁷⁴: the exponent is
 /// geometric (the count of leading zero bits of an unbounded random bit string, 64 bits per
 /// word), the 52-bit mantissa uniform — each f64 in (0, 1) is drawn with probability

@@ -238,6 +238,19 @@ impl VoteMatrix {
             .collect()
     }
 
+    /// One draw per query of the calibrated selection mechanism over the votes: the
+    /// exponential mechanism or permute-and-flip (`tight`, δ = 0), as `noise` names it.
+    pub fn private_labels_with<R: Rng + ?Sized>(
+        &self,
+        noise: &Noise,
+        rng: &mut R,
+    ) -> Result<Vec<u32>> {
+        self.counts
+            .chunks_exact(self.c)
+            .map(|v| Ok(shim::select(noise, rng, v)? as u32))
+            .collect()
+    }
+
     /// The non-private majority vote (lowest class on ties).
     pub fn majority(&self) -> Vec<u32> {
         self.counts
@@ -361,7 +374,8 @@ pub fn perturb_model<R: Rng + ?Sized>(
 }
 
 /// Prediction sensitivity from (shared) non-private logits (row-major `n × c`): one noise
-/// draw in R^C per answer, then arg-max.
+/// draw in R^C per answer, then arg-max; or, where the calibration is a selection over the
+/// logits (`tight`, δ = 0, label only), one draw of that selection per answer.
 pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
     logits: &[f64],
     c: usize,
@@ -369,6 +383,12 @@ pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<Vec<u32>> {
     let mut out = Vec::with_capacity(logits.len() / c.max(1));
+    if calibration.noise.is_selection() {
+        for l in logits.chunks_exact(c) {
+            out.push(shim::select(&calibration.noise, rng, l)? as u32);
+        }
+        return Ok(out);
+    }
     let mut buf = vec![0.0; c];
     for l in logits.chunks_exact(c) {
         buf.copy_from_slice(l);
@@ -856,6 +876,14 @@ impl PrivatePredictor {
                         scores: Some(l),
                     }
                 }
+                PredictorKind::NoisyLogits { model } if self.calibration.noise.is_selection() => {
+                    // label only: a selection over the logits (tight, δ = 0)
+                    let l = model.logits(r);
+                    Answer {
+                        label: shim::select(&self.calibration.noise, rng, &l)? as u32,
+                        scores: None,
+                    }
+                }
                 PredictorKind::NoisyLogits { model } => {
                     let mut l = model.logits(r);
                     shim::add_noise(&self.calibration.noise, rng, &mut l)?;
@@ -865,17 +893,15 @@ impl PrivatePredictor {
                     }
                 }
                 PredictorKind::Teachers { teachers } => {
-                    let beta = match self.calibration.noise {
-                        Noise::Exponential { beta } => beta,
-                        other => {
-                            return Err(LinearError::Numerical(format!(
-                                "subsample-and-aggregate with {other:?} noise"
-                            )));
-                        }
-                    };
+                    if !self.calibration.noise.is_selection() {
+                        return Err(LinearError::Numerical(format!(
+                            "subsample-and-aggregate with {:?} noise",
+                            self.calibration.noise
+                        )));
+                    }
                     let v = teachers.votes(r);
                     Answer {
-                        label: shim::exp_mech(rng, &v, beta)? as u32,
+                        label: shim::select(&self.calibration.noise, rng, &v)? as u32,
                         scores: None,
                     }
                 }
@@ -894,15 +920,15 @@ impl PrivatePredictor {
                 prediction_sensitivity_labels(&l, model.c, &self.calibration, rng)
             }
             PredictorKind::Teachers { teachers } => {
-                let beta = match self.calibration.noise {
-                    Noise::Exponential { beta } => beta,
-                    other => {
-                        return Err(LinearError::Numerical(format!(
-                            "subsample-and-aggregate with {other:?} noise"
-                        )));
-                    }
-                };
-                teachers.vote_matrix(ds)?.private_labels(beta, rng)
+                if !self.calibration.noise.is_selection() {
+                    return Err(LinearError::Numerical(format!(
+                        "subsample-and-aggregate with {:?} noise",
+                        self.calibration.noise
+                    )));
+                }
+                teachers
+                    .vote_matrix(ds)?
+                    .private_labels_with(&self.calibration.noise, rng)
             }
         }
     }

@@ -26,3 +26,13 @@ pub fn exp_mech<R: Rng + ?Sized>(rng: &mut R, scores: &[u32], beta: f64) -> Resu
         rng, scores, beta,
     )?)
 }
+
+/// One draw of the calibrated selection mechanism (exponential mechanism or permute-and-flip)
+/// over `scores` (vote counts or logits).
+pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
+    noise: &Noise,
+    rng: &mut R,
+    scores: &[T],
+) -> Result<usize> {
+    Ok(noise.select(rng, scores)?)
+}

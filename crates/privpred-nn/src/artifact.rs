@@ -241,12 +241,19 @@ impl NnModel {
                 })
                 .collect()),
             ModelKind::Teachers => {
-                let beta = self.beta()?;
+                self.beta()?;
+                // the calibrated selection: exponential mechanism, or permute-and-flip
+                let noise = self
+                    .header
+                    .calibration
+                    .as_ref()
+                    .map(|c| c.noise)
+                    .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
                 logits
                     .iter()
                     .map(|ls| {
                         let votes = self.votes(ls);
-                        let y = privpred_core::noise::exponential_mechanism(rng, &votes, beta)?;
+                        let y = noise.select(rng, &votes)?;
                         Ok(Answer {
                             label: y as u32,
                             scores: None,

@@ -82,10 +82,12 @@ pub fn subsample_aggregate_neighbours(
     Ok(calibrate(&req)?)
 }
 
-/// β of a subsample-and-aggregate calibration.
+/// β of a subsample-and-aggregate calibration (the exponential mechanism's, or
+/// permute-and-flip's in `tight` with δ = 0; `Calibration::noise` says which).
 pub fn beta_of(c: &Calibration) -> Option<f64> {
     match c.noise {
-        privpred_core::Noise::Exponential { beta } => Some(beta),
+        privpred_core::Noise::Exponential { beta }
+        | privpred_core::Noise::PermuteAndFlip { beta } => Some(beta),
         _ => None,
     }
 }

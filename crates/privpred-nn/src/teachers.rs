@@ -84,6 +84,18 @@ impl VoteMatrix {
             .collect()
     }
 
+    /// One private answer per query from the calibrated selection `noise` over the votes
+    /// (the exponential mechanism, or permute-and-flip in `tight` with δ = 0).
+    pub fn private_answers_with(
+        &self,
+        noise: &privpred_core::Noise,
+        rng: &mut impl Rng,
+    ) -> Result<Vec<u32>> {
+        (0..self.n)
+            .map(|i| Ok(noise.select(rng, self.votes(i))? as u32))
+            .collect()
+    }
+
     /// Accuracy of one draw of private answers against `labels`.
     pub fn private_accuracy(&self, labels: &[u32], beta: f64, rng: &mut impl Rng) -> Result<f64> {
         Ok(crate::train::accuracy(

@@ -224,6 +224,7 @@ fn noise_fields(c: &Calibration) -> (String, f64) {
         Noise::L2Laplace { beta } => ("l2-laplace".into(), beta),
         Noise::Gaussian { sigma } => ("gaussian".into(), sigma),
         Noise::Exponential { beta } => ("exponential".into(), beta),
+        Noise::PermuteAndFlip { beta } => ("permute-and-flip".into(), beta),
     }
 }
 
@@ -795,8 +796,9 @@ impl Runner for LinearRunner {
                 }
                 let votes = train_clock.time(|| self.votes(&key, &p, s.teachers, seed))?;
                 let cal = cal_at(n, None)?;
-                let beta = match cal.noise {
-                    Noise::Exponential { beta } => beta,
+                // the exponential mechanism, or permute-and-flip in tight with δ = 0
+                let noise = match cal.noise {
+                    n @ (Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }) => n,
                     other => {
                         return Err(StudyError::Compute {
                             context: g.id(),
@@ -807,7 +809,7 @@ impl Runner for LinearRunner {
                 let dds = dd.join("; ");
                 reps.par_iter().try_for_each(|&r| {
                     let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
-                    let labels = predict_clock.time(|| votes.private_labels(beta, &mut rng))?;
+                    let labels = predict_clock.time(|| votes.private_labels_with(&noise, &mut rng))?;
                     let mut meas = base(
                         &cal,
                         None,

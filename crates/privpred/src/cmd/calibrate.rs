@@ -91,6 +91,9 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
         Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
         Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
         Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
+        Noise::PermuteAndFlip { beta } => {
+            json!({"distribution": "permute-and-flip", "beta": beta})
+        }
     };
     let mut v = json!({
         "method": c.method.name(),
@@ -101,6 +104,7 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
         "budget": c.budget.get(),
         "budget_unlimited": c.budget.get().is_none(),
         "noise": noise,
+        "mechanism": privpred_core::noise::mechanism_name(c.method, &c.noise),
         "valid_guarantee": c.valid_guarantee,
         "assumptions": {
             "K": c.assumptions.k,
@@ -161,8 +165,17 @@ pub fn to_text(c: &Calibration) -> String {
                 s.push_str(&format!("Noise: Gaussian with std sigma = {sigma:.6e} per coordinate, {what}.\n"));
             }
         }
+        Noise::Exponential { beta } if c.method == Method::PredictionSensitivity => {
+            s.push_str(&format!(
+                "Mechanism: exponential mechanism over the logits, P(class) ∝ exp(beta·logit) with beta = {beta:.6e}; only the label is released.\n"
+            ))
+        }
         Noise::Exponential { beta } => s.push_str(&format!(
             "Noise: exponential mechanism, P(class) ∝ exp(beta·votes) with beta = {beta:.6e}, {what}.\n"
+        )),
+        Noise::PermuteAndFlip { beta } => s.push_str(&format!(
+            "Mechanism: permute-and-flip (McKenna & Sheldon 2020) over the {}: classes in a random order, each returned with probability exp(beta·(score − max)), beta = {beta:.6e}; only the label is released.\n",
+            if c.method == Method::SubsampleAggregate { "teachers' votes" } else { "logits" }
         )),
     }
     if let Some(r) = c.rho {
