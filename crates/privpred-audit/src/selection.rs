@@ -154,8 +154,14 @@ impl Selection {
             let (d, dp) = pair(m);
             let p = noise.selection_probabilities(&d).map_err(core_err)?;
             let q = noise.selection_probabilities(&dp).map_err(core_err)?;
-            let up =
-                crate::stats::epsilon_lower_from_counts(count(q[0]), n, count(p[0]), n, delta, alpha);
+            let up = crate::stats::epsilon_lower_from_counts(
+                count(q[0]),
+                n,
+                count(p[0]),
+                n,
+                delta,
+                alpha,
+            );
             let dn = crate::stats::epsilon_lower_from_counts(
                 count(1.0 - p[0]),
                 n,
@@ -201,7 +207,11 @@ mod tests {
         let beta = 0.7;
         let s = Selection::votes_pair(Noise::PermuteAndFlip { beta }, 10, 256, 1).unwrap();
         assert_eq!(s.scores[0] - s.scores[1], 2.0);
-        assert!((s.log_ratio[1] - 2.0 * beta).abs() < 1e-12, "{:?}", s.log_ratio);
+        assert!(
+            (s.log_ratio[1] - 2.0 * beta).abs() < 1e-12,
+            "{:?}",
+            s.log_ratio
+        );
         assert!(s.log_ratio.iter().all(|&l| l <= 2.0 * beta + 1e-12));
     }
 
@@ -217,8 +227,13 @@ mod tests {
                 "{noise:?}: {:?}",
                 s.log_ratio
             );
-            assert!(s.log_ratio[0] > 0.5 * bound, "{noise:?}: {:?}", s.log_ratio);
+            // the chosen pair reaches the bound in one of the two directions
+            let top = s.log_ratio[..2].iter().fold(0.0f64, |a, l| a.max(l.abs()));
+            assert!(top > 0.9 * bound, "{noise:?}: {:?}", s.log_ratio);
         }
-        assert!(Selection::logits_pair(Noise::Gaussian { sigma: 1.0 }, 10, 1.0, 1, 10, 0.0, 0.95).is_err());
+        assert!(
+            Selection::logits_pair(Noise::Gaussian { sigma: 1.0 }, 10, 1.0, 1, 10, 0.0, 0.95)
+                .is_err()
+        );
     }
 }

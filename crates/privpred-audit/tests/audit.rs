@@ -362,3 +362,46 @@ fn erratum_4_7_replace_one_pair_refutes_the_add_remove_beta() {
     let new = run(CalibrationMode::Corrected, Neighbours::ReplaceOne, 0.0);
     assert!(new.empirical_epsilon_lower > 1.2, "{new:?}");
 }
+
+/// `tight` with δ = 0 releases labels by selection (issue 16): permute-and-flip over the
+/// votes and the selection over the logits. Sound: never refuted; not vacuous: the worst-case
+/// pairs bring the bound close to the claim; and a deliberately broken calibration (the
+/// sensitivity halved, i.e. β doubled) is refuted on the same pair.
+#[test]
+fn tight_selections_hold_and_a_halved_sensitivity_is_refuted() {
+    use privpred_audit::mechanism_for;
+    use privpred_audit::mechanisms::run_trials;
+    use privpred_core::Noise;
+    for (method, eps, budget, trials, power) in [
+        (Method::SubsampleAggregate, 4.0, 1u64, 100_000usize, 3.0),
+        (Method::PredictionSensitivity, 4.0, 1, 100_000, 2.5),
+        (Method::SubsampleAggregate, 6.0, 2, 100_000, 3.0),
+        (Method::PredictionSensitivity, 6.0, 2, 100_000, 2.5),
+    ] {
+        let req = request(method, CalibrationMode::Tight, eps, 0.0, budget, trials);
+        let r = audit(&req).unwrap();
+        assert!(r.noise.is_selection(), "{method}: {r:?}");
+        assert!(
+            !r.exceeds_claim && r.empirical_epsilon_lower <= eps,
+            "{method} ε {eps} B {budget}: {r:?}"
+        );
+        assert!(
+            r.empirical_epsilon_lower > power,
+            "{method} ε {eps} B {budget}: vacuous? {r:?}"
+        );
+        // the broken calibration: β twice the calibrated one (sensitivity halved)
+        let mut cal = calibration_for(&req).unwrap();
+        cal.noise = match cal.noise {
+            Noise::PermuteAndFlip { beta } => Noise::PermuteAndFlip { beta: 2.0 * beta },
+            Noise::Exponential { beta } => Noise::Exponential { beta: 2.0 * beta },
+            other => panic!("{other:?}"),
+        };
+        let (m, _) = mechanism_for(&req, &cal).unwrap();
+        let (d, dp) = run_trials(m.as_ref(), trials, req.seed).unwrap();
+        let b = epsilon_lower_bound(&d, &dp, 0.0, CONFIDENCE).unwrap();
+        assert!(
+            b.epsilon_lower > eps,
+            "{method} ε {eps} B {budget}: the halved sensitivity was not refuted ({b:?})"
+        );
+    }
+}

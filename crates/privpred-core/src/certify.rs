@@ -274,10 +274,7 @@ mod tests {
                         (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b }) => b / a,
                         (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
                         // tight δ = 0 prediction sensitivity: a selection over the logits
-                        (
-                            Noise::PermuteAndFlip { beta: a },
-                            Noise::PermuteAndFlip { beta: b },
-                        )
+                        (Noise::PermuteAndFlip { beta: a }, Noise::PermuteAndFlip { beta: b })
                         | (Noise::Exponential { beta: a }, Noise::Exponential { beta: b }) => a / b,
                         other => panic!("{other:?}"),
                     };

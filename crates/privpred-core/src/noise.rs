@@ -280,12 +280,12 @@ impl Noise {
     /// The exact output distribution of this selection mechanism over `scores`.
     pub fn selection_probabilities<T: Copy + Into<f64>>(&self, scores: &[T]) -> Result<Vec<f64>> {
         match *self {
-            Noise::Exponential { beta } => Ok(exponential_mechanism_log_probabilities(
-                scores, beta,
-            )?
-            .into_iter()
-            .map(f64::exp)
-            .collect()),
+            Noise::Exponential { beta } => {
+                Ok(exponential_mechanism_log_probabilities(scores, beta)?
+                    .into_iter()
+                    .map(f64::exp)
+                    .collect())
+            }
             Noise::PermuteAndFlip { beta } => {
                 crate::select::permute_and_flip_probabilities(scores, beta)
             }

@@ -89,11 +89,7 @@ pub fn sample_permute_and_flip<R: Rng + ?Sized, T: Copy + Into<f64>>(
     let n = x.len();
     let mut order: Vec<usize> = (0..n).collect();
     for i in 0..n {
-        let j = if i + 1 < n {
-            rng.random_range(i..n)
-        } else {
-            i
-        };
+        let j = if i + 1 < n { rng.random_range(i..n) } else { i };
         order.swap(i, j);
         let r = order[i];
         if coin(rng, x[r]) {
@@ -180,11 +176,7 @@ pub fn permute_and_flip_probabilities<T: Copy + Into<f64>>(
 
 /// The expected quality Σ_r P(r)·q_r of a selection distribution `probs` over `scores`.
 pub fn expected_quality<T: Copy + Into<f64>>(scores: &[T], probs: &[f64]) -> f64 {
-    scores
-        .iter()
-        .zip(probs)
-        .map(|(&s, &p)| s.into() * p)
-        .sum()
+    scores.iter().zip(probs).map(|(&s, &p)| s.into() * p).sum()
 }
 
 #[cfg(test)]
@@ -255,14 +247,20 @@ mod tests {
             let total: f64 = q.iter().sum();
             assert!((total - 1.0).abs() < 1e-12, "{s:?}: sums to {total}");
             for (a, b) in q.iter().zip(&e) {
-                assert!((a - b).abs() < 1e-12 * b.max(1e-3), "{s:?} β {beta}: {q:?} vs {e:?}");
+                assert!(
+                    (a - b).abs() < 1e-12 * b.max(1e-3),
+                    "{s:?} β {beta}: {q:?} vs {e:?}"
+                );
             }
         }
         // the two-candidate closed form: P(runner-up) = ½·e^{−β·gap}
         let q = permute_and_flip_probabilities(&[3.0, 1.0], 0.5).unwrap();
         assert!((q[1] - 0.5 * (-1.0f64).exp()).abs() < 1e-15);
         // a single candidate, and β = 0 (uniform)
-        assert_eq!(permute_and_flip_probabilities(&[1.0], 2.0).unwrap(), vec![1.0]);
+        assert_eq!(
+            permute_and_flip_probabilities(&[1.0], 2.0).unwrap(),
+            vec![1.0]
+        );
         let u = permute_and_flip_probabilities(&[1.0, 5.0, -3.0], 0.0).unwrap();
         assert!(u.iter().all(|p| (p - 1.0 / 3.0).abs() < 1e-15), "{u:?}");
     }
@@ -294,13 +292,12 @@ mod tests {
                 obs.push(po);
                 exp.push(pe);
             }
-            let x: f64 = obs
-                .iter()
-                .zip(&exp)
-                .map(|(o, e)| (o - e).powi(2) / e)
-                .sum();
+            let x: f64 = obs.iter().zip(&exp).map(|(o, e)| (o - e).powi(2) / e).sum();
             let df = (obs.len() - 1).max(1) as f64;
-            assert!(x < chi2_crit(df), "{s:?} β {beta}: χ² = {x}, {c:?} vs {p:?}");
+            assert!(
+                x < chi2_crit(df),
+                "{s:?} β {beta}: χ² = {x}, {c:?} vs {p:?}"
+            );
         }
     }
 

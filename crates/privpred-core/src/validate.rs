@@ -80,9 +80,10 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
             | Method::DpSgd,
             Noise::Gaussian { sigma },
         ) => positive("noise sigma", sigma)?,
-        (Method::SubsampleAggregate, Noise::Exponential { beta } | Noise::PermuteAndFlip { beta }) => {
-            positive("noise beta", beta)?
-        }
+        (
+            Method::SubsampleAggregate,
+            Noise::Exponential { beta } | Noise::PermuteAndFlip { beta },
+        ) => positive("noise beta", beta)?,
         // label-only selection over the logits: `tight` with δ = 0 only
         (
             Method::PredictionSensitivity,
@@ -161,52 +162,52 @@ mod tests {
             (Method::PredictionSensitivity, 1e-5, Budget::Finite(10)),
             (Method::SubsampleAggregate, 0.0, Budget::Finite(10)),
         ] {
-          for mode in [CalibrationMode::Corrected, CalibrationMode::Tight] {
-            let mut r = req(m, delta, b);
-            r.mode = mode;
-            let c = calibrate(&r).unwrap();
-            check_calibration(&c).unwrap_or_else(|e| panic!("{m}: {e}"));
-            let bad = |f: &dyn Fn(&mut Calibration)| {
-                let mut x = c.clone();
-                f(&mut x);
-                check_calibration(&x).is_err()
-            };
-            assert!(bad(&|x| x.privacy.epsilon = -1.0), "{m}");
-            assert!(bad(&|x| x.privacy.epsilon = 0.0), "{m}");
-            assert!(bad(&|x| x.privacy.epsilon = f64::INFINITY), "{m}");
-            assert!(bad(&|x| x.privacy.delta = 2.0), "{m}");
-            assert!(bad(&|x| x.assumptions.classes = 0), "{m}");
-            assert!(bad(&|x| x.assumptions.n = Some(0)), "{m}");
-            assert!(
-                bad(&|x| x.noise = match x.noise {
-                    Noise::L2Laplace { .. } => Noise::L2Laplace { beta: -1.0 },
-                    Noise::Gaussian { .. } => Noise::Gaussian { sigma: 0.0 },
-                    Noise::Exponential { .. } => Noise::Exponential { beta: f64::NAN },
-                    Noise::PermuteAndFlip { .. } => Noise::PermuteAndFlip { beta: -1.0 },
-                }),
-                "{m}"
-            );
-            // another method's name over this method's noise and budget
-            assert!(
-                bad(&|x| x.method = if m.is_private_training() {
-                    Method::SubsampleAggregate
-                } else {
-                    Method::DpSgd
-                }),
-                "{m}"
-            );
-            assert!(
-                bad(&|x| x.budget = match x.budget {
-                    Budget::Finite(_) => Budget::Finite(0),
-                    Budget::Unlimited => Budget::Finite(5),
-                }),
-                "{m}"
-            );
-            if c.noise.is_selection() && m == Method::PredictionSensitivity {
-                // a selection over the logits is a tight, δ = 0 calibration only
-                assert!(bad(&|x| x.calibration = CalibrationMode::Corrected), "{m}");
+            for mode in [CalibrationMode::Corrected, CalibrationMode::Tight] {
+                let mut r = req(m, delta, b);
+                r.mode = mode;
+                let c = calibrate(&r).unwrap();
+                check_calibration(&c).unwrap_or_else(|e| panic!("{m}: {e}"));
+                let bad = |f: &dyn Fn(&mut Calibration)| {
+                    let mut x = c.clone();
+                    f(&mut x);
+                    check_calibration(&x).is_err()
+                };
+                assert!(bad(&|x| x.privacy.epsilon = -1.0), "{m}");
+                assert!(bad(&|x| x.privacy.epsilon = 0.0), "{m}");
+                assert!(bad(&|x| x.privacy.epsilon = f64::INFINITY), "{m}");
+                assert!(bad(&|x| x.privacy.delta = 2.0), "{m}");
+                assert!(bad(&|x| x.assumptions.classes = 0), "{m}");
+                assert!(bad(&|x| x.assumptions.n = Some(0)), "{m}");
+                assert!(
+                    bad(&|x| x.noise = match x.noise {
+                        Noise::L2Laplace { .. } => Noise::L2Laplace { beta: -1.0 },
+                        Noise::Gaussian { .. } => Noise::Gaussian { sigma: 0.0 },
+                        Noise::Exponential { .. } => Noise::Exponential { beta: f64::NAN },
+                        Noise::PermuteAndFlip { .. } => Noise::PermuteAndFlip { beta: -1.0 },
+                    }),
+                    "{m}"
+                );
+                // another method's name over this method's noise and budget
+                assert!(
+                    bad(&|x| x.method = if m.is_private_training() {
+                        Method::SubsampleAggregate
+                    } else {
+                        Method::DpSgd
+                    }),
+                    "{m}"
+                );
+                assert!(
+                    bad(&|x| x.budget = match x.budget {
+                        Budget::Finite(_) => Budget::Finite(0),
+                        Budget::Unlimited => Budget::Finite(5),
+                    }),
+                    "{m}"
+                );
+                if c.noise.is_selection() && m == Method::PredictionSensitivity {
+                    // a selection over the logits is a tight, δ = 0 calibration only
+                    assert!(bad(&|x| x.calibration = CalibrationMode::Corrected), "{m}");
+                }
             }
-          }
         }
     }
 }

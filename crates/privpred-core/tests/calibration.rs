@@ -805,12 +805,49 @@ fn dpsgd_replace_one_needs_more_noise_and_never_overshoots() {
 #[test]
 fn tight_label_only_selections() {
     for (eps, b) in [(0.1, 1u64), (1.0, 10), (10.0, 1000)] {
-        let sa = calibrate(&req(Method::SubsampleAggregate, CalibrationMode::Tight, eps, 0.0, b, 1, 1.0)).unwrap();
-        let corr = calibrate(&req(Method::SubsampleAggregate, CalibrationMode::Corrected, eps, 0.0, b, 1, 1.0)).unwrap();
-        assert_eq!(sa.noise, Noise::PermuteAndFlip { beta: eps / (2.0 * b as f64) });
-        assert_eq!(corr.noise, Noise::Exponential { beta: eps / (2.0 * b as f64) });
+        let sa = calibrate(&req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Tight,
+            eps,
+            0.0,
+            b,
+            1,
+            1.0,
+        ))
+        .unwrap();
+        let corr = calibrate(&req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Corrected,
+            eps,
+            0.0,
+            b,
+            1,
+            1.0,
+        ))
+        .unwrap();
+        assert_eq!(
+            sa.noise,
+            Noise::PermuteAndFlip {
+                beta: eps / (2.0 * b as f64)
+            }
+        );
+        assert_eq!(
+            corr.noise,
+            Noise::Exponential {
+                beta: eps / (2.0 * b as f64)
+            }
+        );
         assert!(sa.valid_guarantee && sa.notes.iter().any(|n| n.contains("permute-and-flip")));
-        let ps = calibrate(&req(Method::PredictionSensitivity, CalibrationMode::Tight, eps, 0.0, b, 60000, 1e-3)).unwrap();
+        let ps = calibrate(&req(
+            Method::PredictionSensitivity,
+            CalibrationMode::Tight,
+            eps,
+            0.0,
+            b,
+            60000,
+            1e-3,
+        ))
+        .unwrap();
         let delta_s = 2.0 * std::f64::consts::SQRT_2 / (60000.0 * 1e-3);
         let want = eps / (b as f64 * std::f64::consts::SQRT_2 * delta_s);
         match ps.noise {
@@ -820,9 +857,27 @@ fn tight_label_only_selections() {
             other => panic!("{other:?}"),
         }
         // δ > 0 keeps the exponential mechanism (zCDP) and the Gaussian (GDP)
-        let sa = calibrate(&req(Method::SubsampleAggregate, CalibrationMode::Tight, eps, 1e-5, b, 1, 1.0)).unwrap();
+        let sa = calibrate(&req(
+            Method::SubsampleAggregate,
+            CalibrationMode::Tight,
+            eps,
+            1e-5,
+            b,
+            1,
+            1.0,
+        ))
+        .unwrap();
         assert!(matches!(sa.noise, Noise::Exponential { .. }));
-        let ps = calibrate(&req(Method::PredictionSensitivity, CalibrationMode::Tight, eps, 1e-5, b, 60000, 1e-3)).unwrap();
+        let ps = calibrate(&req(
+            Method::PredictionSensitivity,
+            CalibrationMode::Tight,
+            eps,
+            1e-5,
+            b,
+            60000,
+            1e-3,
+        ))
+        .unwrap();
         assert!(matches!(ps.noise, Noise::Gaussian { .. }));
     }
 }

@@ -809,7 +809,8 @@ impl Runner for LinearRunner {
                 let dds = dd.join("; ");
                 reps.par_iter().try_for_each(|&r| {
                     let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
-                    let labels = predict_clock.time(|| votes.private_labels_with(&noise, &mut rng))?;
+                    let labels =
+                        predict_clock.time(|| votes.private_labels_with(&noise, &mut rng))?;
                     let mut meas = base(
                         &cal,
                         None,
