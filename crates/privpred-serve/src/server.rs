@@ -1109,6 +1109,7 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
         "method": info.method,
         "private_training": info.method.is_private_training(),
         "guarantee": info.guarantee,
+        "mechanism": privpred_core::noise::mechanism_name(info.method, &info.guarantee.noise),
         "neighbours": info.guarantee.neighbours,
         "budget": budget,
         "input_dim": info.input_dim,

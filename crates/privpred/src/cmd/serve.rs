@@ -184,7 +184,9 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         budget,
         input_dim: loaded.preprocessing.input_dim(),
         classes: predictor.classes(),
-        releases_scores: cal.method != Method::SubsampleAggregate,
+        // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
+        // mechanism) release the label only
+        releases_scores: cal.method != Method::SubsampleAggregate && !cal.noise.is_selection(),
         preprocessing: loaded.preprocessing.steps(),
         test_fixture: false,
         guarantee: cal,

@@ -358,6 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "teachers": p.teachers,
                 "clip": p.clip,
                 "noise": p.calibration.noise,
+                "mechanism": privpred_core::noise::mechanism_name(m, &p.calibration.noise),
                 "valid_guarantee": p.calibration.valid_guarantee,
                 "notes": p.calibration.notes,
                 "optimization": p.optimization.map(|o| json!({
