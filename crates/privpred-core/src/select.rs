@@ -356,6 +356,23 @@ mod tests {
         assert!(coin(&mut Replay(VecDeque::new()), 0.0));
     }
 
+    /// Serde: the new variant is `"distribution": "permute-and-flip"`, and a calibration noise
+    /// written before it existed still reads as before.
+    #[test]
+    fn noise_serde_stays_compatible() {
+        use crate::Noise;
+        let v = serde_json::to_value(Noise::PermuteAndFlip { beta: 0.5 }).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"distribution": "permute-and-flip", "beta": 0.5})
+        );
+        let old: Noise =
+            serde_json::from_str(r#"{"distribution":"exponential","beta":0.25}"#).unwrap();
+        assert_eq!(old, Noise::Exponential { beta: 0.25 });
+        let back: Noise = serde_json::from_value(v).unwrap();
+        assert_eq!(back, Noise::PermuteAndFlip { beta: 0.5 });
+    }
+
     #[test]
     fn bad_input_is_an_error() {
         let mut rng = seeded_rng(1);

@@ -19,7 +19,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let train = fitted.apply_train(&raw.train)?;
     let test = fitted.apply(&raw.test)?;
     let t0 = std::time::Instant::now();
-    let teachers = train_teachers(&train, 256, 0.0, &teacher_lbfgs_options(), &mut seeded_rng(3))?;
+    let teachers = train_teachers(
+        &train,
+        256,
+        0.0,
+        &teacher_lbfgs_options(),
+        &mut seeded_rng(3),
+    )?;
     let votes = teachers.vote_matrix(&test)?;
     eprintln!("teachers and votes in {:.0} s", t0.elapsed().as_secs_f64());
     let major = accuracy_of(&votes.majority(), &test.labels);
@@ -34,11 +40,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .into_par_iter()
                     .map(|r| {
                         let mut rng = seeded_rng(salt * 1000 + r);
-                        accuracy_of(&votes.private_labels_with(&noise, &mut rng).unwrap(), &test.labels)
+                        accuracy_of(
+                            &votes.private_labels_with(&noise, &mut rng).unwrap(),
+                            &test.labels,
+                        )
                     })
                     .collect();
                 let m = a.iter().sum::<f64>() / a.len() as f64;
-                let s = (a.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (a.len() - 1) as f64).sqrt();
+                let s =
+                    (a.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (a.len() - 1) as f64).sqrt();
                 format!("{:.2} ± {:.2} %", 100.0 * m, 100.0 * s)
             };
             println!(
