@@ -642,6 +642,25 @@ fn fig7_units_answer_every_point_from_cached_models() {
         sa2[0].noise_param < sa[0].noise_param,
         "more answers need a smaller β"
     );
+    // tight with δ = 0 answers by permute-and-flip over the same votes (issue 16)
+    let mode = ctx.cfg.mode;
+    ctx.cfg.mode = privpred_core::CalibrationMode::Tight;
+    let pf = fig7::run_unit(
+        &mut ctx,
+        Method::SubsampleAggregate,
+        1.0,
+        0.0,
+        10,
+        2,
+        &mut |_, _| calls += 1,
+    )
+    .unwrap();
+    ctx.cfg.mode = mode;
+    assert_eq!(calls, trained);
+    assert!(pf.iter().all(|m| m.noise == "permute-and-flip"
+        && m.valid_guarantee
+        && (m.noise_param - 0.05).abs() < 1e-15
+        && (0.0..=1.0).contains(&m.accuracy)));
     let dp = fig7::run_unit(&mut ctx, Method::DpSgd, 1.0, 1e-5, 10, 2, &mut |_, _| {
         calls += 1
     })
