@@ -3,6 +3,7 @@
 //! - [`model`]: training ([`model::train`]) and the fitted model ([`model::NativeModel`]):
 //!   prediction with the in-memory budget ledger, the guarantee, artifacts.
 //! - [`accounting`]: `calibrate` and the DP-SGD accountants.
+//! - [`datasets`]: datasets through the CLI's loader and cache.
 //! - [`errors`]: Rust errors → Python exceptions with the same messages.
 //!
 //! The Python layer (`pysrc/privpred`) adds the scikit-learn estimator, the HTTP client and
@@ -10,6 +11,7 @@
 //! unit ball, the budget check) happens here, in the same code paths as the CLI.
 
 mod accounting;
+mod datasets;
 mod errors;
 mod guarantee;
 mod model;
@@ -24,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::NativeModel>()?;
     m.add_function(wrap_pyfunction!(model::train, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
+    m.add_function(wrap_pyfunction!(datasets::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::epsilon_dp_sgd, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::noise_multiplier, m)?)?;

@@ -7,7 +7,7 @@ safetensors artifacts as the ``privpred`` command line, DP-SGD accountants with 
 argument names, and a client for ``privpred serve``.
 """
 
-from . import accounting
+from . import accounting, datasets
 from ._native import BudgetExhausted, __version__
 from ._estimator import PrivateLogisticRegression, load
 from ._client import Client
@@ -19,6 +19,7 @@ __all__ = [
     "PrivateLogisticRegression",
     "__version__",
     "accounting",
+    "datasets",
     "calibrate",
     "load",
 ]
