@@ -206,7 +206,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         classes, y_enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(
-                f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes"
+                f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes (got {len(classes)} class)"
             )
         if self.bias not in (None, True, False):
             # TODO(biascv, issue 16): accept a bias VALUE once `--bias VALUE` lands in
@@ -280,7 +280,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         privpred.BudgetExhausted
             When the batch needs more answers than remain of the budget B.
         """
-        labels, _ = self._native.predict(self._queries(X))
+        X = self._queries(X)
+        labels, _ = self._native.predict(X)
         return self.classes_[labels]
 
     @available_if(_releases_scores)
@@ -297,7 +298,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,) or (n_samples, n_classes)
             Scores.
         """
-        z = self._native.logits_of(self._queries(X))
+        X = self._queries(X)
+        z = self._native.logits_of(X)
         return z[:, 1] - z[:, 0] if z.shape[1] == 2 else z
 
     @available_if(_releases_scores)
@@ -316,7 +318,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Probabilities.
         """
-        return _softmax(self._native.logits_of(self._queries(X)))
+        X = self._queries(X)
+        return _softmax(self._native.logits_of(X))
 
     @available_if(_releases_scores)
     def predict_log_proba(self, X):
@@ -332,7 +335,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Log-probabilities.
         """
-        z = self._native.logits_of(self._queries(X))
+        X = self._queries(X)
+        z = self._native.logits_of(X)
         z = z - z.max(axis=1, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
