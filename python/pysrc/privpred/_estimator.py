@@ -12,7 +12,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data
+except ImportError:  # older scikit-learn (e.g. beside diffprivlib 0.6, which needs < 1.6)
+
+    def validate_data(est, X, y="no_validation", reset=True, **kw):
+        return est._validate_data(X, y, reset=reset, **kw)
+
 
 from . import _native
 
