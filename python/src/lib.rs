@@ -21,7 +21,10 @@ use pyo3::prelude::*;
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("BudgetExhausted", m.py().get_type::<errors::BudgetExhausted>())?;
+    m.add(
+        "BudgetExhausted",
+        m.py().get_type::<errors::BudgetExhausted>(),
+    )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<model::NativeModel>()?;
     m.add_function(wrap_pyfunction!(model::train, m)?)?;

@@ -252,8 +252,7 @@ fn train_impl(
             let mut cfg = config(args, m, own, teacher, seed_policy)?;
             if m == Method::DpSgd && args.clip.is_none() {
                 let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
-                let cv =
-                    methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(linear)?;
+                let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(linear)?;
                 cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
                 cfg.dp_sgd.clip = Some(cv.best);
             }
@@ -289,9 +288,9 @@ fn config(
     teacher_lambda: f64,
     seed_policy: SeedPolicy,
 ) -> PyResult<MethodConfig> {
-    let privacy = args
-        .privacy
-        .ok_or_else(|| PyValueError::new_err("invalid epsilon: private methods need epsilon > 0"))?;
+    let privacy = args.privacy.ok_or_else(|| {
+        PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
+    })?;
     let mut cfg = MethodConfig::new(m, args.mode, privacy, args.budget);
     cfg.neighbours = args.neighbours;
     cfg.lambda = lambda;
@@ -383,6 +382,9 @@ impl NativeModel {
     }
 }
 
+/// Labels and, for public models, their logits.
+type Answers<'py> = (Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>);
+
 #[pymethods]
 impl NativeModel {
     /// Labels for raw query rows (N × D, f32), and the logits (N × C) where the model is
@@ -391,7 +393,7 @@ impl NativeModel {
         &self,
         py: Python<'py>,
         x: PyReadonlyArray2<'py, f32>,
-    ) -> PyResult<(Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>)> {
+    ) -> PyResult<Answers<'py>> {
         let (v, n, d) = rows(&x);
         let ds = queries(&self.prep, v, n, d)?;
         if self.public_model().is_some() {
