@@ -45,7 +45,9 @@ def dpl(eps, lam, n):
 def run(make, grid, Xtr, ytr, Xho, yho, Xfull, yfull, Xte, yte, reps):
     scores = []
     for lam in grid:
+        t = time.perf_counter()
         scores.append(make(lam, len(Xtr)).fit(Xtr, ytr).score(Xho, yho))
+        print(f"  lambda={lam:g}: hold-out {scores[-1]:.4f} ({time.perf_counter() - t:.1f} s)", flush=True)
     best = grid[int(np.argmax(scores))]
     accs, secs = [], []
     for _ in range(reps):
@@ -62,6 +64,8 @@ def main():
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     ap.add_argument("--methods", nargs="+", default=["loss-perturbation", "model-sensitivity", "diffprivlib"])
+    ap.add_argument("--grid", type=float, nargs="+", default=LAMBDA_GRID,
+                    help="lambda grid (default: privpred's ten values)")
     ap.add_argument("--json")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -78,7 +82,7 @@ def main():
                 make = lambda lam, n, e=eps: dpl(e, lam, n)  # noqa: E731
             else:
                 make = lambda lam, n, e=eps, m=method: ours(m, e, lam)  # noqa: E731
-            r = run(make, LAMBDA_GRID, Xtr[tr], ytr[tr], Xtr[ho], ytr[ho], Xtr, ytr, Xte, yte, a.repetitions)
+            r = run(make, a.grid, Xtr[tr], ytr[tr], Xtr[ho], ytr[ho], Xtr, ytr, Xte, yte, a.repetitions)
             r.update(epsilon=eps, method=method)
             rows.append(r)
             print(f"eps={eps:<5} {method:<20} acc {100 * r['acc_mean']:.2f} ± {100 * r['acc_std']:.2f} %  "
