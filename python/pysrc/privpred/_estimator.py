@@ -258,8 +258,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         info = json.loads(native.info_json())
         self.info_ = info
         self.release_ = info["release"]
-        self.lambda_ = info["lambda"]
         self.cross_validation_ = (info.get("extra") or {}).get("cross_validation")
+        self.lambda_ = info["lambda"]
+        if self.lambda_ is None and info["method"] == "non-private":
+            cv = self.cross_validation_ or {}
+            self.lambda_ = cv.get("chosen") if cv.get("parameter") == "lambda" else (
+                None if isinstance(self.lam, str) else float(self.lam))
         self.theta_ = native.coef()
 
     # ---- prediction ------------------------------------------------------------------
