@@ -1,0 +1,25 @@
+"""privpred: private prediction with (epsilon, delta)-differential privacy.
+
+Python bindings of the privpred Rust core (van der Maaten & Hannun, "The Trade-Offs of
+Private Prediction", 2020): a scikit-learn estimator for private multinomial logistic
+regression (five private methods), the guarantee of every fitted model, the same
+safetensors artifacts as the ``privpred`` command line, DP-SGD accountants with Opacus's
+argument names, and a client for ``privpred serve``.
+"""
+
+from . import accounting, datasets
+from ._native import BudgetExhausted, __version__
+from ._estimator import PrivateLogisticRegression, load
+from ._client import Client
+from .accounting import calibrate
+
+__all__ = [
+    "BudgetExhausted",
+    "Client",
+    "PrivateLogisticRegression",
+    "__version__",
+    "accounting",
+    "datasets",
+    "calibrate",
+    "load",
+]

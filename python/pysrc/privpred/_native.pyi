@@ -1,0 +1,84 @@
+"""Type stubs of the Rust extension module ``privpred._native``."""
+
+from os import PathLike
+from typing import Optional, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class BudgetExhausted(Exception):
+    """The inference budget B is spent: the guarantee covers no further answers."""
+
+class NativeModel:
+    def predict(
+        self, x: npt.NDArray[np.float32]
+    ) -> Tuple[npt.NDArray[np.uint32], Optional[npt.NDArray[np.float64]]]: ...
+    def logits_of(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]: ...
+    def coef(self) -> Optional[npt.NDArray[np.float64]]: ...
+    def guarantee_json(self) -> Optional[str]: ...
+    def budget_state(self) -> Tuple[Optional[int], int]: ...
+    def info_json(self) -> str: ...
+    def save(self, path: Union[str, PathLike[str]]) -> None: ...
+
+def train(
+    x: npt.NDArray[np.float32],
+    y: npt.NDArray[np.uint32],
+    classes: int,
+    method: str,
+    epsilon: Optional[float] = None,
+    delta: float = 0.0,
+    budget: Optional[int] = None,
+    lam: Optional[float] = None,
+    calibration: str = "corrected",
+    neighbours: str = "replace-one",
+    bias: bool = False,
+    unit_ball: str = "normalize",
+    seed: Optional[int] = None,
+    teachers: Optional[int] = None,
+    clip: Optional[float] = None,
+    batch_size: Optional[int] = None,
+    epochs: Optional[float] = None,
+    learning_rate: Optional[float] = None,
+    extra: Optional[str] = None,
+) -> NativeModel: ...
+def load(path: Union[str, PathLike[str]]) -> NativeModel: ...
+def load_dataset(
+    spec: str, data_dir: Optional[str] = None, fetch: bool = True
+) -> Tuple[
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.float32],
+    npt.NDArray[np.uint32],
+    str,
+]: ...
+def calibrate(
+    method: str,
+    epsilon: float,
+    delta: float = 0.0,
+    budget: Optional[int] = None,
+    n: Optional[int] = None,
+    lam: Optional[float] = None,
+    classes: int = 10,
+    batch_size: Optional[int] = None,
+    epochs: Optional[float] = None,
+    calibration: str = "corrected",
+    neighbours: str = "replace-one",
+) -> str: ...
+def epsilon_dp_sgd(
+    sample_rate: float,
+    noise_multiplier: float,
+    steps: int,
+    delta: float,
+    accountant: str = "rdp",
+    neighbours: str = "add-remove",
+) -> float: ...
+def noise_multiplier(
+    target_epsilon: float,
+    target_delta: float,
+    sample_rate: float,
+    steps: int,
+    accountant: str = "rdp",
+    neighbours: str = "add-remove",
+) -> Tuple[float, float]: ...

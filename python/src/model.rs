@@ -1,0 +1,492 @@
+//! Training and the fitted model: the same code path as `privpred train` (preprocessing into
+//! the unit ball, λ / clip cross-validation on a 10 % hold-out, `train_private`) on arrays
+//! handed over from Python, and prediction with an in-memory budget ledger.
+
+use crate::errors::{self, BudgetExhausted, data, invalid, linear};
+use crate::guarantee::{self, calibration_json};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
+use privpred_core::noise::{release_rng, seeded_rng};
+use privpred_core::{Budget, CalibrationMode, Method, Neighbours, PrivRng, Privacy};
+use privpred_data::split::holdout_unit;
+use privpred_data::{Dataset, FittedPreprocessing, Preprocessing, Provenance, UnitBall};
+use privpred_linear::artifact::{self, StoredModel, release_label};
+use privpred_linear::dpsgd::CLIP_GRID;
+use privpred_linear::methods::{self, PredictorKind, SeedPolicy};
+use privpred_linear::model::argmax;
+use privpred_linear::train::{LAMBDA_GRID, cv_lambda_nonprivate, logits_all};
+use privpred_linear::{LbfgsOptions, LinearModel, MethodConfig, fit_logistic, train_private};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use rand::RngExt;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// The validated arguments of one training run (the CLI's `train` flags).
+struct TrainArgs {
+    method: Option<Method>,
+    privacy: Option<Privacy>,
+    budget: Budget,
+    lambda: Option<f64>,
+    mode: CalibrationMode,
+    neighbours: Neighbours,
+    bias: bool,
+    unit_ball: UnitBall,
+    seed: Option<u64>,
+    teachers: Option<usize>,
+    clip: Option<f64>,
+    batch_size: Option<usize>,
+    epochs: Option<f64>,
+    learning_rate: Option<f64>,
+}
+
+/// A fitted model: what an artifact holds, plus the in-memory budget ledger and the
+/// generator that draws the answers of private-prediction methods.
+#[pyclass(module = "privpred._native", frozen)]
+pub struct NativeModel {
+    model: StoredModel,
+    prep: FittedPreprocessing,
+    extra: serde_json::Value,
+    /// Answers released so far (private-prediction methods), the in-memory ledger.
+    spent: Mutex<u64>,
+    /// Read from a file: its budget may already be spent elsewhere, so a private-prediction
+    /// model loaded from disk answers only through `privpred serve`'s durable ledger.
+    loaded: bool,
+    rng: Mutex<PrivRng>,
+}
+
+/// Copies a C- or F-ordered numpy matrix into a row-major vector (one copy: preprocessing
+/// then works in place on it, never on the caller's array).
+fn rows(x: &PyReadonlyArray2<'_, f32>) -> (Vec<f32>, usize, usize) {
+    let a = x.as_array();
+    let (n, d) = a.dim();
+    let v = match a.as_slice() {
+        Some(s) => s.to_vec(),
+        None => a.iter().copied().collect(),
+    };
+    (v, n, d)
+}
+
+fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyResult<Dataset> {
+    if n == 0 {
+        return Err(PyValueError::new_err(
+            "empty query batch: predict needs at least one row",
+        ));
+    }
+    if d != prep.input_dim {
+        return Err(PyValueError::new_err(format!(
+            "dimension mismatch: queries have {d} features, the model expects {} raw features",
+            prep.input_dim
+        )));
+    }
+    let provenance = Provenance {
+        name: "queries".into(),
+        ..Provenance::default()
+    };
+    let classes = prep.input_classes.max(1);
+    Dataset::new(d, classes, x, vec![0; n], provenance).map_err(data)
+}
+
+/// Trains a model on raw features `x` (N × D, f32) with labels `y` in `0..classes`, exactly as
+/// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
+/// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
+#[pyfunction]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=false, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn train(
+    py: Python<'_>,
+    x: PyReadonlyArray2<'_, f32>,
+    y: PyReadonlyArray1<'_, u32>,
+    classes: usize,
+    method: &str,
+    epsilon: Option<f64>,
+    delta: f64,
+    budget: Option<u64>,
+    lam: Option<f64>,
+    calibration: &str,
+    neighbours: &str,
+    bias: bool,
+    unit_ball: &str,
+    seed: Option<u64>,
+    teachers: Option<usize>,
+    clip: Option<f64>,
+    batch_size: Option<usize>,
+    epochs: Option<f64>,
+    learning_rate: Option<f64>,
+    extra: Option<&str>,
+) -> PyResult<NativeModel> {
+    let method = match method {
+        "non-private" => None,
+        m => Some(guarantee::method(m)?),
+    };
+    let privacy = match (method, epsilon) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(PyValueError::new_err(
+                "invalid epsilon: private methods need epsilon > 0",
+            ));
+        }
+        (Some(_), Some(e)) => Some(Privacy::new(e, delta).map_err(errors::core)?),
+    };
+    let neighbours = guarantee::neighbours(neighbours)?;
+    if let Some(m) = method {
+        privpred_core::check_relation(m, neighbours).map_err(errors::core)?;
+    }
+    if let Some(l) = lam
+        && !(l.is_finite() && l >= 0.0)
+    {
+        return Err(invalid("lambda", l, "must be a finite number > 0 or `cv`"));
+    }
+    let needs_lambda = matches!(
+        method,
+        Some(Method::ModelSensitivity | Method::LossPerturbation | Method::PredictionSensitivity)
+    );
+    if needs_lambda && lam == Some(0.0) {
+        return Err(PyValueError::new_err(
+            "invalid lambda = 0: this method needs λ > 0 (its sensitivity is 2K/(Nλ))",
+        ));
+    }
+    if let Some(c) = clip
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(invalid("clip", c, "must be a finite number > 0 or `cv`"));
+    }
+    let budget = match budget {
+        Some(b) => Budget::finite(b).map_err(errors::core)?,
+        None => Budget::Unlimited,
+    };
+    let unit_ball: UnitBall = unit_ball.parse().map_err(data)?;
+    let extra: serde_json::Value = match extra {
+        Some(s) => serde_json::from_str(s)
+            .map_err(|e| invalid("extra", s, &format!("not a JSON object ({e})")))?,
+        None => serde_json::Value::Null,
+    };
+    let args = TrainArgs {
+        method,
+        privacy,
+        budget,
+        lambda: lam,
+        mode: guarantee::mode(calibration)?,
+        neighbours,
+        bias,
+        unit_ball,
+        seed,
+        teachers,
+        clip,
+        batch_size,
+        epochs,
+        learning_rate,
+    };
+    let (features, n, d) = rows(&x);
+    let labels = y.as_slice()?.to_vec();
+    if labels.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "dimension mismatch: {n} rows of features but {} labels",
+            labels.len()
+        )));
+    }
+    py.detach(|| train_impl(&args, features, labels, d, classes, extra))
+}
+
+fn train_impl(
+    args: &TrainArgs,
+    features: Vec<f32>,
+    labels: Vec<u32>,
+    d: usize,
+    classes: usize,
+    caller_extra: serde_json::Value,
+) -> PyResult<NativeModel> {
+    let (mut rng, seed_policy) = match args.seed {
+        Some(s) => (seeded_rng(s), SeedPolicy::Seeded { seed: s }),
+        None => (release_rng().map_err(errors::core)?, SeedPolicy::OsRandom),
+    };
+    let provenance = Provenance {
+        name: "python".into(),
+        source: "numpy array".into(),
+        ..Provenance::default()
+    };
+    let ds = Dataset::new(d, classes, features, labels, provenance).map_err(data)?;
+    let recipe = Preprocessing {
+        scale: 1.0,
+        bias: args.bias,
+        unit_ball: args.unit_ball,
+        ..Preprocessing::default()
+    };
+    let prep_seed: u64 = rng.random();
+    let fitted = recipe.fit(&ds, prep_seed).map_err(data)?;
+    let train = fitted.apply_train_owned(ds).map_err(data)?;
+    let holdout_seed: u64 = rng.random();
+    let lbfgs = LbfgsOptions::default();
+
+    // cross-validation (privacy cost ignored, as in the paper and the CLI; recorded)
+    let mut cv_record = serde_json::Value::Null;
+    let lambda = match (args.method, args.lambda) {
+        (Some(Method::SubsampleAggregate), l) => l.unwrap_or(0.0),
+        (Some(Method::DpSgd), _) => 0.0,
+        (_, Some(l)) => l,
+        (m, None) => {
+            let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
+            let cv = match m {
+                None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
+                Some(m) => {
+                    let cfg = config(args, m, 1e-4, 0.0, seed_policy)?;
+                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, &mut rng).map_err(linear)?
+                }
+            };
+            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
+            cv.best
+        }
+    };
+    let model = match args.method {
+        None => StoredModel::NonPrivate(
+            fit_logistic(&train, lambda, None, &lbfgs)
+                .map_err(linear)?
+                .model,
+        ),
+        Some(m) => {
+            let (own, teacher) = if m == Method::SubsampleAggregate {
+                (1e-4, lambda)
+            } else {
+                (lambda, 0.0)
+            };
+            let mut cfg = config(args, m, own, teacher, seed_policy)?;
+            if m == Method::DpSgd && args.clip.is_none() {
+                let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
+                let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(linear)?;
+                cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
+                cfg.dp_sgd.clip = Some(cv.best);
+            }
+            StoredModel::Private(Box::new(
+                train_private(&cfg, &train, &mut rng).map_err(linear)?,
+            ))
+        }
+    };
+    let extra = json!({
+        "dataset": "python",
+        "dataset_provenance": {"name": "python", "checksum": null, "verified": false, "labels": []},
+        "preprocessing_steps": fitted.steps(),
+        "cross_validation": cv_record,
+        "seed": args.seed,
+        "trained_with": format!("privpred-python {}", env!("CARGO_PKG_VERSION")),
+        "python": caller_extra,
+    });
+    Ok(NativeModel {
+        model,
+        prep: fitted,
+        extra,
+        spent: Mutex::new(0),
+        loaded: false,
+        rng: Mutex::new(rng),
+    })
+}
+
+/// The method configuration of the CLI's `train` for these arguments.
+fn config(
+    args: &TrainArgs,
+    m: Method,
+    lambda: f64,
+    teacher_lambda: f64,
+    seed_policy: SeedPolicy,
+) -> PyResult<MethodConfig> {
+    let privacy = args.privacy.ok_or_else(|| {
+        PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
+    })?;
+    let mut cfg = MethodConfig::new(m, args.mode, privacy, args.budget);
+    cfg.neighbours = args.neighbours;
+    cfg.lambda = lambda;
+    cfg.teacher_lambda = teacher_lambda;
+    cfg.teachers = args.teachers.unwrap_or(256);
+    cfg.seed_policy = seed_policy;
+    cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(256);
+    cfg.dp_sgd.epochs = args.epochs.unwrap_or(20.0);
+    cfg.dp_sgd.learning_rate = args.learning_rate.unwrap_or(1.0);
+    cfg.dp_sgd.clip = args.clip;
+    Ok(cfg)
+}
+
+/// Loads a model artifact written by `privpred train` or `NativeModel.save`.
+#[pyfunction]
+pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<NativeModel> {
+    let m = py.detach(|| artifact::load(&path)).map_err(linear)?;
+    Ok(NativeModel {
+        model: m.model,
+        prep: m.preprocessing,
+        extra: m.extra,
+        spent: Mutex::new(0),
+        loaded: true,
+        rng: Mutex::new(release_rng().map_err(errors::core)?),
+    })
+}
+
+impl NativeModel {
+    /// The public model whose logits are deterministic (non-private, or privately trained).
+    fn public_model(&self) -> Option<&LinearModel> {
+        match &self.model {
+            StoredModel::NonPrivate(m) => Some(m),
+            StoredModel::Private(p) => match &p.kind {
+                PredictorKind::Released { model } => Some(model),
+                _ => None,
+            },
+        }
+    }
+
+    fn logits(&self, ds: Dataset) -> PyResult<(Vec<f64>, usize)> {
+        let model = self.public_model().ok_or_else(|| {
+            PyValueError::new_err(
+                "this method releases labels only (each answer spends the inference budget); scores and probabilities are not released",
+            )
+        })?;
+        let q = self.prep.apply_owned(ds).map_err(data)?;
+        Ok((logits_all(model, &q).map_err(linear)?, model.c))
+    }
+
+    /// Answers of a private-prediction method, charged to the in-memory ledger first.
+    fn private_answers(&self, ds: Dataset) -> PyResult<Vec<u32>> {
+        let p = match &self.model {
+            StoredModel::Private(p) => p,
+            StoredModel::NonPrivate(_) => unreachable!("public models have logits"),
+        };
+        if self.loaded {
+            return Err(PyRuntimeError::new_err(format!(
+                "a {} model loaded from a file may already have spent its budget elsewhere: answer through `privpred serve`, whose durable ledger enforces B",
+                p.method()
+            )));
+        }
+        let total = p.calibration.budget.get().unwrap_or(u64::MAX);
+        let n = ds.n as u64;
+        let mut spent = self
+            .spent
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
+        if spent.saturating_add(n) > total {
+            let left = total - *spent;
+            return Err(BudgetExhausted::new_err(if left == 0 {
+                format!(
+                    "the inference budget of {total} answers is exhausted; the guarantee covers no further answers"
+                )
+            } else {
+                format!(
+                    "this request needs {n} new answers but only {left} remain of the budget of {total}; send at most {left} new rows"
+                )
+            }));
+        }
+        let q = self.prep.apply_owned(ds).map_err(data)?;
+        let mut rng = self
+            .rng
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("generator poisoned"))?;
+        let labels = p.predict_dataset(&q, &mut *rng).map_err(linear)?;
+        // charged only once the answers exist (nothing is released on an error)
+        *spent += n;
+        Ok(labels)
+    }
+}
+
+/// Labels and, for public models, their logits.
+type Answers<'py> = (Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>);
+
+#[pymethods]
+impl NativeModel {
+    /// Labels for raw query rows (N × D, f32), and the logits (N × C) where the model is
+    /// public. Private-prediction methods spend one budget unit per row (all or nothing).
+    fn predict<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'py, f32>,
+    ) -> PyResult<Answers<'py>> {
+        let (v, n, d) = rows(&x);
+        let ds = queries(&self.prep, v, n, d)?;
+        if self.public_model().is_some() {
+            let (l, c) = py.detach(|| self.logits(ds))?;
+            let labels: Vec<u32> = l.chunks(c).map(|r| argmax(r) as u32).collect();
+            let scores = PyArray1::from_vec(py, l).reshape([n, c])?;
+            Ok((PyArray1::from_vec(py, labels), Some(scores)))
+        } else {
+            let labels = py.detach(|| self.private_answers(ds))?;
+            Ok((PyArray1::from_vec(py, labels), None))
+        }
+    }
+
+    /// The logits θᵀx (N × C) of a public model; an error for private-prediction methods.
+    fn logits_of<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'py, f32>,
+    ) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let (v, n, d) = rows(&x);
+        let ds = queries(&self.prep, v, n, d)?;
+        let (l, c) = py.detach(|| self.logits(ds))?;
+        PyArray1::from_vec(py, l).reshape([n, c])
+    }
+
+    /// θ (D′ × C, after preprocessing) of a public model, else None (secret parameters).
+    fn coef<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray2<f64>>>> {
+        match self.public_model() {
+            Some(m) => Ok(Some(
+                PyArray1::from_vec(py, m.theta.clone()).reshape([m.d, m.c])?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// The guarantee as the JSON text of `privpred calibrate --json` (None: non-private).
+    fn guarantee_json(&self) -> Option<String> {
+        self.model
+            .private()
+            .map(|p| calibration_json(&p.calibration).to_string())
+    }
+
+    /// (B or None for unlimited, answers spent from the in-memory ledger).
+    fn budget_state(&self) -> PyResult<(Option<u64>, u64)> {
+        let spent = *self
+            .spent
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
+        let total = self
+            .model
+            .private()
+            .filter(|p| p.spends_budget())
+            .and_then(|p| p.calibration.budget.get());
+        Ok((total, spent))
+    }
+
+    /// Everything but the weights, as JSON text: method, release label, λ, T, ν, seed,
+    /// certificate, DP-SGD statistics, shapes, preprocessing, the artifact's extra metadata.
+    fn info_json(&self) -> String {
+        let p = self.model.private();
+        json!({
+            "method": p.map_or("non-private", |p| p.method().name()),
+            "release": release_label(&self.model),
+            "spends_budget": p.is_some_and(|p| p.spends_budget()),
+            "lambda": p.and_then(|p| p.lambda),
+            "teachers": p.and_then(|p| p.teachers),
+            "clip": p.and_then(|p| p.clip),
+            "seed_policy": p.map(|p| p.seed_policy),
+            "optimization": p.and_then(|p| p.optimization),
+            "dp_sgd": p.and_then(|p| p.dp_sgd),
+            "input_dim": self.prep.input_dim,
+            "features": self.model.input_dim(),
+            "classes": self.model.classes(),
+            "preprocessing_steps": self.prep.steps(),
+            "data_dependent_preprocessing": self.prep.data_dependent(),
+            "loaded": self.loaded,
+            "extra": self.extra,
+        })
+        .to_string()
+    }
+
+    /// Writes the model as a safetensors artifact (`privpred serve`/`predict`/`evaluate`
+    /// read it). A private-prediction model that already answered queries is refused: the
+    /// server would start a fresh ledger with the whole budget B.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        let (total, spent) = self.budget_state()?;
+        if total.is_some() && spent > 0 {
+            return Err(PyRuntimeError::new_err(format!(
+                "this model already released {spent} of its {} answers from the in-memory ledger; saving it for `privpred serve` would start a fresh ledger with the whole budget and overspend the guarantee",
+                total.unwrap_or(0)
+            )));
+        }
+        py.detach(|| artifact::save_model(&path, &self.model, &self.prep, self.extra.clone()))
+            .map_err(linear)
+    }
+}

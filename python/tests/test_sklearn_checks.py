@@ -1,0 +1,52 @@
+"""scikit-learn's estimator checks (`parametrize_with_checks`).
+
+The private-training methods and the non-private baseline pass every check. The checks
+run on toy problems of ~100 rows, so the private estimators are checked at a large epsilon
+(1e4; DP-SGD 10): the checks test the scikit-learn protocol (fit/predict semantics, validation,
+pickling, idempotence under a fixed random_state), not utility at a strict guarantee,
+which the other test files measure on real data.
+
+Private-prediction methods (prediction sensitivity, subsample-and-aggregate) spend the
+inference budget on every `predict` and answer with fresh noise; the checks that cannot
+apply to them are listed in `expected_failed_checks` with the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from privpred import PrivateLogisticRegression as PLR
+
+BUDGETED_NOT_APPLICABLE = {
+    "check_estimators_pickle": (
+        "refused by design: a pickled copy would carry the secret parameters with a fresh "
+        "in-memory budget, so B could be spent twice (save() + `privpred serve` instead)"
+    ),
+    "check_classifiers_train": (
+        "asks for accuracy > 0.83 from one draw per answer on ~100 rows; each answer gets "
+        "epsilon/B of the budget (B = 1e9 here so the checks never exhaust it), far too "
+        "little for that accuracy"
+    ),
+}
+
+ESTIMATORS = [
+    PLR(method="non-private"),
+    PLR(method="model-sensitivity", epsilon=1e4),
+    PLR(method="loss-perturbation", epsilon=1e4),
+    # DP-SGD at epsilon = 10 with a fixed clip: its accountant needs no huge PLD grid
+    PLR(method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
+    PLR(method="prediction-sensitivity", epsilon=1e4, budget=10**9),
+    PLR(method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4),
+]
+
+
+def _expected_failed(est):
+    if est.method in ("prediction-sensitivity", "subsample-aggregate"):
+        return BUDGETED_NOT_APPLICABLE
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
