@@ -57,7 +57,7 @@ pub fn checksum(meta: &HashMap<String, String>, tensors: &[TensorRef<'_>]) -> St
         put(data);
     }
     let digest = h.finalize();
-    format!("sha256:{}", crate::idx::hex(&digest))
+    format!("sha256:{}", crate::fsutil::hex(&digest))
 }
 
 /// Whether the metadata's checksum matches: `Ok(true)` when it does, `Ok(false)` when the

@@ -1,4 +1,6 @@
-//! Dataset discovery and loading.
+//! Dataset discovery and reading from local files (no network: [`crate::load`] adds the
+//! fetch of a missing named dataset on top, and [`crate::fetch`] reads what it fetched
+//! through this module, so the two do not import each other).
 //!
 //! Resolution order for a named dataset (first hit wins): `LoadOptions::data_dir` (the
 //! directory itself, then `<dir>/<name>/`), the environment variable `PRIVPRED_DATA_DIR`
@@ -21,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// Environment variable naming a data directory (searched after `--data-dir`).
 pub const ENV_DATA_DIR: &str = "PRIVPRED_DATA_DIR";
 
-/// Options of [`load`].
+/// Options of [`crate::load::load`] and [`read`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadOptions {
     /// A directory searched first (`--data-dir`).
@@ -164,8 +166,11 @@ pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Loads a dataset as train and test splits with raw f32 features (pixels 0..255).
-pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
+/// Reads a dataset from local files as train and test splits with raw f32 features (pixels
+/// 0..255), without fetching: `Ok(None)` when a named dataset (mnist, fashion-mnist, digits,
+/// cifar10) is in none of the [`candidate_dirs`]; every other source is read or fails.
+/// [`crate::load::load`] fetches a missing named dataset on top of this.
+pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
     match spec {
         DatasetSpec::Mnist
         | DatasetSpec::FashionMnist
@@ -175,18 +180,17 @@ pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
             for (dir, origin) in candidate_dirs(&name, opts) {
                 if let Some(s) = try_named_dir(spec, &dir, opts)? {
                     let _ = origin;
-                    return Ok(s);
+                    return Ok(Some(s));
                 }
             }
-            if opts.fetch {
-                let dir = crate::fetch::fetch(spec, opts)?;
-                if let Some(s) = try_named_dir(spec, &dir, opts)? {
-                    return Ok(s);
-                }
-            }
-            Err(not_found(&name, opts))
+            Ok(None)
         }
-        DatasetSpec::Mnist1m => load_mnist1m(opts),
+        DatasetSpec::Mnist1m => load_mnist1m(opts, || {
+            read(&DatasetSpec::Mnist, opts)?
+                .map(|s| s.test)
+                .ok_or_else(|| not_found("mnist", opts))
+        })
+        .map(Some),
         DatasetSpec::Idx(dir) => {
             if !dir.is_dir() {
                 return Err(DataError::NotFound(format!(
@@ -194,14 +198,16 @@ pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
                     dir.display()
                 )));
             }
-            load_idx_dir(dir, &spec.name(), None, opts.classes)?.ok_or_else(|| {
-                DataError::NotFound(format!(
-                    "{}: no IDX files found (expected train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, optionally .gz)",
-                    dir.display()
-                ))
-            })
+            load_idx_dir(dir, &spec.name(), None, opts.classes)?
+                .ok_or_else(|| {
+                    DataError::NotFound(format!(
+                        "{}: no IDX files found (expected train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, optionally .gz)",
+                        dir.display()
+                    ))
+                })
+                .map(Some)
         }
-        DatasetSpec::Images(p) => load_images(p, &spec.name(), false, opts),
+        DatasetSpec::Images(p) => load_images(p, &spec.name(), false, opts).map(Some),
         DatasetSpec::CifarBin(dir) => {
             let d =
                 if cifar::batch_files(dir).is_none() && dir.join("cifar-10-batches-bin").is_dir() {
@@ -209,18 +215,23 @@ pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
                 } else {
                     dir.clone()
                 };
-            load_cifar_bin(&d, &spec.name())?.ok_or_else(|| {
-                DataError::NotFound(format!(
-                    "{}: no CIFAR-10 binary batches (data_batch_1.bin … data_batch_5.bin, test_batch.bin)",
-                    dir.display()
-                ))
-            })
+            load_cifar_bin(&d, &spec.name())?
+                .ok_or_else(|| {
+                    DataError::NotFound(format!(
+                        "{}: no CIFAR-10 binary batches (data_batch_1.bin … data_batch_5.bin, test_batch.bin)",
+                        dir.display()
+                    ))
+                })
+                .map(Some)
         }
-        DatasetSpec::Csv { train, test } => load_csv(train, test.as_deref(), &spec.name(), opts),
+        DatasetSpec::Csv { train, test } => {
+            load_csv(train, test.as_deref(), &spec.name(), opts).map(Some)
+        }
     }
 }
 
-fn not_found(name: &str, opts: &LoadOptions) -> DataError {
+/// The error for a named dataset found nowhere (the directories searched, how to fetch it).
+pub(crate) fn not_found(name: &str, opts: &LoadOptions) -> DataError {
     let dirs: Vec<String> = candidate_dirs(name, opts)
         .iter()
         .map(|(d, _)| d.display().to_string())
@@ -232,7 +243,11 @@ fn not_found(name: &str, opts: &LoadOptions) -> DataError {
 }
 
 /// Tries to load a named dataset from one directory; `Ok(None)` when it is not there.
-fn try_named_dir(spec: &DatasetSpec, dir: &Path, opts: &LoadOptions) -> Result<Option<Splits>> {
+pub(crate) fn try_named_dir(
+    spec: &DatasetSpec,
+    dir: &Path,
+    opts: &LoadOptions,
+) -> Result<Option<Splits>> {
     if !dir.is_dir() {
         return Ok(None);
     }
@@ -649,7 +664,12 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
     }
 }
 
-fn load_mnist1m(opts: &LoadOptions) -> Result<Splits> {
+/// Reads the MNIST-1M substitute; its test split is MNIST's, obtained from `mnist_test`
+/// (called after the substitute's files are found, before they are read).
+pub(crate) fn load_mnist1m(
+    opts: &LoadOptions,
+    mnist_test: impl FnOnce() -> Result<Dataset>,
+) -> Result<Splits> {
     let mut found = None;
     for (dir, _) in candidate_dirs("mnist1m", opts) {
         if dir.join(crate::mnist1m::METADATA).is_file()
@@ -675,7 +695,7 @@ fn load_mnist1m(opts: &LoadOptions) -> Result<Splits> {
     })?;
     // The test split is MNIST's: load it first and drop MNIST's training split, so that the
     // large read below is the only big allocation alive (peak ≈ one copy of the features).
-    let mut test = load(&DatasetSpec::Mnist, opts)?.test;
+    let mut test = mnist_test()?;
     let (a, b) = rayon::join(|| idx::read_images(&tri), || idx::read_labels(&trl));
     let (img, lab) = (a?, b?);
     for (p, sha, want) in [

@@ -1,0 +1,46 @@
+//! Dataset loading: [`load`] reads a dataset from local files ([`crate::read`]) and, when
+//! `LoadOptions::fetch` is set and a named dataset is found nowhere, fetches it into the cache
+//! ([`crate::fetch::fetch`]) and reads it from there.
+//!
+//! Resolution order for a named dataset (first hit wins): `LoadOptions::data_dir` (the
+//! directory itself, then `<dir>/<name>/`), the environment variable `PRIVPRED_DATA_DIR`
+//! (likewise), the per-user cache `${XDG_CACHE_HOME:-~/.cache}/privpred/<name>/`, known
+//! system locations (Debian's `/usr/share/datasets/fashion-mnist/`; for CIFAR-10 a
+//! `shared/data/` folder beside the working directory or one of its ancestors, e.g.
+//! `../shared/data/cifar10-jpeg.tar.gz` seen from a repository root; never required, and
+//! `PRIVPRED_NO_SHARED_DATA=1` turns this look-up off), and finally, when
+//! `LoadOptions::fetch` is set, [`crate::fetch::fetch`] into the cache. Files with a known
+//! SHA-256 are verified on every load; a mismatch is an error and the file is not used.
+//!
+//! The discovery helpers and options live in [`crate::read`] (which `fetch` uses too, so
+//! neither imports the other) and are re-exported here under their old paths.
+
+use crate::error::Result;
+use crate::read::{self, not_found, try_named_dir};
+use crate::spec::DatasetSpec;
+
+pub use crate::read::{
+    CIFAR10_JPEG_FILE, ENV_DATA_DIR, ENV_NO_SHARED_DATA, LoadOptions, Splits, cache_dir,
+    cache_root, candidate_dirs, find_cifar10, find_cifar10_jpeg, load_idx_dir, shared_data_dirs,
+};
+
+/// Loads a dataset as train and test splits with raw f32 features (pixels 0..255), fetching
+/// a missing named dataset into the cache when `opts.fetch` is set.
+pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
+    if *spec == DatasetSpec::Mnist1m {
+        // its test split is MNIST's, which may need fetching
+        return read::load_mnist1m(opts, || Ok(load(&DatasetSpec::Mnist, opts)?.test));
+    }
+    if let Some(s) = read::read(spec, opts)? {
+        return Ok(s);
+    }
+    // Only the named datasets (mnist, fashion-mnist, digits, cifar10) can be missing.
+    let name = spec.name();
+    if opts.fetch {
+        let dir = crate::fetch::fetch(spec, opts)?;
+        if let Some(s) = try_named_dir(spec, &dir, opts)? {
+            return Ok(s);
+        }
+    }
+    Err(not_found(&name, opts))
+}
