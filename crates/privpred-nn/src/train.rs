@@ -54,9 +54,9 @@ impl SgdConfig {
     /// augmentation, the reference code's initialisation.
     pub fn paper_teacher() -> Self {
         SgdConfig {
-            epochs: 500.0,
-            batch_size: 600,
-            lr: 0.1,
+            epochs: privpred_core::defaults::RESNET_TEACHER_EPOCHS,
+            batch_size: privpred_core::defaults::RESNET_BATCH_SIZE,
+            lr: privpred_core::defaults::RESNET_LEARNING_RATE,
             lr_drops: 3,
             momentum: 0.9,
             weight_decay: 0.0,
@@ -67,7 +67,7 @@ impl SgdConfig {
     /// The paper's DP-SGD schedule: 100 epochs, otherwise as [`SgdConfig::paper_teacher`].
     pub fn paper_dpsgd() -> Self {
         SgdConfig {
-            epochs: 100.0,
+            epochs: privpred_core::defaults::RESNET_DPSGD_EPOCHS,
             ..Self::paper_teacher()
         }
     }
