@@ -5,9 +5,11 @@
 //! calibration modes (`paper`, `corrected`, `tight`), accounting (composition, RDP, PLD) and
 //! noise samplers.
 
+pub mod answer;
 pub mod calibrate;
 pub mod certify;
 pub mod composition;
+pub mod defaults;
 pub mod dpsgd;
 pub mod error;
 pub mod gaussian;
@@ -18,6 +20,7 @@ pub mod select;
 pub mod types;
 pub mod validate;
 
+pub use answer::Answer;
 pub use calibrate::{CalibrationRequest, calibrate, check_relation};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
 pub use gaussian::sigma_ag;

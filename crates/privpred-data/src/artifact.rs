@@ -57,7 +57,7 @@ pub fn checksum(meta: &HashMap<String, String>, tensors: &[TensorRef<'_>]) -> St
         put(data);
     }
     let digest = h.finalize();
-    format!("sha256:{}", crate::idx::hex(&digest))
+    format!("sha256:{}", crate::fsutil::hex(&digest))
 }
 
 /// Whether the metadata's checksum matches: `Ok(true)` when it does, `Ok(false)` when the
@@ -105,6 +105,46 @@ pub fn verify_safetensors(
         .collect();
     verify_checksum(path, meta, &refs)?;
     Ok(names)
+}
+
+/// Parses the bytes of a safetensors artifact (from [`read_artifact_bytes`]) into its tensors
+/// and its metadata header: the one parser of both artifact formats (linear and ResNet).
+/// `Err` is the reason, for the caller's own error type: not a safetensors file, or no
+/// metadata header (then it is not a privpred model).
+pub fn parse_safetensors(
+    bytes: &[u8],
+) -> std::result::Result<(safetensors::SafeTensors<'_>, HashMap<String, String>), String> {
+    let st = safetensors::SafeTensors::deserialize(bytes)
+        .map_err(|e| format!("not a valid safetensors file ({e})"))?;
+    let (_, md) = safetensors::SafeTensors::read_metadata(bytes)
+        .map_err(|e| format!("not a valid safetensors file ({e})"))?;
+    let meta = md
+        .metadata()
+        .clone()
+        .ok_or_else(|| "no metadata header: not a privpred model".to_string())?;
+    Ok((st, meta))
+}
+
+/// The metadata header of a safetensors file, reading only its header (at most
+/// [`MAX_ARTIFACT_HEADER_BYTES`]): for telling artifact formats apart before loading one.
+/// `None` for an unreadable or foreign file (its loader then says what is wrong).
+pub fn read_header_metadata(path: &Path) -> Option<HashMap<String, String>> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).ok()?;
+    let n = u64::from_le_bytes(len);
+    if n == 0 || n > MAX_ARTIFACT_HEADER_BYTES {
+        return None;
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&header).ok()?;
+    let meta = v.get("__metadata__")?.as_object()?;
+    Some(
+        meta.iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect(),
+    )
 }
 
 /// Reads a safetensors file after checking its size against [`MAX_ARTIFACT_BYTES`] and its

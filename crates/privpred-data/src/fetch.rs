@@ -23,7 +23,7 @@
 //! - `mnist1m`: generated, not fetched (`privpred data generate mnist1m`).
 
 use crate::error::{DataError, Result};
-use crate::load::{LoadOptions, cache_dir, load_idx_dir, shared_data_dirs};
+use crate::read::{LoadOptions, cache_dir, load_idx_dir, shared_data_dirs};
 use crate::spec::DatasetSpec;
 use crate::{fsutil, known};
 use std::path::{Path, PathBuf};
@@ -445,7 +445,7 @@ fn fetch_cifar_checked(
         Some(p) => p.to_path_buf(),
         None => shared_data_dirs()
             .into_iter()
-            .map(|d| d.join(crate::load::CIFAR10_JPEG_FILE))
+            .map(|d| d.join(crate::read::CIFAR10_JPEG_FILE))
             .find(|p| p.is_file())
             .ok_or_else(|| {
                 DataError::NotFound(
@@ -515,7 +515,7 @@ fn fetch_cifar_checked(
         extract_from_tar(&src, &wanted, &stage)?;
     }
     // Validate the batches by parsing them.
-    let s = crate::load::load(
+    let s = crate::read::read(
         &DatasetSpec::CifarBin(stage.clone()),
         &LoadOptions {
             fetch: false,
@@ -706,7 +706,7 @@ fn gunzip_hashing(gz: &Path, out: &Path, url: &str) -> Result<String> {
         path: out.to_path_buf(),
         source,
     })?;
-    Ok(crate::idx::hex(&h.finalize()))
+    Ok(crate::fsutil::hex(&h.finalize()))
 }
 
 /// Copies the IDX files of `table` (plain or `.gz`) found in `src` into the staging folder.
@@ -1002,7 +1002,7 @@ fn fetch_cifar_online(target: &Path) -> Result<FetchReport> {
                     .then(|| {
                         shared_data_dirs()
                             .into_iter()
-                            .map(|p| p.join(crate::load::CIFAR10_JPEG_FILE))
+                            .map(|p| p.join(crate::read::CIFAR10_JPEG_FILE))
                             .find(|p| p.is_file())
                     })
                     .flatten();

@@ -62,10 +62,15 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         }
         h.update(&buf[..k]);
     }
-    Ok(crate::idx::hex(&h.finalize()))
+    Ok(hex(&h.finalize()))
+}
+
+/// Lower-case hex of bytes.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// SHA-256 (hex) of bytes.
 pub fn sha256_bytes(bytes: &[u8]) -> String {
-    crate::idx::hex(&Sha256::digest(bytes))
+    hex(&Sha256::digest(bytes))
 }

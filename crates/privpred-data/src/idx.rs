@@ -239,13 +239,8 @@ fn read_idx_inner<T, R: Read>(
             format!("trailing bytes after the {total} values promised by the IDX header {dims:?}"),
         ));
     }
-    let sha256 = hex(&hasher.finalize());
+    let sha256 = crate::fsutil::hex(&hasher.finalize());
     Ok(IdxArray { dims, data, sha256 })
-}
-
-/// Lower-case hex of bytes.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Reads an IDX image file (rank 3: n × rows × cols), plain or gzip, into f32 values 0..255,

@@ -36,6 +36,7 @@ pub mod linalg;
 pub mod load;
 pub mod mnist1m;
 pub mod preprocess;
+pub mod read;
 pub mod spec;
 pub mod split;
 pub mod testdata;

@@ -370,7 +370,7 @@ pub fn generate_to_dir(
         Ok(())
     })
     .map_err(|e| inner.take().unwrap_or(e))?;
-    let images_sha256 = crate::idx::hex(&img_hash.finalize());
+    let images_sha256 = crate::fsutil::hex(&img_hash.finalize());
     let lab_path = out_dir.join("train-labels-idx1-ubyte");
     crate::idx::write_idx_atomic(&lab_path, &[n], &all_labels)?;
     let labels_sha256 = crate::fsutil::sha256_file(&lab_path)?;

@@ -1,6 +1,6 @@
 //! Data sets that tests need but the repository cannot obtain by itself (today only the
 //! CIFAR-10 JPEG copy, see docs/data.md), found through the normal resolution order
-//! ([`crate::load::candidate_dirs`]: `--data-dir`, `$PRIVPRED_DATA_DIR`, the cache,
+//! ([`crate::read::candidate_dirs`]: `--data-dir`, `$PRIVPRED_DATA_DIR`, the cache,
 //! `shared/data`).
 //!
 //! A test that needs such a data set asks [`cifar10_jpeg_or_skip`]. When the data set is
@@ -61,7 +61,7 @@ pub fn or_skip(found: Option<PathBuf>, test: &str, what: &str) -> Option<PathBuf
 /// `PRIVPRED_REQUIRE_DATA=1` and the copy is absent).
 pub fn cifar10_jpeg_or_skip(test: &str) -> Option<PathBuf> {
     or_skip(
-        crate::load::find_cifar10_jpeg(None),
+        crate::read::find_cifar10_jpeg(None),
         test,
         "the CIFAR-10 JPEG copy (cifar10-jpeg.tar.gz)",
     )

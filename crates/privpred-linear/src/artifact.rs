@@ -18,7 +18,7 @@ use privpred_core::Method;
 use privpred_core::validate::check_calibration;
 use privpred_data::FittedPreprocessing;
 use privpred_data::artifact;
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, TensorView};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -397,14 +397,7 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
         privpred_data::DataError::Io { path, source } => LinearError::Io { path, source },
         e => err(path, e.to_string()),
     })?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
-    let (_, md) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
-    let meta = md
-        .metadata()
-        .clone()
-        .ok_or_else(|| err(path, "no metadata header: not a privpred model"))?;
+    let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
     let get = |k: &str| {
         meta.get(k).ok_or_else(|| {
             err(
@@ -580,6 +573,7 @@ mod tests {
     use privpred_core::{Budget, CalibrationMode, Method, Privacy};
     use privpred_data::Preprocessing;
     use rand::SeedableRng;
+    use safetensors::tensor::SafeTensors;
 
     type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
     type Edit = dyn Fn(&mut serde_json::Value, &mut serde_json::Value, &mut Tensors);

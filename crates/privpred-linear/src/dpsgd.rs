@@ -35,9 +35,9 @@ pub struct DpSgdConfig {
 impl Default for DpSgdConfig {
     fn default() -> Self {
         DpSgdConfig {
-            batch_size: 256,
-            epochs: 20.0,
-            learning_rate: 1.0,
+            batch_size: privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE,
+            epochs: privpred_core::defaults::LINEAR_DPSGD_EPOCHS,
+            learning_rate: privpred_core::defaults::LINEAR_DPSGD_LEARNING_RATE,
             momentum: 0.9,
             clip: None,
         }

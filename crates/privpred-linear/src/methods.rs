@@ -192,16 +192,8 @@ impl MethodConfig {
     }
 }
 
-/// One answer to a query.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The predicted class.
-    pub label: u32,
-    /// Scores released with the label, where the mechanism allows it: logits of a privately
-    /// trained model, the noisy logits of prediction sensitivity; `None` for
-    /// subsample-and-aggregate (the vote counts are not private).
-    pub scores: Option<Vec<f64>>,
-}
+/// One answer to a query (defined once, in `privpred-core`).
+pub use privpred_core::Answer;
 
 /// T teachers trained on disjoint shards (row-major `d × c` each).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use privpred_core::{Calibration, Method};
 use privpred_data::artifact;
 use rand::Rng;
 use rayon::prelude::*;
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, TensorView};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::Write;
@@ -75,15 +75,8 @@ pub struct NnModel {
     pub weights_sha256: String,
 }
 
-/// One answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The predicted label.
-    pub label: u32,
-    /// Class probabilities for DP-SGD / non-private networks (post-processing of a private
-    /// model); None for teachers (their votes are not private).
-    pub scores: Option<Vec<f64>>,
-}
+/// One answer (defined once, in `privpred-core`).
+pub use privpred_core::Answer;
 
 fn err(path: &Path, msg: impl Into<String>) -> NnError {
     NnError::format(path, msg)
@@ -461,14 +454,7 @@ pub fn load(path: &Path) -> Result<NnModel> {
         privpred_data::DataError::Io { path, source } => NnError::io(path, source),
         e => err(path, e.to_string()),
     })?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
-    let (_, md) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| err(path, format!("not a valid safetensors file ({e})")))?;
-    let meta = md
-        .metadata()
-        .clone()
-        .ok_or_else(|| err(path, "no metadata header: not a privpred model"))?;
+    let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
     let get = |k: &str| {
         meta.get(k).ok_or_else(|| {
             err(
@@ -594,6 +580,7 @@ pub fn load(path: &Path) -> Result<NnModel> {
 mod tests {
     use super::*;
     use privpred_core::{CalibrationMode, Privacy};
+    use safetensors::tensor::SafeTensors;
     use serde_json::Value;
 
     type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;

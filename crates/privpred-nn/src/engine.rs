@@ -16,120 +16,15 @@
 //! Choose with [`from_choice`]: an explicit name, else `$PRIVPRED_NN_ENGINE`, else `torch` when
 //! the feature is compiled in and a CUDA device is present, `cpu` otherwise.
 
-use crate::data::{ImageSet, Normalization};
 use crate::error::{NnError, Result};
-use crate::resnet::ResNet;
-use crate::train::{self, BatchStats, GradMode, Inputs};
+
+pub use crate::gradient::{CpuEngine, DEVICE_ENV, GradientEngine};
 
 /// Environment variable naming the default engine (`cpu` or `torch`).
 pub const ENGINE_ENV: &str = "PRIVPRED_NN_ENGINE";
 
-/// Environment variable naming the torch engine's device (`cpu`, `cuda`, `cuda:N`); unset:
-/// the first CUDA device when one is available, else the CPU.
-pub const DEVICE_ENV: &str = "PRIVPRED_DEVICE";
-
 /// How to get a build with the torch engine (for error messages).
 pub const TORCH_BUILD_HINT: &str = "this build has no libtorch engine: run `bash scripts/install_torch.sh`, `source scripts/torch_env.sh`, then rebuild with `cargo build --release -p privpred --features torch`";
-
-/// Computes batch gradients and logits of a [`ResNet`] for the training loops.
-///
-/// Implementations must give, up to floating-point rounding, what the reference
-/// [`train::batch_gradient`] gives: the sum over the batch of each example's exact
-/// cross-entropy gradient, raw or clipped per example as `mode` says, with the same
-/// [`BatchStats`]. Privacy rests on the clipping: whatever the engine, each example's
-/// contribution to `out` must have norm ≤ ν under [`GradMode::ClipJoint`] (ν per tensor under
-/// [`GradMode::ClipPerLayer`]).
-pub trait GradientEngine: Send + Sync {
-    /// The engine's name: `cpu` or `torch`.
-    fn name(&self) -> &'static str;
-
-    /// Where it computes, for provenance (e.g. `cpu`, `cuda:0 (NVIDIA H100 80GB HBM3)`).
-    fn device(&self) -> String;
-
-    /// `name` and `device` in one line, e.g. `torch on cuda:0`.
-    fn describe(&self) -> String {
-        format!("{} on {}", self.name(), self.device())
-    }
-
-    /// Σ over the batch `idx` of each example's gradient (raw or clipped per `mode`), written
-    /// into `out` (overwritten, length [`ResNet::num_params`]). Example `j` of the batch is
-    /// augmented with the generator of `(inputs.augment_seed, j)`, as in
-    /// [`train::batch_gradient`].
-    fn batch_gradient(
-        &self,
-        net: &ResNet,
-        params: &[f32],
-        inputs: Inputs<'_>,
-        idx: &[usize],
-        mode: GradMode,
-        out: &mut [f32],
-    ) -> Result<BatchStats>;
-
-    /// Logits of every image of `data` (no augmentation), one row per image.
-    fn predict_logits(
-        &self,
-        net: &ResNet,
-        params: &[f32],
-        data: &ImageSet,
-        norm: &Normalization,
-    ) -> Result<Vec<Vec<f32>>>;
-}
-
-/// privpred-nn's own CPU engine: [`train::batch_gradient`] and [`train::predict_logits`]
-/// (bit-identical to calling them directly).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CpuEngine;
-
-impl GradientEngine for CpuEngine {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
-    fn device(&self) -> String {
-        format!("cpu ({} threads)", rayon::current_num_threads())
-    }
-
-    fn describe(&self) -> String {
-        format!("privpred-nn cpu ({} threads)", rayon::current_num_threads())
-    }
-
-    fn batch_gradient(
-        &self,
-        net: &ResNet,
-        params: &[f32],
-        inputs: Inputs<'_>,
-        idx: &[usize],
-        mode: GradMode,
-        out: &mut [f32],
-    ) -> Result<BatchStats> {
-        check_lengths(net, params, out.len())?;
-        Ok(train::batch_gradient(net, params, inputs, idx, mode, out))
-    }
-
-    fn predict_logits(
-        &self,
-        net: &ResNet,
-        params: &[f32],
-        data: &ImageSet,
-        norm: &Normalization,
-    ) -> Result<Vec<Vec<f32>>> {
-        check_lengths(net, params, net.num_params())?;
-        Ok(train::predict_logits(net, params, data, norm))
-    }
-}
-
-/// Checks the parameter and gradient lengths against the network (shared by the engines).
-pub(crate) fn check_lengths(net: &ResNet, params: &[f32], out_len: usize) -> Result<()> {
-    if params.len() != net.num_params() || out_len != net.num_params() {
-        return Err(NnError::Shape(format!(
-            "parameter vector of {} values and gradient buffer of {} for a network of {} parameters",
-            params.len(),
-            out_len,
-            net.num_params()
-        )));
-    }
-    Ok(())
-}
 
 /// The engines a build can offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,6 +14,7 @@ pub mod data;
 pub mod engine;
 pub mod error;
 pub mod fig7;
+pub mod gradient;
 pub mod ops;
 pub mod resnet;
 pub mod teachers;

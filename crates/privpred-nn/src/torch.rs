@@ -27,10 +27,9 @@
 //! per-example step: one ordinary backward pass to the parameters.
 
 use crate::data::{ImageSet, Normalization};
-use crate::engine::{DEVICE_ENV, GradientEngine, check_lengths};
 use crate::error::{NnError, Result};
+use crate::gradient::{BatchStats, DEVICE_ENV, GradMode, GradientEngine, Inputs, check_lengths};
 use crate::resnet::{ResNet, Shortcut};
-use crate::train::{BatchStats, GradMode, Inputs};
 use rayon::prelude::*;
 use tch::{Device, Kind, TchError, Tensor};
 
@@ -155,7 +154,7 @@ impl TorchEngine {
 
     /// Refuses labels outside the network's classes and indices outside the data.
     fn checked(&self, net: &ResNet, data: &ImageSet, idx: &[usize]) -> Result<()> {
-        crate::train::check_image_shape(net, data)?;
+        crate::gradient::check_image_shape(net, data)?;
         for &i in idx {
             if i >= data.len() {
                 return Err(NnError::Shape(format!(

@@ -36,6 +36,41 @@ pub struct Metrics {
     latency_sum_us: AtomicU64,
 }
 
+/// Why a request was refused (one counter each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Missing or wrong token.
+    Auth,
+    /// Malformed or invalid request.
+    Invalid,
+    /// Budget exhausted.
+    Budget,
+    /// Ledger unavailable (fail closed).
+    Ledger,
+}
+
+/// What happened while serving a request: the handlers report events, [`Metrics::observe`]
+/// turns them into counters (the handlers never touch a counter themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A request was refused.
+    Refused(Refusal),
+    /// Answers were released: `answers` in all, `stored` of them earlier stored answers.
+    Answered {
+        /// Answers released (fresh + stored).
+        answers: u64,
+        /// Of those, stored answers (no budget spent).
+        stored: u64,
+    },
+    /// The ledger reported the budget's state.
+    Budget {
+        /// The budget B.
+        total: u64,
+        /// Answers spent so far.
+        spent: u64,
+    },
+}
+
 /// Route labels, in index order.
 pub const ROUTES: [&str; 6] = [
     "/v1/predict",
@@ -52,6 +87,29 @@ impl Metrics {
         let m = Metrics::default();
         m.budget_total.store(u64::MAX, Ordering::Relaxed);
         m
+    }
+
+    /// Updates the counters for one event.
+    pub fn observe(&self, event: Event) {
+        match event {
+            Event::Refused(r) => {
+                let c = match r {
+                    Refusal::Auth => &self.refusals_auth,
+                    Refusal::Invalid => &self.refusals_invalid,
+                    Refusal::Budget => &self.refusals_budget,
+                    Refusal::Ledger => &self.refusals_ledger,
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            Event::Answered { answers, stored } => {
+                self.answers.fetch_add(answers, Ordering::Relaxed);
+                self.answers_stored.fetch_add(stored, Ordering::Relaxed);
+            }
+            Event::Budget { total, spent } => {
+                self.budget_total.store(total, Ordering::Relaxed);
+                self.budget_spent.fetch_max(spent, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Records one request's route and status.

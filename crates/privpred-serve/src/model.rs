@@ -12,15 +12,8 @@ use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// One released answer: a label and, where the method releases them, noisy scores (logits).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The predicted class.
-    pub label: u32,
-    /// Noisy logits, for methods that release them (prediction sensitivity and the
-    /// private-training methods); `None` for subsample-and-aggregate (label only).
-    pub scores: Option<Vec<f64>>,
-}
+/// One released answer (defined once, in `privpred-core`).
+pub use privpred_core::Answer;
 
 /// Public description of a served model (no weights).
 #[derive(Debug, Clone, Serialize)]

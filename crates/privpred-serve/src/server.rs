@@ -14,11 +14,15 @@
 //! a request's handling is bounded by [`DEFAULT_REQUEST_TIMEOUT`]. Headers are limited to
 //! [`MAX_HEADER_BYTES`] bytes and [`MAX_HEADERS`] fields (431 otherwise). HTTP/1.1 only.
 
+mod conn;
+mod predict;
+mod response;
+
 use crate::auth::TokenSet;
 use crate::error::{Result, ServeError};
-use crate::ledger::{BudgetState, Key, Ledger, LedgerSpec, SpendOutcome, SpendRequest};
-use crate::metrics::Metrics;
-use crate::model::{Answer, ServedModel};
+use crate::ledger::{BudgetState, Ledger, LedgerSpec};
+use crate::metrics::{Event, Metrics, Refusal};
+use crate::model::ServedModel;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -26,13 +30,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use predict::BudgetOut;
 use privpred_core::Budget;
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
-use serde::{Deserialize, Serialize};
+use response::ApiError;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -173,6 +174,104 @@ struct App {
     last_probe: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
 }
 
+/// Resolves `--listen`, refusing a non-loopback address without tokens; notes the
+/// authentication mode.
+async fn resolve_listen(cfg: &ServeConfig, notes: &mut Vec<String>) -> Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&cfg.listen)
+        .await
+        .map_err(|e| {
+            ServeError::config(
+                "--listen",
+                format!("'{}': {e} (expected HOST:PORT)", cfg.listen),
+            )
+        })?
+        .collect();
+    let Some(&addr) = addrs.first() else {
+        return Err(ServeError::config(
+            "--listen",
+            format!("'{}' resolves to no address", cfg.listen),
+        ));
+    };
+    match &cfg.tokens {
+        None => {
+            if addrs.iter().any(|a| !a.ip().is_loopback()) {
+                return Err(ServeError::config(
+                    "--listen",
+                    format!(
+                        "'{}' is not a loopback address: without --tokens the server listens on loopback only \
+                             (pass --tokens FILE to accept remote clients)",
+                        cfg.listen
+                    ),
+                ));
+            }
+            notes.push("no --tokens: authentication is off, listening on loopback only".into());
+        }
+        Some(t) => {
+            notes.push(format!("bearer tokens required ({} accepted)", t.len()));
+            if t.plaintext_entries() > 0 {
+                notes.push(format!(
+                        "warning: the tokens file holds {} plaintext token(s); store `sha256:<hex>` hashes instead",
+                        t.plaintext_entries()
+                    ));
+            }
+        }
+    }
+    Ok(addr)
+}
+
+/// Opens the ledger of a model with a finite budget (creating its budget row with
+/// `--init-ledger`) and reads its state; `None` for a private-training method (B = ∞).
+async fn open_ledger(
+    cfg: &ServeConfig,
+    info: &crate::model::ModelInfo,
+    notes: &mut Vec<String>,
+) -> Result<Option<(Ledger, BudgetState)>> {
+    Ok(match info.budget {
+        Budget::Unlimited => {
+            notes.push(format!(
+                    "{} is a private-training method: the released model is private, answers are not budgeted (B = ∞)",
+                    info.method
+                ));
+            None
+        }
+        Budget::Finite(b) => {
+            let spec = cfg.ledger.as_ref().ok_or_else(|| {
+                ServeError::config(
+                    "--ledger",
+                    format!(
+                        "{} has a finite budget (B = {b}): a ledger is required",
+                        info.method
+                    ),
+                )
+            })?;
+            let l =
+                Ledger::open(spec, &info.model_id, b, cfg.answer_store, cfg.init_ledger).await?;
+            let st = l.status().await?;
+            if cfg.init_ledger {
+                notes.push(format!(
+                    "--init-ledger: created the budget record of model {} in {}",
+                    info.model_id,
+                    l.description()
+                ));
+            }
+            notes.push(format!(
+                    "budget B = {b} answers, {} spent, {} remaining; ledger {} (durable, transactional); answer store {}",
+                    st.spent,
+                    st.remaining(),
+                    l.description(),
+                    if !cfg.answer_store {
+                        "off"
+                    } else if cfg.share_answer_store || cfg.tokens.is_none() {
+                        "on, shared by all clients (repeated identical queries cost nothing)"
+                    } else {
+                        "on, per token (a token's repeated identical queries cost nothing)"
+                    }
+                ));
+            Some((l, st))
+        }
+    })
+}
+
 /// A bound, ready-to-run server.
 pub struct Server {
     listener: tokio::net::TcpListener,
@@ -190,91 +289,10 @@ impl Server {
             return Err(ServeError::config("--max-batch", "must be >= 1"));
         }
         cfg.limits.validate()?;
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&cfg.listen)
-            .await
-            .map_err(|e| {
-                ServeError::config(
-                    "--listen",
-                    format!("'{}': {e} (expected HOST:PORT)", cfg.listen),
-                )
-            })?
-            .collect();
-        let Some(&addr) = addrs.first() else {
-            return Err(ServeError::config(
-                "--listen",
-                format!("'{}' resolves to no address", cfg.listen),
-            ));
-        };
         let mut notes = Vec::new();
-        match &cfg.tokens {
-            None => {
-                if addrs.iter().any(|a| !a.ip().is_loopback()) {
-                    return Err(ServeError::config(
-                        "--listen",
-                        format!(
-                            "'{}' is not a loopback address: without --tokens the server listens on loopback only \
-                             (pass --tokens FILE to accept remote clients)",
-                            cfg.listen
-                        ),
-                    ));
-                }
-                notes.push("no --tokens: authentication is off, listening on loopback only".into());
-            }
-            Some(t) => {
-                notes.push(format!("bearer tokens required ({} accepted)", t.len()));
-                if t.plaintext_entries() > 0 {
-                    notes.push(format!(
-                        "warning: the tokens file holds {} plaintext token(s); store `sha256:<hex>` hashes instead",
-                        t.plaintext_entries()
-                    ));
-                }
-            }
-        }
+        let addr = resolve_listen(&cfg, &mut notes).await?;
         let info = model.info();
-        let ledger = match info.budget {
-            Budget::Unlimited => {
-                notes.push(format!(
-                    "{} is a private-training method: the released model is private, answers are not budgeted (B = ∞)",
-                    info.method
-                ));
-                None
-            }
-            Budget::Finite(b) => {
-                let spec = cfg.ledger.as_ref().ok_or_else(|| {
-                    ServeError::config(
-                        "--ledger",
-                        format!(
-                            "{} has a finite budget (B = {b}): a ledger is required",
-                            info.method
-                        ),
-                    )
-                })?;
-                let l = Ledger::open(spec, &info.model_id, b, cfg.answer_store, cfg.init_ledger)
-                    .await?;
-                let st = l.status().await?;
-                if cfg.init_ledger {
-                    notes.push(format!(
-                        "--init-ledger: created the budget record of model {} in {}",
-                        info.model_id,
-                        l.description()
-                    ));
-                }
-                notes.push(format!(
-                    "budget B = {b} answers, {} spent, {} remaining; ledger {} (durable, transactional); answer store {}",
-                    st.spent,
-                    st.remaining(),
-                    l.description(),
-                    if !cfg.answer_store {
-                        "off"
-                    } else if cfg.share_answer_store || cfg.tokens.is_none() {
-                        "on, shared by all clients (repeated identical queries cost nothing)"
-                    } else {
-                        "on, per token (a token's repeated identical queries cost nothing)"
-                    }
-                ));
-                Some((l, st))
-            }
-        };
+        let ledger = open_ledger(&cfg, info, &mut notes).await?;
         if info.test_fixture {
             notes.push(
                 "warning: serving a TEST FIXTURE model (synthetic weights), not a trained model"
@@ -368,7 +386,7 @@ impl Server {
                     };
                     match permits.clone().try_acquire_owned() {
                         Ok(permit) => {
-                            tasks.spawn(serve_connection(
+                            tasks.spawn(conn::serve_connection(
                                 stream,
                                 router.clone(),
                                 limits,
@@ -378,7 +396,7 @@ impl Server {
                         }
                         Err(_) => {
                             app.metrics.refusals_connections.fetch_add(1, Ordering::Relaxed);
-                            tasks.spawn(refuse_busy(stream, limits.max_connections));
+                            tasks.spawn(conn::refuse_busy(stream, limits.max_connections));
                         }
                     }
                 }
@@ -394,182 +412,6 @@ impl Server {
         }
         Ok(())
     }
-}
-
-/// Milliseconds since a process-wide origin (for lock-free activity stamps).
-fn now_ms() -> u64 {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
-/// What a connection is doing: when it last moved a byte, and how many of its requests are
-/// being handled.
-#[derive(Default)]
-struct Activity {
-    last_ms: AtomicU64,
-    in_flight: AtomicUsize,
-}
-
-impl Activity {
-    fn touch(&self) {
-        self.last_ms.store(now_ms(), Ordering::Relaxed);
-    }
-}
-
-/// Counts a request as in flight while it lives.
-struct InFlight(Arc<Activity>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.0.touch();
-    }
-}
-
-/// A socket that stamps its [`Activity`] on every byte read or written.
-struct Watched {
-    inner: tokio::net::TcpStream,
-    activity: Arc<Activity>,
-}
-
-impl tokio::io::AsyncRead for Watched {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.activity.touch();
-        }
-        r
-    }
-}
-
-impl tokio::io::AsyncWrite for Watched {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        r
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Serves one connection (HTTP/1.1) under the limits: hyper's header-read timeout, the body
-/// timeout in the handler, a request timeout around the handler, and an idle watchdog.
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    router: Router,
-    limits: ConnLimits,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-) {
-    use tower::ServiceExt;
-    let _ = stream.set_nodelay(true);
-    let activity = Arc::new(Activity::default());
-    activity.touch();
-    let io = hyper_util::rt::TokioIo::new(Watched {
-        inner: stream,
-        activity: activity.clone(),
-    });
-    let act = activity.clone();
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        act.in_flight.fetch_add(1, Ordering::Relaxed);
-        let guard = InFlight(act.clone());
-        let fut = router.clone().oneshot(req.map(Body::new));
-        async move {
-            let resp = match tokio::time::timeout(limits.request_timeout, fut).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(never)) => match never {},
-                Err(_) => error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "request_timeout",
-                    format!(
-                        "handling the request took longer than {:?}; nothing unrecorded was released",
-                        limits.request_timeout
-                    ),
-                    json!({}),
-                ),
-            };
-            drop(guard);
-            Ok::<_, std::convert::Infallible>(resp)
-        }
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(MAX_HEADER_BYTES.max(8192))
-        .max_headers(MAX_HEADERS)
-        .keep_alive(true);
-    let conn = builder.serve_connection(io, service);
-    tokio::pin!(conn);
-    let mut stopping = *stop.borrow();
-    if stopping {
-        conn.as_mut().graceful_shutdown();
-    }
-    loop {
-        let last = activity.last_ms.load(Ordering::Relaxed);
-        let idle_deadline = last.saturating_add(limits.idle_timeout.as_millis() as u64);
-        let wait = Duration::from_millis(idle_deadline.saturating_sub(now_ms()).max(1));
-        tokio::select! {
-            _ = conn.as_mut() => break,
-            r = stop.changed(), if !stopping => {
-                stopping = true;
-                if r.is_ok() {
-                    conn.as_mut().graceful_shutdown();
-                }
-            }
-            _ = tokio::time::sleep(wait) => {
-                let idle = now_ms().saturating_sub(activity.last_ms.load(Ordering::Relaxed));
-                if activity.in_flight.load(Ordering::Relaxed) == 0
-                    && idle >= limits.idle_timeout.as_millis() as u64
-                {
-                    break; // dropping the connection closes the socket
-                }
-            }
-        }
-    }
-}
-
-/// Answers a connection over the limit with 503 and closes it.
-async fn refuse_busy(mut stream: tokio::net::TcpStream, max: usize) {
-    use tokio::io::AsyncWriteExt;
-    let body = json!({ "error": {
-        "code": "too_many_connections",
-        "message": format!("the server holds its most connections ({max}, --max-connections); retry shortly"),
-        "max_connections": max,
-    }})
-    .to_string();
-    let msg = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(msg.as_bytes()).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).
@@ -596,7 +438,7 @@ pub async fn shutdown_signal() {
 
 fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/v1/predict", post(predict))
+        .route("/v1/predict", post(predict::predict))
         .route("/v1/model", get(model_info))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -613,35 +455,22 @@ async fn track(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
     resp
 }
 
-/// A JSON error body: `{"error": {"code", "message", ...extra}}`.
-fn error(status: StatusCode, code: &str, message: impl Into<String>, extra: Value) -> Response {
-    let mut e = json!({ "code": code, "message": message.into() });
-    if let (Value::Object(m), Value::Object(x)) = (&mut e, extra) {
-        m.extend(x);
-    }
-    (status, axum::Json(json!({ "error": e }))).into_response()
-}
-
-fn berror(
+/// A JSON error body: `{"error": {"code", "message", ...extra}}` (see [`ApiError`]).
+fn error(
     status: StatusCode,
-    code: &str,
+    code: &'static str,
     message: impl Into<String>,
     extra: Value,
-) -> Box<Response> {
-    Box::new(error(status, code, message, extra))
+) -> Response {
+    ApiError::new(status, code, message)
+        .with(extra)
+        .into_response()
 }
 
+/// 401 (counted as an authentication refusal).
 fn unauthorized(app: &App) -> Response {
-    app.metrics.refusals_auth.fetch_add(1, Ordering::Relaxed);
-    let mut r = error(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
-        json!({}),
-    );
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    r
+    app.metrics.observe(Event::Refused(Refusal::Auth));
+    ApiError::unauthorized().into_response()
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
@@ -670,414 +499,6 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// `POST /v1/predict` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PredictRequest {
-    /// Raw input rows (as the training data was read, before preprocessing). Parsed as f64
-    /// so that a value outside the f32 range is reported as non-finite (not as bad JSON),
-    /// whatever float features serde_json is built with.
-    inputs: Vec<Vec<f64>>,
-}
-
-#[derive(Serialize)]
-struct AnswerOut {
-    label: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    scores: Option<Vec<f64>>,
-    /// True where this is the stored answer to an earlier identical query (no budget spent).
-    stored: bool,
-}
-
-#[derive(Serialize)]
-struct BudgetOut {
-    unlimited: bool,
-    total: Option<u64>,
-    spent: Option<u64>,
-    remaining: Option<u64>,
-}
-
-impl BudgetOut {
-    fn finite(s: BudgetState) -> Self {
-        BudgetOut {
-            unlimited: false,
-            total: Some(s.total),
-            spent: Some(s.spent),
-            remaining: Some(s.remaining()),
-        }
-    }
-    fn unlimited() -> Self {
-        BudgetOut {
-            unlimited: true,
-            total: None,
-            spent: None,
-            remaining: None,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct PredictResponse {
-    model_id: String,
-    answers: Vec<AnswerOut>,
-    /// Budget units this request spent.
-    spent: u64,
-    budget: BudgetOut,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'static str>,
-}
-
-thread_local! {
-    static RNG: RefCell<Option<ChaCha20Rng>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` with this thread's OS-seeded ChaCha20 generator (no seed is ever exposed).
-fn with_release_rng<T>(f: impl FnOnce(&mut ChaCha20Rng) -> T) -> Result<T> {
-    RNG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            let rng = ChaCha20Rng::try_from_rng(&mut rand::rngs::SysRng).map_err(|e| {
-                ServeError::Model(format!("cannot seed the answer RNG from the OS: {e}"))
-            })?;
-            *slot = Some(rng);
-        }
-        Ok(f(slot.as_mut().expect("seeded")))
-    })
-}
-
-/// Answer-store key: SHA-256(model id ‖ 0 ‖ [0xFF ‖ token hash] ‖ preprocessed row as
-/// little-endian f32). The token part is present when the store is scoped per token; a row
-/// has 4·d bytes and the token part 33, so scoped and unscoped keys never collide, and an
-/// unscoped key is the same as before scoping existed (stored answers stay valid).
-fn row_key(model_id: &str, scope: Option<&[u8; 32]>, row: &[f32]) -> Key {
-    let mut h = Sha256::new();
-    h.update(model_id.as_bytes());
-    h.update([0u8]);
-    if let Some(t) = scope {
-        h.update([0xFFu8]);
-        h.update(t);
-    }
-    for v in row {
-        // Normalise −0.0 to 0.0 so that equal inputs hash equally.
-        let v = if *v == 0.0 { 0.0f32 } else { *v };
-        h.update(v.to_le_bytes());
-    }
-    h.finalize().into()
-}
-
-async fn predict(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let t0 = Instant::now();
-    let resp = predict_inner(&app, &headers, body).await;
-    app.metrics.record_latency(t0.elapsed().as_secs_f64());
-    resp
-}
-
-fn invalid(
-    app: &App,
-    status: StatusCode,
-    code: &str,
-    message: impl Into<String>,
-    extra: Value,
-) -> Response {
-    app.metrics.refusals_invalid.fetch_add(1, Ordering::Relaxed);
-    error(status, code, message, extra)
-}
-
-async fn predict_inner(app: &Arc<App>, headers: &HeaderMap, body: Body) -> Response {
-    let Some(token) = client_scope(app, headers) else {
-        return unauthorized(app);
-    };
-    // The store is scoped to the token unless sharing is configured (or there are no tokens).
-    let scope = if app.share_answer_store { None } else { token };
-    if !is_json_content_type(headers) {
-        // A browser can send a cross-site text/plain POST without a preflight; only JSON
-        // bodies (which need a CORS preflight cross-site) may spend budget.
-        return invalid(
-            app,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "POST /v1/predict takes a JSON body: send `Content-Type: application/json`",
-            json!({}),
-        );
-    }
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > app.max_body as u64) {
-        return invalid(
-            app,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("request body exceeds {} bytes", app.max_body),
-            json!({ "max_body_bytes": app.max_body }),
-        );
-    }
-    let bytes = match tokio::time::timeout(
-        app.limits.body_timeout,
-        axum::body::to_bytes(body, app.max_body),
-    )
-    .await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) if is_length_limit(&e) => {
-            return invalid(
-                app,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request body exceeds {} bytes", app.max_body),
-                json!({ "max_body_bytes": app.max_body }),
-            );
-        }
-        Ok(Err(e)) => {
-            return invalid(
-                app,
-                StatusCode::BAD_REQUEST,
-                "truncated_body",
-                format!("the request body could not be read whole (truncated or malformed): {e}"),
-                json!({}),
-            );
-        }
-        Err(_) => {
-            return invalid(
-                app,
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                format!(
-                    "the request body did not arrive within {:?}",
-                    app.limits.body_timeout
-                ),
-                json!({}),
-            );
-        }
-    };
-    let req: PredictRequest = match serde_json::from_slice(&bytes) {
-        Ok(r) => r,
-        Err(e) => {
-            return invalid(
-                app,
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("expected {{\"inputs\": [[number, ...], ...]}}: {e}"),
-                json!({}),
-            );
-        }
-    };
-    let info = app.model.info();
-    let n = req.inputs.len();
-    if n == 0 {
-        return invalid(
-            app,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "empty_batch",
-            "`inputs` holds no rows",
-            json!({}),
-        );
-    }
-    if n > app.max_batch {
-        return invalid(
-            app,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "batch_too_large",
-            format!(
-                "{n} rows in one request; the most is {} (--max-batch)",
-                app.max_batch
-            ),
-            json!({ "max_batch": app.max_batch }),
-        );
-    }
-    for (i, row) in req.inputs.iter().enumerate() {
-        if row.len() != info.input_dim {
-            return invalid(
-                app,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "wrong_dimension",
-                format!(
-                    "inputs[{i}] has {} values; the model takes {}",
-                    row.len(),
-                    info.input_dim
-                ),
-                json!({ "row": i, "expected_dim": info.input_dim }),
-            );
-        }
-        if let Some(j) = row.iter().position(|&v| !(v as f32).is_finite()) {
-            return invalid(
-                app,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "non_finite_value",
-                format!("inputs[{i}][{j}] is not a finite 32-bit number"),
-                json!({ "row": i, "column": j }),
-            );
-        }
-    }
-    let inputs: Vec<Vec<f32>> = req
-        .inputs
-        .iter()
-        .map(|r| r.iter().map(|&v| v as f32).collect())
-        .collect();
-    // Preprocess and compute fresh answers off the async threads; nothing leaves yet.
-    let model = app.model.clone();
-    let computed = tokio::task::spawn_blocking(
-        move || -> std::result::Result<(Vec<Key>, Vec<Answer>), Box<Response>> {
-            let info = model.info();
-            let mut keys = Vec::with_capacity(inputs.len());
-            let mut rows = Vec::with_capacity(inputs.len());
-            for (i, raw) in inputs.iter().enumerate() {
-                let x = model.preprocess(raw).map_err(|m| {
-                    berror(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_input",
-                        format!("inputs[{i}]: {m}"),
-                        json!({ "row": i }),
-                    )
-                })?;
-                keys.push(row_key(&info.model_id, scope.as_ref(), &x));
-                rows.push(x);
-            }
-            let answers = with_release_rng(|rng| model.answer(&rows, rng))
-                .and_then(|r| r)
-                .map_err(|e| {
-                    berror(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "model_error",
-                        e.to_string(),
-                        json!({}),
-                    )
-                })?;
-            if answers.len() != rows.len() {
-                return Err(berror(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "model_error",
-                    "model returned a wrong number of answers",
-                    json!({}),
-                ));
-            }
-            Ok((keys, answers))
-        },
-    )
-    .await;
-    let (keys, fresh) = match computed {
-        Ok(Ok(x)) => x,
-        Ok(Err(resp)) => {
-            if resp.status().is_client_error() {
-                app.metrics.refusals_invalid.fetch_add(1, Ordering::Relaxed);
-            }
-            return *resp;
-        }
-        Err(e) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "model_error",
-                e.to_string(),
-                json!({}),
-            );
-        }
-    };
-    let Some(ledger) = &app.ledger else {
-        // Private-training method: B = ∞, nothing to record.
-        app.metrics
-            .answers
-            .fetch_add(fresh.len() as u64, Ordering::Relaxed);
-        return axum::Json(PredictResponse {
-            model_id: info.model_id.clone(),
-            answers: fresh
-                .into_iter()
-                .map(|a| AnswerOut {
-                    label: a.label,
-                    scores: a.scores,
-                    stored: false,
-                })
-                .collect(),
-            spent: 0,
-            budget: BudgetOut::unlimited(),
-            note: Some(
-                "private-training method: the model itself is private; answers are not budgeted",
-            ),
-        })
-        .into_response();
-    };
-    let keys = if app.answer_store {
-        keys
-    } else {
-        vec![[0u8; 32]; fresh.len()]
-    };
-    match ledger.spend(SpendRequest { keys, fresh }).await {
-        Ok(SpendOutcome::Answered {
-            answers,
-            spent_now,
-            state,
-        }) => {
-            app.metrics
-                .budget_total
-                .store(state.total, Ordering::Relaxed);
-            app.metrics
-                .budget_spent
-                .fetch_max(state.spent, Ordering::Relaxed);
-            let stored = answers.iter().filter(|(_, s)| *s).count() as u64;
-            app.metrics
-                .answers
-                .fetch_add(answers.len() as u64, Ordering::Relaxed);
-            app.metrics
-                .answers_stored
-                .fetch_add(stored, Ordering::Relaxed);
-            axum::Json(PredictResponse {
-                model_id: info.model_id.clone(),
-                answers: answers
-                    .into_iter()
-                    .map(|(a, stored)| AnswerOut {
-                        label: a.label,
-                        scores: a.scores,
-                        stored,
-                    })
-                    .collect(),
-                spent: spent_now,
-                budget: BudgetOut::finite(state),
-                note: None,
-            })
-            .into_response()
-        }
-        Ok(SpendOutcome::Exhausted { needed, state }) => {
-            app.metrics.refusals_budget.fetch_add(1, Ordering::Relaxed);
-            app.metrics
-                .budget_total
-                .store(state.total, Ordering::Relaxed);
-            app.metrics
-                .budget_spent
-                .fetch_max(state.spent, Ordering::Relaxed);
-            error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "budget_exhausted",
-                if state.remaining() == 0 {
-                    format!(
-                        "the inference budget of {} answers is exhausted; the guarantee covers no further answers",
-                        state.total
-                    )
-                } else {
-                    format!(
-                        "this request needs {needed} new answers but only {} remain of the budget of {}; send at most {} new rows",
-                        state.remaining(),
-                        state.total,
-                        state.remaining()
-                    )
-                },
-                json!({ "needed": needed, "budget": BudgetOut::finite(state) }),
-            )
-        }
-        Err(e) => {
-            app.metrics.refusals_ledger.fetch_add(1, Ordering::Relaxed);
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ledger_unavailable",
-                format!(
-                    "the budget ledger cannot be written, so no answer is released (fail closed): {}",
-                    crate::ledger::bare_message(&e)
-                ),
-                json!({}),
-            )
-        }
-    }
 }
 
 async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {

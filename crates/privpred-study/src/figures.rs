@@ -244,7 +244,7 @@ pub const LAMBDA_GRID: [f64; 10] = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e
 pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1];
 
 /// Default number of subsample-and-aggregate teachers for linear models (SPEC §6).
-pub const DEFAULT_TEACHERS: usize = 256;
+pub const DEFAULT_TEACHERS: usize = privpred_core::defaults::LINEAR_TEACHERS;
 
 const ALL_BUT_DPSGD: [Method; 4] = [
     Method::ModelSensitivity,

@@ -600,3 +600,41 @@ fn released_fits_carry_their_certificate() {
         assert_eq!(j["valid_guarantee"], false, "{m}");
     }
 }
+
+/// `--lambda`/`--clip` take "a number > 0 or `cv`" (0 included in the refusal, as their help
+/// says), and `--model`, `--engine`, `--unit-ball` are checked by clap: exit 2 with the valid
+/// range before any work, nothing written.
+#[test]
+fn typed_arguments_refuse_zero_and_unknown_values_with_the_valid_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.safetensors");
+    let o = out.to_str().unwrap();
+    let base = [
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        "digits",
+        "--epsilon",
+        "1",
+    ];
+    for (extra, needle) in [
+        (["--lambda", "0"], "must be a finite number > 0 or `cv`"),
+        (["--lambda", "-0"], "must be a finite number > 0 or `cv`"),
+        (["--clip", "0"], "must be a finite number > 0 or `cv`"),
+        (
+            ["--model", "resnet7"],
+            "[possible values: linear, resnet20, resnet-tiny]",
+        ),
+        (["--engine", "gpu"], "[possible values: cpu, torch]"),
+        (
+            ["--unit-ball", "clip:0"],
+            "normalize, clip:R (R > 0, finite) or max-norm",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        args.extend(["--out", o]);
+        common::assert_bad(&args, needle);
+        assert!(!out.exists(), "{extra:?} wrote a model");
+    }
+}

@@ -51,7 +51,9 @@ fn unknown_engines_are_usage_errors() {
     ];
     let mut args = base.to_vec();
     args.extend(["--engine", "gpu"]);
-    assert_bad(&args, "invalid engine = gpu");
+    // clap checks --engine (EngineArg): exit 2 naming the value and the valid ones
+    assert_bad(&args, "invalid value 'gpu' for '--engine <ENGINE>'");
+    assert_bad(&args, "[possible values: cpu, torch]");
     let r = privpred_env(&base, &[("PRIVPRED_NN_ENGINE", "tpu")]);
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("PRIVPRED_NN_ENGINE"), "{}", stderr(&r));

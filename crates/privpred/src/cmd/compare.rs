@@ -57,15 +57,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The command line that reproduces this run, as a shell would take it.
-pub fn command_line() -> String {
-    let mut args: Vec<String> = std::env::args().collect();
-    if let Some(first) = args.first_mut() {
-        *first = "privpred".into();
-    }
-    report::shell_quote(&args)
-}
-
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let usage = |e: privpred_study::StudyError| crate::exit::usage(e);
@@ -122,9 +113,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.seed,
         observer.as_ref(),
     )
-    .map_err(super::reproduce::study_error)?;
+    .map_err(super::shared::study_error)?;
     let mut prov = Provenance {
-        command: command_line(),
+        command: super::shared::command_line(),
         dataset: args.dataset.clone(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         seed: args.seed,
@@ -137,8 +128,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
     if let Some(path) = &args.report {
         let html =
-            report::compare_html(&g, &guarantees, &prov).map_err(super::reproduce::study_error)?;
-        report::write_report(path, &html).map_err(super::reproduce::study_error)?;
+            report::compare_html(&g, &guarantees, &prov).map_err(super::shared::study_error)?;
+        report::write_report(path, &html).map_err(super::shared::study_error)?;
         eprintln!("report: {}", path.display());
     }
     if args.json {

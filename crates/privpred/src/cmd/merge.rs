@@ -19,7 +19,7 @@ pub struct Args {
 
 /// Runs `privpred merge`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let r = sweep::merge(&args.dirs, &args.out).map_err(super::reproduce::study_error)?;
+    let r = sweep::merge(&args.dirs, &args.out).map_err(super::shared::study_error)?;
     println!("{}", r.summary_md);
     if args.table1 {
         super::reproduce::print_table1(&args.out)?;

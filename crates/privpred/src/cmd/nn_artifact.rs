@@ -4,7 +4,6 @@
 //! it is not. Detection reads only the safetensors header (no deep-model code needed).
 
 use crate::exit::usage;
-use std::io::Read;
 use std::path::Path;
 
 /// The `format` value in the safetensors metadata of a deep-model artifact.
@@ -13,31 +12,8 @@ pub const NN_FORMAT: &str = "privpred-nn";
 /// Whether `path` is a safetensors file whose metadata says `format = privpred-nn`.
 /// Unreadable or foreign files are not (their own loader reports what is wrong).
 pub fn is_nn_artifact(path: &Path) -> bool {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut len = [0u8; 8];
-    if f.read_exact(&mut len).is_err() {
-        return false;
-    }
-    let n = u64::from_le_bytes(len);
-    // safetensors caps the header at 100 MB; ours are a few kB
-    if n == 0 || n > 100_000_000 {
-        return false;
-    }
-    let mut header = vec![0u8; n as usize];
-    if f.read_exact(&mut header).is_err() {
-        return false;
-    }
-    serde_json::from_slice::<serde_json::Value>(&header)
-        .ok()
-        .and_then(|v| {
-            v.get("__metadata__")
-                .and_then(|m| m.get("format"))
-                .and_then(|f| f.as_str())
-                .map(|f| f == NN_FORMAT)
-        })
-        .unwrap_or(false)
+    privpred_data::artifact::read_header_metadata(path)
+        .is_some_and(|m| m.get("format").is_some_and(|f| f == NN_FORMAT))
 }
 
 /// The exit-2 error of a build without the `nn` feature given a deep-model artifact.

@@ -5,7 +5,7 @@ use privpred_core::CalibrationMode;
 use privpred_study::linear::{LinearOptions, LinearRunner};
 use privpred_study::sweep::{self, SweepConfig};
 use privpred_study::units::Shard;
-use privpred_study::{FigureId, StudyError, progress, report, results, summary, table1};
+use privpred_study::{FigureId, progress, report, results, summary, table1};
 use std::path::PathBuf;
 
 /// Arguments of `privpred reproduce`.
@@ -159,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out: out.clone(),
     };
     let observer = progress::for_terminal();
-    let report = sweep::run(&cfg, runner, observer.as_ref()).map_err(study_error)?;
+    let report = sweep::run(&cfg, runner, observer.as_ref()).map_err(super::shared::study_error)?;
     println!("{}", report.summary_md);
     if with_table {
         print_table1(&out)?;
@@ -188,10 +188,10 @@ fn write_report(
     args: &Args,
     dpsgd: privpred_linear::dpsgd::DpSgdConfig,
 ) -> anyhow::Result<()> {
-    let rows = results::canonical(results::read_dir_rows(dir).map_err(study_error)?);
-    let manifest = results::Manifest::read(dir).map_err(study_error)?;
+    let rows = results::canonical(results::read_dir_rows(dir).map_err(super::shared::study_error)?);
+    let manifest = results::Manifest::read(dir).map_err(super::shared::study_error)?;
     let prov = report::Provenance {
-        command: super::compare::command_line(),
+        command: super::shared::command_line(),
         dataset: args.dataset.clone().unwrap_or_else(|| {
             let mut v: Vec<String> = rows.iter().map(|r| r.dataset.clone()).collect();
             v.sort();
@@ -203,31 +203,23 @@ fn write_report(
         quick: args.quick,
         ..report::Provenance::default()
     };
-    let html = report::study_html(&rows, &manifest, &prov, &dpsgd).map_err(study_error)?;
-    report::write_report(path, &html).map_err(study_error)
+    let html =
+        report::study_html(&rows, &manifest, &prov, &dpsgd).map_err(super::shared::study_error)?;
+    report::write_report(path, &html).map_err(super::shared::study_error)
 }
 
 /// Derives table 1 from the runs in `dir`, prints it and writes `table1.md`.
 pub fn print_table1(dir: &std::path::Path) -> anyhow::Result<()> {
-    let rows = results::read_dir_rows(dir).map_err(study_error)?;
+    let rows = results::read_dir_rows(dir).map_err(super::shared::study_error)?;
     let points = summary::summarize(&rows);
-    let timings = results::read_timings(dir).map_err(study_error)?;
+    let timings = results::read_timings(dir).map_err(super::shared::study_error)?;
     let text = table1::render(&table1::derive(&points, &rows, &timings));
     let p = dir.join("table1.md");
     results::write_atomic(&p, text.as_bytes())
-        .map_err(study_error)
+        .map_err(super::shared::study_error)
         .with_context(|| "writing table1.md")?;
     println!("{text}");
     Ok(())
-}
-
-/// Maps study errors: user errors exit with code 2.
-pub fn study_error(e: StudyError) -> anyhow::Error {
-    if e.is_usage() {
-        crate::exit::usage(e)
-    } else {
-        anyhow::Error::new(e)
-    }
 }
 
 /// Figure 7 (ResNet-20 on CIFAR-10) through the study's sweep machinery.

@@ -8,11 +8,16 @@
 //! comes from the OS-seeded cryptographic generator and no seed is recorded. With `--seed`
 //! the run is a reproducible experiment and the seed is recorded in the artifact.
 
+use super::args::{self, EngineArg, ModelArg, ValueOrCv};
 use crate::exit::usage;
 use anyhow::Context;
-use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+use privpred_core::PrivRng;
+use privpred_core::{Budget, CalibrationMode, Method, Privacy, defaults};
 use privpred_data::split::holdout_unit;
-use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, load};
+use privpred_data::{
+    DatasetSpec, FittedPreprocessing, LoadOptions, Preprocessing, Provenance, UnitBall,
+    UnitBallDataset, load,
+};
 use privpred_linear::artifact::{StoredModel, save_model};
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, SeedPolicy};
@@ -42,7 +47,8 @@ pub enum TrainMethod {
 }
 
 impl TrainMethod {
-    fn method(self) -> Option<Method> {
+    /// The private method, `None` for the non-private reference.
+    pub fn method(self) -> Option<Method> {
         match self {
             TrainMethod::NonPrivate => None,
             TrainMethod::ModelSensitivity => Some(Method::ModelSensitivity),
@@ -51,6 +57,12 @@ impl TrainMethod {
             TrainMethod::PredictionSensitivity => Some(Method::PredictionSensitivity),
             TrainMethod::SubsampleAggregate => Some(Method::SubsampleAggregate),
         }
+    }
+
+    /// The name as the CLI spells it.
+    #[cfg_attr(not(feature = "nn"), allow(dead_code))]
+    pub fn name(self) -> &'static str {
+        self.method().map_or("non-private", Method::name)
     }
 }
 
@@ -73,12 +85,12 @@ pub struct Args {
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub delta: f64,
     /// Inference budget B ≥ 1 for prediction sensitivity and subsample-and-aggregate.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = defaults::BUDGET)]
     pub budget: u64,
     /// L2 strength λ > 0, or `cv` to cross-validate over the SPEC §6 grid on a 10 % hold-out.
     /// Subsample-and-aggregate: the teachers' λ (default 0, as in the paper).
-    #[arg(long, default_value = "cv", allow_negative_numbers = true)]
-    pub lambda: String,
+    #[arg(long, default_value = "cv", allow_negative_numbers = true, value_parser = args::positive_or_cv)]
+    pub lambda: ValueOrCv,
     /// Which analysis calibrates the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
@@ -95,8 +107,8 @@ pub struct Args {
     pub teachers: Option<usize>,
     /// DP-SGD: clip ν > 0, or `cv` (SPEC §6 grid; linear models only). Default: `cv` for
     /// linear models, 1 for ResNets.
-    #[arg(long, allow_negative_numbers = true)]
-    pub clip: Option<String>,
+    #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
+    pub clip: Option<ValueOrCv>,
     /// DP-SGD (and ResNet training): expected batch size b (default 256 linear, 600 ResNet).
     #[arg(long)]
     pub batch_size: Option<usize>,
@@ -109,8 +121,8 @@ pub struct Args {
     /// Model: `linear` (logistic regression), or with `--features nn` a ResNet on image data:
     /// `resnet20` (the paper's ResNet-20 with GroupNorm) or `resnet-tiny` (widths 4/8/8, one
     /// block per stage: for tests and quick checks).
-    #[arg(long, default_value = "linear")]
-    pub model: String,
+    #[arg(long, value_enum, default_value_t = ModelArg::Linear)]
+    pub model: ModelArg,
     /// Preprocessing: project onto the top-D principal components (fitted on the training set).
     #[arg(long)]
     pub pca: Option<usize>,
@@ -124,13 +136,13 @@ pub struct Args {
     #[arg(long)]
     pub bias: bool,
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
-    #[arg(long, default_value = "normalize")]
-    pub unit_ball: String,
+    #[arg(long, default_value = "normalize", value_parser = args::unit_ball)]
+    pub unit_ball: UnitBall,
     /// ResNet training engine: `cpu` (privpred-nn's own) or `torch` (libtorch, build with
     /// `--features torch`: CUDA when present, CPU otherwise). Default: $PRIVPRED_NN_ENGINE,
     /// else `torch` when built in and a CUDA device is present, else `cpu`.
-    #[arg(long)]
-    pub engine: Option<String>,
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
     /// Output file (safetensors).
     #[arg(long)]
     pub out: PathBuf,
@@ -139,63 +151,11 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Refuses an `--out` whose directory does not exist (exit 2, before any training).
-pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
-    if let Some(parent) = out.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.is_dir()
-    {
-        return Err(usage(format!(
-            "invalid out = {}: directory {} does not exist",
-            out.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
-pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
-    match c {
-        Some(c) => {
-            println!(
-                "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
-                c.privacy.epsilon,
-                c.privacy.delta,
-                c.neighbours,
-                c.budget
-                    .get()
-                    .map_or("unlimited".to_string(), |b| format!("{b} answers")),
-                c.calibration.name(),
-                if c.valid_guarantee {
-                    ""
-                } else {
-                    " (NOT a valid guarantee: reproduction only)"
-                }
-            );
-            println!("noise: {:?}", c.noise);
-        }
-        None => println!("no privacy guarantee (non-private reference model)"),
-    }
-}
-
 fn lin(e: LinearError) -> anyhow::Error {
     if e.is_user_error() {
         usage(e)
     } else {
         anyhow::Error::new(e)
-    }
-}
-
-pub(crate) fn parse_value_or_cv(name: &str, s: &str) -> anyhow::Result<Option<f64>> {
-    if s == "cv" {
-        return Ok(None);
-    }
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
-        _ => Err(usage(format!(
-            "invalid {name} = {s}: must be a finite number > 0 or `cv`"
-        ))),
     }
 }
 
@@ -215,58 +175,90 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // A method without an analysis under the chosen relation is refused before any work.
         privpred_core::check_relation(m, args.neighbours).map_err(usage)?;
     }
-    match args.model.as_str() {
-        "linear" if args.engine.is_some() => {
-            return Err(usage(
-                "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
-            ));
-        }
-        "linear" => {}
-        "resnet20" | "resnet-tiny" => {
-            #[cfg(feature = "nn")]
-            return super::train_nn::run(&args, started);
-            #[cfg(not(feature = "nn"))]
-            return Err(usage(format!(
-                "--model {} trains a ResNet and needs a build with `cargo build --release -p privpred --features nn`",
-                args.model
-            )));
+    match args.model {
+        ModelArg::Linear if args.engine.is_some() => Err(usage(
+            "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
+        )),
+        ModelArg::Linear => train_linear(&args, privacy, started),
+        ModelArg::Resnet20 | ModelArg::ResnetTiny => train_resnet(&args, privacy, started),
+    }
+}
+
+/// `--model resnet20|resnet-tiny`: refuses what does not apply to a ResNet, then trains one
+/// (`train_nn`).
+#[cfg(feature = "nn")]
+fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
+    let method = match args.method {
+        TrainMethod::NonPrivate | TrainMethod::DpSgd | TrainMethod::SubsampleAggregate => {
+            args.method.method()
         }
         other => {
             return Err(usage(format!(
-                "invalid model = {other}: expected linear, resnet20 or resnet-tiny"
+                "invalid method = {} for --model {}: ResNets train as non-private, dp-sgd or subsample-aggregate (the other methods need a convex linear model)",
+                other.name(),
+                args.model.as_str()
+            )));
+        }
+    };
+    for (given, name) in [
+        (args.pca.is_some(), "--pca"),
+        (args.classes.is_some(), "--classes"),
+        (args.bias, "--bias"),
+        (args.lambda != ValueOrCv::Cv, "--lambda"),
+        (args.unit_ball != UnitBall::Normalize, "--unit-ball"),
+    ] {
+        if given {
+            return Err(usage(format!(
+                "{name} applies to linear models only; a ResNet trains on raw pixels with fixed normalisation and no L2 (as in the paper)"
             )));
         }
     }
-    let lambda_arg = parse_value_or_cv("lambda", &args.lambda)?;
-    let clip_arg = parse_value_or_cv("clip", args.clip.as_deref().unwrap_or("cv"))?;
-    let needs_lambda = matches!(
-        method,
-        None | Some(
-            Method::ModelSensitivity | Method::LossPerturbation | Method::PredictionSensitivity
-        )
-    );
-    if needs_lambda && lambda_arg == Some(0.0) && method.is_some() {
-        return Err(usage(
-            "invalid lambda = 0: this method needs λ > 0 (its sensitivity is 2K/(Nλ))",
-        ));
-    }
-    if clip_arg == Some(0.0) {
-        return Err(usage("invalid clip = 0: must be > 0"));
-    }
-    let budget = Budget::finite(args.budget)?;
-    let unit_ball = args.unit_ball.parse().map_err(usage)?;
-    check_out_dir(&args.out)?;
+    super::train_nn::run(
+        &super::train_nn::Request {
+            method,
+            method_name: args.method.name(),
+            model: args.model,
+            privacy,
+            dataset: &args.dataset,
+            data_dir: args.data_dir.as_deref(),
+            budget: args.budget,
+            calibration: args.calibration,
+            neighbours: args.neighbours,
+            seed: args.seed,
+            teachers: args.teachers,
+            clip: args.clip,
+            batch_size: args.batch_size,
+            epochs: args.epochs,
+            learning_rate: args.learning_rate,
+            subsample: args.subsample,
+            engine: args.engine,
+            out: &args.out,
+            json: args.json,
+        },
+        started,
+    )
+}
 
-    // ---- randomness: experiment seed or release generator
-    let (mut rng, seed_policy) = match args.seed {
-        Some(s) => (
-            privpred_core::noise::seeded_rng(s),
-            SeedPolicy::Seeded { seed: s },
-        ),
-        None => (privpred_core::noise::release_rng()?, SeedPolicy::OsRandom),
-    };
+#[cfg(not(feature = "nn"))]
+fn train_resnet(args: &Args, _: Option<Privacy>, _: Instant) -> anyhow::Result<()> {
+    Err(usage(format!(
+        "--model {} trains a ResNet and needs a build with `cargo build --release -p privpred --features nn`",
+        args.model.as_str()
+    )))
+}
 
-    // ---- data
+/// The training set after the fitted preprocessing, with what the artifact records of it.
+struct LinearData {
+    train: UnitBallDataset,
+    fitted: FittedPreprocessing,
+    provenance: Provenance,
+    /// Seed of the cross-validation hold-out (drawn after the preprocessing's).
+    holdout_seed: u64,
+}
+
+/// Loads the dataset and fits the preprocessing on its training split (two draws of `rng`:
+/// the preprocessing's seed, then the hold-out's).
+fn load_linear_data(args: &Args, rng: &mut PrivRng) -> anyhow::Result<LinearData> {
     let spec = DatasetSpec::parse(&args.dataset)?;
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
@@ -278,7 +270,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         subsample: args.subsample,
         pca: args.pca,
         bias: args.bias,
-        unit_ball,
+        unit_ball: args.unit_ball,
         ..Preprocessing::default()
     };
     let prep_seed: u64 = rng.random();
@@ -287,99 +279,184 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let provenance = splits.train.provenance.clone();
     let train = fitted.apply_train_owned(splits.train)?;
     let holdout_seed: u64 = rng.random();
-    let lbfgs = LbfgsOptions::default();
+    Ok(LinearData {
+        train,
+        fitted,
+        provenance,
+        holdout_seed,
+    })
+}
 
-    // ---- cross-validation (privacy cost ignored, as in the paper; recorded in the artifact)
-    let mut cv_record = serde_json::Value::Null;
-    let lambda = match (method, lambda_arg) {
-        (Some(Method::SubsampleAggregate), l) => l.unwrap_or(0.0),
-        (Some(Method::DpSgd), _) => 0.0,
-        (_, Some(l)) => l,
+/// The method's configuration from the arguments (λ, teachers, DP-SGD's schedule).
+fn method_config(
+    args: &Args,
+    m: Method,
+    privacy: Privacy,
+    budget: Budget,
+    lambda: f64,
+    seed_policy: SeedPolicy,
+) -> MethodConfig {
+    let mut cfg = MethodConfig::new(m, args.calibration, privacy, budget);
+    cfg.neighbours = args.neighbours;
+    cfg.lambda = if m == Method::SubsampleAggregate {
+        1e-4
+    } else {
+        lambda
+    };
+    cfg.teacher_lambda = if m == Method::SubsampleAggregate {
+        lambda
+    } else {
+        0.0
+    };
+    cfg.teachers = args.teachers.unwrap_or(defaults::LINEAR_TEACHERS);
+    cfg.seed_policy = seed_policy;
+    cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(defaults::LINEAR_DPSGD_BATCH_SIZE);
+    cfg.dp_sgd.epochs = args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS);
+    cfg.dp_sgd.learning_rate = args
+        .learning_rate
+        .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE);
+    cfg.dp_sgd.clip = args.clip.unwrap_or(ValueOrCv::Cv).value();
+    cfg
+}
+
+/// The cross-validation record of the artifact and the summary.
+fn cv_json(parameter: &str, scores: &impl serde::Serialize, chosen: f64) -> serde_json::Value {
+    json!({"parameter": parameter, "holdout_fraction": defaults::HOLDOUT_FRACTION, "scores": scores, "chosen": chosen})
+}
+
+/// What the linear path trains with, after validation.
+struct LinearPlan {
+    method: Option<Method>,
+    privacy: Option<Privacy>,
+    budget: Budget,
+    seed_policy: SeedPolicy,
+}
+
+/// λ: given, fixed by the method, or cross-validated on a hold-out (privacy cost ignored, as
+/// in the paper; recorded in the artifact). Returns λ and the CV record (null when none).
+fn choose_lambda(
+    args: &Args,
+    plan: &LinearPlan,
+    data: &LinearData,
+    lbfgs: &LbfgsOptions,
+    rng: &mut PrivRng,
+) -> anyhow::Result<(f64, serde_json::Value)> {
+    let lambda_arg = args.lambda.value();
+    Ok(match (plan.method, lambda_arg) {
+        (Some(Method::SubsampleAggregate), l) => (l.unwrap_or(0.0), serde_json::Value::Null),
+        (Some(Method::DpSgd), _) => (0.0, serde_json::Value::Null),
+        (_, Some(l)) => (l, serde_json::Value::Null),
         (m, None) => {
-            let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
+            let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
             let cv = match m {
-                None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(lin)?,
+                None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, lbfgs).map_err(lin)?,
                 Some(m) => {
-                    let mut cfg =
-                        MethodConfig::new(m, args.calibration, privacy.expect("checked"), budget);
+                    let mut cfg = MethodConfig::new(
+                        m,
+                        args.calibration,
+                        plan.privacy.expect("checked"),
+                        plan.budget,
+                    );
                     cfg.neighbours = args.neighbours;
-                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, &mut rng).map_err(lin)?
+                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, rng).map_err(lin)?
                 }
             };
-            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
-            cv.best
+            (cv.best, cv_json("lambda", &cv.scores, cv.best))
         }
+    })
+}
+
+/// Trains a private linear model (cross-validating DP-SGD's clip when asked); returns the
+/// model and the summary.
+fn fit_private(
+    args: &Args,
+    plan: &LinearPlan,
+    m: Method,
+    data: &LinearData,
+    lambda: f64,
+    cv_record: &mut serde_json::Value,
+    rng: &mut PrivRng,
+) -> anyhow::Result<(StoredModel, serde_json::Value)> {
+    let train = &data.train;
+    let privacy = plan.privacy.expect("checked");
+    let mut cfg = method_config(args, m, privacy, plan.budget, lambda, plan.seed_policy);
+    if m == Method::DpSgd && cfg.dp_sgd.clip.is_none() {
+        let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
+        let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, rng).map_err(lin)?;
+        *cv_record = cv_json("clip", &cv.scores, cv.best);
+        cfg.dp_sgd.clip = Some(cv.best);
+    }
+    let p = train_private(&cfg, train, rng).map_err(lin)?;
+    let s = json!({
+        "method": m.name(),
+        "calibration": p.calibration.calibration.name(),
+        "neighbours": p.calibration.neighbours.name(),
+        "epsilon": p.calibration.privacy.epsilon,
+        "delta": p.calibration.privacy.delta,
+        "budget": p.calibration.budget.get(),
+        "n": train.n,
+        "lambda": p.lambda,
+        "teachers": p.teachers,
+        "clip": p.clip,
+        "noise": p.calibration.noise,
+        "mechanism": privpred_core::noise::mechanism_name(m, &p.calibration.noise),
+        "valid_guarantee": p.calibration.valid_guarantee,
+        "notes": p.calibration.notes,
+        "optimization": p.optimization.map(|o| json!({
+            "gradient_norm": o.gradient_norm,
+            "gradient_norm_bound": o.gradient_norm_bound,
+            "rounding_bound": o.rounding_bound,
+            "refinement_evaluations": o.refinement_evaluations,
+        })),
+    });
+    Ok((StoredModel::Private(Box::new(p)), s))
+}
+
+/// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
+fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
+    let method = args.method.method();
+    let budget = Budget::finite(args.budget)?;
+    super::shared::check_out_dir(&args.out)?;
+
+    // ---- randomness: experiment seed or release generator
+    let (mut rng, seed_policy) = match args.seed {
+        Some(s) => (
+            privpred_core::noise::seeded_rng(s),
+            SeedPolicy::Seeded { seed: s },
+        ),
+        None => (privpred_core::noise::release_rng()?, SeedPolicy::OsRandom),
     };
+    let plan = LinearPlan {
+        method,
+        privacy,
+        budget,
+        seed_policy,
+    };
+    let data = load_linear_data(args, &mut rng)?;
+    let lbfgs = LbfgsOptions::default();
+    let (lambda, mut cv_record) = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
 
     let (model, summary) = match method {
         None => {
-            let fit = fit_logistic(&train, lambda, None, &lbfgs).map_err(lin)?;
+            let fit = fit_logistic(&data.train, lambda, None, &lbfgs).map_err(lin)?;
             let s = json!({
-                "method": "non-private", "lambda": lambda, "n": train.n,
+                "method": "non-private", "lambda": lambda, "n": data.train.n,
                 "lbfgs": fit.lbfgs,
             });
             (StoredModel::NonPrivate(fit.model), s)
         }
-        Some(m) => {
-            let mut cfg = MethodConfig::new(m, args.calibration, privacy.expect("checked"), budget);
-            cfg.neighbours = args.neighbours;
-            cfg.lambda = if m == Method::SubsampleAggregate {
-                1e-4
-            } else {
-                lambda
-            };
-            cfg.teacher_lambda = if m == Method::SubsampleAggregate {
-                lambda
-            } else {
-                0.0
-            };
-            cfg.teachers = args.teachers.unwrap_or(256);
-            cfg.seed_policy = seed_policy;
-            cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(256);
-            cfg.dp_sgd.epochs = args.epochs.unwrap_or(20.0);
-            cfg.dp_sgd.learning_rate = args.learning_rate.unwrap_or(1.0);
-            cfg.dp_sgd.clip = clip_arg;
-            if m == Method::DpSgd && clip_arg.is_none() {
-                let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
-                let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(lin)?;
-                cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
-                cfg.dp_sgd.clip = Some(cv.best);
-            }
-            let p = train_private(&cfg, &train, &mut rng).map_err(lin)?;
-            let s = json!({
-                "method": m.name(),
-                "calibration": p.calibration.calibration.name(),
-                "neighbours": p.calibration.neighbours.name(),
-                "epsilon": p.calibration.privacy.epsilon,
-                "delta": p.calibration.privacy.delta,
-                "budget": p.calibration.budget.get(),
-                "n": train.n,
-                "lambda": p.lambda,
-                "teachers": p.teachers,
-                "clip": p.clip,
-                "noise": p.calibration.noise,
-                "mechanism": privpred_core::noise::mechanism_name(m, &p.calibration.noise),
-                "valid_guarantee": p.calibration.valid_guarantee,
-                "notes": p.calibration.notes,
-                "optimization": p.optimization.map(|o| json!({
-                    "gradient_norm": o.gradient_norm,
-                    "gradient_norm_bound": o.gradient_norm_bound,
-                    "rounding_bound": o.rounding_bound,
-                    "refinement_evaluations": o.refinement_evaluations,
-                })),
-            });
-            (StoredModel::Private(Box::new(p)), s)
-        }
+        Some(m) => fit_private(args, &plan, m, &data, lambda, &mut cv_record, &mut rng)?,
     };
+    let prov = &data.provenance;
     let extra = json!({
         "dataset": args.dataset,
-        "dataset_provenance": {"name": provenance.name, "checksum": provenance.checksum, "verified": provenance.verified, "labels": provenance.labels},
-        "preprocessing_steps": fitted.steps(),
+        "dataset_provenance": {"name": prov.name, "checksum": prov.checksum, "verified": prov.verified, "labels": prov.labels},
+        "preprocessing_steps": data.fitted.steps(),
         "cross_validation": cv_record,
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
     });
-    save_model(&args.out, &model, &fitted, extra).map_err(lin)?;
+    save_model(&args.out, &model, &data.fitted, extra).map_err(lin)?;
     let mut summary = summary;
     // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
     summary["release"] = json!(privpred_linear::artifact::release_label(&model));
@@ -389,52 +466,56 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        println!(
-            "trained {} on {} (N = {}, D = {}, C = {})",
-            summary["method"].as_str().unwrap_or("?"),
-            args.dataset,
-            train.n,
-            train.d,
-            train.classes
-        );
-        print_guarantee(model.private().map(|p| &p.calibration));
-        if let Some(l) = summary["lambda"].as_f64() {
-            println!(
-                "lambda: {l:e}{}",
-                if summary["cross_validation"]["parameter"] == "lambda" {
-                    " (cross-validated)"
-                } else {
-                    ""
-                }
-            );
-        }
-        if let Some(c) = summary["clip"].as_f64() {
-            println!(
-                "clip: {c:e}{}",
-                if summary["cross_validation"]["parameter"] == "clip" {
-                    " (cross-validated)"
-                } else {
-                    ""
-                }
-            );
-        }
-        println!(
-            "seed: {}",
-            args.seed.map_or("OS random (release)".to_string(), |s| format!(
-                "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
-            ))
-        );
-        if let Some(o) = model.private().and_then(|p| p.optimization) {
-            println!(
-                "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
-                o.gradient_norm, o.gradient_norm_bound
-            );
-        }
-        println!(
-            "wrote {} in {:.1} s",
-            args.out.display(),
-            started.elapsed().as_secs_f64()
-        );
+        print_linear_summary(args, &model, &data.train, &summary, started);
     }
     Ok(())
+}
+
+/// The human-readable summary of a trained linear model.
+fn print_linear_summary(
+    args: &Args,
+    model: &StoredModel,
+    train: &UnitBallDataset,
+    summary: &serde_json::Value,
+    started: Instant,
+) {
+    println!(
+        "trained {} on {} (N = {}, D = {}, C = {})",
+        summary["method"].as_str().unwrap_or("?"),
+        args.dataset,
+        train.n,
+        train.d,
+        train.classes
+    );
+    super::shared::print_guarantee(model.private().map(|p| &p.calibration));
+    let cv_note = |p: &str| {
+        if summary["cross_validation"]["parameter"] == p {
+            " (cross-validated)"
+        } else {
+            ""
+        }
+    };
+    if let Some(l) = summary["lambda"].as_f64() {
+        println!("lambda: {l:e}{}", cv_note("lambda"));
+    }
+    if let Some(c) = summary["clip"].as_f64() {
+        println!("clip: {c:e}{}", cv_note("clip"));
+    }
+    println!(
+        "seed: {}",
+        args.seed.map_or("OS random (release)".to_string(), |s| format!(
+            "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
+        ))
+    );
+    if let Some(o) = model.private().and_then(|p| p.optimization) {
+        println!(
+            "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
+            o.gradient_norm, o.gradient_norm_bound
+        );
+    }
+    println!(
+        "wrote {} in {:.1} s",
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
 }

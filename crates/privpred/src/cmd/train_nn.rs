@@ -18,18 +18,64 @@
 //! default `$PRIVPRED_NN_ENGINE`, else `torch` when built in and CUDA is present, else `cpu`.
 //! Sampling, noise, clipping bound, optimiser and accounting are the same code for both.
 
-use super::train::{Args, TrainMethod};
+use super::args::{EngineArg, ModelArg, ValueOrCv};
 use crate::cmd::nn_artifact::nn_err;
 use crate::exit::usage;
 use anyhow::Context;
-use privpred_core::{CalibrationMode, Method, Privacy};
-use privpred_data::{DatasetSpec, LoadOptions, load};
+use privpred_core::{Calibration, CalibrationMode, Method, Neighbours, PrivRng, Privacy, defaults};
+use privpred_data::{DatasetSpec, LoadOptions, Provenance, load};
 use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
 use privpred_nn::data::{ImageSet, Normalization, PixelLayout};
+use privpred_nn::engine::GradientEngine;
 use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
 use privpred_nn::{ResNet, ResNetConfig, calib, engine};
 use serde_json::json;
+use std::path::Path;
 use std::time::Instant;
+
+/// What `train` asks of the ResNet path: the arguments that apply to a ResNet, after `train`
+/// refused the linear-only ones and checked ε, δ and the neighbouring relation.
+pub struct Request<'a> {
+    /// The private method (`None`: the non-private reference); dp-sgd or subsample-aggregate.
+    pub method: Option<Method>,
+    /// The method's name as the CLI spells it.
+    pub method_name: &'static str,
+    /// `resnet20` or `resnet-tiny`.
+    pub model: ModelArg,
+    /// (ε, δ) of a private method.
+    pub privacy: Option<Privacy>,
+    /// The dataset as given (`--dataset`).
+    pub dataset: &'a str,
+    /// `--data-dir`.
+    pub data_dir: Option<&'a Path>,
+    /// Inference budget B (subsample-and-aggregate).
+    pub budget: u64,
+    /// Which analysis calibrates the noise.
+    pub calibration: CalibrationMode,
+    /// The neighbouring relation of the guarantee.
+    pub neighbours: Neighbours,
+    /// Experiment seed (`None`: OS-seeded release generator).
+    pub seed: Option<u64>,
+    /// Teachers T (default [`defaults::RESNET_TEACHERS`]).
+    pub teachers: Option<usize>,
+    /// DP-SGD clip ν (default [`defaults::RESNET_CLIP`]; `cv` is refused).
+    pub clip: Option<ValueOrCv>,
+    /// Batch size (default [`defaults::RESNET_BATCH_SIZE`]).
+    pub batch_size: Option<usize>,
+    /// Epochs (defaults: [`defaults::RESNET_DPSGD_EPOCHS`], teachers
+    /// [`defaults::RESNET_TEACHER_EPOCHS`]).
+    pub epochs: Option<f64>,
+    /// Initial learning rate (default [`defaults::RESNET_LEARNING_RATE`]).
+    pub learning_rate: Option<f64>,
+    /// Keep a random subset of this many training images.
+    pub subsample: Option<usize>,
+    /// `--engine` (default: `$PRIVPRED_NN_ENGINE`, else by build and device).
+    pub engine: Option<EngineArg>,
+    /// Output file.
+    pub out: &'a Path,
+    /// Print the summary as JSON.
+    pub json: bool,
+}
 
 fn progress_printer(label: &str) -> impl FnMut(&Progress) + '_ {
     let mut shown = Instant::now();
@@ -48,100 +94,81 @@ fn progress_printer(label: &str) -> impl FnMut(&Progress) + '_ {
     }
 }
 
-fn method_name(m: TrainMethod) -> &'static str {
-    match m {
-        TrainMethod::NonPrivate => "non-private",
-        TrainMethod::DpSgd => "dp-sgd",
-        TrainMethod::SubsampleAggregate => "subsample-aggregate",
-        TrainMethod::ModelSensitivity => "model-sensitivity",
-        TrainMethod::LossPerturbation => "loss-perturbation",
-        TrainMethod::PredictionSensitivity => "prediction-sensitivity",
-    }
+/// The validated schedule and the engine, before any data is read.
+struct Setup {
+    clip: f64,
+    teachers: usize,
+    sgd: SgdConfig,
+    eng: Box<dyn GradientEngine>,
+    rng: PrivRng,
+    seed_note: serde_json::Value,
 }
 
-/// Runs `privpred train` for a ResNet.
-pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
-    // ---- validate before any work
-    let method = match args.method {
-        TrainMethod::NonPrivate => None,
-        TrainMethod::DpSgd => Some(Method::DpSgd),
-        TrainMethod::SubsampleAggregate => Some(Method::SubsampleAggregate),
-        other => {
-            return Err(usage(format!(
-                "invalid method = {} for --model {}: ResNets train as non-private, dp-sgd or subsample-aggregate (the other methods need a convex linear model)",
-                method_name(other),
-                args.model
-            )));
-        }
-    };
-    for (given, name) in [
-        (args.pca.is_some(), "--pca"),
-        (args.classes.is_some(), "--classes"),
-        (args.bias, "--bias"),
-        (args.lambda != "cv", "--lambda"),
-        (args.unit_ball != "normalize", "--unit-ball"),
-    ] {
-        if given {
-            return Err(usage(format!(
-                "{name} applies to linear models only; a ResNet trains on raw pixels with fixed normalisation and no L2 (as in the paper)"
-            )));
-        }
-    }
-    let privacy = match (method, args.epsilon) {
-        (None, _) => None,
-        (Some(_), None) => {
-            return Err(usage("invalid epsilon: private methods need --epsilon > 0"));
-        }
-        (Some(_), Some(e)) => Some(Privacy::new(e, args.delta)?),
-    };
-    let clip = match args.clip.as_deref() {
-        None => 1.0,
-        Some("cv") => {
+/// Validates the request (clip, teachers, schedule, output directory, engine) before any work.
+fn setup(req: &Request) -> anyhow::Result<Setup> {
+    let clip = match req.clip {
+        None => defaults::RESNET_CLIP,
+        Some(ValueOrCv::Cv) => {
             return Err(usage(
                 "invalid clip = cv: cross-validating ν retrains a ResNet per grid value; pass --clip ν > 0 (default 1)",
             ));
         }
-        Some(s) => match s.parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 => v,
-            _ => {
-                return Err(usage(format!(
-                    "invalid clip = {s}: must be a finite number > 0"
-                )));
-            }
-        },
+        Some(ValueOrCv::Value(v)) => v,
     };
-    let teachers = args.teachers.unwrap_or(16);
-    if method == Some(Method::SubsampleAggregate) && teachers < 2 {
+    let teachers = req.teachers.unwrap_or(defaults::RESNET_TEACHERS);
+    if req.method == Some(Method::SubsampleAggregate) && teachers < 2 {
         return Err(usage(format!("invalid teachers = {teachers}: must be ≥ 2")));
     }
     let sgd = SgdConfig {
-        epochs: args.epochs.unwrap_or(match method {
-            Some(Method::SubsampleAggregate) => 500.0,
-            _ => 100.0,
+        epochs: req.epochs.unwrap_or(match req.method {
+            Some(Method::SubsampleAggregate) => defaults::RESNET_TEACHER_EPOCHS,
+            _ => defaults::RESNET_DPSGD_EPOCHS,
         }),
-        batch_size: args.batch_size.unwrap_or(600),
-        lr: args.learning_rate.unwrap_or(0.1),
+        batch_size: req.batch_size.unwrap_or(defaults::RESNET_BATCH_SIZE),
+        lr: req.learning_rate.unwrap_or(defaults::RESNET_LEARNING_RATE),
         ..SgdConfig::paper_teacher()
     };
     sgd.validate().map_err(usage)?;
-    super::train::check_out_dir(&args.out)?;
-    let engine_kind = engine::resolve_kind(args.engine.as_deref()).map_err(usage)?;
+    super::shared::check_out_dir(req.out)?;
+    let engine_kind = engine::resolve_kind(req.engine.map(EngineArg::as_str)).map_err(usage)?;
     let eng = engine::create(engine_kind).map_err(nn_err)?;
-    let (mut rng, seed_note) = match args.seed {
+    let (rng, seed_note) = match req.seed {
         Some(s) => (privpred_core::noise::seeded_rng(s), json!({"seed": s})),
         None => (
             privpred_core::noise::release_rng()?,
             json!("OS random (release)"),
         ),
     };
+    Ok(Setup {
+        clip,
+        teachers,
+        sgd,
+        eng,
+        rng,
+        seed_note,
+    })
+}
 
-    // ---- data: raw pixels, square images
-    let spec = DatasetSpec::parse(&args.dataset)?;
+/// The training images (raw pixels, square, optionally subsampled), their provenance, the
+/// fixed public normalisation and the network for them.
+struct Images {
+    set: ImageSet,
+    prov: Provenance,
+    channels: usize,
+    size: usize,
+    norm: Normalization,
+    config: ResNetConfig,
+    net: ResNet,
+}
+
+/// Loads the training images and builds the network for their shape.
+fn load_images(req: &Request, rng: &mut PrivRng) -> anyhow::Result<Images> {
+    let spec = DatasetSpec::parse(req.dataset)?;
     let opts = LoadOptions {
-        data_dir: args.data_dir.clone(),
+        data_dir: req.data_dir.map(Path::to_path_buf),
         ..LoadOptions::default()
     };
-    let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
+    let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", req.dataset))?;
     let prov = &splits.train.provenance;
     let (c, s) = match prov.feature_shape[..] {
         [c, h, w] if h == w && h >= 2 => (c, h),
@@ -149,176 +176,231 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
         _ => {
             return Err(usage(format!(
                 "dataset {} has examples of shape {:?}; a ResNet needs square images (C×S×S)",
-                args.dataset, prov.feature_shape
+                req.dataset, prov.feature_shape
             )));
         }
     };
-    let mut train_set = ImageSet::from_dataset(&splits.train, c, s, s, PixelLayout::Chw)
-        .map_err(|e| usage(format!("dataset {}: {e}", args.dataset)))?;
-    if let Some(k) = args.subsample {
-        if k == 0 || k > train_set.len() {
+    let mut set = ImageSet::from_dataset(&splits.train, c, s, s, PixelLayout::Chw)
+        .map_err(|e| usage(format!("dataset {}: {e}", req.dataset)))?;
+    if let Some(k) = req.subsample {
+        if k == 0 || k > set.len() {
             return Err(usage(format!(
                 "invalid subsample = {k}: must be in 1..={} (the training-set size)",
-                train_set.len()
+                set.len()
             )));
         }
-        let mut idx: Vec<usize> = (0..train_set.len()).collect();
-        train::shuffle(&mut idx, &mut rng);
+        let mut idx: Vec<usize> = (0..set.len()).collect();
+        train::shuffle(&mut idx, rng);
         idx.truncate(k);
-        train_set = train_set.subset(&idx);
+        set = set.subset(&idx);
     }
-    let n = train_set.len();
     let norm = if spec == DatasetSpec::Cifar10 && c == 3 {
         Normalization::cifar10()
     } else {
         Normalization::generic(c)
     };
-    let base = match args.model.as_str() {
-        "resnet20" => ResNetConfig::resnet20(train_set.classes),
+    let base = match req.model {
+        ModelArg::Resnet20 => ResNetConfig::resnet20(set.classes),
         _ => ResNetConfig {
             widths: [4, 8, 8],
             blocks_per_stage: 1,
-            ..ResNetConfig::resnet20(train_set.classes)
+            ..ResNetConfig::resnet20(set.classes)
         },
     };
-    let cfg = ResNetConfig {
+    let config = ResNetConfig {
         in_channels: c,
         image_size: s,
         ..base
     };
-    let net = ResNet::new(cfg).map_err(usage)?;
+    let net = ResNet::new(config).map_err(usage)?;
+    Ok(Images {
+        set,
+        prov: prov.clone(),
+        channels: c,
+        size: s,
+        norm,
+        config,
+        net,
+    })
+}
 
-    // ---- train
-    let label = format!("{} {}", args.model, method_name(args.method));
-    let (kind, members, calibration, method_extra) = match method {
+/// What training produced: the artifact's kind, its parameter vectors, the guarantee and
+/// the method's record.
+struct Trained {
+    kind: ModelKind,
+    members: Vec<Vec<f32>>,
+    calibration: Option<Calibration>,
+    method_extra: serde_json::Value,
+}
+
+/// DP-SGD: σ from the accountant for (ε, δ), then training with per-example clipping.
+fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyhow::Result<Trained> {
+    let n = im.set.len();
+    let cal = calib::dpsgd_neighbours(
+        req.calibration,
+        req.privacy.expect("checked"),
+        n,
+        st.sgd.batch_size,
+        st.sgd.epochs,
+        im.net.classes(),
+        req.neighbours,
+    )
+    .map_err(usage)?;
+    let sigma = cal
+        .noise_multiplier
+        .ok_or_else(|| anyhow::anyhow!("DP-SGD calibration without a noise multiplier"))?;
+    let dcfg = if req.calibration == CalibrationMode::Paper {
+        DpSgdConfig::paper(st.sgd.clone(), st.clip, sigma)
+    } else {
+        DpSgdConfig::corrected(st.sgd.clone(), st.clip, sigma)
+    };
+    dcfg.validate(n).map_err(usage)?;
+    let p = train::train_dpsgd_on(
+        &*st.eng,
+        &im.net,
+        &im.set,
+        &im.norm,
+        &dcfg,
+        &mut st.rng,
+        &mut progress_printer(label),
+    )
+    .map_err(nn_err)?;
+    Ok(Trained {
+        kind: ModelKind::DpSgd,
+        members: vec![p],
+        calibration: Some(cal),
+        method_extra: json!({"dpsgd": dcfg, "steps": dcfg.steps(n), "sampling_rate": dcfg.sampling_rate(n)}),
+    })
+}
+
+/// Subsample-and-aggregate: the exponential mechanism's calibration, then T teachers on
+/// disjoint slices.
+fn train_teachers(
+    req: &Request,
+    st: &mut Setup,
+    im: &Images,
+    label: &str,
+) -> anyhow::Result<Trained> {
+    let n = im.set.len();
+    let teachers = st.teachers;
+    let cal = calib::subsample_aggregate_neighbours(
+        req.calibration,
+        req.privacy.expect("checked"),
+        req.budget,
+        im.net.classes(),
+        req.neighbours,
+    )
+    .map_err(usage)?;
+    if teachers > n {
+        return Err(usage(format!(
+            "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
+        )));
+    }
+    let ens = train::train_teachers_on(
+        &*st.eng,
+        &im.net,
+        &im.set,
+        &im.norm,
+        &st.sgd,
+        teachers,
+        &mut st.rng,
+        &mut |k, p| {
+            if p.step == p.steps {
+                eprintln!(
+                    "  {label}: teacher {}/{teachers} done ({} steps)",
+                    k + 1,
+                    p.steps
+                );
+            }
+        },
+    )
+    .map_err(nn_err)?;
+    Ok(Trained {
+        kind: ModelKind::Teachers,
+        members: ens.params,
+        calibration: Some(cal),
+        method_extra: json!({"teacher_sgd": st.sgd, "teachers": teachers, "examples_per_teacher": n / teachers}),
+    })
+}
+
+/// Trains the requested method.
+fn train_method(req: &Request, st: &mut Setup, im: &Images) -> anyhow::Result<Trained> {
+    let label = format!("{} {}", req.model.as_str(), req.method_name);
+    match req.method {
         None => {
             let p = train::train_nonprivate_on(
-                &*eng,
-                &net,
-                &train_set,
-                &norm,
-                &sgd,
+                &*st.eng,
+                &im.net,
+                &im.set,
+                &im.norm,
+                &st.sgd,
                 None,
-                &mut rng,
+                &mut st.rng,
                 &mut progress_printer(&label),
             )
             .map_err(nn_err)?;
-            (ModelKind::NonPrivate, vec![p], None, json!({"sgd": sgd}))
+            Ok(Trained {
+                kind: ModelKind::NonPrivate,
+                members: vec![p],
+                calibration: None,
+                method_extra: json!({"sgd": st.sgd}),
+            })
         }
-        Some(Method::DpSgd) => {
-            let cal = calib::dpsgd_neighbours(
-                args.calibration,
-                privacy.expect("checked"),
-                n,
-                sgd.batch_size,
-                sgd.epochs,
-                net.classes(),
-                args.neighbours,
-            )
-            .map_err(usage)?;
-            let sigma = cal
-                .noise_multiplier
-                .ok_or_else(|| anyhow::anyhow!("DP-SGD calibration without a noise multiplier"))?;
-            let dcfg = if args.calibration == CalibrationMode::Paper {
-                DpSgdConfig::paper(sgd.clone(), clip, sigma)
-            } else {
-                DpSgdConfig::corrected(sgd.clone(), clip, sigma)
-            };
-            dcfg.validate(n).map_err(usage)?;
-            let p = train::train_dpsgd_on(
-                &*eng,
-                &net,
-                &train_set,
-                &norm,
-                &dcfg,
-                &mut rng,
-                &mut progress_printer(&label),
-            )
-            .map_err(nn_err)?;
-            (
-                ModelKind::DpSgd,
-                vec![p],
-                Some(cal),
-                json!({"dpsgd": dcfg, "steps": dcfg.steps(n), "sampling_rate": dcfg.sampling_rate(n)}),
-            )
-        }
-        Some(_) => {
-            let cal = calib::subsample_aggregate_neighbours(
-                args.calibration,
-                privacy.expect("checked"),
-                args.budget,
-                net.classes(),
-                args.neighbours,
-            )
-            .map_err(usage)?;
-            if teachers > n {
-                return Err(usage(format!(
-                    "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
-                )));
-            }
-            let ens = train::train_teachers_on(
-                &*eng,
-                &net,
-                &train_set,
-                &norm,
-                &sgd,
-                teachers,
-                &mut rng,
-                &mut |k, p| {
-                    if p.step == p.steps {
-                        eprintln!(
-                            "  {label}: teacher {}/{teachers} done ({} steps)",
-                            k + 1,
-                            p.steps
-                        );
-                    }
-                },
-            )
-            .map_err(nn_err)?;
-            (
-                ModelKind::Teachers,
-                ens.params,
-                Some(cal),
-                json!({"teacher_sgd": sgd, "teachers": teachers, "examples_per_teacher": n / teachers}),
-            )
-        }
-    };
+        Some(Method::DpSgd) => train_dpsgd(req, st, im, &label),
+        Some(_) => train_teachers(req, st, im, &label),
+    }
+}
+
+/// Writes the artifact (parameters, guarantee, provenance).
+fn save(req: &Request, st: &Setup, im: &Images, t: Trained) -> anyhow::Result<()> {
+    let prov = &im.prov;
     let class_names = (!prov.class_names.is_empty()).then(|| prov.class_names.clone());
     let mut source = vec![prov.name.clone()];
     source.extend(prov.labels.iter().cloned());
     let model = NnModel::new(
         ModelHeader {
-            kind,
-            config: cfg,
-            normalization: norm,
-            calibration: calibration.clone(),
-            members: members.len(),
+            kind: t.kind,
+            config: im.config,
+            normalization: im.norm.clone(),
+            calibration: t.calibration,
+            members: t.members.len(),
             class_names,
             data_source: source.join(", "),
         },
-        members,
+        t.members,
         json!({
-            "dataset": args.dataset,
+            "dataset": req.dataset,
             "dataset_provenance": {"name": prov.name, "checksum": prov.checksum, "verified": prov.verified, "labels": prov.labels},
-            "n_train": n,
-            "subsample": args.subsample,
-            "method": method_extra,
-            "seed": seed_note,
+            "n_train": im.set.len(),
+            "subsample": req.subsample,
+            "method": t.method_extra,
+            "seed": st.seed_note,
             // erratum 4.9: a seeded private model is an experiment (predict/serve refuse it)
-            "release": if args.seed.is_some() { "experiment" } else { "private-release" },
-            "trained_with": format!("privpred {} (--model {})", env!("CARGO_PKG_VERSION"), args.model),
-            "engine": eng.describe(),
+            "release": if req.seed.is_some() { "experiment" } else { "private-release" },
+            "trained_with": format!("privpred {} (--model {})", env!("CARGO_PKG_VERSION"), req.model.as_str()),
+            "engine": st.eng.describe(),
         }),
     )
     .map_err(nn_err)?;
-    artifact::save(&args.out, &model).map_err(nn_err)?;
+    artifact::save(req.out, &model).map_err(nn_err)
+}
 
-    // ---- report
-    let c0 = calibration.as_ref();
+/// Prints the summary (JSON or lines).
+fn report(
+    req: &Request,
+    st: &Setup,
+    im: &Images,
+    kind: ModelKind,
+    calibration: Option<&Calibration>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let (n, c, s, net, sgd) = (im.set.len(), im.channels, im.size, &im.net, &st.sgd);
+    let teachers = st.teachers;
+    let c0 = calibration;
     let summary = json!({
-        "method": method_name(args.method),
-        "model": args.model,
-        "architecture": cfg,
+        "method": req.method_name,
+        "model": req.model.as_str(),
+        "architecture": im.config,
         "parameters": net.num_params(),
         "calibration": c0.map(|c| c.calibration.name()),
         "neighbours": c0.map(|c| c.neighbours.name()),
@@ -329,49 +411,59 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
         "noise_multiplier": c0.and_then(|c| c.noise_multiplier),
         "valid_guarantee": c0.map(|c| c.valid_guarantee),
         "notes": c0.map(|c| &c.notes),
-        "clip": (method == Some(Method::DpSgd)).then_some(clip),
-        "teachers": (method == Some(Method::SubsampleAggregate)).then_some(teachers),
+        "clip": (req.method == Some(Method::DpSgd)).then_some(st.clip),
+        "teachers": (req.method == Some(Method::SubsampleAggregate)).then_some(teachers),
         "n": n,
         "epochs": sgd.epochs,
         "batch_size": sgd.batch_size,
         "learning_rate": sgd.lr,
-        "dataset_labels": prov.labels,
-        "out": args.out.display().to_string(),
-        "engine": eng.name(),
-        "device": eng.device(),
+        "dataset_labels": im.prov.labels,
+        "out": req.out.display().to_string(),
+        "engine": st.eng.name(),
+        "device": st.eng.device(),
         "seconds": started.elapsed().as_secs_f64(),
     });
-    if args.json {
+    if req.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        println!(
-            "trained {} {} on {} (N = {n}, {c}×{s}×{s}, C = {}, {} parameters{})",
-            args.model,
-            method_name(args.method),
-            args.dataset,
-            net.classes(),
-            net.num_params(),
-            if kind == ModelKind::Teachers {
-                format!(" × {teachers} teachers")
-            } else {
-                String::new()
-            }
-        );
-        super::train::print_guarantee(c0);
-        println!(
-            "schedule: {} epochs, batch {}, lr {} (÷10 three times), seed {}",
-            sgd.epochs,
-            sgd.batch_size,
-            sgd.lr,
-            args.seed
-                .map_or("OS random (release)".to_string(), |s| s.to_string())
-        );
-        println!("engine: {}", eng.describe());
-        println!(
-            "wrote {} in {:.1} s",
-            args.out.display(),
-            started.elapsed().as_secs_f64()
-        );
+        return Ok(());
     }
+    println!(
+        "trained {} {} on {} (N = {n}, {c}×{s}×{s}, C = {}, {} parameters{})",
+        req.model.as_str(),
+        req.method_name,
+        req.dataset,
+        net.classes(),
+        net.num_params(),
+        if kind == ModelKind::Teachers {
+            format!(" × {teachers} teachers")
+        } else {
+            String::new()
+        }
+    );
+    super::shared::print_guarantee(c0);
+    println!(
+        "schedule: {} epochs, batch {}, lr {} (÷10 three times), seed {}",
+        sgd.epochs,
+        sgd.batch_size,
+        sgd.lr,
+        req.seed
+            .map_or("OS random (release)".to_string(), |s| s.to_string())
+    );
+    println!("engine: {}", st.eng.describe());
+    println!(
+        "wrote {} in {:.1} s",
+        req.out.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// Runs `privpred train` for a ResNet.
+pub fn run(req: &Request, started: Instant) -> anyhow::Result<()> {
+    let mut st = setup(req)?;
+    let im = load_images(req, &mut st.rng)?;
+    let t = train_method(req, &mut st, &im)?;
+    let (kind, calibration) = (t.kind, t.calibration.clone());
+    save(req, &st, &im, t)?;
+    report(req, &st, &im, kind, calibration.as_ref(), started)
 }

@@ -1,0 +1,106 @@
+//! Typed argument values and value parsers shared by the subcommands: clap checks them while
+//! parsing, so a bad value exits 2 with the valid range before any work.
+
+use privpred_data::UnitBall;
+
+/// A positive number or `cv` (cross-validate it): the value of `--lambda` and `--clip`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueOrCv {
+    /// A finite value > 0.
+    Value(f64),
+    /// Cross-validate over the SPEC §6 grid.
+    Cv,
+}
+
+impl ValueOrCv {
+    /// The value, or `None` for `cv`.
+    pub fn value(self) -> Option<f64> {
+        match self {
+            ValueOrCv::Value(v) => Some(v),
+            ValueOrCv::Cv => None,
+        }
+    }
+}
+
+/// clap value parser for [`ValueOrCv`]: "a finite number > 0 or `cv`".
+pub fn positive_or_cv(s: &str) -> Result<ValueOrCv, String> {
+    if s == "cv" {
+        return Ok(ValueOrCv::Cv);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(ValueOrCv::Value(v)),
+        _ => Err("must be a finite number > 0 or `cv`".into()),
+    }
+}
+
+/// clap value parser for the unit-ball rule: `normalize`, `clip:R` (R > 0) or `max-norm`.
+pub fn unit_ball(s: &str) -> Result<UnitBall, String> {
+    s.parse()
+        .map_err(|e: privpred_data::DataError| e.to_string())
+}
+
+/// The model `train` fits.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelArg {
+    /// Multinomial logistic regression (every method).
+    Linear,
+    /// The paper's ResNet-20 with GroupNorm (build with `--features nn`).
+    Resnet20,
+    /// Widths 4/8/8, one block per stage: for tests and quick checks (`--features nn`).
+    ResnetTiny,
+}
+
+impl ModelArg {
+    /// The name as the CLI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelArg::Linear => "linear",
+            ModelArg::Resnet20 => "resnet20",
+            ModelArg::ResnetTiny => "resnet-tiny",
+        }
+    }
+}
+
+/// The ResNet training engine.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineArg {
+    /// privpred-nn's own CPU engine.
+    Cpu,
+    /// libtorch (build with `--features torch`): CUDA when present, CPU otherwise.
+    Torch,
+}
+
+impl EngineArg {
+    /// The name as the CLI spells it.
+    #[cfg_attr(not(feature = "nn"), allow(dead_code))]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineArg::Cpu => "cpu",
+            EngineArg::Torch => "torch",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positive_or_cv_takes_cv_and_positive_finite_numbers_only() {
+        assert_eq!(positive_or_cv("cv"), Ok(ValueOrCv::Cv));
+        assert_eq!(positive_or_cv("1e-3"), Ok(ValueOrCv::Value(1e-3)));
+        for bad in ["0", "-0", "-1", "nan", "inf", "", "CV", "1e400"] {
+            let e = positive_or_cv(bad).unwrap_err();
+            assert!(e.contains("> 0") && e.contains("cv"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn unit_ball_parses_the_three_rules_and_names_them_when_wrong() {
+        assert_eq!(unit_ball("normalize"), Ok(UnitBall::Normalize));
+        assert_eq!(unit_ball("max-norm"), Ok(UnitBall::MaxNorm));
+        assert_eq!(unit_ball("clip:2"), Ok(UnitBall::Clip { radius: 2.0 }));
+        let e = unit_ball("clip:0").unwrap_err();
+        assert!(e.contains("normalize") && e.contains("max-norm"), "{e}");
+    }
+}

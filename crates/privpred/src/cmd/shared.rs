@@ -1,0 +1,63 @@
+//! Helpers shared by several subcommands (kept here so that no command module imports
+//! another: `train` → `train_nn` is the only edge between them).
+
+use crate::exit::usage;
+use privpred_study::StudyError;
+
+/// Refuses an `--out` whose directory does not exist (exit 2, before any training).
+pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+    if let Some(parent) = out.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(usage(format!(
+            "invalid out = {}: directory {} does not exist",
+            out.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
+pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
+    match c {
+        Some(c) => {
+            println!(
+                "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
+                c.privacy.epsilon,
+                c.privacy.delta,
+                c.neighbours,
+                c.budget
+                    .get()
+                    .map_or("unlimited".to_string(), |b| format!("{b} answers")),
+                c.calibration.name(),
+                if c.valid_guarantee {
+                    ""
+                } else {
+                    " (NOT a valid guarantee: reproduction only)"
+                }
+            );
+            println!("noise: {:?}", c.noise);
+        }
+        None => println!("no privacy guarantee (non-private reference model)"),
+    }
+}
+
+/// Maps study errors: user errors exit with code 2.
+pub fn study_error(e: StudyError) -> anyhow::Error {
+    if e.is_usage() {
+        crate::exit::usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+/// The command line that reproduces this run, as a shell would take it.
+pub fn command_line() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        *first = "privpred".into();
+    }
+    privpred_study::report::shell_quote(&args)
+}
