@@ -1,59 +1,17 @@
 //! The guarantee as JSON — the object `privpred calibrate --json` prints — and the names of
 //! methods, calibration modes, relations and accountants as the CLI spells them.
 //!
-//! `calibration_json` is field for field the CLI's `privpred::cmd::calibrate::to_json` (which
-//! lives in the binary crate, out of reach of this library); `python/tests/test_accounting.py`
-//! compares the two on every method so they cannot drift apart silently.
+//! `calibration_json` is the CLI's own builder (`privpred_core::guarantee_json::to_json`);
+//! `python/tests/test_accounting.py` still compares the two outputs on every method.
 
 use crate::errors::invalid;
-use privpred_core::{Accountant, Calibration, CalibrationMode, Method, Neighbours, Noise};
+use privpred_core::{Accountant, Calibration, CalibrationMode, Method, Neighbours};
 use pyo3::PyResult;
-use serde_json::json;
 
-/// The `--json` object of a calibration (as `privpred calibrate --json`).
+/// The `--json` object of a calibration (as `privpred calibrate --json`): the same builder,
+/// [`privpred_core::guarantee_json::to_json`].
 pub fn calibration_json(c: &Calibration) -> serde_json::Value {
-    let noise = match c.noise {
-        Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
-        Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
-        Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
-    };
-    let mut v = json!({
-        "method": c.method.name(),
-        "calibration": c.calibration.name(),
-        "neighbours": c.neighbours.name(),
-        "epsilon": c.privacy.epsilon,
-        "delta": c.privacy.delta,
-        "budget": c.budget.get(),
-        "budget_unlimited": c.budget.get().is_none(),
-        "noise": noise,
-        "valid_guarantee": c.valid_guarantee,
-        "assumptions": {
-            "K": c.assumptions.k,
-            "L": c.assumptions.l,
-            "classes": c.assumptions.classes,
-            "n": c.assumptions.n,
-            "lambda": c.assumptions.lambda,
-        },
-        "notes": c.notes,
-    });
-    if let Some(o) = v.as_object_mut() {
-        if let Some(r) = c.rho {
-            o.insert("rho".into(), json!(r));
-        }
-        if let Some(s) = c.noise_multiplier {
-            o.insert("noise_multiplier".into(), json!(s));
-        }
-        if let Some(e) = c.epsilon_spent {
-            o.insert("epsilon_spent".into(), json!(e));
-        }
-        if let Some(q) = c.sampling_rate {
-            o.insert("sampling_rate".into(), json!(q));
-        }
-        if let Some(k) = c.steps {
-            o.insert("steps".into(), json!(k));
-        }
-    }
-    v
+    privpred_core::guarantee_json::to_json(c)
 }
 
 /// A private method by its CLI name (`subsample-and-aggregate` is accepted as an alias).

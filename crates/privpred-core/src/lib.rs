@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod dpsgd;
 pub mod error;
 pub mod gaussian;
+pub mod guarantee_json;
 pub mod noise;
 pub mod pld;
 pub mod rdp;

@@ -4,7 +4,6 @@ use privpred_core::calibrate::{CalibrationRequest, calibrate};
 use privpred_core::{
     Budget, Calibration, CalibrationMode, DpSgdSchedule, Method, Neighbours, Noise, Privacy,
 };
-use serde_json::json;
 
 /// Arguments of `privpred calibrate`.
 #[derive(clap::Args, Debug)]
@@ -85,53 +84,10 @@ fn request(args: &Args) -> anyhow::Result<CalibrationRequest> {
     Ok(req)
 }
 
-/// The `--json` object of a calibration.
+/// The `--json` object of a calibration ([`privpred_core::guarantee_json::to_json`], shared with
+/// the Python package's `guarantee_`).
 pub fn to_json(c: &Calibration) -> serde_json::Value {
-    let noise = match c.noise {
-        Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
-        Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
-        Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
-        Noise::PermuteAndFlip { beta } => {
-            json!({"distribution": "permute-and-flip", "beta": beta})
-        }
-    };
-    let mut v = json!({
-        "method": c.method.name(),
-        "calibration": c.calibration.name(),
-        "neighbours": c.neighbours.name(),
-        "epsilon": c.privacy.epsilon,
-        "delta": c.privacy.delta,
-        "budget": c.budget.get(),
-        "budget_unlimited": c.budget.get().is_none(),
-        "noise": noise,
-        "mechanism": privpred_core::noise::mechanism_name(c.method, &c.noise),
-        "valid_guarantee": c.valid_guarantee,
-        "assumptions": {
-            "K": c.assumptions.k,
-            "L": c.assumptions.l,
-            "classes": c.assumptions.classes,
-            "n": c.assumptions.n,
-            "lambda": c.assumptions.lambda,
-        },
-        "notes": c.notes,
-    });
-    let o = v.as_object_mut().expect("object");
-    if let Some(r) = c.rho {
-        o.insert("rho".into(), json!(r));
-    }
-    if let Some(s) = c.noise_multiplier {
-        o.insert("noise_multiplier".into(), json!(s));
-    }
-    if let Some(e) = c.epsilon_spent {
-        o.insert("epsilon_spent".into(), json!(e));
-    }
-    if let Some(q) = c.sampling_rate {
-        o.insert("sampling_rate".into(), json!(q));
-    }
-    if let Some(k) = c.steps {
-        o.insert("steps".into(), json!(k));
-    }
-    v
+    privpred_core::guarantee_json::to_json(c)
 }
 
 /// A short human-readable explanation of a calibration.
