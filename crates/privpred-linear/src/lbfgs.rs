@@ -196,10 +196,31 @@ pub fn minimize_preconditioned<F>(
 where
     F: FnMut(&[f64], &mut [f64]) -> f64,
 {
+    let mut g = vec![0.0; x0.len()];
+    let fx = f(&x0, &mut g);
+    minimize_from_evaluated(f, x0, fx, g, opts, pre)
+}
+
+/// [`minimize_preconditioned`] from a start whose value `f0` and gradient `g0` the caller has
+/// already computed (the same run, without evaluating `x0` again; the report counts that
+/// evaluation as the first). Used by the certification pass (SPEC erratum 4.8), which checks
+/// the start before refining it.
+pub fn minimize_from_evaluated<F>(
+    mut f: F,
+    x0: Vec<f64>,
+    f0: f64,
+    g0: Vec<f64>,
+    opts: &LbfgsOptions,
+    pre: Option<Preconditioned<'_>>,
+) -> (Vec<f64>, Vec<f64>, LbfgsReport)
+where
+    F: FnMut(&[f64], &mut [f64]) -> f64,
+{
     let n = x0.len();
+    assert_eq!(g0.len(), n, "gradient and start have the same length");
     let mut x = x0;
-    let mut g = vec![0.0; n];
-    let mut fx = f(&x, &mut g);
+    let mut g = g0;
+    let mut fx = f0;
     let mut evals = 1;
     let m = opts.memory.max(1);
     let mut s_hist: Vec<Vec<f64>> = Vec::with_capacity(m);
