@@ -282,8 +282,10 @@ mod vector {
                     let x0 = _mm256_set1_pd(xv[2 * t] as f64);
                     let x1 = _mm256_set1_pd(xv[2 * t + 1] as f64);
                     for v in 0..NV {
-                        a0[v] = _mm256_fmadd_pd(x0, _mm256_loadu_pd(tptr.add(j0 * cp + 4 * v)), a0[v]);
-                        a1[v] = _mm256_fmadd_pd(x1, _mm256_loadu_pd(tptr.add(j1 * cp + 4 * v)), a1[v]);
+                        a0[v] =
+                            _mm256_fmadd_pd(x0, _mm256_loadu_pd(tptr.add(j0 * cp + 4 * v)), a0[v]);
+                        a1[v] =
+                            _mm256_fmadd_pd(x1, _mm256_loadu_pd(tptr.add(j1 * cp + 4 * v)), a1[v]);
                     }
                 }
             }
@@ -293,7 +295,8 @@ mod vector {
                 unsafe {
                     let x = _mm256_set1_pd(xv[ix.len() - 1] as f64);
                     for v in 0..NV {
-                        a0[v] = _mm256_fmadd_pd(x, _mm256_loadu_pd(tptr.add(j * cp + 4 * v)), a0[v]);
+                        a0[v] =
+                            _mm256_fmadd_pd(x, _mm256_loadu_pd(tptr.add(j * cp + 4 * v)), a0[v]);
                     }
                 }
             }
@@ -352,6 +355,53 @@ mod tests {
         (f, y)
     }
 
+    /// The vector path computes the portable pass's loss and gradient (different summation
+    /// order and fused multiply-adds: equal to rounding, 1e-13 relative), for every padded class
+    /// count, odd and even row lengths, and empty rows.
+    #[test]
+    fn vector_pass_matches_portable() {
+        use rand::{RngExt, SeedableRng};
+        for (n, d, c, seed) in [
+            (700, 31, 10, 1),
+            (300, 9, 2, 2),
+            (257, 17, 3, 3),
+            (129, 40, 13, 4),
+            (64, 8, 16, 5),
+            (50, 6, 17, 6),
+        ] {
+            let (mut f, y) = sparse_design(n, d, c, seed);
+            let dp = crate::kernel::padded_dim(d);
+            f[3 * dp..4 * dp].iter_mut().for_each(|v| *v = 0.0); // an empty row
+            let design = Design::new(&f, &y, d, c);
+            let sp = SparseRows::new(&design);
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let theta: Vec<f64> = (0..d * c)
+                .map(|_| (rng.random::<f64>() - 0.5) * 6.0)
+                .collect();
+            let tp = pad_theta(&theta, c);
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(tp.is_some(), c <= 16 && vector::available());
+            let (mut a, mut b) = (vec![0f64; d * c], vec![0f64; d * c]);
+            let (mut la, mut lb) = (0.0, 0.0);
+            for blk in 0..n.div_ceil(F64_BLOCK.min(100)) {
+                let rows = blk * 100..((blk + 1) * 100).min(n);
+                la += rows_portable(&sp, &y, c, &theta, rows.clone(), &mut a);
+                lb += rows_pass(&sp, &y, c, &theta, tp.as_deref(), rows, &mut b);
+            }
+            assert!(
+                (la - lb).abs() <= 1e-13 * la.abs(),
+                "C = {c}: loss {la} vs {lb}"
+            );
+            let scale = a.iter().fold(0f64, |m, v| m.max(v.abs()));
+            for (i, (x, z)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (x - z).abs() <= 1e-13 * scale,
+                    "C = {c}, coordinate {i}: {x} vs {z}"
+                );
+            }
+        }
+    }
+
     /// Speed of the vector path against the portable one on MNIST-shaped data (run with
     /// `--ignored --nocapture`); the minimum of interleaved runs, so that contention cancels.
     #[test]
@@ -362,9 +412,19 @@ mod tests {
         let (f, y) = sparse_design(n, d, c, 1);
         let mnist = std::env::var("PRIVPRED_BENCH_MNIST").is_ok().then(|| {
             use privpred_data::{load::LoadOptions, preprocess::Preprocessing, spec::DatasetSpec};
-            let raw = privpred_data::load::load(&DatasetSpec::parse("mnist").unwrap(), &LoadOptions::default()).unwrap();
-            let p = Preprocessing { bias: true, ..Preprocessing::default() };
-            p.fit(&raw.train, 0).unwrap().apply_train(&raw.train).unwrap()
+            let raw = privpred_data::load::load(
+                &DatasetSpec::parse("mnist").unwrap(),
+                &LoadOptions::default(),
+            )
+            .unwrap();
+            let p = Preprocessing {
+                bias: true,
+                ..Preprocessing::default()
+            };
+            p.fit(&raw.train, 0)
+                .unwrap()
+                .apply_train(&raw.train)
+                .unwrap()
         });
         let design = match &mnist {
             Some(m) => Design::new(&m.features, &m.labels, m.d, m.classes),
@@ -372,23 +432,45 @@ mod tests {
         };
         let y = design.y.to_vec();
         let sp = SparseRows::new(&design);
-        let theta: Vec<f64> = (0..d * c).map(|i| ((i * 7919) % 13) as f64 * 0.1 - 0.6).collect();
+        let theta: Vec<f64> = (0..d * c)
+            .map(|i| ((i * 7919) % 13) as f64 * 0.1 - 0.6)
+            .collect();
         let (mut best_p, mut best_v) = (f64::INFINITY, f64::INFINITY);
         for _ in 0..7 {
             let mut acc = vec![0f64; d * c];
             let t = Instant::now();
             for b in 0..n.div_ceil(F64_BLOCK) {
-                rows_portable(&sp, &y, c, &theta, b * F64_BLOCK..((b + 1) * F64_BLOCK).min(n), &mut acc);
+                rows_portable(
+                    &sp,
+                    &y,
+                    c,
+                    &theta,
+                    b * F64_BLOCK..((b + 1) * F64_BLOCK).min(n),
+                    &mut acc,
+                );
             }
             best_p = best_p.min(t.elapsed().as_secs_f64());
             let mut acc = vec![0f64; d * c];
             let t = Instant::now();
             let tp = pad_theta(&theta, c);
             for b in 0..n.div_ceil(F64_BLOCK) {
-                rows_pass(&sp, &y, c, &theta, tp.as_deref(), b * F64_BLOCK..((b + 1) * F64_BLOCK).min(n), &mut acc);
+                rows_pass(
+                    &sp,
+                    &y,
+                    c,
+                    &theta,
+                    tp.as_deref(),
+                    b * F64_BLOCK..((b + 1) * F64_BLOCK).min(n),
+                    &mut acc,
+                );
             }
             best_v = best_v.min(t.elapsed().as_secs_f64());
         }
-        println!("f64 pass, {} nonzeros: portable {:.1} ms, vector {:.1} ms", sp.nonzeros(), best_p * 1e3, best_v * 1e3);
+        println!(
+            "f64 pass, {} nonzeros: portable {:.1} ms, vector {:.1} ms",
+            sp.nonzeros(),
+            best_p * 1e3,
+            best_v * 1e3
+        );
     }
 }

@@ -648,6 +648,33 @@ mod tests {
         );
     }
 
+    /// Handing in the start's value and gradient is the same run as evaluating it (bit for bit).
+    #[test]
+    fn minimize_from_evaluated_is_the_same_run() {
+        let diag: Vec<f64> = (1..=30).map(|i| i as f64 * 0.37).collect();
+        let f = |x: &[f64], g: &mut [f64]| {
+            let mut v = 0.0;
+            for i in 0..x.len() {
+                g[i] = diag[i] * (x[i] - 1.0) + (x[i] - 1.0).powi(3);
+                v += 0.5 * diag[i] * (x[i] - 1.0).powi(2) + 0.25 * (x[i] - 1.0).powi(4);
+            }
+            v
+        };
+        for gradient_only in [false, true] {
+            let opts = LbfgsOptions {
+                grad_tol: 1e-10,
+                gradient_only,
+                ..Default::default()
+            };
+            let x0 = vec![0.3; 30];
+            let a = minimize_preconditioned(f, x0.clone(), &opts, None);
+            let mut g0 = vec![0.0; 30];
+            let f0 = f(&x0, &mut g0);
+            let b = minimize_from_evaluated(f, x0, f0, g0, &opts, None);
+            assert_eq!(a, b);
+        }
+    }
+
     #[test]
     fn quadratic_converges_fast() {
         let diag: Vec<f64> = (1..=50).map(|i| i as f64).collect();

@@ -895,6 +895,64 @@ pub(crate) mod tests {
         assert!(p.lbfgs.grad_norm > 100.0 * gamma, "{:?}", p.lbfgs);
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+        /// The a-priori rounding bound (no pass over the data) is never below the one-pass
+        /// running bound it relaxes, for sparse and dense rows, any θ scale and a linear term.
+        #[test]
+        fn a_priori_bound_dominates_the_pass_bound(
+            n in 1usize..300, d in 1usize..30, c in 2usize..14, seed in 0u64..1000,
+            scale in 0.01f64..100.0, sparsity in 0usize..4, with_b in any::<bool>(),
+        ) {
+            use rand::{RngExt, SeedableRng};
+            let ds = toy(n, d, c, seed);
+            let mut f = ds.features.clone();
+            for (i, v) in f.iter_mut().enumerate() {
+                if sparsity > 0 && i % (sparsity + 1) != 0 {
+                    *v = 0.0;
+                }
+            }
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let theta: Vec<f64> = (0..d * c).map(|_| (rng.random::<f64>() - 0.5) * scale).collect();
+            let mut obj = Objective::new(Design::new(&f, &ds.labels, d, c), 0.01);
+            obj.linear = with_b.then(|| (0..d * c).map(|_| rng.random::<f64>() - 0.5).collect());
+            let sp = SparseRows::new(&obj.design);
+            let pass = obj.gradient_error_bound_sparse(&sp, &theta);
+            let apriori = obj.gradient_error_bound_a_priori(&sp, &theta);
+            prop_assert!(pass > 0.0 && apriori >= pass, "a priori {apriori} < pass {pass}");
+            prop_assert!(apriori.is_finite());
+        }
+    }
+
+    /// A start that already meets γ is certified with one f64 evaluation and released as is;
+    /// one that does not is refined from its own evaluation (no second evaluation of it), and
+    /// the certificate holds on an independent f64 gradient.
+    #[test]
+    fn certify_checks_the_start_once() {
+        let ds = toy(1500, 15, 6, 11);
+        let obj = Objective::new(
+            Design::new(&ds.features, &ds.labels, ds.d, ds.classes),
+            1e-2,
+        );
+        let gamma = 1e-9;
+        let (theta, cert, rep) = obj
+            .certify_report(vec![0.0; 90], gamma, &LbfgsOptions::default(), None, None)
+            .unwrap();
+        assert_eq!(rep.evaluations, cert.refinement_evaluations + 1);
+        assert!(
+            cert.gradient_norm + cert.rounding_bound <= gamma,
+            "{cert:?}"
+        );
+        let mut g = vec![0.0; 90];
+        obj.value_grad_f64(&theta, &mut g);
+        assert!(l2(&g) <= gamma);
+        let (again, c2, r2) = obj
+            .certify_report(theta.clone(), gamma, &LbfgsOptions::default(), None, None)
+            .unwrap();
+        assert_eq!((c2.refinement_evaluations, r2.evaluations), (0, 1));
+        assert_eq!(again, theta);
+    }
+
     #[test]
     fn rejects_bad_lambda() {
         let ds = toy(10, 3, 2, 1);

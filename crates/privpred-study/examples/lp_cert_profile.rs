@@ -10,12 +10,12 @@ use privpred_data::load::LoadOptions;
 use privpred_data::preprocess::Preprocessing;
 use privpred_data::spec::DatasetSpec;
 use privpred_linear::kernel::{self, Design};
+use privpred_linear::lbfgs::{PrecondScaling, Preconditioned, Preconditioner};
 use privpred_linear::methods::{
     LossPerturbationPreconditioner, loss_perturbation_fit_certified,
     loss_perturbation_fit_selection, loss_perturbation_rho_eff,
 };
 use privpred_linear::precond::{DataMoment, KfacPreconditioner};
-use privpred_linear::lbfgs::{Preconditioned, PrecondScaling, Preconditioner};
 use privpred_linear::train::{Objective, SparseRows};
 use privpred_linear::{GradNorm, LbfgsOptions, fit_logistic};
 use rand::SeedableRng;
@@ -25,7 +25,11 @@ use std::time::Instant;
 /// CPU time of this thread (s), from /proc/thread-self/schedstat: contention-independent.
 fn cpu() -> f64 {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
-    s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 1e9
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1e9
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,7 +43,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let raw = privpred_data::load(&DatasetSpec::parse("mnist")?, &LoadOptions::default())?;
-    let pca = std::env::var("LP_PCA").ok().map(|v| v.parse::<usize>().unwrap());
+    let pca = std::env::var("LP_PCA")
+        .ok()
+        .map(|v| v.parse::<usize>().unwrap());
     let recipe = Preprocessing {
         bias: true,
         pca,
@@ -111,7 +117,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
             let t = cpu();
             kernel::sequential(|| {
-                loss_perturbation_fit_selection(&train, &cal, lambda, Some(&pre), None, &opts, &mut rng)
+                loss_perturbation_fit_selection(
+                    &train,
+                    &cal,
+                    lambda,
+                    Some(&pre),
+                    None,
+                    &opts,
+                    &mut rng,
+                )
             })?;
             let a = cpu() - t;
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
@@ -146,7 +160,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let (mut pg, mut pb) = (vec![0.0; d * c], vec![0.0; d * c]);
                 pw.apply(&g0, &mut pg);
                 pw.apply(&bvec, &mut pb);
-                let start: Vec<f64> = warm.theta.iter().zip(&pg).zip(&pb).map(|((t, p), q)| t - p - q / n as f64).collect();
+                let start: Vec<f64> = warm
+                    .theta
+                    .iter()
+                    .zip(&pg)
+                    .zip(&pb)
+                    .map(|((t, p), q)| t - p - q / n as f64)
+                    .collect();
                 let t = cpu();
                 let ps = KfacPreconditioner::at(moment.clone(), &design, &start, mu)?;
                 let build = cpu() - t;
@@ -160,7 +180,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ("Pstart-m30", &ps, 30, PrecondScaling::None, 0.8),
                     ("tol.95", &pw, 10, PrecondScaling::None, 0.95),
                 ] {
-                    let ropts = LbfgsOptions { grad_tol: tol * gamma, norm: GradNorm::L2, gradient_only: true, memory: m, ..opts };
+                    let ropts = LbfgsOptions {
+                        grad_tol: tol * gamma,
+                        norm: GradNorm::L2,
+                        gradient_only: true,
+                        memory: m,
+                        ..opts
+                    };
                     let t = cpu();
                     let (_, _, rr) = privpred_linear::lbfgs::minimize_preconditioned(
                         |t, g| o.value_grad_sparse(&sp, t, g),
@@ -168,7 +194,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         &ropts,
                         Some(Preconditioned { p, scaling: sc }),
                     );
-                    line += &format!(" {name}: {:.2}s {}it/{}ev;", cpu() - t, rr.iterations, rr.evaluations);
+                    line += &format!(
+                        " {name}: {:.2}s {}it/{}ev;",
+                        cpu() - t,
+                        rr.iterations,
+                        rr.evaluations
+                    );
                 }
                 println!("{line}");
             }
