@@ -47,6 +47,13 @@ pub(crate) fn parallel_allowed() -> bool {
     !SEQUENTIAL.with(|s| s.get())
 }
 
+/// Whether the AVX2+FMA paths run on this CPU (runtime detection, cached); also used by the
+/// f64 certification pass ([`crate::exact`]).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx2_fma_available() -> bool {
+    simd::available()
+}
+
 /// Rows per block: the unit of parallel work and of f32 → f64 gradient flushing.
 const BLOCK: usize = 1024;
 /// Below this many rows the kernel runs on the calling thread.

@@ -19,6 +19,7 @@
 pub mod artifact;
 pub mod dpsgd;
 pub mod error;
+pub mod exact;
 pub mod kernel;
 pub mod lbfgs;
 pub mod methods;

@@ -5,12 +5,14 @@
 //! with ℓ the softmax cross-entropy and `b` the optional loss-perturbation term (zero otherwise).
 
 use crate::error::{LinearError, Result};
+use crate::exact::{self, F64_BLOCK};
 use crate::kernel::{self, Design, KernelParams};
 use crate::lbfgs::{self, LbfgsOptions, LbfgsReport, Preconditioned};
 use crate::model::{LinearModel, argmax};
 use privpred_data::{Dataset, UnitBallDataset};
 use serde::{Deserialize, Serialize};
 
+pub use crate::exact::SparseRows;
 pub use crate::lbfgs::{GradNorm, Termination};
 
 /// The λ grid of SPEC §6 (cross-validated on a 10 % hold-out).
@@ -149,14 +151,19 @@ impl<'a> Objective<'a> {
         use rayon::prelude::*;
         let (d, c, n) = (self.design.d, self.design.c, self.design.n);
         let nblocks = n.div_ceil(F64_BLOCK);
+        let padded = exact::pad_theta(theta, c);
         let work = |b: usize| -> (f64, Vec<f64>) {
             let mut acc = vec![0f64; d * c];
             let rows = b * F64_BLOCK..((b + 1) * F64_BLOCK).min(n);
-            let loss = match c {
-                10 => f64_rows::<10>(sp, &self.design.y, theta, rows, &mut acc),
-                2 => f64_rows::<2>(sp, &self.design.y, theta, rows, &mut acc),
-                _ => f64_rows_dyn(sp, &self.design.y, c, theta, rows, &mut acc),
-            };
+            let loss = exact::rows_pass(
+                sp,
+                &self.design.y,
+                c,
+                theta,
+                padded.as_deref(),
+                rows,
+                &mut acc,
+            );
             (loss, acc)
         };
         let parts: Vec<(f64, Vec<f64>)> =
@@ -246,12 +253,56 @@ impl<'a> Objective<'a> {
         2.0 * (data + reg) * (1.0 + (d * c + 2) as f64 * u)
     }
 
+    /// An a-priori bound on the rounding error of ‖∇J(θ)‖₂ as computed by
+    /// [`Objective::value_grad_sparse`]: [`Objective::gradient_error_bound_sparse`]'s bound
+    /// with each row's Σⱼ|xᵢⱼθⱼₖ| replaced by its Cauchy–Schwarz bound ‖xᵢ‖₂‖θ·ₖ‖₂, so that the
+    /// sum over rows factors into per-feature sums of the data built once with `sp`
+    /// ([`SparseRows`]): O(D·C) instead of a pass over the data, never smaller than the
+    /// one-pass bound (tested: `a_priori_bound_dominates_the_pass_bound`).
+    pub fn gradient_error_bound_a_priori(&self, sp: &SparseRows, theta: &[f64]) -> f64 {
+        let u = f64::EPSILON / 2.0;
+        let (d, c) = (self.design.d, self.design.c);
+        let nf = self.design.n.max(1) as f64;
+        let data = sp.rounding_bound(theta, c);
+        let b_norm = self.linear.as_ref().map_or(0.0, |b| l2(b));
+        let reg = 3.0 * u * (self.lambda * l2(theta) + b_norm / nf);
+        2.0 * (data + reg) * (1.0 + (d * c + 2) as f64 * u)
+    }
+
+    /// The rounding bound with which the computed f64 gradient norm `norm` at `theta` meets
+    /// `gamma` (norm·(1 + (DC + 2)u) + bound ≤ γ), or `None` when it does not: the a-priori
+    /// bound first (free), the one-pass bound only when the a-priori one is too loose.
+    fn certificate_slack(
+        &self,
+        sp: &SparseRows,
+        theta: &[f64],
+        norm: f64,
+        gamma: f64,
+    ) -> Option<f64> {
+        let np = (theta.len() + 2) as f64 * f64::EPSILON;
+        let computed = norm * (1.0 + np);
+        if !(computed <= gamma) || theta.iter().any(|v| !v.is_finite()) {
+            return None;
+        }
+        let a_priori = self.gradient_error_bound_a_priori(sp, theta);
+        if computed + a_priori <= gamma {
+            return Some(a_priori);
+        }
+        let pass = self.gradient_error_bound_sparse(sp, theta);
+        (computed + pass <= gamma).then_some(pass)
+    }
+
     /// Certifies ‖∇J(θ̂)‖₂ ≤ `gamma` in f64 on the iterate that will be released (SPEC erratum
-    /// 4.8; the bound the calibration assumed, see `privpred_core::certify`). When the fast
-    /// fit's iterate (f32 kernel) does not meet it, L-BFGS continues on the f64 objective (with
-    /// the same preconditioner, if any) until the f64 gradient norm is ≤ 0.8γ; the final
-    /// iterate is checked: computed norm + [`Objective::f64_gradient_error_bound`] ≤ γ, or the fit
-    /// is refused with [`LinearError::NotCertified`]. Never releases silently.
+    /// 4.8; the bound the calibration assumed, see `privpred_core::certify`). The f64 gradient
+    /// at `theta` is computed once; when it does not meet γ, L-BFGS continues from there on the
+    /// f64 objective (with the preconditioner, if any; gradient-only line search) until the f64
+    /// gradient norm is ≤ 0.8γ. The final iterate is checked: computed norm + a bound on its
+    /// rounding error ([`Objective::gradient_error_bound_a_priori`], or
+    /// [`Objective::f64_gradient_error_bound`] when that is too loose) ≤ γ, or the fit is
+    /// refused with [`LinearError::NotCertified`]. Never releases silently.
+    ///
+    /// `theta` may be any start — a fast f32 fit, or (as loss perturbation does) the start of
+    /// the fit itself, the whole minimisation then running in f64.
     ///
     /// `sparse`: the [`SparseRows`] of this objective's design when the caller keeps them
     /// across fits (built here otherwise).
@@ -263,6 +314,20 @@ impl<'a> Objective<'a> {
         pre: Option<Preconditioned<'_>>,
         sparse: Option<&SparseRows>,
     ) -> Result<(Vec<f64>, Optimization)> {
+        self.certify_report(theta, gamma, opts, pre, sparse)
+            .map(|(t, o, _)| (t, o))
+    }
+
+    /// [`Objective::certify`], also returning the report of the f64 run (its evaluations
+    /// include the check of the start).
+    pub fn certify_report(
+        &self,
+        theta: Vec<f64>,
+        gamma: f64,
+        opts: &LbfgsOptions,
+        pre: Option<Preconditioned<'_>>,
+        sparse: Option<&SparseRows>,
+    ) -> Result<(Vec<f64>, Optimization, LbfgsReport)> {
         if !(gamma.is_finite() && gamma > 0.0) {
             return Err(LinearError::invalid(
                 "gradient_norm_bound",
@@ -279,23 +344,23 @@ impl<'a> Objective<'a> {
             }
         };
         let mut g = vec![0.0; theta.len()];
-        self.value_grad_sparse(sp, &theta, &mut g);
+        let f0 = self.value_grad_sparse(sp, &theta, &mut g);
         let norm = l2(&g);
-        let np = (theta.len() + 2) as f64 * f64::EPSILON;
-        // the bound costs one more pass: only when the norm alone passes
-        if norm <= gamma
-            && let slack = self.gradient_error_bound_sparse(sp, &theta)
-            && norm * (1.0 + np) + slack <= gamma
-        {
-            return Ok((
-                theta,
-                Optimization {
-                    gradient_norm: norm,
-                    gradient_norm_bound: gamma,
-                    rounding_bound: slack,
-                    refinement_evaluations: 0,
-                },
-            ));
+        if let Some(slack) = self.certificate_slack(sp, &theta, norm, gamma) {
+            let report = LbfgsReport {
+                iterations: 0,
+                evaluations: 1,
+                value: f0,
+                grad_norm: norm,
+                termination: Termination::Converged,
+            };
+            let cert = Optimization {
+                gradient_norm: norm,
+                gradient_norm_bound: gamma,
+                rounding_bound: slack,
+                refinement_evaluations: 0,
+            };
+            return Ok((theta, cert, report));
         }
         let ropts = LbfgsOptions {
             grad_tol: 0.8 * gamma,
@@ -304,31 +369,28 @@ impl<'a> Objective<'a> {
             gradient_only: true,
             ..*opts
         };
-        let (t2, g2, rep) = lbfgs::minimize_preconditioned(
+        let (t2, g2, rep) = lbfgs::minimize_from_evaluated(
             |t, g| self.value_grad_sparse(sp, t, g),
             theta,
+            f0,
+            g,
             &ropts,
             pre,
         );
         let norm = l2(&g2);
-        let slack = self.gradient_error_bound_sparse(sp, &t2);
-        let certified =
-            (norm * (1.0 + np) + slack).partial_cmp(&gamma) != Some(std::cmp::Ordering::Greater);
-        if !certified || t2.iter().any(|v| !v.is_finite()) {
+        let Some(slack) = self.certificate_slack(sp, &t2, norm, gamma) else {
             return Err(LinearError::NotCertified(format!(
-                "after {} more L-BFGS iterations on the f64 objective (stopped: {:?}) the gradient norm is {norm:.3e} (+ rounding bound {slack:.1e}) > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8); the model is not released. A larger lambda makes the objective better conditioned",
+                "after {} more L-BFGS iterations on the f64 objective (stopped: {:?}) the gradient norm is {norm:.3e} > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8), or above it once its rounding error is added; the model is not released. A larger lambda makes the objective better conditioned",
                 rep.iterations, rep.termination
             )));
-        }
-        Ok((
-            t2,
-            Optimization {
-                gradient_norm: norm,
-                gradient_norm_bound: gamma,
-                rounding_bound: slack,
-                refinement_evaluations: rep.evaluations,
-            },
-        ))
+        };
+        let cert = Optimization {
+            gradient_norm: norm,
+            gradient_norm_bound: gamma,
+            rounding_bound: slack,
+            refinement_evaluations: rep.evaluations - 1,
+        };
+        Ok((t2, cert, rep))
     }
 
     /// Minimises the objective from `warm` (or zero).
@@ -371,139 +433,6 @@ impl<'a> Objective<'a> {
     }
 }
 
-/// The nonzero features of every row (CSR, values as stored in f32), built once per
-/// certification: the f64 passes then skip zeros without branching (MNIST is ~80 % zeros).
-#[derive(Debug, Clone)]
-pub struct SparseRows {
-    ptr: Vec<usize>,
-    idx: Vec<u32>,
-    val: Vec<f32>,
-}
-
-impl SparseRows {
-    /// The nonzeros of `design` (its first `d` columns).
-    pub fn new(design: &Design<'_>) -> Self {
-        let d = design.d;
-        // count (vectorised), then fill without branches: every feature is written at the
-        // cursor, which only advances past nonzeros (one slot of slack per row)
-        let nnz: usize = (0..design.n)
-            .map(|i| design.row(i)[..d].iter().filter(|v| **v != 0.0).count())
-            .sum();
-        let mut ptr = Vec::with_capacity(design.n + 1);
-        let mut idx = vec![0u32; nnz + d + 1];
-        let mut val = vec![0f32; nnz + d + 1];
-        let mut at = 0usize;
-        ptr.push(0);
-        for i in 0..design.n {
-            for (j, &x) in design.row(i)[..d].iter().enumerate() {
-                idx[at] = j as u32;
-                val[at] = x;
-                at += (x != 0.0) as usize;
-            }
-            ptr.push(at);
-        }
-        idx.truncate(at);
-        val.truncate(at);
-        SparseRows { ptr, idx, val }
-    }
-
-    fn row(&self, i: usize) -> (&[u32], &[f32]) {
-        let r = self.ptr[i]..self.ptr[i + 1];
-        (&self.idx[r.clone()], &self.val[r])
-    }
-}
-
-/// The f64 pass over `rows` with C known at compile time (the same operations in the same
-/// order as [`f64_rows_dyn`], so the same bits): adds Σᵢ xᵢ ⊗ (softmax(θᵀxᵢ) − onehot(yᵢ))
-/// into `acc` (row-major `d × C`) and returns Σᵢ ℓᵢ.
-fn f64_rows<const C: usize>(
-    sp: &SparseRows,
-    labels: &[u32],
-    theta: &[f64],
-    rows: std::ops::Range<usize>,
-    acc: &mut [f64],
-) -> f64 {
-    let mut loss = 0.0;
-    for i in rows {
-        let (ix, xv) = sp.row(i);
-        let mut l = [0f64; C];
-        for (&j, &xj) in ix.iter().zip(xv) {
-            let (j, xj) = (j as usize, xj as f64);
-            let t: &[f64; C] = theta[j * C..(j + 1) * C].try_into().expect("C columns");
-            for k in 0..C {
-                l[k] += xj * t[k];
-            }
-        }
-        let m = l.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-        let mut z = 0.0;
-        for lk in l.iter_mut() {
-            let e = (*lk - m).exp();
-            z += e;
-            *lk -= m;
-        }
-        let y = labels[i] as usize;
-        loss += z.ln() - l[y];
-        for (k, lk) in l.iter_mut().enumerate() {
-            *lk = lk.exp() / z - if k == y { 1.0 } else { 0.0 };
-        }
-        for (&j, &xj) in ix.iter().zip(xv) {
-            let (j, xj) = (j as usize, xj as f64);
-            let a: &mut [f64; C] = (&mut acc[j * C..(j + 1) * C])
-                .try_into()
-                .expect("C columns");
-            for k in 0..C {
-                a[k] += xj * l[k];
-            }
-        }
-    }
-    loss
-}
-
-/// [`f64_rows`] for any number of classes.
-fn f64_rows_dyn(
-    sp: &SparseRows,
-    labels: &[u32],
-    c: usize,
-    theta: &[f64],
-    rows: std::ops::Range<usize>,
-    acc: &mut [f64],
-) -> f64 {
-    let mut l = vec![0f64; c];
-    let mut loss = 0.0;
-    for i in rows {
-        let (ix, xv) = sp.row(i);
-        l.iter_mut().for_each(|v| *v = 0.0);
-        for (&j, &xj) in ix.iter().zip(xv) {
-            let (j, xj) = (j as usize, xj as f64);
-            for (lk, tk) in l.iter_mut().zip(&theta[j * c..(j + 1) * c]) {
-                *lk += xj * tk;
-            }
-        }
-        let m = l.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-        let mut z = 0.0;
-        for lk in l.iter_mut() {
-            let e = (*lk - m).exp();
-            z += e;
-            *lk -= m;
-        }
-        let y = labels[i] as usize;
-        loss += z.ln() - l[y];
-        for (k, lk) in l.iter_mut().enumerate() {
-            *lk = lk.exp() / z - if k == y { 1.0 } else { 0.0 };
-        }
-        for (&j, &xj) in ix.iter().zip(xv) {
-            let (j, xj) = (j as usize, xj as f64);
-            for (a, rk) in acc[j * c..(j + 1) * c].iter_mut().zip(&l) {
-                *a += xj * rk;
-            }
-        }
-    }
-    loss
-}
-
-/// Rows per block of the f64 certification pass.
-const F64_BLOCK: usize = 1024;
-
 fn l2(g: &[f64]) -> f64 {
     g.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
@@ -520,7 +449,9 @@ pub struct Optimization {
     /// Bound on the f64 rounding error of `gradient_norm`.
     #[serde(default)]
     pub rounding_bound: f64,
-    /// f64 evaluations spent past the fast fit's stopping rule (0 when it already met γ).
+    /// f64 gradient evaluations after the check of the start (0 when the start already met γ;
+    /// for a fit run in f64 from its start, as loss perturbation's, all but one of its
+    /// evaluations).
     #[serde(default)]
     pub refinement_evaluations: usize,
 }
@@ -962,6 +893,64 @@ pub(crate) mod tests {
         // uncertified (paper): the same cap releases an iterate far from the bound
         let p = fit_logistic(&ds, 1e-2, None, &capped).unwrap();
         assert!(p.lbfgs.grad_norm > 100.0 * gamma, "{:?}", p.lbfgs);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+        /// The a-priori rounding bound (no pass over the data) is never below the one-pass
+        /// running bound it relaxes, for sparse and dense rows, any θ scale and a linear term.
+        #[test]
+        fn a_priori_bound_dominates_the_pass_bound(
+            n in 1usize..300, d in 1usize..30, c in 2usize..14, seed in 0u64..1000,
+            scale in 0.01f64..100.0, sparsity in 0usize..4, with_b in any::<bool>(),
+        ) {
+            use rand::{RngExt, SeedableRng};
+            let ds = toy(n, d, c, seed);
+            let mut f = ds.features.clone();
+            for (i, v) in f.iter_mut().enumerate() {
+                if sparsity > 0 && i % (sparsity + 1) != 0 {
+                    *v = 0.0;
+                }
+            }
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let theta: Vec<f64> = (0..d * c).map(|_| (rng.random::<f64>() - 0.5) * scale).collect();
+            let mut obj = Objective::new(Design::new(&f, &ds.labels, d, c), 0.01);
+            obj.linear = with_b.then(|| (0..d * c).map(|_| rng.random::<f64>() - 0.5).collect());
+            let sp = SparseRows::new(&obj.design);
+            let pass = obj.gradient_error_bound_sparse(&sp, &theta);
+            let apriori = obj.gradient_error_bound_a_priori(&sp, &theta);
+            prop_assert!(pass > 0.0 && apriori >= pass, "a priori {apriori} < pass {pass}");
+            prop_assert!(apriori.is_finite());
+        }
+    }
+
+    /// A start that already meets γ is certified with one f64 evaluation and released as is;
+    /// one that does not is refined from its own evaluation (no second evaluation of it), and
+    /// the certificate holds on an independent f64 gradient.
+    #[test]
+    fn certify_checks_the_start_once() {
+        let ds = toy(1500, 15, 6, 11);
+        let obj = Objective::new(
+            Design::new(&ds.features, &ds.labels, ds.d, ds.classes),
+            1e-2,
+        );
+        let gamma = 1e-9;
+        let (theta, cert, rep) = obj
+            .certify_report(vec![0.0; 90], gamma, &LbfgsOptions::default(), None, None)
+            .unwrap();
+        assert_eq!(rep.evaluations, cert.refinement_evaluations + 1);
+        assert!(
+            cert.gradient_norm + cert.rounding_bound <= gamma,
+            "{cert:?}"
+        );
+        let mut g = vec![0.0; 90];
+        obj.value_grad_f64(&theta, &mut g);
+        assert!(l2(&g) <= gamma);
+        let (again, c2, r2) = obj
+            .certify_report(theta.clone(), gamma, &LbfgsOptions::default(), None, None)
+            .unwrap();
+        assert_eq!((c2.refinement_evaluations, r2.evaluations), (0, 1));
+        assert_eq!(again, theta);
     }
 
     #[test]

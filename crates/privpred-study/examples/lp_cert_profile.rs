@@ -1,0 +1,218 @@
+//! Where a certified loss-perturbation repetition spends its time (SPEC erratum 4.8): for each
+//! `EPS:LAMBDA` pair, R repetitions on full MNIST as the study runs them (sequential kernels,
+//! shared preconditioner around θ*(λ)), timing the fast f32 fit and the f64 certification
+//! separately, plus one f32 pass, one f64 pass and one rounding-bound pass.
+//!
+//! `cargo run --release -p privpred-study --example lp_cert_profile -- R EPS:LAMBDA...`
+
+use privpred_core::{CalibrationMode, Method, Neighbours};
+use privpred_data::load::LoadOptions;
+use privpred_data::preprocess::Preprocessing;
+use privpred_data::spec::DatasetSpec;
+use privpred_linear::kernel::{self, Design};
+use privpred_linear::lbfgs::{PrecondScaling, Preconditioned, Preconditioner};
+use privpred_linear::methods::{
+    LossPerturbationPreconditioner, loss_perturbation_fit_certified,
+    loss_perturbation_fit_selection, loss_perturbation_rho_eff,
+};
+use privpred_linear::precond::{DataMoment, KfacPreconditioner};
+use privpred_linear::train::{Objective, SparseRows};
+use privpred_linear::{GradNorm, LbfgsOptions, fit_logistic};
+use rand::SeedableRng;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// CPU time of this thread (s), from /proc/thread-self/schedstat: contention-independent.
+fn cpu() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    s.split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1e9
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let reps: u64 = args.first().map_or(Ok(5), |s| s.parse())?;
+    let pairs: Vec<(f64, f64)> = args[1..]
+        .iter()
+        .map(|s| {
+            let (e, l) = s.split_once(':').expect("EPS:LAMBDA");
+            (e.parse().unwrap(), l.parse().unwrap())
+        })
+        .collect();
+    let raw = privpred_data::load(&DatasetSpec::parse("mnist")?, &LoadOptions::default())?;
+    let pca = std::env::var("LP_PCA")
+        .ok()
+        .map(|v| v.parse::<usize>().unwrap());
+    let recipe = Preprocessing {
+        bias: true,
+        pca,
+        ..Preprocessing::default()
+    };
+    let train = recipe.fit(&raw.train, 0)?.apply_train(&raw.train)?;
+    let (n, d, c) = (train.n, train.d, train.classes);
+    let opts = LbfgsOptions {
+        norm: GradNorm::Max,
+        ..LbfgsOptions::default()
+    };
+    let design = Design::new(&train.features, &train.labels, d, c);
+    let moment = Arc::new(kernel::sequential(|| DataMoment::new(&design))?);
+    let sp = SparseRows::new(&design);
+    for (eps, lambda) in pairs {
+        let t = Instant::now();
+        let warm = kernel::sequential(|| fit_logistic(&train, lambda, None, &opts))?.model;
+        let t_np = t.elapsed().as_secs_f64();
+        let cal = privpred_study::linear::calibrate(
+            Method::LossPerturbation,
+            CalibrationMode::Corrected,
+            eps,
+            0.0,
+            100,
+            n,
+            c,
+            Some(lambda),
+            &Default::default(),
+            Neighbours::ReplaceOne,
+        )?;
+        let rho_eff = loss_perturbation_rho_eff(&cal, lambda, n, c);
+        let pre = kernel::sequential(|| {
+            LossPerturbationPreconditioner::new(&train, moment.clone(), &warm, rho_eff)
+        })?;
+        // per-pass costs
+        let obj = Objective {
+            design: design.clone(),
+            lambda: rho_eff / n as f64,
+            linear: None,
+            parallel: false,
+        };
+        let mut g = vec![0.0; d * c];
+        let time = |f: &mut dyn FnMut()| {
+            let t = cpu();
+            for _ in 0..5 {
+                f();
+            }
+            (cpu() - t) / 5.0
+        };
+        let p32 = time(&mut || {
+            obj.value_grad(&warm.theta, &mut g);
+        });
+        let p64 = time(&mut || {
+            obj.value_grad_sparse(&sp, &warm.theta, &mut g);
+        });
+        let pb = time(&mut || {
+            obj.gradient_error_bound_sparse(&sp, &warm.theta);
+        });
+        println!(
+            "eps={eps} lambda={lambda} rho_eff={rho_eff:.1} mu={:.2e} gamma={:.2e} nonprivate_fit={t_np:.2}s pass: f32 {:.1} ms, f64 {:.1} ms, bound {:.1} ms",
+            rho_eff / n as f64,
+            cal.certified.unwrap().gradient_norm_bound,
+            p32 * 1e3,
+            p64 * 1e3,
+            pb * 1e3
+        );
+        let (mut s32, mut scert, mut e32, mut e64) = (0.0, 0.0, 0, 0);
+        for r in 0..reps {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
+            let t = cpu();
+            kernel::sequential(|| {
+                loss_perturbation_fit_selection(
+                    &train,
+                    &cal,
+                    lambda,
+                    Some(&pre),
+                    None,
+                    &opts,
+                    &mut rng,
+                )
+            })?;
+            let a = cpu() - t;
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
+            let t = cpu();
+            let (_, rep, cert) = kernel::sequential(|| {
+                loss_perturbation_fit_certified(&train, &cal, lambda, Some(&pre), &opts, &mut rng)
+            })?;
+            let b = cpu() - t;
+            let cert = cert.unwrap();
+            s32 += a;
+            scert += b;
+            e32 += rep.evaluations;
+            e64 += cert.refinement_evaluations;
+            println!(
+                "  r{r}: f32 fit {a:.2}s ({} evals, max|g| {:.1e}); certified fit {b:.2}s (+{} f64 evals, ||g|| {:.2e} + {:.1e})",
+                rep.evaluations,
+                rep.grad_norm,
+                cert.refinement_evaluations,
+                cert.gradient_norm,
+                cert.rounding_bound
+            );
+            if std::env::var("LP_VARIANTS").is_ok() {
+                let mu = rho_eff / n as f64;
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
+                let mut bvec = vec![0.0; d * c];
+                cal.noise.add_to(&mut rng, &mut bvec)?;
+                let mut o = obj.clone();
+                o.linear = Some(bvec.clone());
+                let pw = KfacPreconditioner::at(moment.clone(), &design, &warm.theta, mu)?;
+                let mut g0 = vec![0.0; d * c];
+                obj.value_grad_sparse(&sp, &warm.theta, &mut g0);
+                let (mut pg, mut pb) = (vec![0.0; d * c], vec![0.0; d * c]);
+                pw.apply(&g0, &mut pg);
+                pw.apply(&bvec, &mut pb);
+                let start: Vec<f64> = warm
+                    .theta
+                    .iter()
+                    .zip(&pg)
+                    .zip(&pb)
+                    .map(|((t, p), q)| t - p - q / n as f64)
+                    .collect();
+                let t = cpu();
+                let ps = KfacPreconditioner::at(moment.clone(), &design, &start, mu)?;
+                let build = cpu() - t;
+                let gamma = cal.certified.unwrap().gradient_norm_bound;
+                let mut line = format!("    P(start) build {build:.2}s;");
+                for (name, p, m, sc, tol) in [
+                    ("base", &pw, 10, PrecondScaling::None, 0.8),
+                    ("m30", &pw, 30, PrecondScaling::None, 0.8),
+                    ("scaled", &pw, 10, PrecondScaling::Scaled, 0.8),
+                    ("Pstart", &ps, 10, PrecondScaling::None, 0.8),
+                    ("Pstart-m30", &ps, 30, PrecondScaling::None, 0.8),
+                    ("tol.95", &pw, 10, PrecondScaling::None, 0.95),
+                ] {
+                    let ropts = LbfgsOptions {
+                        grad_tol: tol * gamma,
+                        norm: GradNorm::L2,
+                        gradient_only: true,
+                        memory: m,
+                        ..opts
+                    };
+                    let t = cpu();
+                    let (_, _, rr) = privpred_linear::lbfgs::minimize_preconditioned(
+                        |t, g| o.value_grad_sparse(&sp, t, g),
+                        start.clone(),
+                        &ropts,
+                        Some(Preconditioned { p, scaling: sc }),
+                    );
+                    line += &format!(
+                        " {name}: {:.2}s {}it/{}ev;",
+                        cpu() - t,
+                        rr.iterations,
+                        rr.evaluations
+                    );
+                }
+                println!("{line}");
+            }
+        }
+        let r = reps as f64;
+        println!(
+            "  mean: f32 fit {:.2}s ({:.0} evals), certified {:.2}s (+{:.0} f64 evals): certification {:.0}% of the fit",
+            s32 / r,
+            e32 as f64 / r,
+            scert / r,
+            e64 as f64 / r,
+            100.0 * (scert - s32) / scert
+        );
+    }
+    Ok(())
+}
