@@ -255,6 +255,7 @@ mod vector {
     /// # Safety
     /// AVX2+FMA available.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::needless_range_loop)] // register tiles read best as index loops
     pub unsafe fn rows<const NV: usize>(
         sp: &SparseRows,
         labels: &[u32],

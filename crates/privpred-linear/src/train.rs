@@ -281,7 +281,7 @@ impl<'a> Objective<'a> {
     ) -> Option<f64> {
         let np = (theta.len() + 2) as f64 * f64::EPSILON;
         let computed = norm * (1.0 + np);
-        if !(computed <= gamma) || theta.iter().any(|v| !v.is_finite()) {
+        if computed.is_nan() || computed > gamma || theta.iter().any(|v| !v.is_finite()) {
             return None;
         }
         let a_priori = self.gradient_error_bound_a_priori(sp, theta);
