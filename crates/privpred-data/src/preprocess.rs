@@ -33,6 +33,13 @@ pub const MARGIN: f64 = 1e-6;
 /// recipe with `"bias": true` and no `bias_value` (written before issue #16) means.
 pub const BIAS_VALUE: f32 = std::f32::consts::FRAC_1_SQRT_2;
 
+/// The bias value `compare` and the study use unless told otherwise: √½, their value before it
+/// became a parameter. NOT yet chosen by measurement (issue #16: the hold-out measurement,
+/// `cargo run --release -p privpred-study --example holdout -- bias`, has not been run).
+/// `privpred train` keeps its old default, no bias feature; the library's
+/// [`Preprocessing::default`] has none either.
+pub const BIAS_DEFAULT: f64 = std::f64::consts::FRAC_1_SQRT_2;
+
 /// The valid range of a bias value, as error messages state it.
 pub const BIAS_RANGE: &str =
     "a number in [0, 1): the bias feature's value v, rows [x·√(1 − v²), v]; 0 = no bias feature";

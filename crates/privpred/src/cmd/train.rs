@@ -120,9 +120,15 @@ pub struct Args {
     /// Preprocessing: keep a random subset of N training examples.
     #[arg(long)]
     pub subsample: Option<usize>,
-    /// Preprocessing: append a bias feature (inside the unit ball).
-    #[arg(long)]
-    pub bias: bool,
+    /// Preprocessing: the bias feature's value v in [0, 1): rows become [x·√(1 − v²), v];
+    /// 0 = no bias feature (the default); `--bias` alone means √½, the value before it was a
+    /// parameter.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.7071067811865476", allow_negative_numbers = true)]
+    pub bias: Option<String>,
+    /// Private draws averaged per cross-validated λ (≥ 1; default 1). DP-SGD's clip ν is
+    /// selected with one run per value.
+    #[arg(long, default_value_t = methods::CV_DRAWS_DEFAULT)]
+    pub cv_draws: usize,
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
     #[arg(long, default_value = "normalize")]
     pub unit_ball: String,
@@ -255,6 +261,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let budget = Budget::finite(args.budget)?;
     let unit_ball = args.unit_ball.parse().map_err(usage)?;
+    let bias = match &args.bias {
+        Some(b) => privpred_data::preprocess::parse_bias(b).map_err(usage)?,
+        None => 0.0,
+    };
+    let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
     check_out_dir(&args.out)?;
 
     // ---- randomness: experiment seed or release generator
@@ -277,10 +288,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         classes: args.classes,
         subsample: args.subsample,
         pca: args.pca,
-        bias: args.bias,
         unit_ball,
         ..Preprocessing::default()
-    };
+    }
+    .with_bias(bias);
     let prep_seed: u64 = rng.random();
     let fitted = recipe.fit(&splits.train, prep_seed)?;
     // owned: preprocessing works in place on the loaded split (one copy of the features)
@@ -303,10 +314,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     let mut cfg =
                         MethodConfig::new(m, args.calibration, privacy.expect("checked"), budget);
                     cfg.neighbours = args.neighbours;
-                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, &mut rng).map_err(lin)?
+                    methods::cv_lambda_draws(&cfg, &tr, &ho, &LAMBDA_GRID, cv_draws, &mut rng)
+                        .map_err(lin)?
                 }
             };
-            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
+            // the non-private model has no mechanism to draw: its score is one evaluation
+            let draws = if m.is_some() { cv_draws } else { 1 };
+            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "draws": draws, "scores": cv.scores, "chosen": cv.best});
             cv.best
         }
     };
@@ -342,7 +356,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if m == Method::DpSgd && clip_arg.is_none() {
                 let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
                 let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(lin)?;
-                cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
+                cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "draws": 1, "scores": cv.scores, "chosen": cv.best});
                 cfg.dp_sgd.clip = Some(cv.best);
             }
             let p = train_private(&cfg, &train, &mut rng).map_err(lin)?;
@@ -374,6 +388,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "dataset": args.dataset,
         "dataset_provenance": {"name": provenance.name, "checksum": provenance.checksum, "verified": provenance.verified, "labels": provenance.labels},
         "preprocessing_steps": fitted.steps(),
+        "bias": fitted.recipe.bias(),
         "cross_validation": cv_record,
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
@@ -385,6 +400,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     summary["out"] = json!(args.out.display().to_string());
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["cross_validation"] = cv_record;
+    summary["bias"] = json!(fitted.recipe.bias());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

@@ -77,7 +77,7 @@ pub fn run(args: &Args, started: Instant) -> anyhow::Result<()> {
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
         (args.classes.is_some(), "--classes"),
-        (args.bias, "--bias"),
+        (args.bias.is_some(), "--bias"),
         (args.lambda != "cv", "--lambda"),
         (args.unit_ball != "normalize", "--unit-ball"),
     ] {
