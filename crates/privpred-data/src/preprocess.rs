@@ -29,9 +29,56 @@ const BLOCK: usize = 256;
 /// Relative safety margin of the unit-ball rules.
 pub const MARGIN: f64 = 1e-6;
 
-/// The value of the bias feature, `f32(√½)` rounded down; non-bias features are scaled by
-/// the same factor so that ‖[x·√½, √½]‖² ≤ ½‖x‖² + ½ ≤ 1.
+/// The bias value before it became a parameter, `f32(√½)` rounded down: what an artifact's
+/// recipe with `"bias": true` and no `bias_value` (written before issue #16) means.
 pub const BIAS_VALUE: f32 = std::f32::consts::FRAC_1_SQRT_2;
+
+/// The bias value `compare` and the study use unless told otherwise: √½, their value before it
+/// became a parameter. NOT yet chosen by measurement (issue #16: the hold-out measurement,
+/// `cargo run --release -p privpred-study --example holdout -- bias`, has not been run).
+/// `privpred train` keeps its old default, no bias feature; the library's
+/// [`Preprocessing::default`] has none either.
+pub const BIAS_DEFAULT: f64 = std::f64::consts::FRAC_1_SQRT_2;
+
+/// The valid range of a bias value, as error messages state it.
+pub const BIAS_RANGE: &str =
+    "a number in [0, 1): the bias feature's value v, rows [x·√(1 − v²), v]; 0 = no bias feature";
+
+fn legacy_bias_value() -> f64 {
+    std::f64::consts::FRAC_1_SQRT_2
+}
+
+/// Checks a bias value: finite, 0 ≤ v < 1 (0 = no bias feature). Any such v keeps
+/// ‖[x·√(1 − v²), v]‖ ≤ 1; v = 1 would leave no room for the features.
+pub fn check_bias(v: f64) -> Result<f64> {
+    if v.is_finite() && (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(DataError::InvalidArgument {
+            name: "bias",
+            value: v.to_string(),
+            expected: BIAS_RANGE.into(),
+        })
+    }
+}
+
+/// Parses and checks a bias value (`0`, `0.1`, `0.7071`, …; see [`check_bias`]).
+pub fn parse_bias(s: &str) -> Result<f64> {
+    let v = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    check_bias(v).map_err(|_| DataError::InvalidArgument {
+        name: "bias",
+        value: s.to_string(),
+        expected: BIAS_RANGE.into(),
+    })
+}
+
+/// The stored bias feature for a value v: the largest f32 ≤ v (so the row's norm bound
+/// computed from it never exceeds the one for v). `f32(√½)` is already below √½, so the old
+/// [`BIAS_VALUE`] is reproduced exactly.
+fn bias_f32(v: f64) -> f32 {
+    let f = v as f32;
+    if f as f64 > v { f.next_down() } else { f }
+}
 
 /// How each example is mapped into the unit ball.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
@@ -118,8 +165,14 @@ pub struct Preprocessing {
     pub subsample: Option<usize>,
     /// Project onto the top-D principal components of the (selected) training rows.
     pub pca: Option<usize>,
-    /// Append a constant bias feature inside the unit ball.
+    /// Append a constant bias feature inside the unit ball, of value [`Self::bias_value`].
     pub bias: bool,
+    /// The bias feature's value v ∈ [0, 1) when `bias` is set (0 = no bias feature): rows
+    /// become [x·√(1 − v²), v] (SPEC §2). Recipes written before this field existed (artifacts
+    /// with `"bias": true` alone) read as √½, the value they used. Set both with
+    /// [`Self::with_bias`].
+    #[serde(default = "legacy_bias_value")]
+    pub bias_value: f64,
     /// The unit-ball rule.
     pub unit_ball: UnitBall,
 }
@@ -132,6 +185,7 @@ impl Default for Preprocessing {
             subsample: None,
             pca: None,
             bias: false,
+            bias_value: legacy_bias_value(),
             unit_ball: UnitBall::Normalize,
         }
     }
@@ -170,8 +224,29 @@ pub struct FittedPreprocessing {
 }
 
 impl Preprocessing {
+    /// The recipe with bias value `v` (0 = no bias feature; not checked here, [`Self::fit`]
+    /// and [`FittedPreprocessing::validate`] refuse values outside [0, 1)).
+    pub fn with_bias(mut self, v: f64) -> Self {
+        self.bias = v != 0.0;
+        self.bias_value = v;
+        self
+    }
+
+    /// The bias value in effect: [`Self::bias_value`] when `bias` is set, else 0.
+    pub fn bias(&self) -> f64 {
+        if self.bias { self.bias_value } else { 0.0 }
+    }
+
+    /// The bias feature appended to every row, if any (see [`bias_f32`]).
+    fn bias_feature(&self) -> Option<f32> {
+        (self.bias && self.bias_value > 0.0).then(|| bias_f32(self.bias_value))
+    }
+
     /// Validates the recipe against a training set and fits it (subsample, PCA, max-norm).
     pub fn fit(&self, train: &Dataset, seed: u64) -> Result<FittedPreprocessing> {
+        if self.bias {
+            check_bias(self.bias_value)?;
+        }
         if !(self.scale.is_finite() && self.scale > 0.0) {
             return Err(DataError::InvalidArgument {
                 name: "scale",
@@ -324,6 +399,9 @@ impl FittedPreprocessing {
         if r.subsample == Some(0) {
             return bad("subsample", "0".into(), "at least 1".into());
         }
+        if r.bias {
+            check_bias(r.bias_value)?;
+        }
         if let UnitBall::Clip { radius } = r.unit_ball
             && !(radius.is_finite() && radius > 0.0)
         {
@@ -418,7 +496,7 @@ impl FittedPreprocessing {
 
     /// Output dimension (including the bias feature).
     pub fn output_dim(&self) -> usize {
-        self.projected_dim() + usize::from(self.recipe.bias)
+        self.projected_dim() + usize::from(self.recipe.bias_feature().is_some())
     }
 
     /// Number of classes of the output.
@@ -453,8 +531,11 @@ impl FittedPreprocessing {
                 self.max_norm.unwrap_or(f64::NAN)
             ),
         });
-        if r.bias {
-            s.push("bias:[x·√½, √½] (inside the unit ball)".into());
+        if r.bias_feature().is_some() {
+            s.push(format!(
+                "bias:{} (rows [x·√(1 − v²), v] with v = {}, inside the unit ball)",
+                r.bias_value, r.bias_value
+            ));
         }
         s
     }
@@ -555,19 +636,22 @@ impl FittedPreprocessing {
             UnitBall::Clip { radius } => (1.0 - MARGIN) / radius.max(n),
             UnitBall::MaxNorm => (1.0 - MARGIN) / self.max_norm.unwrap_or(1.0).max(n),
         };
-        if self.recipe.bias {
-            let b = BIAS_VALUE as f64;
-            let limit = (1.0 - b * b).sqrt() * (1.0 - MARGIN);
-            scale_into(&mut out[..k], s * BIAS_VALUE as f64, limit);
-            out[k] = BIAS_VALUE;
+        if let Some(b32) = self.recipe.bias_feature() {
+            let b = b32 as f64;
+            let room = (1.0 - b * b).sqrt();
+            scale_into(&mut out[..k], s * room, room * (1.0 - MARGIN));
+            out[k] = b32;
             // Final check of the whole row, bias included (nudges the features only).
             for _ in 0..64 {
                 if norm64(&out[..=k]) <= 1.0 {
-                    break;
+                    return;
                 }
                 for v in out[..k].iter_mut() {
                     *v *= 1.0 - 1e-5;
                 }
+            }
+            if norm64(&out[..=k]) > 1.0 {
+                out[..k].fill(0.0); // unreachable in practice: b < 1 alone is inside the ball
             }
         } else {
             scale_into(&mut out[..k], s, 1.0);
@@ -689,7 +773,7 @@ impl FittedPreprocessing {
         } else {
             gather_rows_in_place(&mut features, d, idx);
             let scale = self.recipe.scale as f32;
-            if self.recipe.bias {
+            if let Some(b32) = self.recipe.bias_feature() {
                 // Each row goes through a (d + 1)-wide scratch row, exactly as in
                 // `transform_rows`; its d features come back in place; then one pass from
                 // the last row down widens the rows (row j moves from j·d to j·(d+1) ≥ j·d,
@@ -708,7 +792,7 @@ impl FittedPreprocessing {
                 features.resize(m * (d + 1), 0.0);
                 for j in (0..m).rev() {
                     features.copy_within(j * d..(j + 1) * d, j * (d + 1));
-                    features[j * (d + 1) + d] = BIAS_VALUE;
+                    features[j * (d + 1) + d] = b32;
                 }
             } else {
                 features.par_chunks_mut(d).for_each(|row| {

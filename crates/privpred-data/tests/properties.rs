@@ -63,6 +63,21 @@ fn dataset(rows: &[Vec<f32>], classes: usize) -> Dataset {
     .unwrap()
 }
 
+/// Bias values: none, the edges of [0, 1), the old √½, the small values of issue #16 and any
+/// value in between.
+fn bias_value() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(0.0),
+        Just(0.05),
+        Just(0.1),
+        Just(0.2),
+        Just(std::f64::consts::FRAC_1_SQRT_2),
+        Just(0.999_999_999),
+        Just(1e-6),
+        0.0f64..1.0,
+    ]
+}
+
 fn rule() -> impl Strategy<Value = UnitBall> {
     prop_oneof![
         Just(UnitBall::Normalize),
@@ -83,7 +98,7 @@ proptest! {
         scale in prop_oneof![Just(1.0 / 255.0), Just(1.0), Just(37.5)],
         pca_frac in 0.0f64..1.0,
         use_pca in any::<bool>(),
-        bias in any::<bool>(),
+        bias in bias_value(),
         unit_ball in rule(),
         queries in proptest::collection::vec(proptest::collection::vec(-1e7f32..1e7, 12), 1..4),
     ) {
@@ -92,7 +107,7 @@ proptest! {
         let rows: Vec<Vec<f32>> = (0..n).map(|_| (0..d).map(|_| rng.random_range(-1.0f32..1.0) * mag).collect()).collect();
         let ds = dataset(&rows, 3);
         let pca = use_pca.then(|| 1 + ((d - 1) as f64 * pca_frac) as usize);
-        let p = Preprocessing { scale, classes: None, subsample: Some(n - 2), pca, bias, unit_ball };
+        let p = Preprocessing { scale, classes: None, subsample: Some(n - 2), pca, unit_ball, ..Default::default() }.with_bias(bias);
         let f = p.fit(&ds, seed).unwrap();
         let tr = f.apply_train(&ds).unwrap();
         prop_assert!(tr.max_norm() <= 1.0, "train max norm {}", tr.max_norm());
@@ -103,7 +118,12 @@ proptest! {
             let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
             prop_assert!(norm <= 1.0, "query norm {norm}");
             prop_assert_eq!(x.len(), f.output_dim());
-            if bias { prop_assert!(x[x.len() - 1] > 0.7); }
+            // the bias column exists exactly for v > 0 and holds the largest f32 ≤ v
+            prop_assert_eq!(f.output_dim(), pca.unwrap_or(d) + usize::from(bias > 0.0));
+            if bias > 0.0 {
+                let b = x[x.len() - 1] as f64;
+                prop_assert!(b <= bias && b > bias * (1.0 - 1e-7), "bias {b} for v = {bias}");
+            }
         }
     }
 }
@@ -133,6 +153,94 @@ fn normalize_rule_gives_near_unit_norm_and_bias_is_constant() {
     }
     assert!((t.row(0)[0] as f64 - 0.6 * 0.5f64.sqrt()).abs() < 1e-5);
     assert_eq!(f.steps().len(), 3);
+}
+
+/// `--bias v`: v = 0 adds no column (even with `bias: true`), v = 0.1 gives
+/// [x·√(1 − 0.01), 0.1] with the row's norm just inside 1.
+#[test]
+fn bias_value_sets_the_column_and_the_feature_scale() {
+    let rows = vec![vec![3.0f32, 4.0], vec![0.0, 10.0]];
+    let ds = dataset(&rows, 2);
+    let base = Preprocessing {
+        scale: 1.0,
+        ..Default::default()
+    };
+    for f in [
+        base.clone().with_bias(0.0),
+        Preprocessing {
+            bias: true,
+            bias_value: 0.0,
+            ..base.clone()
+        },
+    ] {
+        let f = f.fit(&ds, 0).unwrap();
+        assert_eq!(f.output_dim(), 2);
+        assert_eq!(f.apply(&ds).unwrap().d, 2);
+        assert!(
+            !f.steps().iter().any(|s| s.starts_with("bias")),
+            "{:?}",
+            f.steps()
+        );
+    }
+    let f = base.with_bias(0.1).fit(&ds, 0).unwrap();
+    assert_eq!(f.recipe.bias(), 0.1);
+    let t = f.apply(&ds).unwrap();
+    assert_eq!(t.d, 3);
+    let room = (1.0f64 - 0.01).sqrt();
+    for i in 0..t.n {
+        let r = t.row(i);
+        // the largest f32 ≤ 0.1 (f32(0.1) rounds up)
+        assert_eq!(r[2], 0.1f32.next_down());
+        let n2: f64 = r.iter().map(|&v| (v as f64).powi(2)).sum();
+        assert!(n2 <= 1.0 && n2 > 1.0 - 1e-4, "{n2}");
+    }
+    assert!((t.row(0)[0] as f64 - 0.6 * room).abs() < 1e-5);
+    assert!(
+        f.steps().last().unwrap().starts_with("bias:0.1 "),
+        "{:?}",
+        f.steps()
+    );
+}
+
+/// A recipe written before the bias value existed (`"bias": true` alone, as in every artifact
+/// before issue #16) reads as √½ and maps rows exactly as the old code did.
+#[test]
+fn old_recipes_without_a_bias_value_mean_sqrt_half() {
+    let old = r#"{"scale":1.0,"classes":null,"subsample":null,"pca":null,"bias":true,"unit_ball":{"rule":"normalize"}}"#;
+    let p: Preprocessing = serde_json::from_str(old).unwrap();
+    assert!(p.bias);
+    assert_eq!(p.bias(), std::f64::consts::FRAC_1_SQRT_2);
+    let ds = dataset(&[vec![3.0f32, 4.0]], 2);
+    let t = p.fit(&ds, 0).unwrap().apply(&ds).unwrap();
+    assert_eq!(t.row(0)[2], privpred_data::preprocess::BIAS_VALUE);
+    let none: Preprocessing = serde_json::from_str(&old.replace("true", "false")).unwrap();
+    assert_eq!(none.bias(), 0.0);
+}
+
+/// Bias values outside [0, 1) are refused by the parser, by `fit` and by `validate` (a
+/// crafted artifact), naming the valid range.
+#[test]
+fn bad_bias_values_are_refused_with_the_range() {
+    use privpred_data::preprocess::{check_bias, parse_bias};
+    for s in ["1", "1.5", "-0.1", "nan", "inf", "x", ""] {
+        let e = parse_bias(s).unwrap_err().to_string();
+        assert!(e.contains("[0, 1)"), "{s}: {e}");
+    }
+    for v in [0.0, 0.05, 0.5, 0.999] {
+        assert_eq!(parse_bias(&v.to_string()).unwrap(), v);
+    }
+    assert!(check_bias(-0.0).is_ok());
+    let ds = dataset(&[vec![3.0f32, 4.0], vec![1.0, 0.0]], 2);
+    for v in [1.0, -0.5, f64::NAN] {
+        let p = Preprocessing::default().with_bias(v);
+        assert!(
+            p.fit(&ds, 0).unwrap_err().to_string().contains("[0, 1)"),
+            "{v}"
+        );
+        let mut f = Preprocessing::default().with_bias(0.1).fit(&ds, 0).unwrap();
+        f.recipe.bias_value = v;
+        assert!(f.validate().is_err(), "{v}");
+    }
 }
 
 #[test]
@@ -221,7 +329,7 @@ proptest! {
         use_classes in any::<bool>(),
         sub_frac in proptest::option::of(0.05f64..1.0),
         pca_frac in proptest::option::of(0.0f64..1.0),
-        bias in any::<bool>(),
+        bias in bias_value(),
         unit_ball in rule(),
     ) {
         use rand::{RngExt, SeedableRng};
@@ -235,7 +343,7 @@ proptest! {
         };
         let subsample = sub_frac.map(|f| ((available as f64 * f) as usize).max(1));
         let pca = pca_frac.map(|f| 1 + ((d - 1) as f64 * f) as usize);
-        let p = Preprocessing { scale, classes: keep, subsample, pca, bias, unit_ball };
+        let p = Preprocessing { scale, classes: keep, subsample, pca, unit_ball, ..Default::default() }.with_bias(bias);
         let f = p.fit(&ds, seed).unwrap();
         let borrowed = f.apply_train(&ds).unwrap();
         let owned = f.apply_train_owned(ds.clone()).unwrap();

@@ -1097,6 +1097,8 @@ mod tests {
                 noise_multiplier: None,
                 rho: None,
                 valid_guarantee: true,
+                bias: 0.0,
+                cv_draws: None,
                 dataset_checksum: String::new(),
                 dataset_labels: String::new(),
                 preprocessing: String::new(),

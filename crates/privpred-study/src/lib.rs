@@ -21,6 +21,7 @@
 pub mod compare;
 pub mod error;
 pub mod figures;
+pub mod holdout;
 pub mod linear;
 pub mod plot;
 pub mod progress;

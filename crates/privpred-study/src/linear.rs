@@ -48,6 +48,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+/// The study's and `compare`'s default bias value ([`privpred_data::preprocess::BIAS_DEFAULT`],
+/// still √½: not yet chosen by measurement). The paper's own code appends 1 outside the unit
+/// ball (SPEC §4.4), so no calibration mode has a bias value of its own: one default for all.
+pub use privpred_data::preprocess::BIAS_DEFAULT;
+
+pub use privpred_linear::methods::CV_DRAWS_DEFAULT;
+
 /// Options of the linear runner. Everything here that changes results is recorded in the
 /// manifest ([`Runner::options`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -65,10 +72,13 @@ pub struct LinearOptions {
     pub max_test: Option<usize>,
     /// Hold-out fraction for cross-validation (SPEC §6: 0.1).
     pub holdout_fraction: f64,
-    /// Mechanism draws averaged per cross-validated value.
+    /// Private draws averaged per cross-validated λ (model sensitivity, prediction
+    /// sensitivity, loss perturbation; default [`CV_DRAWS_DEFAULT`]). DP-SGD's ν is selected
+    /// with one run per value.
     pub cv_draws: usize,
-    /// Append a bias feature (inside the unit ball).
-    pub bias: bool,
+    /// The bias feature's value v ∈ [0, 1) (0 = none): rows [x·√(1 − v²), v] (default
+    /// [`BIAS_DEFAULT`]).
+    pub bias: f64,
     /// DP-SGD hyper-parameters other than ν.
     pub dpsgd_batch_size: usize,
     /// DP-SGD epochs.
@@ -90,8 +100,8 @@ impl LinearOptions {
             max_test: quick.then_some(2_000),
             holdout_fraction: 0.1,
             neighbours: privpred_core::Neighbours::ReplaceOne,
-            cv_draws: 1,
-            bias: true,
+            cv_draws: CV_DRAWS_DEFAULT,
+            bias: BIAS_DEFAULT,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
             dpsgd_epochs: if quick {
                 5.0
@@ -138,7 +148,7 @@ impl<K: Eq + Hash + Clone, V> Cache<K, V> {
 
 /// Runs `f` with the linear kernels sequential on this thread (deterministic summation order);
 /// the repetitions and λ values around it run in parallel.
-fn seq<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn seq<T>(f: impl FnOnce() -> T) -> T {
     privpred_linear::kernel::sequential(f)
 }
 
@@ -162,7 +172,7 @@ pub struct Prepared {
     pub labels: String,
 }
 
-type Key = String;
+pub(crate) type Key = String;
 
 /// The runner of fig1–fig6 (linear models).
 pub struct LinearRunner {
@@ -212,7 +222,7 @@ pub fn rng_id(g: &Group) -> String {
 /// The study's solver: L-BFGS to max|∇ᵢ| ≤ 1e-4 — the reference's stopping rule (PyTorch's
 /// `tolerance_grad` is a max-abs test), which SPEC §6 names; `privpred train` keeps the
 /// stricter ‖∇‖₂ ≤ 1e-4 by default.
-fn lbfgs() -> LbfgsOptions {
+pub(crate) fn lbfgs() -> LbfgsOptions {
     LbfgsOptions {
         norm: GradNorm::Max,
         ..LbfgsOptions::default()
@@ -330,7 +340,7 @@ impl LinearRunner {
         )
     }
 
-    fn prepared(&self, g: &Group, seed: u64) -> Result<(Key, Arc<Prepared>)> {
+    pub(crate) fn prepared(&self, g: &Group, seed: u64) -> Result<(Key, Arc<Prepared>)> {
         let key = self.key(g);
         let name = self.dataset_for(g.figure);
         let s = g.setting;
@@ -355,9 +365,9 @@ impl LinearRunner {
                 classes: s.classes,
                 subsample: (n < available).then_some(n),
                 pca: s.dim,
-                bias: self.opts.bias,
                 ..Preprocessing::default()
-            };
+            }
+            .with_bias(self.opts.bias);
             let fitted = recipe.fit(&raw.train, seed_for(seed, &format!("preprocess/{key}")))?;
             let train = fitted.apply_train(&raw.train)?;
             // the fitted recipe applies the class subset to the test split too (no copy)
@@ -388,7 +398,13 @@ impl LinearRunner {
         Ok((key, p))
     }
 
-    fn fit(&self, which90: bool, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<LinearModel>> {
+    pub(crate) fn fit(
+        &self,
+        which90: bool,
+        key: &Key,
+        p: &Prepared,
+        lambda: f64,
+    ) -> Result<Arc<LinearModel>> {
         let cache = if which90 { &self.fit90 } else { &self.fitfull };
         cache.get(&(key.clone(), lambda.to_bits()), || {
             let ds = if which90 { &p.train90 } else { &p.train };
@@ -421,7 +437,12 @@ impl LinearRunner {
             })
     }
 
-    fn hold_logits(&self, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<Vec<f64>>> {
+    pub(crate) fn hold_logits(
+        &self,
+        key: &Key,
+        p: &Prepared,
+        lambda: f64,
+    ) -> Result<Arc<Vec<f64>>> {
         self.logits_hold.get(&(key.clone(), lambda.to_bits()), || {
             let m = self.fit(true, key, p, lambda)?;
             Ok(logits_all(&m, &p.hold)?)
@@ -456,7 +477,7 @@ impl LinearRunner {
     /// Built once and shared by every repetition (and every group with the same ρ_eff); a
     /// deterministic function of the data, λ and ρ_eff (built with sequential kernels), so
     /// resumed and sharded runs reproduce the same fits.
-    fn lp_pre(
+    pub(crate) fn lp_pre(
         &self,
         which90: bool,
         key: &Key,
@@ -478,6 +499,57 @@ impl LinearRunner {
                 LossPerturbationPreconditioner::new(ds, moment, &warm, rho_eff)
             })?)
         })
+    }
+
+    /// One private draw of `method` (model sensitivity, prediction sensitivity or loss
+    /// perturbation) trained on the 90 % part at λ with calibration `cal`, scored on the
+    /// hold-out: what cross-validation averages over [`LinearOptions::cv_draws`] draws. The
+    /// non-private fit (and its hold-out logits, loss perturbation's preconditioner) are
+    /// shared; only the mechanism's noise is drawn from `rng`.
+    pub(crate) fn holdout_draw(
+        &self,
+        method: Method,
+        key: &Key,
+        p: &Prepared,
+        cal: &Calibration,
+        lambda: f64,
+        rng: &mut rand_chacha::ChaCha20Rng,
+    ) -> Result<f64> {
+        let labels = match method {
+            Method::ModelSensitivity => {
+                let m90 = self.fit(true, key, p, lambda)?;
+                predict_all(&perturb_model(&m90, cal, rng)?, &p.hold)?
+            }
+            Method::PredictionSensitivity => prediction_sensitivity_labels(
+                &self.hold_logits(key, p, lambda)?,
+                p.hold.classes,
+                cal,
+                rng,
+            )?,
+            Method::LossPerturbation => {
+                let pre = self.lp_pre(true, key, p, lambda, cal)?;
+                // selection only: the released mechanism's noise, no f64 certification
+                let m = seq(|| {
+                    loss_perturbation_fit_selection(
+                        &p.train90,
+                        cal,
+                        lambda,
+                        Some(&pre),
+                        None,
+                        &lbfgs(),
+                        rng,
+                    )
+                })?;
+                predict_all(&m, &p.hold)?
+            }
+            other => {
+                return Err(StudyError::Compute {
+                    context: "cross-validation".into(),
+                    message: format!("{other} has no λ to cross-validate"),
+                });
+            }
+        };
+        Ok(accuracy_of(&labels, &p.hold.labels))
     }
 
     fn votes(&self, key: &Key, p: &Prepared, t: usize, seed: u64) -> Result<Arc<VoteMatrix>> {
@@ -634,6 +706,12 @@ impl Runner for LinearRunner {
                 noise_multiplier: cal.noise_multiplier,
                 rho: cal.rho,
                 valid_guarantee: cal.valid_guarantee,
+                bias: self.opts.bias,
+                cv_draws: match (g.method, lambda_source) {
+                    (Method::DpSgd, _) => Some(1),
+                    (_, "cross-validated") => Some(self.opts.cv_draws.max(1)),
+                    _ => None,
+                },
                 dataset_checksum: p.checksum.clone(),
                 dataset_labels: p.labels.clone(),
                 preprocessing: p.steps.clone(),
@@ -667,50 +745,21 @@ impl Runner for LinearRunner {
                                 .par_iter()
                                 .map(|&l| {
                                     let cal = cal_at(n90, Some(l))?;
-                                    let m90 = self.fit(true, &key, &p, l)?;
                                     let mut rng = rng_for(seed, &format!("{rid}/cv/lambda={l}"));
+                                    let k = self.opts.cv_draws.max(1);
                                     let mut acc = 0.0;
-                                    for _ in 0..self.opts.cv_draws.max(1) {
-                                        let labels = match g.method {
-                                            Method::ModelSensitivity => predict_all(
-                                                &perturb_model(&m90, &cal, &mut rng)?,
-                                                &p.hold,
-                                            )?,
-                                            Method::PredictionSensitivity => {
-                                                prediction_sensitivity_labels(
-                                                    &self.hold_logits(&key, &p, l)?,
-                                                    c,
-                                                    &cal,
-                                                    &mut rng,
-                                                )?
-                                            }
-                                            _ => {
-                                                let pre = self.lp_pre(true, &key, &p, l, &cal)?;
-                                                // selection only: the released
-                                                // mechanism's noise, no f64 certification
-                                                let m = seq(|| {
-                                                    loss_perturbation_fit_selection(
-                                                        &p.train90,
-                                                        &cal,
-                                                        l,
-                                                        Some(&pre),
-                                                        None,
-                                                        &lbfgs(),
-                                                        &mut rng,
-                                                    )
-                                                })?;
-                                                predict_all(&m, &p.hold)?
-                                            }
-                                        };
-                                        acc += accuracy_of(&labels, &p.hold.labels);
+                                    for _ in 0..k {
+                                        acc += self
+                                            .holdout_draw(g.method, &key, &p, &cal, l, &mut rng)?;
                                     }
-                                    Ok(acc / self.opts.cv_draws.max(1) as f64)
+                                    Ok(acc / k as f64)
                                 })
                                 .collect::<Result<_>>()
                         })?;
                         dd.push(format!(
-                            "λ cross-validated on a {:.0}% hold-out of the training set (privacy cost not accounted, as in the paper)",
-                            100.0 * self.opts.holdout_fraction
+                            "λ cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {} private draws per value, once per setting (privacy cost not accounted, as in the paper)",
+                            100.0 * self.opts.holdout_fraction,
+                            self.opts.cv_draws.max(1)
                         ));
                         (LAMBDA_GRID[argmax_first(&scores)], "cross-validated")
                     }

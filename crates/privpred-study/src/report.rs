@@ -73,6 +73,10 @@ pub struct Provenance {
     pub preprocessing: String,
     /// Steps that look at the private data without privacy accounting.
     pub data_dependent: String,
+    /// The bias feature's value v (rows [x·√(1 − v²), v]; 0 = none), when known.
+    pub bias: Option<f64>,
+    /// Private draws averaged per cross-validated λ, when known.
+    pub cv_draws: Option<usize>,
     /// privpred's version.
     pub version: String,
     /// The run seed.
@@ -88,6 +92,8 @@ impl Provenance {
         self.labels = m.dataset_labels.clone();
         self.preprocessing = m.preprocessing.clone();
         self.data_dependent = m.data_dependent_steps.clone();
+        self.bias = Some(m.bias);
+        self.cv_draws = self.cv_draws.or(m.cv_draws);
         self
     }
 }
@@ -260,6 +266,18 @@ fn provenance_html(p: &Provenance, extra: &[(&str, String)]) -> String {
         row("dataset labels", &p.labels);
     }
     row("preprocessing", &p.preprocessing);
+    if let Some(b) = p.bias {
+        row(
+            "bias feature v (rows [x·√(1 − v²), v]; 0 = none)",
+            &b.to_string(),
+        );
+    }
+    if let Some(k) = p.cv_draws {
+        row(
+            "cross-validation: private draws averaged per λ",
+            &k.to_string(),
+        );
+    }
     if !p.data_dependent.is_empty() {
         row(
             "data-dependent steps (privacy cost not accounted)",

@@ -64,6 +64,15 @@ pub struct Measurement {
     pub rho: Option<f64>,
     /// Whether the calibration delivers the stated guarantee (false for some `paper` rules).
     pub valid_guarantee: bool,
+    /// The bias feature's value v (rows [x·√(1 − v²), v]; 0 = none). Rows written before this
+    /// column existed read as √½, the value the study used then.
+    #[serde(default = "legacy_bias")]
+    pub bias: f64,
+    /// Private draws averaged per cross-validated value (λ; DP-SGD's ν: 1), None where nothing
+    /// was cross-validated (fixed λ, subsample-and-aggregate). Rows written before this column
+    /// existed read as None (they used one draw).
+    #[serde(default)]
+    pub cv_draws: Option<usize>,
     /// SHA-256 of the raw data files.
     pub dataset_checksum: String,
     /// Dataset labels such as `substitute` (`;`-separated).
@@ -79,6 +88,10 @@ pub struct Measurement {
     /// `--resume` never mixes them with new rows.
     #[serde(default)]
     pub neighbours: privpred_core::Neighbours,
+}
+
+fn legacy_bias() -> f64 {
+    std::f64::consts::FRAC_1_SQRT_2
 }
 
 /// One result row: one method × setting × repetition, with every parameter.
@@ -170,6 +183,8 @@ struct CsvRow<'a> {
     noise_multiplier: Option<f64>,
     rho: Option<f64>,
     valid_guarantee: bool,
+    bias: f64,
+    cv_draws: Option<usize>,
     dataset_checksum: &'a str,
     dataset_labels: &'a str,
     preprocessing: &'a str,
@@ -211,6 +226,8 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             noise_multiplier: r.m.noise_multiplier,
             rho: r.m.rho,
             valid_guarantee: r.m.valid_guarantee,
+            bias: r.m.bias,
+            cv_draws: r.m.cv_draws,
             dataset_checksum: &r.m.dataset_checksum,
             dataset_labels: &r.m.dataset_labels,
             preprocessing: &r.m.preprocessing,

@@ -437,6 +437,8 @@ impl Runner for SyntheticRunner {
                     noise_multiplier: None,
                     rho: None,
                     valid_guarantee: true,
+                    bias: 0.0,
+                    cv_draws: None,
                     dataset_checksum: "synthetic".into(),
                     dataset_labels: "synthetic".into(),
                     preprocessing: String::new(),

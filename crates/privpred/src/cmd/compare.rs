@@ -49,6 +49,13 @@ pub struct Args {
     /// an analysis under it are listed as not applicable.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (default
+    /// √½).
+    #[arg(long, allow_negative_numbers = true)]
+    pub bias: Option<String>,
+    /// Private draws averaged per cross-validated λ (≥ 1; default 1).
+    #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
+    pub cv_draws: usize,
     /// Also write one self-contained HTML report here (plots, tables, guarantees, provenance).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -91,10 +98,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             p.display()
         )));
     }
+    let (bias, cv_draws) =
+        super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
     let mut opts = LinearOptions::new(args.quick);
     opts.data_dir = args.data_dir.clone();
     opts.dataset = Some(args.dataset.clone());
     opts.neighbours = args.neighbours;
+    opts.bias = bias;
+    opts.cv_draws = cv_draws;
     let runner = LinearRunner::new(opts);
     let points = epsilons.len() * budgets.len();
     let observer: Box<dyn Observer> = if points > 1 {
@@ -120,6 +131,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         seed: args.seed,
         quick: args.quick,
+        bias: Some(bias),
+        cv_draws: Some(cv_draws),
         ..Provenance::default()
     };
     if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
@@ -156,6 +169,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let out = serde_json::json!({
             "dataset": args.dataset,
             "quick": args.quick,
+            "bias": bias,
+            "cv_draws": cv_draws,
             "nonprivate_accuracy": g.nonprivate(),
             "grid": g,
             "decisions": { "over_budget": over_budget, "over_epsilon": over_epsilon },

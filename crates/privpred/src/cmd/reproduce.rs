@@ -45,9 +45,14 @@ pub struct Args {
     /// Continue an interrupted run in --out, skipping finished units.
     #[arg(long)]
     pub resume: bool,
-    /// Mechanism draws averaged per cross-validated λ (default 1).
-    #[arg(long, default_value_t = 1)]
+    /// Private draws averaged per cross-validated λ (≥ 1; default 1). λ is selected once per
+    /// setting and shared by its repetitions.
+    #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
+    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (default
+    /// √½). Recorded in every row.
+    #[arg(long, allow_negative_numbers = true)]
+    pub bias: Option<String>,
     /// The neighbouring relation every method of the sweep is calibrated for (SPEC §1: one
     /// study compares methods under one relation; DP-SGD included). Recorded in every row.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
@@ -56,6 +61,22 @@ pub struct Args {
     /// table, the guarantees, provenance).
     #[arg(long)]
     pub report: Option<PathBuf>,
+}
+
+/// Checks `--bias` (default [`privpred_data::preprocess::BIAS_DEFAULT`]) and `--cv-draws`:
+/// exit 2 with the valid range.
+pub(crate) fn bias_and_cv_draws(
+    bias: Option<&str>,
+    cv_draws: usize,
+) -> anyhow::Result<(f64, usize)> {
+    let bias = match bias {
+        Some(b) => privpred_data::preprocess::parse_bias(b)
+            .map_err(|e| crate::exit::usage(format!("--bias: {e}")))?,
+        None => privpred_data::preprocess::BIAS_DEFAULT,
+    };
+    let k = privpred_linear::methods::check_cv_draws(cv_draws)
+        .map_err(|e| crate::exit::usage(format!("--cv-draws: {e}")))?;
+    Ok((bias, k))
 }
 
 fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
@@ -95,12 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(s) => Shard::parse(s).map_err(crate::exit::usage)?,
         None => Shard::ALL,
     };
-    if args.cv_draws == 0 || args.cv_draws > 1000 {
-        return Err(crate::exit::usage(format!(
-            "invalid --cv-draws `{}`: an integer in 1..=1000",
-            args.cv_draws
-        )));
-    }
+    let (bias, cv_draws) = bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
     // One relation for every method: a figure with a method privpred has no analysis for
     // under the chosen relation is refused before any work.
     for f in &figures {
@@ -128,7 +144,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut opts = LinearOptions::new(args.quick);
     opts.data_dir = args.data_dir.clone();
     opts.dataset = args.dataset.clone();
-    opts.cv_draws = args.cv_draws;
+    opts.cv_draws = cv_draws;
+    opts.bias = bias;
     opts.neighbours = args.neighbours;
     let linear = LinearRunner::new(opts);
     #[cfg(feature = "nn")]
@@ -201,6 +218,8 @@ fn write_report(
         version: env!("CARGO_PKG_VERSION").to_string(),
         seed: args.seed,
         quick: args.quick,
+        bias: rows.first().map(|r| r.m.bias),
+        cv_draws: Some(args.cv_draws),
         ..report::Provenance::default()
     };
     let html =
@@ -440,6 +459,8 @@ mod nn {
                         noise_multiplier: m.noise_multiplier,
                         rho: None,
                         valid_guarantee: m.valid_guarantee,
+                        bias: 0.0,
+                        cv_draws: None,
                         dataset_checksum: m.dataset_checksum.clone(),
                         dataset_labels: m.labels.join(";"),
                         preprocessing: "per-channel normalisation".into(),

@@ -132,9 +132,15 @@ pub struct Args {
     /// Preprocessing: keep a random subset of N training examples.
     #[arg(long)]
     pub subsample: Option<usize>,
-    /// Preprocessing: append a bias feature (inside the unit ball).
-    #[arg(long)]
-    pub bias: bool,
+    /// Preprocessing: the bias feature's value v in [0, 1): rows become [x·√(1 − v²), v];
+    /// 0 = no bias feature (the default); `--bias` alone means √½, the value before it was a
+    /// parameter.
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.7071067811865476", allow_negative_numbers = true)]
+    pub bias: Option<String>,
+    /// Private draws averaged per cross-validated λ (≥ 1; default 1). DP-SGD's clip ν is
+    /// selected with one run per value.
+    #[arg(long, default_value_t = methods::CV_DRAWS_DEFAULT)]
+    pub cv_draws: usize,
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
     #[arg(long, default_value = "normalize", value_parser = args::unit_ball)]
     pub unit_ball: UnitBall,
@@ -203,7 +209,7 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
         (args.classes.is_some(), "--classes"),
-        (args.bias, "--bias"),
+        (args.bias.is_some(), "--bias"),
         (args.lambda != ValueOrCv::Cv, "--lambda"),
         (args.unit_ball != UnitBall::Normalize, "--unit-ball"),
     ] {
@@ -258,7 +264,11 @@ struct LinearData {
 
 /// Loads the dataset and fits the preprocessing on its training split (two draws of `rng`:
 /// the preprocessing's seed, then the hold-out's).
-fn load_linear_data(args: &Args, rng: &mut PrivRng) -> anyhow::Result<LinearData> {
+fn load_linear_data(
+    args: &Args,
+    plan: &LinearPlan,
+    rng: &mut PrivRng,
+) -> anyhow::Result<LinearData> {
     let spec = DatasetSpec::parse(&args.dataset)?;
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
@@ -269,10 +279,10 @@ fn load_linear_data(args: &Args, rng: &mut PrivRng) -> anyhow::Result<LinearData
         classes: args.classes,
         subsample: args.subsample,
         pca: args.pca,
-        bias: args.bias,
         unit_ball: args.unit_ball,
         ..Preprocessing::default()
-    };
+    }
+    .with_bias(plan.bias);
     let prep_seed: u64 = rng.random();
     let fitted = recipe.fit(&splits.train, prep_seed)?;
     // owned: preprocessing works in place on the loaded split (one copy of the features)
@@ -320,8 +330,13 @@ fn method_config(
 }
 
 /// The cross-validation record of the artifact and the summary.
-fn cv_json(parameter: &str, scores: &impl serde::Serialize, chosen: f64) -> serde_json::Value {
-    json!({"parameter": parameter, "holdout_fraction": defaults::HOLDOUT_FRACTION, "scores": scores, "chosen": chosen})
+fn cv_json(
+    parameter: &str,
+    draws: usize,
+    scores: &impl serde::Serialize,
+    chosen: f64,
+) -> serde_json::Value {
+    json!({"parameter": parameter, "holdout_fraction": defaults::HOLDOUT_FRACTION, "draws": draws, "scores": scores, "chosen": chosen})
 }
 
 /// What the linear path trains with, after validation.
@@ -330,6 +345,10 @@ struct LinearPlan {
     privacy: Option<Privacy>,
     budget: Budget,
     seed_policy: SeedPolicy,
+    /// The bias feature's value (0 = none).
+    bias: f64,
+    /// Private draws averaged per cross-validated λ.
+    cv_draws: usize,
 }
 
 /// λ: given, fixed by the method, or cross-validated on a hold-out (privacy cost ignored, as
@@ -358,10 +377,13 @@ fn choose_lambda(
                         plan.budget,
                     );
                     cfg.neighbours = args.neighbours;
-                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, rng).map_err(lin)?
+                    methods::cv_lambda_draws(&cfg, &tr, &ho, &LAMBDA_GRID, plan.cv_draws, rng)
+                        .map_err(lin)?
                 }
             };
-            (cv.best, cv_json("lambda", &cv.scores, cv.best))
+            // the non-private model has no mechanism to draw: its score is one evaluation
+            let draws = if m.is_some() { plan.cv_draws } else { 1 };
+            (cv.best, cv_json("lambda", draws, &cv.scores, cv.best))
         }
     })
 }
@@ -383,7 +405,7 @@ fn fit_private(
     if m == Method::DpSgd && cfg.dp_sgd.clip.is_none() {
         let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
         let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, rng).map_err(lin)?;
-        *cv_record = cv_json("clip", &cv.scores, cv.best);
+        *cv_record = cv_json("clip", 1, &cv.scores, cv.best);
         cfg.dp_sgd.clip = Some(cv.best);
     }
     let p = train_private(&cfg, train, rng).map_err(lin)?;
@@ -416,6 +438,11 @@ fn fit_private(
 fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
     let method = args.method.method();
     let budget = Budget::finite(args.budget)?;
+    let bias = match &args.bias {
+        Some(b) => privpred_data::preprocess::parse_bias(b).map_err(usage)?,
+        None => 0.0,
+    };
+    let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
     super::shared::check_out_dir(&args.out)?;
 
     // ---- randomness: experiment seed or release generator
@@ -431,8 +458,10 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         privacy,
         budget,
         seed_policy,
+        bias,
+        cv_draws,
     };
-    let data = load_linear_data(args, &mut rng)?;
+    let data = load_linear_data(args, &plan, &mut rng)?;
     let lbfgs = LbfgsOptions::default();
     let (lambda, mut cv_record) = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
 
@@ -452,6 +481,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         "dataset": args.dataset,
         "dataset_provenance": {"name": prov.name, "checksum": prov.checksum, "verified": prov.verified, "labels": prov.labels},
         "preprocessing_steps": data.fitted.steps(),
+        "bias": data.fitted.recipe.bias(),
         "cross_validation": cv_record,
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
@@ -463,6 +493,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     summary["out"] = json!(args.out.display().to_string());
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["cross_validation"] = cv_record;
+    summary["bias"] = json!(data.fitted.recipe.bias());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
