@@ -95,7 +95,7 @@ pub fn lambda_draws(
                 let noise = match cal.noise {
                     Noise::L2Laplace { beta } => beta,
                     Noise::Gaussian { sigma } => sigma,
-                    Noise::Exponential { beta } => beta,
+                    Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
                 };
                 let rho = loss_perturbation_rho_eff(&cal, l, n90, c);
                 format!("rho={:x}/noise={:x}", rho.to_bits(), noise.to_bits())

@@ -638,3 +638,57 @@ fn typed_arguments_refuse_zero_and_unknown_values_with_the_valid_range() {
         assert!(!out.exists(), "{extra:?} wrote a model");
     }
 }
+
+#[test]
+fn bias_value_and_cv_draws_are_checked_and_recorded() {
+    let e = env();
+    let out = e.dir.join("b.safetensors");
+    let o = out.to_str().unwrap();
+    // out of [0, 1), not a number, or zero draws: exit 2 naming the option, nothing written
+    for (flag, v) in [
+        ("--bias", "1"),
+        ("--bias", "-0.1"),
+        ("--bias", "x"),
+        ("--cv-draws", "0"),
+    ] {
+        let (c, err) = code(&[
+            "train",
+            "model-sensitivity",
+            "--dataset",
+            &e.ds,
+            "--epsilon",
+            "1",
+            flag,
+            v,
+            "--out",
+            o,
+        ]);
+        assert_eq!(c, 2, "{flag} {v}: {err}");
+        assert!(
+            err.contains(flag.trim_start_matches("--").split('-').next().unwrap()),
+            "{flag} {v}: {err}"
+        );
+        assert!(!out.exists());
+    }
+    // a valid value is applied and recorded, with the number of draws behind the λ pick
+    let s: Value = serde_json::from_str(&ok(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &e.ds,
+        "--epsilon",
+        "10",
+        "--bias",
+        "0.1",
+        "--cv-draws",
+        "3",
+        "--json",
+        "--out",
+        o,
+    ]))
+    .unwrap();
+    let b = s["bias"].as_f64().unwrap();
+    assert!((b - 0.1).abs() < 1e-6, "{s}");
+    assert_eq!(s["cross_validation"]["draws"], 3, "{s}");
+    assert!(out.exists());
+}
