@@ -552,6 +552,29 @@ fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
     Ok(Splits { train, test })
 }
 
+/// The file and 0-based data row of the first label ≥ `limit` (the training file first), for
+/// the error that names it.
+fn first_label_at_or_above<'a>(
+    limit: usize,
+    (train, tr): (&'a Path, &crate::csvfile::CsvTable),
+    test: Option<&'a Path>,
+    te: Option<&crate::csvfile::CsvTable>,
+) -> (&'a Path, usize, u32) {
+    let (p, tbl) = if tr.labels.iter().any(|&y| y as usize >= limit) {
+        (train, tr)
+    } else {
+        (test.unwrap_or(train), te.unwrap_or(tr))
+    };
+    let (i, y) = tbl
+        .labels
+        .iter()
+        .enumerate()
+        .find(|(_, y)| **y as usize >= limit)
+        .map(|(i, y)| (i, *y))
+        .unwrap_or((0, 0));
+    (p, i, y)
+}
+
 fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -> Result<Splits> {
     if !train.is_file() {
         return Err(DataError::NotFound(format!(
@@ -596,18 +619,7 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
         });
     }
     if opts.classes.is_none() && maxl >= MAX_CLASSES {
-        let (p, tbl) = if tr.labels.iter().any(|&y| y as usize >= MAX_CLASSES) {
-            (train, &tr)
-        } else {
-            (test.unwrap_or(train), te.as_ref().unwrap_or(&tr))
-        };
-        let (i, y) = tbl
-            .labels
-            .iter()
-            .enumerate()
-            .find(|(_, y)| **y as usize >= MAX_CLASSES)
-            .map(|(i, y)| (i, *y))
-            .unwrap_or((0, 0));
+        let (p, i, y) = first_label_at_or_above(MAX_CLASSES, (train, &tr), test, te.as_ref());
         return Err(DataError::Format {
             path: p.to_path_buf(),
             reason: format!(
@@ -619,18 +631,7 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
     let classes = match opts.classes {
         Some(c) => {
             if maxl >= c {
-                let (p, tbl) = if tr.labels.iter().any(|&y| y as usize >= c) {
-                    (train, &tr)
-                } else {
-                    (test.unwrap_or(train), te.as_ref().unwrap_or(&tr))
-                };
-                let (i, y) = tbl
-                    .labels
-                    .iter()
-                    .enumerate()
-                    .find(|(_, y)| **y as usize >= c)
-                    .map(|(i, y)| (i, *y))
-                    .unwrap_or((0, 0));
+                let (p, i, y) = first_label_at_or_above(c, (train, &tr), test, te.as_ref());
                 return Err(DataError::Format {
                     path: p.to_path_buf(),
                     reason: format!(
