@@ -352,7 +352,7 @@ impl NativeModel {
                 p.method()
             )));
         }
-        let total = p.calibration.budget.get().unwrap_or(u64::MAX);
+        let total = p.calibration.budget().get().unwrap_or(u64::MAX);
         let n = ds.n as u64;
         let mut spent = self
             .spent
@@ -446,7 +446,7 @@ impl NativeModel {
             .model
             .private()
             .filter(|p| p.spends_budget())
-            .and_then(|p| p.calibration.budget.get());
+            .and_then(|p| p.calibration.budget().get());
         Ok((total, spent))
     }
 

@@ -181,8 +181,9 @@ impl Mechanism for EndToEnd {
                 let theta = &released(&p)?.theta;
                 let cal = &p.calibration;
                 let rho = cal
-                    .rho
-                    .unwrap_or(2.0 * cal.assumptions.l * c as f64 / cal.privacy.epsilon);
+                    .mechanism
+                    .rho()
+                    .unwrap_or(2.0 * cal.assumptions.l * c as f64 / cal.epsilon());
                 let rho_eff = rho.max(self.d.n as f64 * self.config.lambda);
                 let b_d: f64 = grad_sum(&self.d, theta, rho_eff)
                     .iter()
@@ -192,7 +193,7 @@ impl Mechanism for EndToEnd {
                     .iter()
                     .map(|v| v * v)
                     .sum();
-                Ok(match cal.noise {
+                Ok(match cal.noise() {
                     Noise::L2Laplace { beta } => beta * (b_d.sqrt() - b_dp.sqrt()),
                     Noise::Gaussian { sigma } => (b_d - b_dp) / (2.0 * sigma * sigma),
                     Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => {
@@ -205,9 +206,13 @@ impl Mechanism for EndToEnd {
                 // `new` by train_private: it is a deterministic function of (ε, δ, N, b, epochs),
                 // identical for D and D′, so reusing it is exact and saves the accountant's
                 // noise search per trial).
-                let sigma = self.calibration.noise_multiplier.ok_or_else(|| {
-                    AuditError::Run("dp-sgd calibration has no noise multiplier".into())
-                })?;
+                let sigma = self
+                    .calibration
+                    .mechanism
+                    .noise_multiplier()
+                    .ok_or_else(|| {
+                        AuditError::Run("dp-sgd calibration has no noise multiplier".into())
+                    })?;
                 let clip = self.config.dp_sgd.clip.unwrap_or(0.1);
                 let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
                 let (model, _) = train_dpsgd(&design, &self.config.dp_sgd, clip, sigma, rng)

@@ -244,7 +244,7 @@ pub fn mechanism_for(
 ) -> Result<(Box<dyn Mechanism>, String)> {
     let s = &req.setting;
     let k = cal.assumptions.k;
-    match (req.method, cal.noise) {
+    match (req.method, cal.noise()) {
         (Method::SubsampleAggregate, Noise::Exponential { beta }) => {
             let m = ExponentialVotes::worst_case(
                 beta,
@@ -252,7 +252,7 @@ pub fn mechanism_for(
                 s.teachers,
                 req.budget,
                 req.trials,
-                req.privacy.delta,
+                req.privacy.delta(),
                 req.confidence,
             )?;
             let desc = format!(
@@ -280,7 +280,7 @@ pub fn mechanism_for(
                 shift,
                 req.budget,
                 req.trials,
-                req.privacy.delta,
+                req.privacy.delta(),
                 req.confidence,
             )?;
             let desc = format!(
@@ -316,16 +316,16 @@ pub fn mechanism_for(
             Ok((Box::new(m), desc))
         }
         (Method::DpSgd, Noise::Gaussian { .. }) => {
-            let sigma = cal.noise_multiplier.ok_or_else(|| {
+            let sigma = cal.mechanism.noise_multiplier().ok_or_else(|| {
                 AuditError::Run("dp-sgd calibration has no noise multiplier".into())
             })?;
             let n = s.dpsgd_n as f64;
             let b = s.batch_size as f64;
             let q = cal
-                .sampling_rate
+                .mechanism.sampling_rate()
                 .ok_or_else(|| AuditError::Run("dp-sgd calibration has no sampling rate".into()))?;
             let steps = cal
-                .steps
+                .mechanism.steps()
                 .ok_or_else(|| AuditError::Run("dp-sgd calibration has no step count".into()))?;
             let (sensitivity, batching, how) = if req.calibration == CalibrationMode::Paper {
                 let spe = (n / b).ceil() as u64;
@@ -424,9 +424,9 @@ pub fn is_end_to_end(req: &AuditRequest) -> bool {
 /// the Jacobian term).
 pub fn audited_epsilon(req: &AuditRequest) -> f64 {
     if req.method == Method::LossPerturbation && req.setting.noise_term {
-        req.privacy.epsilon / 2.0
+        req.privacy.epsilon() / 2.0
     } else {
-        req.privacy.epsilon
+        req.privacy.epsilon()
     }
 }
 
@@ -472,23 +472,23 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
         (m, pair, cal)
     };
     let (on_d, on_dp) = mechanisms::run_trials(mech.as_ref(), req.trials, req.seed)?;
-    let test = stats::epsilon_lower_bound(&on_d, &on_dp, req.privacy.delta, req.confidence)?;
+    let test = stats::epsilon_lower_bound(&on_d, &on_dp, req.privacy.delta(), req.confidence)?;
     let claimed = audited_epsilon(req);
     Ok(AuditReport {
         method: req.method,
         calibration: req.calibration,
         claimed_epsilon: claimed,
-        delta: req.privacy.delta,
+        delta: req.privacy.delta(),
         empirical_epsilon_lower: test.epsilon_lower,
         confidence: req.confidence,
         trials: req.trials,
         empirical_epsilon_point: test.epsilon_point,
         exceeds_claim: test.epsilon_lower > claimed,
-        budget: cal.budget.get(),
-        noise: cal.noise,
-        valid_guarantee: cal.valid_guarantee,
+        budget: cal.budget().get(),
+        noise: cal.noise(),
+        valid_guarantee: cal.is_valid(),
         pair,
-        neighbours: cal.neighbours,
+        neighbours: cal.neighbours(),
         test,
     })
 }

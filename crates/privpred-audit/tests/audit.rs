@@ -178,9 +178,9 @@ fn erratum_4_2_per_layer_clipping_is_refuted() {
     );
     let cal = calibration_for(&req).unwrap();
     let (q, steps, sigma) = (
-        cal.sampling_rate.unwrap(),
-        cal.steps.unwrap(),
-        cal.noise_multiplier.unwrap(),
+        cal.mechanism.sampling_rate().unwrap(),
+        cal.mechanism.steps().unwrap(),
+        cal.mechanism.noise_multiplier().unwrap(),
     );
     for (k, refuted) in [(16usize, true), (1, false)] {
         let m =
@@ -285,9 +285,9 @@ fn dpsgd_replace_one_exceeds_add_remove_accounting() {
     req.setting.neighbours = Neighbours::AddRemove;
     let cal = calibration_for(&req).unwrap();
     let (q, steps, sigma) = (
-        cal.sampling_rate.unwrap(),
-        cal.steps.unwrap(),
-        cal.noise_multiplier.unwrap(),
+        cal.mechanism.sampling_rate().unwrap(),
+        cal.mechanism.steps().unwrap(),
+        cal.mechanism.noise_multiplier().unwrap(),
     );
     assert_eq!((q, steps), (1.0, 1));
     for (s, refuted) in [(sigma, true), (2.0 * sigma, false)] {
@@ -302,7 +302,11 @@ fn dpsgd_replace_one_exceeds_add_remove_accounting() {
     // the noise of the exact add/remove accountant (PLD, exact at q = 1), to the search's
     // 1e-4, and is not refuted on the replace-one pair.
     req.setting.neighbours = Neighbours::ReplaceOne;
-    let ro = calibration_for(&req).unwrap().noise_multiplier.unwrap();
+    let ro = calibration_for(&req)
+        .unwrap()
+        .mechanism
+        .noise_multiplier()
+        .unwrap();
     let s = privpred_core::dpsgd::SampledSteps::new(1.0, 1).unwrap();
     let (ar_exact, _) =
         privpred_core::dpsgd::noise_multiplier(2.0, 1e-5, &s, privpred_core::Accountant::Pld)
@@ -371,7 +375,6 @@ fn erratum_4_7_replace_one_pair_refutes_the_add_remove_beta() {
 fn tight_selections_hold_and_a_halved_sensitivity_is_refuted() {
     use privpred_audit::mechanism_for;
     use privpred_audit::mechanisms::run_trials;
-    use privpred_core::Noise;
     for (method, eps, budget, trials, power) in [
         (Method::SubsampleAggregate, 4.0, 1u64, 100_000usize, 3.0),
         (Method::PredictionSensitivity, 4.0, 1, 100_000, 2.5),
@@ -391,11 +394,9 @@ fn tight_selections_hold_and_a_halved_sensitivity_is_refuted() {
         );
         // the broken calibration: β twice the calibrated one (sensitivity halved)
         let mut cal = calibration_for(&req).unwrap();
-        cal.noise = match cal.noise {
-            Noise::PermuteAndFlip { beta } => Noise::PermuteAndFlip { beta: 2.0 * beta },
-            Noise::Exponential { beta } => Noise::Exponential { beta: 2.0 * beta },
-            other => panic!("{other:?}"),
-        };
+        assert!(cal.mechanism.is_selection(), "{method}: {cal:?}");
+        cal.mechanism = cal.mechanism.scaled(0.5); // β doubled
+
         let (m, _) = mechanism_for(&req, &cal).unwrap();
         let (d, dp) = run_trials(m.as_ref(), trials, req.seed).unwrap();
         let b = epsilon_lower_bound(&d, &dp, 0.0, CONFIDENCE).unwrap();

@@ -18,7 +18,7 @@ fn request(method: Method, mode: CalibrationMode, delta: f64) -> CalibrationRequ
         budget: if method.is_private_training() {
             Budget::Unlimited
         } else {
-            Budget::Finite(100)
+            Budget::finite(100).unwrap()
         },
         n: Some(60000),
         lambda: Some(1e-3),

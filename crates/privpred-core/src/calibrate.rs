@@ -8,10 +8,12 @@ use crate::composition::{
 use crate::dpsgd::{Accountant, DpSgdSchedule, dpsgd_epsilon, noise_multiplier_neighbours};
 use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
-use crate::types::{
-    Assumptions, Budget, Calibration, CalibrationMode, Method, Neighbours, Noise, Privacy,
-};
+use crate::guarantee::{Calibration, Guarantee};
+use crate::mechanism::{Mechanism, Scores, VectorNoise};
+use crate::privacy::{Budget, Privacy};
+use crate::types::{Assumptions, CalibrationMode, Method, Neighbours};
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroU64;
 
 /// Everything a calibration needs. The constants K = √2 and L = 1/2 of SPEC §2 (softmax
 /// cross-entropy on the unit ball) are fixed; they are recorded in the result.
@@ -49,7 +51,7 @@ impl CalibrationRequest {
             budget: if method.is_private_training() {
                 Budget::Unlimited
             } else {
-                Budget::Finite(1)
+                Budget::ONE
             },
             n: None,
             lambda: None,
@@ -115,9 +117,8 @@ fn need_lambda(a: &Assumptions, method: Method) -> Result<f64> {
     }
 }
 
-fn need_budget(b: Budget, method: Method) -> Result<u64> {
+fn need_budget(b: Budget, method: Method) -> Result<NonZeroU64> {
     match b {
-        Budget::Finite(0) => Err(CoreError::invalid("budget", 0, "must be an integer >= 1")),
         Budget::Finite(b) => Ok(b),
         Budget::Unlimited => Err(CoreError::invalid(
             "budget",
@@ -161,48 +162,30 @@ pub fn check_relation(method: Method, neighbours: Neighbours) -> Result<()> {
     Ok(())
 }
 
-fn base(req: &CalibrationRequest, budget: Budget, noise: Noise) -> Calibration {
-    Calibration {
-        method: req.method,
-        calibration: req.mode,
-        privacy: req.privacy,
-        budget,
-        noise,
-        neighbours: req.neighbours,
-        assumptions: req.assumptions(),
-        valid_guarantee: true,
-        notes: Vec::new(),
-        rho: None,
-        noise_multiplier: None,
-        epsilon_spent: None,
-        sampling_rate: None,
-        steps: None,
-        certified: None,
-    }
+fn base(req: &CalibrationRequest, budget: Budget, mechanism: Mechanism) -> Calibration {
+    Calibration::new(
+        Guarantee::valid(req.privacy, budget, req.neighbours, req.mode),
+        mechanism,
+        req.assumptions(),
+    )
 }
 
 /// Calibrates `req.method` in `req.mode` for `req.privacy` and `req.budget` (SPEC §3–5).
 /// Errors (never NaN, never a panic) for arguments out of range, δ > 0 asked of a δ = 0-only
 /// rule, or DP-SGD with δ = 0.
 pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
-    let p = Privacy::new(req.privacy.epsilon, req.privacy.delta)?;
+    // (ε, δ) and the budget are valid by construction (`Privacy`, `Budget`).
     check_constants(&req.assumptions())?;
-    let mut req = req.clone();
-    req.privacy = p;
     check_relation(req.method, req.neighbours)?;
     let c = match req.method {
-        Method::ModelSensitivity => model_sensitivity(&req),
-        Method::LossPerturbation => loss_perturbation(&req),
-        Method::DpSgd => dp_sgd(&req),
-        Method::PredictionSensitivity => prediction_sensitivity(&req),
-        Method::SubsampleAggregate => subsample_aggregate(&req),
+        Method::ModelSensitivity => model_sensitivity(req),
+        Method::LossPerturbation => loss_perturbation(req),
+        Method::DpSgd => dp_sgd(req),
+        Method::PredictionSensitivity => prediction_sensitivity(req),
+        Method::SubsampleAggregate => subsample_aggregate(req),
     }?;
     // Final guard: no NaN/∞/non-positive parameter ever leaves this function.
-    let v = match c.noise {
-        Noise::L2Laplace { beta } => beta,
-        Noise::Gaussian { sigma } => sigma,
-        Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
-    };
+    let v = c.mechanism.scale();
     if !(v.is_normal() && v > 0.0 && (1.0 / v).is_normal()) {
         return Err(CoreError::Numerical(format!(
             "calibration produced a non-finite noise parameter {v}"
@@ -228,15 +211,19 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let sens = 2.0 * a.k / (n as f64 * lambda);
     let p = req.privacy;
     let noise = if p.is_pure() {
-        Noise::L2Laplace {
-            beta: p.epsilon / sens,
+        VectorNoise::L2Laplace {
+            beta: p.epsilon() / sens,
         }
     } else {
-        Noise::Gaussian {
-            sigma: sens * sigma_ag(p.epsilon, p.delta)?,
+        VectorNoise::Gaussian {
+            sigma: sens * sigma_ag(p.epsilon(), p.delta())?,
         }
     };
-    let mut c = base(req, Budget::Unlimited, noise);
+    let mut c = base(
+        req,
+        Budget::Unlimited,
+        Mechanism::OutputPerturbation { noise },
+    );
     c.notes
         .push(format!("sensitivity 2K/(N*lambda) = {sens:.6e}"));
     c.notes.push(if p.is_pure() {
@@ -290,7 +277,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         ));
     }
     let p = req.privacy;
-    let rho = 2.0 * a.l * a.classes as f64 / p.epsilon;
+    let rho = 2.0 * a.l * a.classes as f64 / p.epsilon();
     if req.neighbours == Neighbours::AddRemove
         && let (Some(n), Some(l)) = (a.n, a.lambda)
         && n as f64 * l > rho
@@ -308,21 +295,24 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     } else {
         a.k
     };
+    let (e, d) = (p.epsilon(), p.delta());
     let noise = if p.is_pure() {
-        Noise::L2Laplace {
-            beta: p.epsilon / (2.0 * b_sens),
+        VectorNoise::L2Laplace {
+            beta: e / (2.0 * b_sens),
         }
     } else {
-        Noise::Gaussian {
-            sigma: (b_sens / p.epsilon) * (8.0 * (2.0 / p.delta).ln() + 4.0 * p.epsilon).sqrt(),
+        VectorNoise::Gaussian {
+            sigma: (b_sens / e) * (8.0 * (2.0 / d).ln() + 4.0 * e).sqrt(),
         }
     };
-    let mut c = base(req, Budget::Unlimited, noise);
-    c.rho = Some(rho);
+    let mech = Mechanism::ObjectivePerturbation {
+        noise,
+        rho: Some(rho),
+    };
+    let mut c = base(req, Budget::Unlimited, mech);
     if replace_one && req.mode == CalibrationMode::Paper {
-        c.valid_guarantee = false;
-        c.notes.push(
-            "paper mode under replace-one: the published beta = eps/(2K) assumes add/remove (||b' - b|| <= K); a replaced example moves b by up to 2K, so this is only (1.5 eps)-DP (erratum 4.7): not a valid guarantee".into(),
+        c.invalidate(
+            "paper mode under replace-one: the published beta = eps/(2K) assumes add/remove (||b' - b|| <= K); a replaced example moves b by up to 2K, so this is only (1.5 eps)-DP (erratum 4.7): not a valid guarantee",
         );
     } else if replace_one {
         c.notes.push(
@@ -392,12 +382,15 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
         (CalibrationMode::Tight, false) => (Accountant::Best, Neighbours::AddRemove),
         (_, true) => (Accountant::Pld, Neighbours::ReplaceOne),
     };
-    let (sigma, spent) = noise_multiplier_neighbours(p.epsilon, p.delta, &s, acc, acc_relation)?;
-    let mut c = base(req, Budget::Unlimited, Noise::Gaussian { sigma });
-    c.noise_multiplier = Some(sigma);
-    c.epsilon_spent = Some(spent);
-    c.sampling_rate = Some(s.sampling_rate);
-    c.steps = Some(s.steps);
+    let (sigma, spent) =
+        noise_multiplier_neighbours(p.epsilon(), p.delta(), &s, acc, acc_relation)?;
+    let mech = Mechanism::DpSgd {
+        noise_multiplier: sigma,
+        sampling_rate: Some(s.sampling_rate),
+        steps: Some(s.steps),
+        epsilon_spent: Some(spent),
+    };
+    let mut c = base(req, Budget::Unlimited, mech);
     c.notes.push(format!(
         "noise multiplier sigma = {sigma:.4}: gradient noise std = sigma * clip norm; accountant {} ({} neighbours) gives epsilon {spent:.4} after {} steps at q = {:.6}",
         acc.name(),
@@ -407,13 +400,12 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     ));
     if replace_one && req.mode == CalibrationMode::Paper {
         // The paper's accountant (RDP, classic conversion) bounds add/remove neighbours only.
-        c.valid_guarantee = false;
-        c.notes.push(format!(
+        c.invalidate(format!(
             "paper mode under replace-one: the published RDP accountant bounds add/remove neighbours; for replace-one it only gives ({:.4}, {:.1e}) by group privacy: not a valid ({}, {})-guarantee for replace-one",
-            2.0 * p.epsilon,
-            (1.0 + p.epsilon.exp()) * p.delta,
-            p.epsilon,
-            p.delta
+            2.0 * p.epsilon(),
+            (1.0 + p.epsilon().exp()) * p.delta(),
+            p.epsilon(),
+            p.delta()
         ));
     } else if replace_one {
         c.notes.push(
@@ -432,7 +424,7 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     }
     if req.mode == CalibrationMode::Tight && !replace_one {
         // Report both for transparency.
-        if let Ok(r) = dpsgd_epsilon(&s, sigma, p.delta, Accountant::Rdp) {
+        if let Ok(r) = dpsgd_epsilon(&s, sigma, p.delta(), Accountant::Rdp) {
             c.notes.push(format!("RDP epsilon at this sigma: {r:.4}"));
         }
     }
@@ -513,32 +505,31 @@ fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
 /// ([`check_relation`]).
 pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
-    let b = need_budget(req.budget, req.method)?;
+    let nz = need_budget(req.budget, req.method)?;
+    let b = nz.get();
     let n = need_n(a, req.method)?;
     let lambda = need_lambda(a, req.method)?;
     let sens = 2.0 * a.k / (n as f64 * lambda);
     let p = req.privacy;
+    let (eps, delta) = (p.epsilon(), p.delta());
     let bf = b as f64;
     if p.is_pure() && req.mode == CalibrationMode::Tight {
-        return Ok(prediction_sensitivity_selection(req, b, sens));
+        return Ok(prediction_sensitivity_selection(req, nz, sens));
     }
     if p.is_pure() {
-        let mut c = base(
-            req,
-            Budget::Finite(b),
-            Noise::L2Laplace {
-                beta: p.epsilon / (sens * bf),
-            },
-        );
+        let noise = VectorNoise::L2Laplace {
+            beta: eps / (sens * bf),
+        };
+        let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
         c.notes
             .push("l2-Laplace on logits, beta = N*lambda*eps/(2KB) (basic composition)".into());
         return Ok(c);
     }
-    let sigma_basic = sigma_ag(p.epsilon / bf, p.delta / bf)?;
+    let sigma_basic = sigma_ag(eps / bf, delta / bf)?;
     let (sigma, valid, note) = match req.mode {
         CalibrationMode::Paper => {
-            let adv = paper_delta_prime_grid(p.delta)
-                .map(|dp| sigma_advanced(p.epsilon, p.delta, b, dp, true))
+            let adv = paper_delta_prime_grid(delta)
+                .map(|dp| sigma_advanced(eps, delta, b, dp, true))
                 .fold(f64::INFINITY, f64::min);
             if adv < sigma_basic {
                 (
@@ -555,7 +546,7 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
             }
         }
         CalibrationMode::Corrected => {
-            let (adv, _dp) = optimise_delta_prime(p.epsilon, p.delta, b);
+            let (adv, _dp) = optimise_delta_prime(eps, delta, b);
             if adv < sigma_basic {
                 (
                     adv,
@@ -571,8 +562,8 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
             }
         }
         CalibrationMode::Tight => {
-            let gdp = bf.sqrt() * sigma_ag(p.epsilon, p.delta)?;
-            let (adv, _) = optimise_delta_prime(p.epsilon, p.delta, b);
+            let gdp = bf.sqrt() * sigma_ag(eps, delta)?;
+            let (adv, _) = optimise_delta_prime(eps, delta, b);
             let corrected = adv.min(sigma_basic);
             (
                 gdp.min(corrected),
@@ -581,18 +572,13 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
             )
         }
     };
-    let mut c = base(
-        req,
-        Budget::Finite(b),
-        Noise::Gaussian {
-            sigma: sens * sigma,
-        },
-    );
-    c.valid_guarantee = valid;
+    let noise = VectorNoise::Gaussian {
+        sigma: sens * sigma,
+    };
+    let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
     c.notes.push(note.into());
     if !valid {
-        c.notes
-            .push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)".into());
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)");
     }
     Ok(c)
 }
@@ -636,21 +622,22 @@ pub fn logit_selection_beta(epsilon: f64, budget: u64, sensitivity: f64) -> f64 
 /// doc comment is the proof), instead of ℓ2-Laplace noise on the whole logit vector.
 pub fn prediction_sensitivity_selection(
     req: &CalibrationRequest,
-    b: u64,
+    b: NonZeroU64,
     sens: f64,
 ) -> Calibration {
-    let beta = logit_selection_beta(req.privacy.epsilon, b, sens);
-    let (noise, what) = match LOGIT_SELECTION {
+    let beta = logit_selection_beta(req.privacy.epsilon(), b.get(), sens);
+    let over = Scores::Logits;
+    let (mech, what) = match LOGIT_SELECTION {
         LogitSelection::Exponential => (
-            Noise::Exponential { beta },
+            Mechanism::Exponential { beta, over },
             "exponential mechanism over the logits, P(y) ~ exp(beta*logit_y) (McSherry & Talwar 2007)",
         ),
         LogitSelection::PermuteAndFlip => (
-            Noise::PermuteAndFlip { beta },
+            Mechanism::PermuteAndFlip { beta, over },
             "permute-and-flip over the logits (McKenna & Sheldon 2020, Thm 1)",
         ),
     };
-    let mut c = base(req, Budget::Finite(b), noise);
+    let mut c = base(req, Budget::Finite(b), mech);
     c.notes.push(format!(
         "mechanism: {what}; label only, the logits are not released"
     ));
@@ -675,22 +662,23 @@ pub fn prediction_sensitivity_selection(
 /// [`subsample_aggregate_permute_and_flip`]. Neighbours: replace-one (one example changes one
 /// teacher's shard, hence at most one vote); add-remove is refused ([`check_relation`]).
 pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
-    let b = need_budget(req.budget, req.method)?;
+    let nz = need_budget(req.budget, req.method)?;
+    let b = nz.get();
     let p = req.privacy;
+    let (eps, delta) = (p.epsilon(), p.delta());
     let bf = b as f64;
     if p.is_pure() && req.mode == CalibrationMode::Tight {
-        return Ok(subsample_aggregate_permute_and_flip(req, b));
+        return Ok(subsample_aggregate_permute_and_flip(req, nz));
     }
     let (beta, valid, note): (f64, bool, String) = if p.is_pure() {
         match req.mode {
-            CalibrationMode::Paper => (p.epsilon / bf, false, "paper: beta = eps/B (erratum 4.1: the mechanism is 2*beta-DP per answer)".into()),
-            _ => (p.epsilon / (2.0 * bf), true, "beta = eps/(2B): the exponential mechanism is 2*beta-DP per answer (McSherry & Talwar 2007)".into()),
+            CalibrationMode::Paper => (eps / bf, false, "paper: beta = eps/B (erratum 4.1: the mechanism is 2*beta-DP per answer)".into()),
+            _ => (eps / (2.0 * bf), true, "beta = eps/(2B): the exponential mechanism is 2*beta-DP per answer (McSherry & Talwar 2007)".into()),
         }
     } else {
         match req.mode {
             CalibrationMode::Paper => {
-                let e0 =
-                    (p.epsilon / bf).max(advanced_per_answer_epsilon_paper(p.epsilon, b, p.delta));
+                let e0 = (eps / bf).max(advanced_per_answer_epsilon_paper(eps, b, delta));
                 (
                     e0,
                     false,
@@ -699,7 +687,7 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
                 )
             }
             CalibrationMode::Corrected => {
-                let e0 = (p.epsilon / bf).max(advanced_per_answer_epsilon(p.epsilon, b, p.delta)?);
+                let e0 = (eps / bf).max(advanced_per_answer_epsilon(eps, b, delta)?);
                 (
                     e0 / 2.0,
                     true,
@@ -709,9 +697,9 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
                 )
             }
             CalibrationMode::Tight => {
-                let e0 = (p.epsilon / bf).max(advanced_per_answer_epsilon(p.epsilon, b, p.delta)?);
+                let e0 = (eps / bf).max(advanced_per_answer_epsilon(eps, b, delta)?);
                 let corrected = e0 / 2.0;
-                let rho = zcdp_rho_for(p.epsilon, p.delta)?;
+                let rho = zcdp_rho_for(eps, delta)?;
                 let zb = (2.0 * rho / bf).sqrt();
                 if zb >= corrected {
                     (
@@ -731,12 +719,15 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
             }
         }
     };
-    let mut c = base(req, Budget::Finite(b), Noise::Exponential { beta });
-    c.valid_guarantee = valid;
+    let over = Scores::Votes;
+    let mut c = base(
+        req,
+        Budget::Finite(nz),
+        Mechanism::Exponential { beta, over },
+    );
     c.notes.push(note);
     if !valid {
-        c.notes
-            .push("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)".into());
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)");
     }
     Ok(c)
 }
@@ -755,9 +746,17 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
 /// nothing more here (the change (+1, −1) has range 2 = 2Δ). The audit's pair (one vote moved
 /// from the leader to a class one vote behind) realises the bound: P(that class) goes from
 /// ½e^{−2β} to ½, a ratio of exactly e^{2β} = e^{ε₀}.
-pub fn subsample_aggregate_permute_and_flip(req: &CalibrationRequest, b: u64) -> Calibration {
-    let beta = req.privacy.epsilon / (2.0 * b as f64);
-    let mut c = base(req, Budget::Finite(b), Noise::PermuteAndFlip { beta });
+pub fn subsample_aggregate_permute_and_flip(
+    req: &CalibrationRequest,
+    b: NonZeroU64,
+) -> Calibration {
+    let beta = req.privacy.epsilon() / (2.0 * b.get() as f64);
+    let over = Scores::Votes;
+    let mut c = base(
+        req,
+        Budget::Finite(b),
+        Mechanism::PermuteAndFlip { beta, over },
+    );
     c.notes.push(
         "mechanism: permute-and-flip over the teachers' votes (McKenna & Sheldon 2020, Thm 1), never worse than the exponential mechanism at the same eps (their Thm 2)".into(),
     );

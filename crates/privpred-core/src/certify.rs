@@ -43,8 +43,10 @@
 use crate::calibrate::CalibrationRequest;
 use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
-use crate::types::{Calibration, CalibrationMode, Method, Noise, Privacy};
-use serde::{Deserialize, Serialize};
+use crate::guarantee::Calibration;
+pub use crate::guarantee::CertifiedFit;
+use crate::mechanism::VectorNoise;
+use crate::types::{CalibrationMode, Method};
 
 /// Output and prediction methods: 2γ/λ = this fraction of Δ = 2K/(Nλ), i.e. γ = 0.01·K/N
 /// (the noise grows by 1 %).
@@ -55,26 +57,6 @@ pub const LP_RESIDUAL_SHARE: f64 = 0.01;
 /// γN/(Ks) = 10 % of the objective noise's effect on θ, added in quadrature (≈ 0.5 %), plus 1 %
 /// from spending (1 − s)ε on the objective.
 pub const LP_GAMMA_FRACTION: f64 = 1e-3;
-
-/// The certificate a released fit must meet and how the guarantee accounts for it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CertifiedFit {
-    /// γ: the bound on ‖∇J(θ̂)‖₂ (f64, on the released iterate) every released fit must meet.
-    pub gradient_norm_bound: f64,
-    /// μ: the objective's strong-convexity modulus (λ; ρ_eff/N for loss perturbation, which
-    /// depends on λ and is filled in at fit time by [`loss_perturbation_residual`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strong_convexity: Option<f64>,
-    /// Output/prediction methods: the exact-minimiser sensitivity Δ = 2K/(Nλ).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exact_sensitivity: Option<f64>,
-    /// Output/prediction methods: the sensitivity the noise is calibrated with, Δ + 2γ/λ.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sensitivity: Option<f64>,
-    /// Loss perturbation: the share s of (ε, δ) kept for the residual's output noise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub residual_share: Option<f64>,
-}
 
 /// γ for `method` at N (K from the assumptions): the bound the solver must certify.
 pub fn gradient_norm_bound(method: Method, k: f64, n: usize) -> Option<f64> {
@@ -95,40 +77,21 @@ fn needs_minimiser(m: Method) -> bool {
     )
 }
 
-/// Scales every noise parameter for a sensitivity `factor` times larger (σ ∝ Δ, β ∝ 1/Δ).
-fn scale_noise(noise: Noise, factor: f64) -> Noise {
-    match noise {
-        Noise::L2Laplace { beta } => Noise::L2Laplace {
-            beta: beta / factor,
-        },
-        Noise::Gaussian { sigma } => Noise::Gaussian {
-            sigma: sigma * factor,
-        },
-        Noise::Exponential { beta } => Noise::Exponential {
-            beta: beta / factor,
-        },
-        Noise::PermuteAndFlip { beta } => Noise::PermuteAndFlip {
-            beta: beta / factor,
-        },
-    }
-}
-
 /// Calibrates `req` ([`crate::calibrate::calibrate`]) and accounts for the solver's residual
 /// (erratum 4.8, see the module documentation): in `corrected` and `tight` the noise of model
 /// sensitivity and prediction sensitivity is calibrated with Δ + 2γ/λ, and loss perturbation's
 /// objective noise with (1 − s)(ε, δ) (the rest pays for AMP's output noise, drawn at fit time
 /// by [`loss_perturbation_residual`]); the certificate is recorded in
-/// [`Calibration::certified`]. In `paper` these three methods are labelled
-/// `valid_guarantee: false`. Other methods are returned as calibrated.
+/// [`Calibration::certified`]. In `paper` these three methods are labelled invalid
+/// ([`crate::Validity::Invalid`]). Other methods are returned as calibrated.
 pub fn calibrate_certified(req: &CalibrationRequest) -> Result<Calibration> {
     if !needs_minimiser(req.method) {
         return crate::calibrate::calibrate(req);
     }
     if req.mode == CalibrationMode::Paper {
         let mut c = crate::calibrate::calibrate(req)?;
-        c.valid_guarantee = false;
-        c.notes.push(
-            "erratum 4.8: paper mode releases the solver's iterate as if it were the exact minimiser (no certified gradient bound): not a valid guarantee".into(),
+        c.invalidate(
+            "erratum 4.8: paper mode releases the solver's iterate as if it were the exact minimiser (no certified gradient bound): not a valid guarantee",
         );
         return Ok(c);
     }
@@ -152,9 +115,9 @@ pub fn calibrate_certified(req: &CalibrationRequest) -> Result<Calibration> {
             let s = LP_RESIDUAL_SHARE;
             let p = req.privacy;
             let mut r1 = req.clone();
-            r1.privacy = Privacy::new((1.0 - s) * p.epsilon, (1.0 - s) * p.delta)?;
+            r1.privacy = p.share(1.0 - s)?;
             let mut c = crate::calibrate::calibrate(&r1)?;
-            c.privacy = p;
+            c.guarantee.privacy = p;
             c.notes.push(format!(
                 "erratum 4.8 (approximate minimum perturbation, Iyengar et al. 2019, Thm 1): the objective noise and rho use (1 - s)(eps, delta) with s = {s}; the fit is certified to ||grad J||_2 <= gamma = {gamma:.6e} and released with an output noise of sensitivity 2*gamma*N/rho_eff at s(eps, delta)"
             ));
@@ -181,7 +144,7 @@ pub fn calibrate_certified(req: &CalibrationRequest) -> Result<Calibration> {
             let mut c = crate::calibrate::calibrate(req)?;
             let delta_exact = 2.0 * a.k / (n as f64 * lambda);
             let sens = delta_exact + 2.0 * gamma / lambda;
-            c.noise = scale_noise(c.noise, sens / delta_exact);
+            c.mechanism = c.mechanism.scaled(sens / delta_exact);
             c.notes.push(format!(
                 "erratum 4.8: certified minimiser ||grad J(theta)||_2 <= gamma = {gamma:.6e} (f64, final iterate); sensitivity Delta + 2*gamma/lambda = {sens:.6e} (Delta = {delta_exact:.6e}); noise scaled by {:.4}",
                 sens / delta_exact
@@ -207,7 +170,7 @@ pub fn loss_perturbation_residual(
     cal: &Calibration,
     n: usize,
     rho_eff: f64,
-) -> Result<Option<(f64, Noise)>> {
+) -> Result<Option<(f64, VectorNoise)>> {
     let Some(cert) = cal.certified else {
         return Ok(None);
     };
@@ -226,14 +189,14 @@ pub fn loss_perturbation_residual(
         ));
     }
     let r = cert.gradient_norm_bound * n as f64 / rho_eff;
-    let p = cal.privacy;
-    let (e2, d2) = (s * p.epsilon, s * p.delta);
+    let p = cal.privacy();
+    let (e2, d2) = (s * p.epsilon(), s * p.delta());
     let noise = if p.is_pure() {
-        Noise::L2Laplace {
+        VectorNoise::L2Laplace {
             beta: e2 / (2.0 * r),
         }
     } else {
-        Noise::Gaussian {
+        VectorNoise::Gaussian {
             sigma: 2.0 * r * sigma_ag(e2, d2)?,
         }
     };
@@ -243,14 +206,15 @@ pub fn loss_perturbation_residual(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::Budget;
+    use crate::privacy::{Budget, Privacy};
+    use crate::types::Noise;
 
     fn req(m: Method, mode: CalibrationMode, e: f64, d: f64) -> CalibrationRequest {
         let mut r = CalibrationRequest::new(m, mode, Privacy::new(e, d).unwrap());
         r.n = Some(60_000);
         r.lambda = Some(0.1);
         if !m.is_private_training() {
-            r.budget = Budget::Finite(100);
+            r.budget = Budget::finite(100).unwrap();
         }
         r
     }
@@ -270,7 +234,7 @@ mod tests {
                     assert!((f.gradient_norm_bound - 0.01 * k / n).abs() < 1e-20);
                     let want = (2.0 * k / (n * lambda) + 2.0 * f.gradient_norm_bound / lambda)
                         / (2.0 * k / (n * lambda));
-                    let ratio = match (exact.noise, cert.noise) {
+                    let ratio = match (exact.noise(), cert.noise()) {
                         (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b }) => b / a,
                         (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
                         // tight δ = 0 prediction sensitivity: a selection over the logits
@@ -282,7 +246,7 @@ mod tests {
                         (ratio - want).abs() < 1e-12 && want > 1.0099,
                         "{m} {mode:?} {d}"
                     );
-                    assert!(cert.valid_guarantee);
+                    assert!(cert.is_valid());
                 }
             }
         }
@@ -296,7 +260,14 @@ mod tests {
             Method::LossPerturbation,
         ] {
             let c = calibrate_certified(&req(m, CalibrationMode::Paper, 1.0, 0.0)).unwrap();
-            assert!(!c.valid_guarantee && c.certified.is_none(), "{m}");
+            assert!(!c.is_valid() && c.certified.is_none(), "{m}");
+            assert!(
+                c.guarantee
+                    .validity
+                    .reasons()
+                    .iter()
+                    .any(|n| n.contains("4.8"))
+            );
             assert!(c.notes.iter().any(|n| n.contains("4.8")));
         }
     }
@@ -316,10 +287,10 @@ mod tests {
         let mut r1 = r.clone();
         r1.privacy = Privacy::new(0.99, 0.0).unwrap();
         let c1 = crate::calibrate::calibrate(&r1).unwrap();
-        assert_eq!(c.noise, c1.noise);
-        assert_eq!(c.rho, c1.rho);
-        assert_eq!(c.privacy.epsilon, 1.0);
-        let rho_eff = c.rho.unwrap().max(60_000.0 * 0.1);
+        assert_eq!(c.noise(), c1.noise());
+        assert_eq!(c.mechanism.rho(), c1.mechanism.rho());
+        assert_eq!(c.epsilon(), 1.0);
+        let rho_eff = c.mechanism.rho().unwrap().max(60_000.0 * 0.1);
         let (mu, noise) = loss_perturbation_residual(&c, 60_000, rho_eff)
             .unwrap()
             .unwrap();
@@ -327,7 +298,9 @@ mod tests {
         let gamma = 1e-3 * std::f64::consts::SQRT_2 / 60_000.0;
         let r2 = gamma * 60_000.0 / rho_eff;
         match noise {
-            Noise::L2Laplace { beta } => assert!((beta - 0.01 / (2.0 * r2)).abs() < 1e-9 * beta),
+            VectorNoise::L2Laplace { beta } => {
+                assert!((beta - 0.01 / (2.0 * r2)).abs() < 1e-9 * beta)
+            }
             n => panic!("{n:?}"),
         }
         // δ > 0: Gaussian at (0.01ε, 0.01δ)
@@ -337,7 +310,7 @@ mod tests {
             .unwrap()
             .unwrap();
         match noise {
-            Noise::Gaussian { sigma } => {
+            VectorNoise::Gaussian { sigma } => {
                 let want = 2.0 * r2 * sigma_ag(0.01, 1e-7).unwrap();
                 assert!((sigma - want).abs() < 1e-9 * want);
             }

@@ -5,6 +5,7 @@
 //! All inversions round toward the private side: per-answer ε₀ down, ρ down, ε up.
 
 use crate::error::{CoreError, Result};
+use crate::privacy::Epsilon;
 
 /// Basic composition (Dwork et al. 2006): k mechanisms that are each (ε₀, δ₀)-DP are
 /// (kε₀, kδ₀)-DP.
@@ -34,13 +35,7 @@ pub fn advanced_per_answer_epsilon_paper(epsilon: f64, k: u64, delta_prime: f64)
 /// (SPEC §4.6, `corrected`). The left side is increasing in ε₀; bisection to 1e-12 relative,
 /// returning the lower end (less ε₀ ⇒ more noise).
 pub fn advanced_per_answer_epsilon(epsilon: f64, k: u64, delta_prime: f64) -> Result<f64> {
-    if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid(
-            "epsilon",
-            epsilon,
-            "must be a finite number > 0",
-        ));
-    }
+    Epsilon::new(epsilon)?;
     if k == 0 {
         return Err(CoreError::invalid("budget", k, "must be an integer >= 1"));
     }
@@ -140,13 +135,7 @@ pub fn zcdp_to_epsilon(rho: f64, delta: f64) -> Result<f64> {
 /// The largest ρ such that ρ-zCDP implies (ε, δ)-DP under [`zcdp_to_epsilon`]
 /// (bisection on ρ, rounded down).
 pub fn zcdp_rho_for(epsilon: f64, delta: f64) -> Result<f64> {
-    if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid(
-            "epsilon",
-            epsilon,
-            "must be a finite number > 0",
-        ));
-    }
+    Epsilon::new(epsilon)?;
     let mut lo = 0.0;
     let mut hi = epsilon; // ε(ρ) ≥ ρ, so ρ = ε is always too much
     while zcdp_to_epsilon(hi, delta)? <= epsilon {

@@ -243,13 +243,7 @@ fn noise_multiplier_search(
     accountant: Accountant,
     neighbours: Neighbours,
 ) -> Result<(f64, f64)> {
-    if !(target_epsilon.is_finite() && target_epsilon > 0.0) {
-        return Err(CoreError::invalid(
-            "epsilon",
-            target_epsilon,
-            "must be a finite number > 0",
-        ));
-    }
+    crate::privacy::Epsilon::new(target_epsilon)?;
     if !(delta.is_finite() && delta > 0.0 && delta < 1.0) {
         return Err(CoreError::invalid(
             "delta",

@@ -104,14 +104,7 @@ fn log_gaussian_delta(sigma: f64, epsilon: f64) -> f64 {
 }
 
 fn check_eps(epsilon: f64) -> Result<()> {
-    if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid(
-            "epsilon",
-            epsilon,
-            "must be a finite number > 0",
-        ));
-    }
-    Ok(())
+    crate::privacy::Epsilon::new(epsilon).map(|_| ())
 }
 
 fn check_delta_open(delta: f64) -> Result<()> {

@@ -7,7 +7,7 @@ use serde_json::json;
 /// The `--json` object of a calibration: method, calibration mode, relation, (ε, δ), budget,
 /// noise and mechanism, validity, assumptions, notes, and the DP-SGD fields where present.
 pub fn to_json(c: &Calibration) -> serde_json::Value {
-    let noise = match c.noise {
+    let noise = match c.noise() {
         Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
         Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
         Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
@@ -17,15 +17,15 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
     };
     let mut v = json!({
         "method": c.method.name(),
-        "calibration": c.calibration.name(),
-        "neighbours": c.neighbours.name(),
-        "epsilon": c.privacy.epsilon,
-        "delta": c.privacy.delta,
-        "budget": c.budget.get(),
-        "budget_unlimited": c.budget.get().is_none(),
+        "calibration": c.mode().name(),
+        "neighbours": c.neighbours().name(),
+        "epsilon": c.epsilon(),
+        "delta": c.delta(),
+        "budget": c.budget().get(),
+        "budget_unlimited": c.budget().get().is_none(),
         "noise": noise,
-        "mechanism": crate::noise::mechanism_name(c.method, &c.noise),
-        "valid_guarantee": c.valid_guarantee,
+        "mechanism": c.mechanism.name(),
+        "valid_guarantee": c.is_valid(),
         "assumptions": {
             "K": c.assumptions.k,
             "L": c.assumptions.l,
@@ -38,19 +38,20 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
     let Some(o) = v.as_object_mut() else {
         return v;
     };
-    if let Some(r) = c.rho {
+    let x = c.mechanism.record_extras();
+    if let Some(r) = x.rho {
         o.insert("rho".into(), json!(r));
     }
-    if let Some(s) = c.noise_multiplier {
+    if let Some(s) = x.noise_multiplier {
         o.insert("noise_multiplier".into(), json!(s));
     }
-    if let Some(e) = c.epsilon_spent {
+    if let Some(e) = x.epsilon_spent {
         o.insert("epsilon_spent".into(), json!(e));
     }
-    if let Some(q) = c.sampling_rate {
+    if let Some(q) = x.sampling_rate {
         o.insert("sampling_rate".into(), json!(q));
     }
-    if let Some(k) = c.steps {
+    if let Some(k) = x.steps {
         o.insert("steps".into(), json!(k));
     }
     v

@@ -182,25 +182,6 @@ pub fn add_noise_f32<R: Rng + ?Sized>(
     noise.add_to_f32(rng, values)
 }
 
-/// The released mechanism of `method` under `noise`, as printed in `calibrate --json`, result
-/// rows and `GET /v1/model`: `noisy-logits`, `exponential-over-logits`,
-/// `permute-and-flip-over-logits` (prediction sensitivity), `exponential-over-votes`,
-/// `permute-and-flip-over-votes` (subsample-and-aggregate), `output-perturbation` (model
-/// sensitivity), `objective-perturbation` (loss perturbation), `noisy-sgd` (DP-SGD).
-pub fn mechanism_name(method: crate::Method, noise: &Noise) -> &'static str {
-    use crate::Method as M;
-    match (method, noise) {
-        (M::PredictionSensitivity, Noise::Exponential { .. }) => "exponential-over-logits",
-        (M::PredictionSensitivity, Noise::PermuteAndFlip { .. }) => "permute-and-flip-over-logits",
-        (M::PredictionSensitivity, _) => "noisy-logits",
-        (M::SubsampleAggregate, Noise::PermuteAndFlip { .. }) => "permute-and-flip-over-votes",
-        (M::SubsampleAggregate, _) => "exponential-over-votes",
-        (M::ModelSensitivity, _) => "output-perturbation",
-        (M::LossPerturbation, _) => "objective-perturbation",
-        (M::DpSgd, _) => "noisy-sgd",
-    }
-}
-
 /// A uniform draw in (0, 1] that reaches every binade down to 2⁻¹⁰⁷⁴: the exponent is
 /// geometric (the count of leading zero bits of an unbounded random bit string, 64 bits per
 /// word), the 52-bit mantissa uniform — each f64 in (0, 1) is drawn with probability
@@ -247,55 +228,6 @@ pub fn exp1_full<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 }
 
 impl Noise {
-    /// Whether this is a selection mechanism (exponential mechanism or permute-and-flip): it
-    /// releases a label only, never a score vector.
-    pub fn is_selection(&self) -> bool {
-        matches!(
-            self,
-            Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }
-        )
-    }
-
-    /// One draw of this selection mechanism over `scores` (the index of the selected
-    /// candidate): Gumbel-max for the exponential mechanism
-    /// ([`sample_exponential_mechanism`]), [`crate::select::sample_permute_and_flip`] for
-    /// permute-and-flip. Additive noise is not a selection: it errors.
-    pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
-        &self,
-        rng: &mut R,
-        scores: &[T],
-    ) -> Result<usize> {
-        match *self {
-            Noise::Exponential { beta } => sample_exponential_mechanism(rng, scores, beta),
-            Noise::PermuteAndFlip { beta } => {
-                crate::select::sample_permute_and_flip(rng, scores, beta)
-            }
-            other => Err(CoreError::Unsupported(format!(
-                "{} noise is additive, not a selection",
-                other.distribution_name()
-            ))),
-        }
-    }
-
-    /// The exact output distribution of this selection mechanism over `scores`.
-    pub fn selection_probabilities<T: Copy + Into<f64>>(&self, scores: &[T]) -> Result<Vec<f64>> {
-        match *self {
-            Noise::Exponential { beta } => {
-                Ok(exponential_mechanism_log_probabilities(scores, beta)?
-                    .into_iter()
-                    .map(f64::exp)
-                    .collect())
-            }
-            Noise::PermuteAndFlip { beta } => {
-                crate::select::permute_and_flip_probabilities(scores, beta)
-            }
-            other => Err(CoreError::Unsupported(format!(
-                "{} noise is additive, not a selection",
-                other.distribution_name()
-            ))),
-        }
-    }
-
     /// Draws one noise vector of dimension `dim` (ℓ2-Laplace or Gaussian). The exponential
     /// mechanism is not additive noise: use [`sample_exponential_mechanism`].
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R, dim: usize) -> Result<Vec<f64>> {

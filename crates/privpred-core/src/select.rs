@@ -30,7 +30,10 @@
 //! direct enumeration of all |R|! orders.
 
 use crate::error::{CoreError, Result};
-use crate::noise::exp1_full;
+use crate::noise::{
+    exp1_full, exponential_mechanism_log_probabilities, sample_exponential_mechanism,
+};
+use crate::types::Noise;
 use rand::{Rng, RngExt};
 
 fn check_beta(beta: f64) -> Result<()> {
@@ -177,6 +180,55 @@ pub fn permute_and_flip_probabilities<T: Copy + Into<f64>>(
 /// The expected quality Σ_r P(r)·q_r of a selection distribution `probs` over `scores`.
 pub fn expected_quality<T: Copy + Into<f64>>(scores: &[T], probs: &[f64]) -> f64 {
     scores.iter().zip(probs).map(|(&s, &p)| s.into() * p).sum()
+}
+
+/// The selection side of [`Noise`] (here rather than in `crate::noise`, which this module
+/// builds on).
+impl Noise {
+    /// Whether this is a selection mechanism (exponential mechanism or permute-and-flip): it
+    /// releases a label only, never a score vector.
+    pub fn is_selection(&self) -> bool {
+        matches!(
+            self,
+            Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }
+        )
+    }
+
+    /// One draw of this selection mechanism over `scores` (the index of the selected
+    /// candidate): Gumbel-max for the exponential mechanism
+    /// ([`sample_exponential_mechanism`]), [`sample_permute_and_flip`] for
+    /// permute-and-flip. Additive noise is not a selection: it errors.
+    pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
+        &self,
+        rng: &mut R,
+        scores: &[T],
+    ) -> Result<usize> {
+        match *self {
+            Noise::Exponential { beta } => sample_exponential_mechanism(rng, scores, beta),
+            Noise::PermuteAndFlip { beta } => sample_permute_and_flip(rng, scores, beta),
+            other => Err(CoreError::Unsupported(format!(
+                "{} noise is additive, not a selection",
+                other.distribution_name()
+            ))),
+        }
+    }
+
+    /// The exact output distribution of this selection mechanism over `scores`.
+    pub fn selection_probabilities<T: Copy + Into<f64>>(&self, scores: &[T]) -> Result<Vec<f64>> {
+        match *self {
+            Noise::Exponential { beta } => {
+                Ok(exponential_mechanism_log_probabilities(scores, beta)?
+                    .into_iter()
+                    .map(f64::exp)
+                    .collect())
+            }
+            Noise::PermuteAndFlip { beta } => permute_and_flip_probabilities(scores, beta),
+            other => Err(CoreError::Unsupported(format!(
+                "{} noise is additive, not a selection",
+                other.distribution_name()
+            ))),
+        }
+    }
 }
 
 #[cfg(test)]

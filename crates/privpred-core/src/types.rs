@@ -1,6 +1,8 @@
-//! Guarantee types: methods, calibration modes, (ε, δ), budgets, noise distributions.
+//! The vocabulary of guarantees: methods, calibration modes, neighbouring relations, noise
+//! distributions and the constants a calibration rests on. The validated (ε, δ) and budget
+//! are in [`crate::privacy`], the guarantee and its mechanism in [`crate::guarantee`] and
+//! [`crate::mechanism`].
 
-use crate::error::{CoreError, Result};
 use serde::{Deserialize, Serialize};
 
 /// The five private-prediction methods of the study (SPEC §1).
@@ -143,15 +145,6 @@ impl Neighbours {
         )
     }
 
-    /// Relabels a calibration deserialised from a record without a `neighbours` key
-    /// (`has_key = false`) with [`Neighbours::legacy`], adding [`Neighbours::legacy_note`].
-    pub fn relabel_legacy(c: &mut Calibration, has_key: bool) {
-        if !has_key {
-            c.neighbours = Neighbours::legacy(c.method);
-            c.notes.push(Neighbours::legacy_note(c.method));
-        }
-    }
-
     /// Parses a kebab-case name.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -165,70 +158,6 @@ impl Neighbours {
 impl std::fmt::Display for Neighbours {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// A validated (ε, δ) pair: ε finite and > 0, δ in [0, 1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Privacy {
-    /// ε > 0.
-    pub epsilon: f64,
-    /// δ ∈ [0, 1).
-    pub delta: f64,
-}
-
-impl Privacy {
-    /// Validates ε ∈ (0, ∞) and δ ∈ [0, 1).
-    pub fn new(epsilon: f64, delta: f64) -> Result<Self> {
-        if !(epsilon.is_finite() && epsilon > 0.0) {
-            return Err(CoreError::invalid(
-                "epsilon",
-                epsilon,
-                "must be a finite number > 0",
-            ));
-        }
-        if !(delta.is_finite() && (0.0..1.0).contains(&delta)) {
-            return Err(CoreError::invalid("delta", delta, "must be in [0, 1)"));
-        }
-        Ok(Privacy { epsilon, delta })
-    }
-
-    /// Pure ε-DP (δ = 0).
-    pub fn pure(epsilon: f64) -> Result<Self> {
-        Self::new(epsilon, 0.0)
-    }
-
-    /// Whether δ = 0.
-    pub fn is_pure(&self) -> bool {
-        self.delta == 0.0
-    }
-}
-
-/// The inference budget: the number of answers the guarantee covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Budget {
-    /// B answers (B ≥ 1).
-    Finite(u64),
-    /// Private-training methods: the released model is private, any number of answers.
-    Unlimited,
-}
-
-impl Budget {
-    /// Validates B ≥ 1.
-    pub fn finite(b: u64) -> Result<Self> {
-        if b == 0 {
-            return Err(CoreError::invalid("budget", b, "must be an integer >= 1"));
-        }
-        Ok(Budget::Finite(b))
-    }
-
-    /// B as a number (None for unlimited).
-    pub fn get(&self) -> Option<u64> {
-        match self {
-            Budget::Finite(b) => Some(*b),
-            Budget::Unlimited => None,
-        }
     }
 }
 
@@ -288,50 +217,4 @@ impl Default for Assumptions {
             lambda: None,
         }
     }
-}
-
-/// The result of calibrating a method: a guarantee as a value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Calibration {
-    /// Which method.
-    pub method: Method,
-    /// Which analysis set the noise.
-    pub calibration: CalibrationMode,
-    /// The target (ε, δ).
-    pub privacy: Privacy,
-    /// The budget B the guarantee covers.
-    pub budget: Budget,
-    /// The calibrated noise.
-    pub noise: Noise,
-    /// The neighbouring relation the guarantee is stated for. A calibration serialised before
-    /// this field existed reads as `replace-one`; readers of legacy records must relabel them
-    /// (see `privpred_linear::artifact`).
-    #[serde(default)]
-    pub neighbours: Neighbours,
-    /// The constants used.
-    pub assumptions: Assumptions,
-    /// False where SPEC §4 says the paper's rule does not deliver the guarantee.
-    pub valid_guarantee: bool,
-    /// Human-readable notes (erratum references, theorem used).
-    pub notes: Vec<String>,
-    /// Loss perturbation: ρ = 2LC/ε (before the Nλ floor).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rho: Option<f64>,
-    /// DP-SGD: the noise multiplier σ (noise std = σ·ν).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub noise_multiplier: Option<f64>,
-    /// DP-SGD: the ε actually spent by the accountant at that multiplier.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub epsilon_spent: Option<f64>,
-    /// DP-SGD: the Poisson sampling rate q = b/N.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampling_rate: Option<f64>,
-    /// DP-SGD: the number of noisy steps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<u64>,
-    /// Certified minimiser (erratum 4.8): the gradient-norm bound γ the released fit must
-    /// meet and the sensitivity that includes it (`corrected`/`tight` model sensitivity,
-    /// prediction sensitivity and loss perturbation; see [`crate::certify`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certified: Option<crate::certify::CertifiedFit>,
 }

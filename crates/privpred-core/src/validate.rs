@@ -10,7 +10,10 @@
 //! next to the others.
 
 use crate::error::{CoreError, Result};
-use crate::types::{Budget, Calibration, Method, Noise, Privacy};
+use crate::guarantee::Calibration;
+use crate::mechanism::{Mechanism, Scores};
+use crate::privacy::Budget;
+use crate::types::{CalibrationMode, Noise};
 
 /// The largest number of classes a stored guarantee may name (the data layer's limit is the
 /// same, `privpred_data::limits::MAX_CLASSES`).
@@ -32,27 +35,22 @@ fn non_negative(name: &'static str, v: f64) -> Result<()> {
     }
 }
 
-/// Checks a stored guarantee: ε finite > 0 and δ ∈ [0, 1) (δ > 0 for DP-SGD); the budget
-/// finite (B ≥ 1) for private-prediction methods and unlimited for private-training ones; the
-/// noise distribution the method's calibration uses (ℓ2-Laplace or Gaussian for model,
-/// loss and prediction sensitivity, Gaussian for DP-SGD, the exponential mechanism for
-/// subsample-and-aggregate) with a finite scale > 0; the assumptions' constants finite > 0,
-/// 2 ≤ classes ≤ [`MAX_CLASSES`], N ≥ 1 and λ finite ≥ 0 where given; and the optional
-/// statistics (ρ, σ multiplier, ε spent, sampling rate q ∈ (0, 1], steps ≥ 1) in range.
+/// Checks a stored guarantee: δ > 0 for DP-SGD ((ε, δ) themselves are valid by construction,
+/// [`crate::Privacy`]); the budget finite for private-prediction methods (B ≥ 1 by
+/// construction, [`Budget`]) and unlimited for private-training ones; the mechanism one the
+/// method releases (output or objective perturbation, noisy logits with ℓ2-Laplace or
+/// Gaussian noise, DP-SGD's Gaussian, a selection over the votes for subsample-and-aggregate,
+/// and over the logits for prediction sensitivity in `tight` with δ = 0 only) with a finite
+/// scale > 0; the assumptions' constants finite > 0, 2 ≤ classes ≤ [`MAX_CLASSES`], N ≥ 1 and
+/// λ finite ≥ 0 where given; and the mechanism's statistics (ρ, σ multiplier, ε spent,
+/// sampling rate q ∈ (0, 1], steps ≥ 1) in range.
 pub fn check_calibration(cal: &Calibration) -> Result<()> {
     let m = cal.method;
-    let p = cal.privacy;
-    Privacy::new(p.epsilon, p.delta)?;
-    if !m.supports_pure_dp() && p.delta == 0.0 {
-        return Err(CoreError::invalid(
-            "delta",
-            p.delta,
-            format!("{m} needs δ > 0"),
-        ));
+    if !m.supports_pure_dp() && cal.guarantee.privacy.is_pure() {
+        return Err(CoreError::invalid("delta", 0.0, format!("{m} needs δ > 0")));
     }
-    match (m.is_private_training(), cal.budget) {
-        (true, Budget::Unlimited) => {}
-        (false, Budget::Finite(b)) if b >= 1 => {}
+    match (m.is_private_training(), cal.guarantee.budget) {
+        (true, Budget::Unlimited) | (false, Budget::Finite(_)) => {}
         (true, b) => {
             return Err(CoreError::invalid(
                 "budget",
@@ -68,37 +66,7 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
             ));
         }
     }
-    match (m, cal.noise) {
-        (
-            Method::ModelSensitivity | Method::LossPerturbation | Method::PredictionSensitivity,
-            Noise::L2Laplace { beta },
-        ) => positive("noise beta", beta)?,
-        (
-            Method::ModelSensitivity
-            | Method::LossPerturbation
-            | Method::PredictionSensitivity
-            | Method::DpSgd,
-            Noise::Gaussian { sigma },
-        ) => positive("noise sigma", sigma)?,
-        (
-            Method::SubsampleAggregate,
-            Noise::Exponential { beta } | Noise::PermuteAndFlip { beta },
-        ) => positive("noise beta", beta)?,
-        // label-only selection over the logits: `tight` with δ = 0 only
-        (
-            Method::PredictionSensitivity,
-            Noise::Exponential { beta } | Noise::PermuteAndFlip { beta },
-        ) if cal.calibration == crate::CalibrationMode::Tight && cal.privacy.delta == 0.0 => {
-            positive("noise beta", beta)?
-        }
-        (m, n) => {
-            return Err(CoreError::invalid(
-                "noise",
-                format!("{n:?}"),
-                format!("not the noise {m}'s calibration uses"),
-            ));
-        }
-    }
+    check_mechanism(cal)?;
     let a = &cal.assumptions;
     positive("assumption k", a.k)?;
     positive("assumption l", a.l)?;
@@ -115,30 +83,63 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
     if let Some(l) = a.lambda {
         non_negative("lambda", l)?;
     }
-    if let Some(r) = cal.rho {
+    let x = cal.mechanism.record_extras();
+    if let Some(r) = x.rho {
         positive("rho", r)?;
     }
-    if let Some(s) = cal.noise_multiplier {
+    if let Some(s) = x.noise_multiplier {
         positive("noise multiplier", s)?;
     }
-    if let Some(e) = cal.epsilon_spent {
+    if let Some(e) = x.epsilon_spent {
         non_negative("epsilon spent", e)?;
     }
-    if let Some(q) = cal.sampling_rate
+    if let Some(q) = x.sampling_rate
         && !(q.is_finite() && q > 0.0 && q <= 1.0)
     {
         return Err(CoreError::invalid("sampling rate", q, "must be in (0, 1]"));
     }
-    if cal.steps == Some(0) {
+    if x.steps == Some(0) {
         return Err(CoreError::invalid("steps", 0, "must be an integer >= 1"));
     }
     Ok(())
 }
 
+/// The mechanism is `cal.method`'s (a selection over the logits only in `tight` with δ = 0)
+/// and its noise parameter finite > 0.
+fn check_mechanism(cal: &Calibration) -> Result<()> {
+    let m = cal.method;
+    let mech = &cal.mechanism;
+    let label_only_logits = matches!(
+        mech,
+        Mechanism::Exponential {
+            over: Scores::Logits,
+            ..
+        } | Mechanism::PermuteAndFlip {
+            over: Scores::Logits,
+            ..
+        }
+    );
+    let tight_pure =
+        cal.guarantee.mode == CalibrationMode::Tight && cal.guarantee.privacy.is_pure();
+    if mech.method() != m || (label_only_logits && !tight_pure) {
+        return Err(CoreError::invalid(
+            "noise",
+            format!("{:?}", mech.noise()),
+            format!("not the noise {m}'s calibration uses"),
+        ));
+    }
+    match mech.noise() {
+        Noise::Gaussian { sigma } => positive("noise sigma", sigma),
+        Noise::L2Laplace { beta }
+        | Noise::Exponential { beta }
+        | Noise::PermuteAndFlip { beta } => positive("noise beta", beta),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CalibrationMode, CalibrationRequest, calibrate};
+    use crate::{CalibrationRequest, Method, Privacy, VectorNoise, calibrate};
 
     fn req(method: Method, delta: f64, budget: Budget) -> CalibrationRequest {
         let mut r = CalibrationRequest::new(
@@ -158,9 +159,17 @@ mod tests {
             (Method::ModelSensitivity, 0.0, Budget::Unlimited),
             (Method::ModelSensitivity, 1e-5, Budget::Unlimited),
             (Method::LossPerturbation, 0.0, Budget::Unlimited),
-            (Method::PredictionSensitivity, 0.0, Budget::Finite(10)),
-            (Method::PredictionSensitivity, 1e-5, Budget::Finite(10)),
-            (Method::SubsampleAggregate, 0.0, Budget::Finite(10)),
+            (
+                Method::PredictionSensitivity,
+                0.0,
+                Budget::finite(10).unwrap(),
+            ),
+            (
+                Method::PredictionSensitivity,
+                1e-5,
+                Budget::finite(10).unwrap(),
+            ),
+            (Method::SubsampleAggregate, 0.0, Budget::finite(10).unwrap()),
         ] {
             for mode in [CalibrationMode::Corrected, CalibrationMode::Tight] {
                 let mut r = req(m, delta, b);
@@ -172,18 +181,39 @@ mod tests {
                     f(&mut x);
                     check_calibration(&x).is_err()
                 };
-                assert!(bad(&|x| x.privacy.epsilon = -1.0), "{m}");
-                assert!(bad(&|x| x.privacy.epsilon = 0.0), "{m}");
-                assert!(bad(&|x| x.privacy.epsilon = f64::INFINITY), "{m}");
-                assert!(bad(&|x| x.privacy.delta = 2.0), "{m}");
+                // (ε, δ) out of range cannot be built, nor read from a record
+                let mut v = serde_json::to_value(&c).unwrap();
+                for (key, bad) in [("epsilon", -1.0), ("epsilon", 0.0), ("delta", 2.0)] {
+                    v["privacy"][key] = serde_json::json!(bad);
+                    assert!(
+                        serde_json::from_value::<Calibration>(v.clone()).is_err(),
+                        "{m}"
+                    );
+                    v["privacy"] = serde_json::to_value(c.privacy()).unwrap();
+                }
                 assert!(bad(&|x| x.assumptions.classes = 0), "{m}");
                 assert!(bad(&|x| x.assumptions.n = Some(0)), "{m}");
                 assert!(
-                    bad(&|x| x.noise = match x.noise {
-                        Noise::L2Laplace { .. } => Noise::L2Laplace { beta: -1.0 },
-                        Noise::Gaussian { .. } => Noise::Gaussian { sigma: 0.0 },
-                        Noise::Exponential { .. } => Noise::Exponential { beta: f64::NAN },
-                        Noise::PermuteAndFlip { .. } => Noise::PermuteAndFlip { beta: -1.0 },
+                    bad(&|x| x.mechanism = match x.mechanism {
+                        Mechanism::OutputPerturbation { .. } => Mechanism::OutputPerturbation {
+                            noise: VectorNoise::L2Laplace { beta: -1.0 },
+                        },
+                        Mechanism::ObjectivePerturbation { rho, .. } => {
+                            Mechanism::ObjectivePerturbation {
+                                noise: VectorNoise::Gaussian { sigma: 0.0 },
+                                rho,
+                            }
+                        }
+                        Mechanism::NoisyLogits { .. } => Mechanism::NoisyLogits {
+                            noise: VectorNoise::Gaussian { sigma: 0.0 },
+                        },
+                        Mechanism::Exponential { over, .. } => Mechanism::Exponential {
+                            beta: f64::NAN,
+                            over,
+                        },
+                        Mechanism::PermuteAndFlip { over, .. } =>
+                            Mechanism::PermuteAndFlip { beta: -1.0, over },
+                        d @ Mechanism::DpSgd { .. } => d.scaled(f64::NAN),
                     }),
                     "{m}"
                 );
@@ -197,15 +227,24 @@ mod tests {
                     "{m}"
                 );
                 assert!(
-                    bad(&|x| x.budget = match x.budget {
-                        Budget::Finite(_) => Budget::Finite(0),
-                        Budget::Unlimited => Budget::Finite(5),
+                    bad(&|x| x.guarantee.budget = match x.guarantee.budget {
+                        Budget::Finite(_) => Budget::Unlimited,
+                        Budget::Unlimited => Budget::finite(5).unwrap(),
                     }),
                     "{m}"
                 );
-                if c.noise.is_selection() && m == Method::PredictionSensitivity {
+                // a zero budget cannot be built, nor read from a record
+                if let Budget::Finite(_) = c.budget() {
+                    let mut v = serde_json::to_value(&c).unwrap();
+                    v["budget"] = serde_json::json!({"finite": 0});
+                    assert!(serde_json::from_value::<Calibration>(v).is_err(), "{m}");
+                }
+                if c.mechanism.is_selection() && m == Method::PredictionSensitivity {
                     // a selection over the logits is a tight, δ = 0 calibration only
-                    assert!(bad(&|x| x.calibration = CalibrationMode::Corrected), "{m}");
+                    assert!(
+                        bad(&|x| x.guarantee.mode = CalibrationMode::Corrected),
+                        "{m}"
+                    );
                 }
             }
         }

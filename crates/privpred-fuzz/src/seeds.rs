@@ -93,7 +93,7 @@ pub fn write(dir: &Path) {
             method,
             CalibrationMode::Corrected,
             Privacy::new(1.0, 0.0).unwrap(),
-            Budget::Finite(10),
+            Budget::finite(10).unwrap(),
         );
         cfg.teachers = 3;
         cfg.lambda = 1e-2;

@@ -132,7 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ));
         println!(
             "{label}: noise {:?}, ρ_eff/N = {:.3e}, A eigenvalues {}",
-            cal.noise,
+            cal.noise(),
             rho_eff / n as f64,
             pre.preconditioner()
                 .class_eigenvalues()

@@ -604,7 +604,7 @@ mod tests {
                 m,
                 CalibrationMode::Corrected,
                 Privacy::new(1.0, 0.0).unwrap(),
-                Budget::Finite(10),
+                Budget::finite(10).unwrap(),
             );
             cfg.teachers = 4;
             cfg.lambda = 1e-2;
@@ -653,7 +653,7 @@ mod tests {
             );
             cfg.lambda = 1e-2;
             let p = train_private(&cfg, &ds, &mut rng).unwrap();
-            assert_eq!(p.calibration.neighbours, Neighbours::ReplaceOne);
+            assert_eq!(p.calibration.neighbours(), Neighbours::ReplaceOne);
             let path = dir.path().join(format!("{m}.safetensors"));
             save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
             assert_eq!(
@@ -662,7 +662,7 @@ mod tests {
                     .private()
                     .unwrap()
                     .calibration
-                    .neighbours,
+                    .neighbours(),
                 Neighbours::ReplaceOne
             );
             // Rewrite the header as a build before the field would have: no `neighbours`.
@@ -683,7 +683,7 @@ mod tests {
             let out = safetensors::tensor::serialize([("theta", view)], Some(meta)).unwrap();
             std::fs::write(&path, out).unwrap();
             let c = load(&path).unwrap().private().unwrap().calibration.clone();
-            assert_eq!(c.neighbours, legacy, "{m}");
+            assert_eq!(c.neighbours(), legacy, "{m}");
             assert!(
                 c.notes.iter().any(|n| n.contains("legacy artifact")),
                 "{c:?}"
@@ -759,7 +759,7 @@ mod tests {
                 m,
                 CalibrationMode::Corrected,
                 Privacy::new(1.0, 0.0).unwrap(),
-                Budget::Finite(10),
+                Budget::finite(10).unwrap(),
             );
             cfg.teachers = 4;
             cfg.lambda = 1e-2;

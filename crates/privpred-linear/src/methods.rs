@@ -361,7 +361,7 @@ pub fn perturb_model<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<LinearModel> {
     let mut m = base.clone();
-    shim::add_noise(&calibration.noise, rng, &mut m.theta)?;
+    shim::add_noise(&calibration.noise(), rng, &mut m.theta)?;
     Ok(m)
 }
 
@@ -375,16 +375,16 @@ pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<Vec<u32>> {
     let mut out = Vec::with_capacity(logits.len() / c.max(1));
-    if calibration.noise.is_selection() {
+    if calibration.noise().is_selection() {
         for l in logits.chunks_exact(c) {
-            out.push(shim::select(&calibration.noise, rng, l)? as u32);
+            out.push(shim::select(&calibration.noise(), rng, l)? as u32);
         }
         return Ok(out);
     }
     let mut buf = vec![0.0; c];
     for l in logits.chunks_exact(c) {
         buf.copy_from_slice(l);
-        shim::add_noise(&calibration.noise, rng, &mut buf)?;
+        shim::add_noise(&calibration.noise(), rng, &mut buf)?;
         out.push(argmax(&buf) as u32);
     }
     Ok(out)
@@ -399,8 +399,9 @@ pub fn loss_perturbation_rho_eff(
     c: usize,
 ) -> f64 {
     let rho = calibration
-        .rho
-        .unwrap_or(2.0 * calibration.assumptions.l * c as f64 / calibration.privacy.epsilon);
+        .mechanism
+        .rho()
+        .unwrap_or(2.0 * calibration.assumptions.l * c as f64 / calibration.epsilon());
     rho.max(n as f64 * lambda)
 }
 
@@ -648,7 +649,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
         ));
     }
     let mut b = vec![0.0; d * c];
-    shim::add_noise(&calibration.noise, rng, &mut b)?;
+    shim::add_noise(&calibration.noise(), rng, &mut b)?;
     let obj = Objective {
         design: Design::new(&train.features, &train.labels, d, c),
         lambda: rho_eff / n as f64,
@@ -872,32 +873,32 @@ impl PrivatePredictor {
                         scores: Some(l),
                     }
                 }
-                PredictorKind::NoisyLogits { model } if self.calibration.noise.is_selection() => {
+                PredictorKind::NoisyLogits { model } if self.calibration.noise().is_selection() => {
                     // label only: a selection over the logits (tight, δ = 0)
                     let l = model.logits(r);
                     Answer {
-                        label: shim::select(&self.calibration.noise, rng, &l)? as u32,
+                        label: shim::select(&self.calibration.noise(), rng, &l)? as u32,
                         scores: None,
                     }
                 }
                 PredictorKind::NoisyLogits { model } => {
                     let mut l = model.logits(r);
-                    shim::add_noise(&self.calibration.noise, rng, &mut l)?;
+                    shim::add_noise(&self.calibration.noise(), rng, &mut l)?;
                     Answer {
                         label: argmax(&l) as u32,
                         scores: Some(l),
                     }
                 }
                 PredictorKind::Teachers { teachers } => {
-                    if !self.calibration.noise.is_selection() {
+                    if !self.calibration.noise().is_selection() {
                         return Err(LinearError::Numerical(format!(
                             "subsample-and-aggregate with {:?} noise",
-                            self.calibration.noise
+                            self.calibration.noise()
                         )));
                     }
                     let v = teachers.votes(r);
                     Answer {
-                        label: shim::select(&self.calibration.noise, rng, &v)? as u32,
+                        label: shim::select(&self.calibration.noise(), rng, &v)? as u32,
                         scores: None,
                     }
                 }
@@ -916,15 +917,15 @@ impl PrivatePredictor {
                 prediction_sensitivity_labels(&l, model.c, &self.calibration, rng)
             }
             PredictorKind::Teachers { teachers } => {
-                if !self.calibration.noise.is_selection() {
+                if !self.calibration.noise().is_selection() {
                     return Err(LinearError::Numerical(format!(
                         "subsample-and-aggregate with {:?} noise",
-                        self.calibration.noise
+                        self.calibration.noise()
                     )));
                 }
                 teachers
                     .vote_matrix(ds)?
-                    .private_labels_with(&self.calibration.noise, rng)
+                    .private_labels_with(&self.calibration.noise(), rng)
             }
         }
     }
@@ -1016,16 +1017,9 @@ pub fn train_private<R: Rng + ?Sized>(
         }
         Method::DpSgd => {
             let clip = cfg.dp_sgd.clip.unwrap_or(0.1);
-            let sigma = p
-                .calibration
-                .noise_multiplier
-                .or(match p.calibration.noise {
-                    Noise::Gaussian { sigma } => Some(sigma),
-                    _ => None,
-                })
-                .ok_or_else(|| {
-                    LinearError::Numerical("DP-SGD calibration without a noise multiplier".into())
-                })?;
+            let sigma = p.calibration.mechanism.gaussian_sigma().ok_or_else(|| {
+                LinearError::Numerical("DP-SGD calibration without a noise multiplier".into())
+            })?;
             let design = Design::new(&train.features, &train.labels, train.d, train.classes);
             let (model, stats) = dpsgd::train_dpsgd(&design, &cfg.dp_sgd, clip, sigma, rng)?;
             p.clip = Some(clip);
@@ -1166,7 +1160,7 @@ mod tests {
             m,
             CalibrationMode::Corrected,
             Privacy::new(eps, delta).unwrap(),
-            Budget::Finite(b),
+            Budget::finite(b).unwrap(),
         )
     }
 
@@ -1358,7 +1352,7 @@ mod tests {
         c.lambda = 0.1;
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
         let p = train_private(&c, &ds, &mut rng).unwrap();
-        let sigma = match p.calibration.noise {
+        let sigma = match p.calibration.noise() {
             Noise::Gaussian { sigma } => sigma,
             n => panic!("{n:?}"),
         };
@@ -1402,7 +1396,7 @@ mod tests {
             let o = p.optimization.expect("certified");
             assert!(o.gradient_norm <= o.gradient_norm_bound, "{m}: {o:?}");
             let exact = privpred_core::calibrate::calibrate(&c.request(ds.n, ds.classes)).unwrap();
-            match (exact.noise, p.calibration.noise) {
+            match (exact.noise(), p.calibration.noise()) {
                 (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => {
                     assert!(b < a, "{m}: the residual must cost noise ({a} vs {b})")
                 }
@@ -1419,10 +1413,7 @@ mod tests {
             );
             capped.mode = CalibrationMode::Paper;
             let p = train_private(&capped, &ds, &mut rng).unwrap();
-            assert!(
-                !p.calibration.valid_guarantee && p.optimization.is_none(),
-                "{m}"
-            );
+            assert!(!p.calibration.is_valid() && p.optimization.is_none(), "{m}");
         }
     }
 
@@ -1474,7 +1465,7 @@ mod tests {
         // independent reference: the same b, minimised to γ/100 from zero without preconditioner
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
         let mut b = vec![0.0; 80];
-        calib.noise.add_to(&mut rng, &mut b).unwrap();
+        calib.noise().add_to(&mut rng, &mut b).unwrap();
         let mu = rho_eff / ds.n as f64;
         let obj = Objective {
             design,
@@ -1488,7 +1479,7 @@ mod tests {
         let (_, out) = privpred_core::certify::loss_perturbation_residual(&calib, ds.n, rho_eff)
             .unwrap()
             .unwrap();
-        let out_mean = match out {
+        let out_mean = match Noise::from(out) {
             Noise::L2Laplace { beta } => 80.0 / beta,
             other => panic!("{other:?}"),
         };

@@ -16,8 +16,13 @@ pub fn calibrate(
 pub use privpred_core::dpsgd::DpSgdSchedule;
 
 /// Adds one draw of `noise` (ℓ2-Laplace or Gaussian, all coordinates jointly) to `v`.
-pub fn add_noise<R: Rng + ?Sized>(noise: &Noise, rng: &mut R, v: &mut [f64]) -> Result<()> {
-    Ok(noise.add_to(rng, v)?)
+/// `noise` is a [`Noise`] or a [`privpred_core::VectorNoise`].
+pub fn add_noise<R: Rng + ?Sized, N: Into<Noise> + Copy>(
+    noise: &N,
+    rng: &mut R,
+    v: &mut [f64],
+) -> Result<()> {
+    Ok((*noise).into().add_to(rng, v)?)
 }
 
 /// One draw of the exponential mechanism P(k) ∝ exp(β·scores_k).

@@ -48,11 +48,15 @@ fn full_mnist_accuracy_targets() {
         (Method::PredictionSensitivity, 1e-1),
         (Method::SubsampleAggregate, 0.0),
     ] {
-        let mut cfg =
-            MethodConfig::new(m, CalibrationMode::Corrected, privacy, Budget::Finite(100));
+        let mut cfg = MethodConfig::new(
+            m,
+            CalibrationMode::Corrected,
+            privacy,
+            Budget::finite(100).unwrap(),
+        );
         cfg.lambda = if lambda > 0.0 { lambda } else { 1e-4 };
         let p = train_private(&cfg, &train, &mut rng).unwrap();
-        assert!(p.calibration.valid_guarantee);
+        assert!(p.calibration.is_valid());
         let accs: Vec<f64> = (0..5)
             .map(|_| p.accuracy(&test, &mut rng).unwrap())
             .collect();

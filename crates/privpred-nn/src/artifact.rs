@@ -240,7 +240,7 @@ impl NnModel {
                     .header
                     .calibration
                     .as_ref()
-                    .map(|c| c.noise)
+                    .map(|c| c.noise())
                     .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
                 logits
                     .iter()

@@ -48,15 +48,14 @@ pub fn dpsgd_neighbours(
     req.dp_sgd = Some(DpSgdSchedule { batch_size, epochs });
     let mut c = calibrate(&req)?;
     if mode == CalibrationMode::Paper {
-        c.valid_guarantee = false;
-        c.notes.push("paper mode trains with per-layer clipping and shuffled fixed-size batches (SPEC 4.2, 4.3): not a valid guarantee".into());
+        c.invalidate("paper mode trains with per-layer clipping and shuffled fixed-size batches (SPEC 4.2, 4.3): not a valid guarantee");
     }
     Ok(c)
 }
 
 /// Subsample-and-aggregate for B answers (`privpred_core::calibrate::subsample_aggregate`:
 /// the exponential mechanism is 2β-DP per answer, McSherry & Talwar 2007). The result's noise
-/// is `Noise::Exponential { beta }`.
+/// is `Mechanism::Exponential { beta, over: Scores::Votes }`.
 pub fn subsample_aggregate(
     mode: CalibrationMode,
     privacy: Privacy,
@@ -83,11 +82,7 @@ pub fn subsample_aggregate_neighbours(
 }
 
 /// β of a subsample-and-aggregate calibration (the exponential mechanism's, or
-/// permute-and-flip's in `tight` with δ = 0; `Calibration::noise` says which).
+/// permute-and-flip's in `tight` with δ = 0; `Calibration::mechanism` says which).
 pub fn beta_of(c: &Calibration) -> Option<f64> {
-    match c.noise {
-        privpred_core::Noise::Exponential { beta }
-        | privpred_core::Noise::PermuteAndFlip { beta } => Some(beta),
-        _ => None,
-    }
+    c.mechanism.selection_beta()
 }

@@ -450,7 +450,7 @@ impl Fig7Context {
             self.cfg.dpsgd_sgd.epochs,
             self.net.classes(),
         )?;
-        let sigma = cal.noise_multiplier.ok_or_else(|| {
+        let sigma = cal.mechanism.noise_multiplier().ok_or_else(|| {
             NnError::Shape("DP-SGD calibration without a noise multiplier".into())
         })?;
         let dcfg = if self.cfg.mode == CalibrationMode::Paper {
@@ -545,7 +545,7 @@ pub fn run_unit(
                         budget,
                         repetition: r,
                         accuracy: crate::train::accuracy(
-                            &votes.private_answers_with(&cal.noise, &mut rng)?,
+                            &votes.private_answers_with(&cal.noise(), &mut rng)?,
                             &test_labels,
                         ),
                         nonprivate_accuracy: nonpriv,
@@ -553,10 +553,10 @@ pub fn run_unit(
                         test_size,
                         teachers: Some(teachers),
                         clip: None,
-                        noise: cal.noise.distribution_name().into(),
+                        noise: cal.noise().distribution_name().into(),
                         noise_param: beta,
                         noise_multiplier: None,
-                        valid_guarantee: cal.valid_guarantee,
+                        valid_guarantee: cal.is_valid(),
                         calibration: cal.clone(),
                         labels: labels.clone(),
                         dataset_checksum: dataset_checksum.clone(),
@@ -577,7 +577,7 @@ pub fn run_unit(
                             "{runs} DP-SGD training run(s) shared by {repetitions} repetitions"
                         ));
                     }
-                    let sigma = cal.noise_multiplier.unwrap_or(f64::NAN);
+                    let sigma = cal.mechanism.noise_multiplier().unwrap_or(f64::NAN);
                     Ok(Fig7Measurement {
                         method,
                         epsilon,
@@ -592,8 +592,8 @@ pub fn run_unit(
                         clip: Some(clip),
                         noise: "gaussian".into(),
                         noise_param: sigma * clip,
-                        noise_multiplier: cal.noise_multiplier,
-                        valid_guarantee: cal.valid_guarantee,
+                        noise_multiplier: cal.mechanism.noise_multiplier(),
+                        valid_guarantee: cal.is_valid(),
                         calibration: cal,
                         labels: l,
                         dataset_checksum: dataset_checksum.clone(),

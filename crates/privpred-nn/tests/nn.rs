@@ -150,8 +150,8 @@ fn dp_sgd_noise_has_the_accountants_scale() {
         4,
     )
     .unwrap();
-    let sigma = cal.noise_multiplier.unwrap();
-    assert!(cal.valid_guarantee && cal.epsilon_spent.unwrap() <= 1.0 && sigma > 0.5);
+    let sigma = cal.mechanism.noise_multiplier().unwrap();
+    assert!(cal.is_valid() && cal.mechanism.epsilon_spent().unwrap() <= 1.0 && sigma > 0.5);
     let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     let params = net.init_params(&mut rng);
@@ -317,7 +317,7 @@ fn dp_sgd_and_nonprivate_training_run_and_artifacts_round_trip() {
         weight_decay: 0.0,
         ..SgdConfig::paper_dpsgd()
     };
-    let cfg = DpSgdConfig::corrected(sgd.clone(), 1.0, cal.noise_multiplier.unwrap());
+    let cfg = DpSgdConfig::corrected(sgd.clone(), 1.0, cal.mechanism.noise_multiplier().unwrap());
     let mut steps = 0;
     let mut sizes = Vec::new();
     let p = train::train_dpsgd(&net, &data, &norm, &cfg, &mut rng, &mut |pr| {
@@ -667,8 +667,8 @@ fn fig7_units_answer_every_point_from_cached_models() {
     .unwrap();
     assert!(calls > trained);
     assert!(
-        dp.iter()
-            .all(|m| m.noise_multiplier.is_some() && m.calibration.epsilon_spent.unwrap() <= 1.0)
+        dp.iter().all(|m| m.noise_multiplier.is_some()
+            && m.calibration.mechanism.epsilon_spent().unwrap() <= 1.0)
     );
     assert!(dp.iter().all(|m| m.dataset_checksum == "0123abcd"));
     // the DP-SGD model and the teachers are saved as artifacts in the cache

@@ -244,8 +244,14 @@ async fn open_ledger(
                     ),
                 )
             })?;
-            let l =
-                Ledger::open(spec, &info.model_id, b, cfg.answer_store, cfg.init_ledger).await?;
+            let l = Ledger::open(
+                spec,
+                &info.model_id,
+                b.get(),
+                cfg.answer_store,
+                cfg.init_ledger,
+            )
+            .await?;
             let st = l.status().await?;
             if cfg.init_ledger {
                 notes.push(format!(
@@ -530,8 +536,8 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
         "method": info.method,
         "private_training": info.method.is_private_training(),
         "guarantee": info.guarantee,
-        "mechanism": privpred_core::noise::mechanism_name(info.method, &info.guarantee.noise),
-        "neighbours": info.guarantee.neighbours,
+        "mechanism": info.guarantee.mechanism.name(),
+        "neighbours": info.guarantee.neighbours(),
         "budget": budget,
         "input_dim": info.input_dim,
         "classes": info.classes,

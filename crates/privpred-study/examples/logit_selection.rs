@@ -97,10 +97,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 CalibrationMode::Corrected,
                                 Privacy::new(eps, 0.0).unwrap(),
                             );
-                            r.budget = Budget::Finite(b);
+                            r.budget = Budget::finite(b).unwrap();
                             r.n = Some(n);
                             r.lambda = Some(l);
-                            calibrate(&r).unwrap().noise
+                            calibrate(&r).unwrap().noise()
                         }
                         "exponential" => Noise::Exponential {
                             beta: logit_selection_beta(eps, b, sens),

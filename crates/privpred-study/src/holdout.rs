@@ -92,7 +92,7 @@ pub fn lambda_draws(
         let cal = cal_at(l)?;
         let id = match g.method {
             Method::LossPerturbation => {
-                let noise = match cal.noise {
+                let noise = match cal.noise() {
                     Noise::L2Laplace { beta } => beta,
                     Noise::Gaussian { sigma } => sigma,
                     Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
@@ -172,7 +172,7 @@ pub fn votes_draws(
         &runner.dpsgd_config(),
         runner.options_ref().neighbours,
     )?;
-    let beta = match cal.noise {
+    let beta = match cal.noise() {
         Noise::Exponential { beta } => beta,
         other => {
             return Err(StudyError::Compute {

@@ -230,7 +230,7 @@ pub(crate) fn lbfgs() -> LbfgsOptions {
 }
 
 fn noise_fields(c: &Calibration) -> (String, f64) {
-    match c.noise {
+    match c.noise() {
         Noise::L2Laplace { beta } => ("l2-laplace".into(), beta),
         Noise::Gaussian { sigma } => ("gaussian".into(), sigma),
         Noise::Exponential { beta } => ("exponential".into(), beta),
@@ -703,9 +703,9 @@ impl Runner for LinearRunner {
                 clip,
                 noise,
                 noise_param,
-                noise_multiplier: cal.noise_multiplier,
-                rho: cal.rho,
-                valid_guarantee: cal.valid_guarantee,
+                noise_multiplier: cal.mechanism.noise_multiplier(),
+                rho: cal.mechanism.rho(),
+                valid_guarantee: cal.is_valid(),
                 bias: self.opts.bias,
                 cv_draws: match (g.method, lambda_source) {
                     (Method::DpSgd, _) => Some(1),
@@ -716,7 +716,7 @@ impl Runner for LinearRunner {
                 dataset_labels: p.labels.clone(),
                 preprocessing: p.steps.clone(),
                 data_dependent_steps: String::new(),
-                neighbours: cal.neighbours,
+                neighbours: cal.neighbours(),
             }
         };
         let cal_at = |n: usize, lambda: Option<f64>| {
@@ -846,7 +846,7 @@ impl Runner for LinearRunner {
                 let votes = train_clock.time(|| self.votes(&key, &p, s.teachers, seed))?;
                 let cal = cal_at(n, None)?;
                 // the exponential mechanism, or permute-and-flip in tight with δ = 0
-                let noise = match cal.noise {
+                let noise = match cal.noise() {
                     n @ (Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }) => n,
                     other => {
                         return Err(StudyError::Compute {
@@ -920,8 +920,9 @@ impl Runner for LinearRunner {
 }
 
 fn dp_sigma(cal: &Calibration) -> Result<f64> {
-    cal.noise_multiplier
-        .or(match cal.noise {
+    cal.mechanism
+        .noise_multiplier()
+        .or(match cal.noise() {
             Noise::Gaussian { sigma } => Some(sigma),
             _ => None,
         })

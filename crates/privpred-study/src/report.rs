@@ -38,7 +38,7 @@ pub fn escape(s: &str) -> String {
 /// The neighbouring relation a calibration's guarantee is stated for (SPEC §1), as the report
 /// prints it: the calibration's own `neighbours` field.
 pub fn neighbouring_relation(calibration: &Calibration) -> &'static str {
-    calibration.neighbours.name()
+    calibration.neighbours().name()
 }
 
 /// Quotes a command line for a POSIX shell (arguments with only safe characters stay bare).

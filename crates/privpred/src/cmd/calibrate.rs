@@ -93,13 +93,18 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
 /// A short human-readable explanation of a calibration.
 pub fn to_text(c: &Calibration) -> String {
     let mut s = String::new();
-    let budget = match c.budget.get() {
+    let budget = match c.budget().get() {
         Some(b) => format!("a budget of B = {b} answers"),
         None => "any number of answers (the released model itself is private)".to_string(),
     };
     s.push_str(&format!(
         "{} ({} calibration): ({}, {})-differential privacy for {}, {} neighbours.\n",
-        c.method, c.calibration, c.privacy.epsilon, c.privacy.delta, budget, c.neighbours
+        c.method,
+        c.mode(),
+        c.epsilon(),
+        c.delta(),
+        budget,
+        c.neighbours()
     ));
     let what = match c.method {
         Method::ModelSensitivity => "added once to the trained weights θ",
@@ -108,12 +113,12 @@ pub fn to_text(c: &Calibration) -> String {
         Method::PredictionSensitivity => "added to the logits of every answer",
         Method::SubsampleAggregate => "the temperature of the vote over the teachers",
     };
-    match c.noise {
+    match c.noise() {
         Noise::L2Laplace { beta } => s.push_str(&format!(
             "Noise: l2-Laplace with beta = {beta:.6e} (density ∝ exp(-beta·‖b‖), mean norm = dimension/beta), {what}.\n"
         )),
         Noise::Gaussian { sigma } => {
-            if let Some(m) = c.noise_multiplier {
+            if let Some(m) = c.mechanism.noise_multiplier() {
                 s.push_str(&format!(
                     "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"
                 ));
@@ -134,17 +139,21 @@ pub fn to_text(c: &Calibration) -> String {
             if c.method == Method::SubsampleAggregate { "teachers' votes" } else { "logits" }
         )),
     }
-    if let Some(r) = c.rho {
+    if let Some(r) = c.mechanism.rho() {
         s.push_str(&format!(
             "Regulariser: rho = 2LC/eps = {r:.6e} (the objective uses max(rho, N·lambda)).\n"
         ));
     }
-    if let (Some(e), Some(q), Some(k)) = (c.epsilon_spent, c.sampling_rate, c.steps) {
+    if let (Some(e), Some(q), Some(k)) = (
+        c.mechanism.epsilon_spent(),
+        c.mechanism.sampling_rate(),
+        c.mechanism.steps(),
+    ) {
         s.push_str(&format!(
             "Accounting: {k} steps at sampling rate q = {q:.6} spend epsilon = {e:.4} ≤ target.\n"
         ));
     }
-    if !c.valid_guarantee {
+    if !c.is_valid() {
         s.push_str("WARNING: paper mode reproduces the published rule, which does NOT deliver this guarantee (SPEC §4). Use --calibration corrected for deployment.\n");
     }
     for n in &c.notes {

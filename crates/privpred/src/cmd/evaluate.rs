@@ -101,10 +101,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         StoredModel::Private(p) => {
             let c = &p.calibration;
             json!({
-                "method": c.method.name(), "calibration": c.calibration.name(),
-                "neighbours": c.neighbours.name(),
-                "epsilon": c.privacy.epsilon, "delta": c.privacy.delta, "budget": c.budget.get(),
-                "valid_guarantee": c.valid_guarantee, "n": c.assumptions.n, "lambda": p.lambda,
+                "method": c.method.name(), "calibration": c.mode().name(),
+                "neighbours": c.neighbours().name(),
+                "epsilon": c.epsilon(), "delta": c.delta(), "budget": c.budget().get(),
+                "valid_guarantee": c.is_valid(), "n": c.assumptions.n, "lambda": p.lambda,
                 "teachers": p.teachers, "clip": p.clip, "classes": p.classes(), "input_dim": p.input_dim(),
             })
         }
@@ -236,14 +236,14 @@ mod nn {
             "method": nn_artifact::kind_name(&model),
             "model": "resnet",
             "architecture": h.config,
-            "calibration": c.map(|c| c.calibration.name()),
-            "neighbours": c.map(|c| c.neighbours.name()),
-            "epsilon": c.map(|c| c.privacy.epsilon),
-            "delta": c.map(|c| c.privacy.delta),
-            "budget": c.and_then(|c| c.budget.get()),
-            "valid_guarantee": c.map(|c| c.valid_guarantee),
+            "calibration": c.map(|c| c.mode().name()),
+            "neighbours": c.map(|c| c.neighbours().name()),
+            "epsilon": c.map(|c| c.epsilon()),
+            "delta": c.map(|c| c.delta()),
+            "budget": c.and_then(|c| c.budget().get()),
+            "valid_guarantee": c.map(|c| c.is_valid()),
             "teachers": (h.kind == ModelKind::Teachers).then_some(h.members),
-            "noise_multiplier": c.and_then(|c| c.noise_multiplier),
+            "noise_multiplier": c.and_then(|c| c.mechanism.noise_multiplier()),
             "classes": model.classes(),
             "input_dim": model.input_dim(),
             "trained_on": h.data_source,

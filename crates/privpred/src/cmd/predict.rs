@@ -273,7 +273,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if p.spends_budget() {
                 let budget = p
                     .calibration
-                    .budget
+                    .budget()
                     .get()
                     .ok_or_else(|| usage("model spends budget but has none recorded"))?;
                 spend(
@@ -316,7 +316,7 @@ mod nn {
                 .header
                 .calibration
                 .as_ref()
-                .and_then(|c| c.budget.get())
+                .and_then(|c| c.budget().get())
                 .ok_or_else(|| usage("teacher ensemble without a finite budget B recorded"))?;
             spend(
                 &args.model,

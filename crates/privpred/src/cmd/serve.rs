@@ -159,7 +159,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
     let budget = if cal.method.is_private_training() {
         Budget::Unlimited
     } else {
-        match cal.budget {
+        match cal.budget() {
             Budget::Finite(b) => Budget::Finite(b),
             Budget::Unlimited => {
                 return Err(usage(format!(
@@ -186,7 +186,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         classes: predictor.classes(),
         // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
         // mechanism) release the label only
-        releases_scores: cal.method != Method::SubsampleAggregate && !cal.noise.is_selection(),
+        releases_scores: cal.method != Method::SubsampleAggregate && !cal.noise().is_selection(),
         preprocessing: loaded.preprocessing.steps(),
         test_fixture: false,
         guarantee: cal,
@@ -229,9 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "privpred serve: model {} ({}, {}, ε = {}, δ = {})",
             args.model.display(),
             info.method,
-            info.guarantee.calibration,
-            info.guarantee.privacy.epsilon,
-            info.guarantee.privacy.delta
+            info.guarantee.mode(),
+            info.guarantee.epsilon(),
+            info.guarantee.delta()
         );
         for n in notes {
             eprintln!("privpred serve: {n}");
@@ -323,14 +323,15 @@ mod nn {
                 let b = h
                     .calibration
                     .as_ref()
-                    .and_then(|c| c.budget.get())
+                    .and_then(|c| c.budget().get())
                     .ok_or_else(|| {
                         usage(format!(
                             "--model {}: a subsample-and-aggregate ensemble must state a finite budget B",
                             path.display()
                         ))
                     })?;
-                (Method::SubsampleAggregate, Budget::Finite(b))
+                let b = Budget::finite(b).map_err(|e| usage(e.to_string()))?;
+                (Method::SubsampleAggregate, b)
             }
         };
         let guarantee = h.calibration.clone().ok_or_else(|| {

@@ -25,20 +25,20 @@ pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
         Some(c) => {
             println!(
                 "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
-                c.privacy.epsilon,
-                c.privacy.delta,
-                c.neighbours,
-                c.budget
+                c.epsilon(),
+                c.delta(),
+                c.neighbours(),
+                c.budget()
                     .get()
                     .map_or("unlimited".to_string(), |b| format!("{b} answers")),
-                c.calibration.name(),
-                if c.valid_guarantee {
+                c.mode().name(),
+                if c.is_valid() {
                     ""
                 } else {
                     " (NOT a valid guarantee: reproduction only)"
                 }
             );
-            println!("noise: {:?}", c.noise);
+            println!("noise: {:?}", c.noise());
         }
         None => println!("no privacy guarantee (non-private reference model)"),
     }

@@ -247,7 +247,8 @@ fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyho
     )
     .map_err(usage)?;
     let sigma = cal
-        .noise_multiplier
+        .mechanism
+        .noise_multiplier()
         .ok_or_else(|| anyhow::anyhow!("DP-SGD calibration without a noise multiplier"))?;
     let dcfg = if req.calibration == CalibrationMode::Paper {
         DpSgdConfig::paper(st.sgd.clone(), st.clip, sigma)
@@ -402,14 +403,14 @@ fn report(
         "model": req.model.as_str(),
         "architecture": im.config,
         "parameters": net.num_params(),
-        "calibration": c0.map(|c| c.calibration.name()),
-        "neighbours": c0.map(|c| c.neighbours.name()),
-        "epsilon": c0.map(|c| c.privacy.epsilon),
-        "delta": c0.map(|c| c.privacy.delta),
-        "budget": c0.and_then(|c| c.budget.get()),
-        "noise": c0.map(|c| &c.noise),
-        "noise_multiplier": c0.and_then(|c| c.noise_multiplier),
-        "valid_guarantee": c0.map(|c| c.valid_guarantee),
+        "calibration": c0.map(|c| c.mode().name()),
+        "neighbours": c0.map(|c| c.neighbours().name()),
+        "epsilon": c0.map(|c| c.epsilon()),
+        "delta": c0.map(|c| c.delta()),
+        "budget": c0.and_then(|c| c.budget().get()),
+        "noise": c0.map(|c| c.noise()),
+        "noise_multiplier": c0.and_then(|c| c.mechanism.noise_multiplier()),
+        "valid_guarantee": c0.map(|c| c.is_valid()),
         "notes": c0.map(|c| &c.notes),
         "clip": (req.method == Some(Method::DpSgd)).then_some(st.clip),
         "teachers": (req.method == Some(Method::SubsampleAggregate)).then_some(teachers),
