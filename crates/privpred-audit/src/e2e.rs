@@ -18,7 +18,7 @@
 
 use crate::error::{AuditError, Result};
 use crate::mechanisms::Mechanism;
-use privpred_core::{Calibration, Noise};
+use privpred_core::{Calibration, VectorNoise};
 use privpred_data::{Dataset, Provenance, UnitBallDataset};
 use privpred_linear::dpsgd::train_dpsgd;
 use privpred_linear::kernel::Design;
@@ -193,10 +193,10 @@ impl Mechanism for EndToEnd {
                     .iter()
                     .map(|v| v * v)
                     .sum();
-                Ok(match cal.noise() {
-                    Noise::L2Laplace { beta } => beta * (b_d.sqrt() - b_dp.sqrt()),
-                    Noise::Gaussian { sigma } => (b_d - b_dp) / (2.0 * sigma * sigma),
-                    Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => {
+                Ok(match cal.mechanism.vector_noise() {
+                    Some(VectorNoise::L2Laplace { beta }) => beta * (b_d.sqrt() - b_dp.sqrt()),
+                    Some(VectorNoise::Gaussian { sigma }) => (b_d - b_dp) / (2.0 * sigma * sigma),
+                    None => {
                         return Err(AuditError::Run("unexpected noise".into()));
                     }
                 })

@@ -21,7 +21,10 @@ pub mod stats;
 pub use error::{AuditError, Result};
 
 use mechanisms::{Batching, CanaryGradient, ExponentialVotes, Mechanism, ShiftedNoise};
-use privpred_core::{Budget, Calibration, CalibrationMode, Method, Neighbours, Noise, Privacy};
+use privpred_core::{
+    Budget, Calibration, CalibrationMode, Mechanism as CoreMechanism, Method, Neighbours, Noise,
+    Privacy, Scores,
+};
 use serde::{Deserialize, Serialize};
 
 /// The problem the audited guarantee is about (sizes and hyper-parameters that enter the
@@ -244,8 +247,15 @@ pub fn mechanism_for(
 ) -> Result<(Box<dyn Mechanism>, String)> {
     let s = &req.setting;
     let k = cal.assumptions.k;
-    match (req.method, cal.noise()) {
-        (Method::SubsampleAggregate, Noise::Exponential { beta }) => {
+    let noise = cal.noise();
+    match (req.method, cal.mechanism) {
+        (
+            Method::SubsampleAggregate,
+            CoreMechanism::Exponential {
+                beta,
+                over: Scores::Votes,
+            },
+        ) => {
             let m = ExponentialVotes::worst_case(
                 beta,
                 s.classes,
@@ -261,7 +271,13 @@ pub fn mechanism_for(
             );
             Ok((Box::new(m), desc))
         }
-        (Method::SubsampleAggregate, noise @ Noise::PermuteAndFlip { beta }) => {
+        (
+            Method::SubsampleAggregate,
+            CoreMechanism::PermuteAndFlip {
+                beta,
+                over: Scores::Votes,
+            },
+        ) => {
             let m = selection::Selection::votes_pair(noise, s.classes, s.teachers, req.budget)?;
             let desc = format!(
                 "T = {} teachers, votes {}:{} on the leading:runner-up class (a gap of 2, a tie on D′); D′ moves one teacher's vote to the runner-up; {} answers to the same query, permute-and-flip β = {beta:.6}; statistic: exact log-likelihood ratio",
@@ -271,7 +287,14 @@ pub fn mechanism_for(
         }
         (
             Method::PredictionSensitivity,
-            noise @ (Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }),
+            CoreMechanism::Exponential {
+                beta,
+                over: Scores::Logits,
+            }
+            | CoreMechanism::PermuteAndFlip {
+                beta,
+                over: Scores::Logits,
+            },
         ) => {
             let shift = 2.0 * k / (s.n as f64 * s.lambda);
             let m = selection::Selection::logits_pair(
@@ -288,16 +311,17 @@ pub fn mechanism_for(
                 m.scores[1] - m.scores[0],
                 req.budget,
                 noise.distribution_name(),
-                match noise {
-                    Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
-                    _ => f64::NAN,
-                }
+                beta
             );
             Ok((Box::new(m), desc))
         }
         (
-            Method::ModelSensitivity | Method::PredictionSensitivity,
-            noise @ (Noise::L2Laplace { .. } | Noise::Gaussian { .. }),
+            Method::ModelSensitivity,
+            CoreMechanism::OutputPerturbation { noise: additive },
+        )
+        | (
+            Method::PredictionSensitivity,
+            CoreMechanism::NoisyLogits { noise: additive },
         ) => {
             let shift = 2.0 * k / (s.n as f64 * s.lambda);
             let (dim, answers, what) = if req.method == Method::ModelSensitivity {
@@ -309,16 +333,19 @@ pub fn mechanism_for(
                     "the logits ∈ R^C of one unit-norm query",
                 )
             };
-            let m = ShiftedNoise::new(noise, dim, shift, answers)?;
+            let m = ShiftedNoise::new(additive.into(), dim, shift, answers)?;
             let desc = format!(
                 "replaced example at the unit sphere with the largest gradient moves {what} by the full sensitivity 2K/(Nλ) = {shift:.6e}; {answers} release(s) with fresh noise; statistic: exact log-likelihood ratio"
             );
             Ok((Box::new(m), desc))
         }
-        (Method::DpSgd, Noise::Gaussian { .. }) => {
-            let sigma = cal.mechanism.noise_multiplier().ok_or_else(|| {
-                AuditError::Run("dp-sgd calibration has no noise multiplier".into())
-            })?;
+        (
+            Method::DpSgd,
+            CoreMechanism::DpSgd {
+                noise_multiplier: sigma,
+                ..
+            },
+        ) => {
             let n = s.dpsgd_n as f64;
             let b = s.batch_size as f64;
             let q = cal
@@ -361,7 +388,7 @@ pub fn mechanism_for(
             );
             Ok((Box::new(m), desc))
         }
-        (Method::LossPerturbation, noise @ (Noise::L2Laplace { .. } | Noise::Gaussian { .. }))
+        (Method::LossPerturbation, CoreMechanism::ObjectivePerturbation { noise: additive, .. })
             if s.noise_term =>
         {
             // The proof's noise term (erratum 4.7): the released Θ determines the noise that
@@ -375,7 +402,7 @@ pub fn mechanism_for(
                 Neighbours::AddRemove => k,
             };
             let dim = s.features * s.classes;
-            let m = ShiftedNoise::new(noise, dim, shift, 1)?;
+            let m = ShiftedNoise::new(additive.into(), dim, shift, 1)?;
             let desc = format!(
                 "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its ε/2 share of the claim (the Jacobian term's ε/2 is a deterministic bound, the same for both relations); statistic: exact log-likelihood ratio",
                 s.neighbours,

@@ -15,7 +15,7 @@ use crate::error::{Result, StudyError};
 use crate::figures::{FigureId, Setting};
 use crate::linear::{LinearRunner, calibrate};
 use crate::units::{Group, rng_for};
-use privpred_core::{CalibrationMode, Method, Noise};
+use privpred_core::{CalibrationMode, Mechanism, Method};
 use privpred_linear::methods::{
     VoteMatrix, loss_perturbation_rho_eff, teacher_lbfgs_options, train_teachers,
 };
@@ -92,11 +92,7 @@ pub fn lambda_draws(
         let cal = cal_at(l)?;
         let id = match g.method {
             Method::LossPerturbation => {
-                let noise = match cal.noise() {
-                    Noise::L2Laplace { beta } => beta,
-                    Noise::Gaussian { sigma } => sigma,
-                    Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
-                };
+                let noise = cal.mechanism.scale();
                 let rho = loss_perturbation_rho_eff(&cal, l, n90, c);
                 format!("rho={:x}/noise={:x}", rho.to_bits(), noise.to_bits())
             }
@@ -172,9 +168,10 @@ pub fn votes_draws(
         &runner.dpsgd_config(),
         runner.options_ref().neighbours,
     )?;
-    let beta = match cal.noise() {
-        Noise::Exponential { beta } => beta,
-        other => {
+    let beta = match cal.mechanism {
+        Mechanism::Exponential { beta, .. } => beta,
+        _ => {
+            let other = cal.noise();
             return Err(StudyError::Compute {
                 context: g.id(),
                 message: format!("subsample-and-aggregate calibrated with {other:?}"),

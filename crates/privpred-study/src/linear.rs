@@ -28,7 +28,7 @@ use crate::progress::{Event, Observer};
 use crate::results::Measurement;
 use crate::sweep::{Done, GroupTiming, Runner};
 use crate::units::{Group, rng_for, seed_for};
-use privpred_core::{Budget, Calibration, CalibrationMode, Method, Noise, Privacy};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Privacy};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset};
 use privpred_linear::dpsgd::{CLIP_GRID, DpSgdConfig, train_dpsgd};
 use privpred_linear::kernel::Design;
@@ -230,12 +230,7 @@ pub(crate) fn lbfgs() -> LbfgsOptions {
 }
 
 fn noise_fields(c: &Calibration) -> (String, f64) {
-    match c.noise() {
-        Noise::L2Laplace { beta } => ("l2-laplace".into(), beta),
-        Noise::Gaussian { sigma } => ("gaussian".into(), sigma),
-        Noise::Exponential { beta } => ("exponential".into(), beta),
-        Noise::PermuteAndFlip { beta } => ("permute-and-flip".into(), beta),
-    }
+    (c.mechanism.distribution_name().into(), c.mechanism.scale())
 }
 
 /// Calibrates `method` at a setting for `n` training examples.
@@ -847,7 +842,7 @@ impl Runner for LinearRunner {
                 let cal = cal_at(n, None)?;
                 // the exponential mechanism, or permute-and-flip in tight with δ = 0
                 let noise = match cal.noise() {
-                    n @ (Noise::Exponential { .. } | Noise::PermuteAndFlip { .. }) => n,
+                    n if cal.mechanism.is_selection() => n,
                     other => {
                         return Err(StudyError::Compute {
                             context: g.id(),
@@ -921,11 +916,7 @@ impl Runner for LinearRunner {
 
 fn dp_sigma(cal: &Calibration) -> Result<f64> {
     cal.mechanism
-        .noise_multiplier()
-        .or(match cal.noise() {
-            Noise::Gaussian { sigma } => Some(sigma),
-            _ => None,
-        })
+        .gaussian_sigma()
         .ok_or_else(|| StudyError::Compute {
             context: "dp-sgd".into(),
             message: "calibration without a noise multiplier".into(),

@@ -2,7 +2,8 @@
 
 use privpred_core::calibrate::{CalibrationRequest, calibrate};
 use privpred_core::{
-    Budget, Calibration, CalibrationMode, DpSgdSchedule, Method, Neighbours, Noise, Privacy,
+    Budget, Calibration, CalibrationMode, DpSgdSchedule, Mechanism, Method, Neighbours, Privacy,
+    Scores, VectorNoise,
 };
 
 /// Arguments of `privpred calibrate`.
@@ -113,30 +114,29 @@ pub fn to_text(c: &Calibration) -> String {
         Method::PredictionSensitivity => "added to the logits of every answer",
         Method::SubsampleAggregate => "the temperature of the vote over the teachers",
     };
-    match c.noise() {
-        Noise::L2Laplace { beta } => s.push_str(&format!(
-            "Noise: l2-Laplace with beta = {beta:.6e} (density ∝ exp(-beta·‖b‖), mean norm = dimension/beta), {what}.\n"
+    match c.mechanism {
+        Mechanism::OutputPerturbation { noise }
+        | Mechanism::ObjectivePerturbation { noise, .. }
+        | Mechanism::NoisyLogits { noise } => match noise {
+            VectorNoise::L2Laplace { beta } => s.push_str(&format!(
+                "Noise: l2-Laplace with beta = {beta:.6e} (density ∝ exp(-beta·‖b‖), mean norm = dimension/beta), {what}.\n"
+            )),
+            VectorNoise::Gaussian { sigma } => s.push_str(&format!(
+                "Noise: Gaussian with std sigma = {sigma:.6e} per coordinate, {what}.\n"
+            )),
+        },
+        Mechanism::DpSgd { noise_multiplier: m, .. } => s.push_str(&format!(
+            "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"
         )),
-        Noise::Gaussian { sigma } => {
-            if let Some(m) = c.mechanism.noise_multiplier() {
-                s.push_str(&format!(
-                    "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"
-                ));
-            } else {
-                s.push_str(&format!("Noise: Gaussian with std sigma = {sigma:.6e} per coordinate, {what}.\n"));
-            }
-        }
-        Noise::Exponential { beta } if c.method == Method::PredictionSensitivity => {
-            s.push_str(&format!(
-                "Mechanism: exponential mechanism over the logits, P(class) ∝ exp(beta·logit) with beta = {beta:.6e}; only the label is released.\n"
-            ))
-        }
-        Noise::Exponential { beta } => s.push_str(&format!(
+        Mechanism::Exponential { beta, over: Scores::Logits } => s.push_str(&format!(
+            "Mechanism: exponential mechanism over the logits, P(class) ∝ exp(beta·logit) with beta = {beta:.6e}; only the label is released.\n"
+        )),
+        Mechanism::Exponential { beta, over: Scores::Votes } => s.push_str(&format!(
             "Noise: exponential mechanism, P(class) ∝ exp(beta·votes) with beta = {beta:.6e}, {what}.\n"
         )),
-        Noise::PermuteAndFlip { beta } => s.push_str(&format!(
+        Mechanism::PermuteAndFlip { beta, over } => s.push_str(&format!(
             "Mechanism: permute-and-flip (McKenna & Sheldon 2020) over the {}: classes in a random order, each returned with probability exp(beta·(score − max)), beta = {beta:.6e}; only the label is released.\n",
-            if c.method == Method::SubsampleAggregate { "teachers' votes" } else { "logits" }
+            match over { Scores::Votes => "teachers' votes", Scores::Logits => "logits" }
         )),
     }
     if let Some(r) = c.mechanism.rho() {
