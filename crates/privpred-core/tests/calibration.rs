@@ -425,7 +425,6 @@ fn bad_inputs_are_errors_never_panics() {
         .is_err()
     );
     // (ε, δ) out of range cannot be built: `Privacy` is validated on construction
-    let _ = &ok;
     assert!(Privacy::new(f64::NAN, 0.0).is_err());
     assert!(Privacy::new(1.0, 1.0).is_err());
     assert!(Privacy::new(-1.0, 0.0).is_err());
