@@ -15,6 +15,7 @@ pub mod error;
 pub mod gaussian;
 pub mod guarantee_json;
 pub mod noise;
+pub mod params;
 pub mod pld;
 pub mod rdp;
 pub mod select;
@@ -26,6 +27,7 @@ pub use calibrate::{CalibrationRequest, calibrate, check_relation};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
 pub use gaussian::sigma_ag;
 pub use noise::{PrivRng, release_rng, seeded_rng};
+pub use params::ParamGuard;
 
 pub use error::CoreError;
 pub use types::*;

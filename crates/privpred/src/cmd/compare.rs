@@ -2,8 +2,10 @@
 //! that says where the decision changes, an HTML report and JSON for machines.
 
 use privpred_core::CalibrationMode;
+use privpred_core::ParamGuard;
 use privpred_study::compare::{self, GRID_SYNTAX};
-use privpred_study::linear::{LinearOptions, LinearRunner};
+use privpred_study::linear::LinearRunner;
+use privpred_study::params::LinearParams;
 use privpred_study::progress::{self, Observer, Silent};
 use privpred_study::report::{self, Provenance};
 use std::path::PathBuf;
@@ -34,7 +36,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "corrected")]
     pub calibration: CalibrationMode,
     /// Subsample-and-aggregate teachers T.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = privpred_core::defaults::LINEAR_TEACHERS)]
     pub teachers: usize,
     /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
@@ -100,12 +102,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let (bias, cv_draws) =
         super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
-    let mut opts = LinearOptions::new(args.quick);
-    opts.data_dir = args.data_dir.clone();
-    opts.dataset = Some(args.dataset.clone());
-    opts.neighbours = args.neighbours;
-    opts.bias = bias;
-    opts.cv_draws = cv_draws;
+    let opts = LinearParams::new(args.quick)
+        .data_dir(args.data_dir.clone())
+        .dataset(Some(args.dataset.clone()))
+        .neighbours(args.neighbours)
+        .bias(bias)
+        .cv_draws(cv_draws)
+        .check()
+        .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);
     let points = epsilons.len() * budgets.len();
     let observer: Box<dyn Observer> = if points > 1 {
@@ -115,13 +119,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let g = compare::compare_grid(
         &runner,
-        &epsilons,
-        args.delta,
-        &budgets,
-        args.teachers,
-        args.calibration,
-        args.repetitions,
-        args.seed,
+        &compare::GridRequest {
+            epsilons: &epsilons,
+            delta: args.delta,
+            budgets: &budgets,
+            teachers: args.teachers,
+            calibration: args.calibration,
+            repetitions: args.repetitions,
+            seed: args.seed,
+        },
         observer.as_ref(),
     )
     .map_err(super::shared::study_error)?;

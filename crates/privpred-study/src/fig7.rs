@@ -9,16 +9,19 @@
 //! fresh exponential-mechanism draws over the fixed vote matrix for subsample-and-aggregate;
 //! for DP-SGD the test accuracy of the network(s) trained for that ε (one training run per
 //! repetition up to `dpsgd_runs`, then reused — say so when reporting).
+//!
+//! Study code over the `privpred-nn` engines, next to the other figures (issue #17); compiled
+//! with the `nn` feature. Errors are the engine crate's [`NnError`].
 
-use crate::artifact::{self, ModelHeader, ModelKind, NnModel};
-use crate::calib;
-use crate::data::{self, ImageSet, Normalization};
-use crate::engine::{CpuEngine, GradientEngine};
-use crate::error::{NnError, Result};
-use crate::resnet::{ResNet, ResNetConfig};
-use crate::teachers::VoteMatrix;
-use crate::train::{self, DpSgdConfig, Progress, SgdConfig};
 use privpred_core::{Calibration, CalibrationMode, Method, Privacy};
+use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
+use privpred_nn::calib;
+use privpred_nn::data::{self, ImageSet, Normalization};
+use privpred_nn::engine::{CpuEngine, GradientEngine};
+use privpred_nn::error::{NnError, Result};
+use privpred_nn::resnet::{ResNet, ResNetConfig};
+use privpred_nn::teachers::VoteMatrix;
+use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
@@ -501,7 +504,6 @@ impl Fig7Context {
 }
 
 /// Answers one point of figure 7: `repetitions` measurements of `method` at (ε, δ, B).
-#[allow(clippy::too_many_arguments)]
 pub fn run_unit(
     ctx: &mut Fig7Context,
     method: Method,
@@ -544,7 +546,7 @@ pub fn run_unit(
                         delta,
                         budget,
                         repetition: r,
-                        accuracy: crate::train::accuracy(
+                        accuracy: privpred_nn::train::accuracy(
                             &votes.private_answers_with(&cal.noise, &mut rng)?,
                             &test_labels,
                         ),
