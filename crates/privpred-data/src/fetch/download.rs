@@ -101,7 +101,6 @@ pub fn download_verified(
     dest: &Path,
     progress: bool,
 ) -> std::result::Result<(), DownloadError> {
-    use std::io::{Read, Write};
     let part = part_path(dest);
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -177,44 +176,9 @@ pub fn download_verified(
             .open(&part)
             .map_err(io(&part))?;
         let start = if append { have } else { 0 };
-        let bar = if progress {
-            indicatif::ProgressBar::with_draw_target(total, indicatif::ProgressDrawTarget::stderr())
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_message(
-            dest.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        bar.set_position(start);
-        let mut reader = resp.into_body().into_reader();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut done = start;
-        loop {
-            let k = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(k) => k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let _ = f.flush();
-                    bar.abandon();
-                    return Err(DownloadError::Network(format!(
-                        "the download of {} broke off after {done} bytes ({e}); {} keeps them and the next `privpred data fetch` resumes from there",
-                        d.url,
-                        part.display()
-                    )));
-                }
-            };
-            f.write_all(&buf[..k]).map_err(io(&part))?;
-            done += k as u64;
-            bar.set_position(done);
-        }
+        let bar = progress_bar(progress, total, dest, start);
+        let reader = resp.into_body().into_reader();
+        let done = copy_body(reader, &mut f, &bar, start, d, &part)?;
         f.sync_all().map_err(io(&part))?;
         drop(f);
         bar.finish_and_clear();
@@ -241,6 +205,72 @@ pub fn download_verified(
         "{}: the server refused every byte range",
         d.url
     ))))
+}
+
+/// The download's progress bar on standard error (hidden without `progress`), at `start` of
+/// `total` bytes, labelled with the destination's file name.
+fn progress_bar(
+    progress: bool,
+    total: Option<u64>,
+    dest: &Path,
+    start: u64,
+) -> indicatif::ProgressBar {
+    let bar = if progress {
+        indicatif::ProgressBar::with_draw_target(total, indicatif::ProgressDrawTarget::stderr())
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(
+        dest.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
+    bar.set_position(start);
+    bar
+}
+
+/// Appends the response body to the `.part` file `f` (which holds `start` bytes), advancing
+/// `bar`; returns the bytes the file then holds. A broken-off transfer keeps what arrived, so
+/// the next fetch resumes from there.
+fn copy_body(
+    mut reader: impl std::io::Read,
+    f: &mut std::fs::File,
+    bar: &indicatif::ProgressBar,
+    start: u64,
+    d: &Download,
+    part: &Path,
+) -> std::result::Result<u64, DownloadError> {
+    use std::io::Write;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut done = start;
+    loop {
+        let k = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = f.flush();
+                bar.abandon();
+                return Err(DownloadError::Network(format!(
+                    "the download of {} broke off after {done} bytes ({e}); {} keeps them and the next `privpred data fetch` resumes from there",
+                    d.url,
+                    part.display()
+                )));
+            }
+        };
+        f.write_all(&buf[..k]).map_err(|source| DataError::Io {
+            path: part.to_path_buf(),
+            source,
+        })?;
+        done += k as u64;
+        bar.set_position(done);
+    }
+    Ok(done)
 }
 
 /// What to do without a network: the text of the error `data fetch cifar10` gives when the

@@ -53,7 +53,20 @@ impl FittedPreprocessing {
                 z.clear();
                 z.resize(rows * k, 0.0);
                 // z (rows×k) = y (rows×d) · componentsᵀ (d×k): rhs(j, c) = comp[c*d + j].
-                linalg::gemm_f32(z, rows, k, d, y, d, 1, &p.components, 1, d);
+                linalg::gemm_f32(
+                    z,
+                    (rows, k, d),
+                    linalg::Strided {
+                        data: y,
+                        rs: d,
+                        cs: 1,
+                    },
+                    linalg::Strided {
+                        data: &p.components,
+                        rs: 1,
+                        cs: d,
+                    },
+                );
             }
         }
     }

@@ -36,6 +36,50 @@ pub fn compare_html(
 ) -> Result<String> {
     let methods = g.methods();
     let np = g.nonprivate();
+    let mut b = intro_html(g, prov, np);
+    let plots = plots_html(g, prov, &methods, np)?;
+    if !plots.is_empty() {
+        b.push_str("<h2>Accuracy</h2>\n");
+        b.push_str(&plots);
+    }
+    b.push_str(&tables_html(g, &methods));
+    if let Some(c) = g.cells.first()
+        && !c.skipped.is_empty()
+    {
+        let _ = writeln!(
+            b,
+            "<p class=\"small\">Not applicable: {}.</p>",
+            escape(
+                &c.skipped
+                    .iter()
+                    .map(|(m, why)| format!("{m}: {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        );
+    }
+    b.push_str("<h2>Guarantees</h2>\n<p class=\"small\">Every guarantee behind the numbers above. Private-prediction methods cover B answers; private-training methods release a private model (the same draws serve every B).</p>\n");
+    b.push_str(&guarantees_html(guarantees));
+    let t = &g.timing;
+    let cpu = |c: Option<f64>| c.map_or("n/a".to_string(), |c| format!("{c:.1} s CPU"));
+    b.push_str(&provenance_html(
+        prov,
+        &[
+            (
+                "time: shared fits (first B of each ε)",
+                format!("{:.1} s wall, {}", t.fits_wall_s, cpu(t.fits_cpu_s)),
+            ),
+            (
+                "time: the rest of the grid",
+                format!("{:.1} s wall, {}", t.grid_wall_s, cpu(t.grid_cpu_s)),
+            ),
+        ],
+    ));
+    Ok(page(&format!("privpred compare — {}", prov.dataset), &b))
+}
+
+/// The title line, the `--quick` warning and the recommendation of a compare report.
+fn intro_html(g: &GridComparison, prov: &Provenance, np: f64) -> String {
     let mut b = String::new();
     let _ = writeln!(
         b,
@@ -84,7 +128,17 @@ pub fn compare_html(
         "<p class=\"small\">Recommended: the most accurate method with a valid guarantee; a private-training method within {:.0} point of it is preferred, as its model needs no inference budget. Crossovers are interpolated between grid points on a logarithmic axis.</p>\n</div>",
         100.0 * compare::TRAINING_PREFERENCE
     );
-    // plots
+    b
+}
+
+/// The accuracy plots of a compare report: against B at each ε (two B or more), against ε at
+/// up to six spread B (two ε or more); empty when the grid is a single point.
+fn plots_html(
+    g: &GridComparison,
+    prov: &Provenance,
+    methods: &[Method],
+    np: f64,
+) -> Result<String> {
     let mut plots = String::new();
     let q = if prov.quick { " [--quick]" } else { "" };
     if g.budgets.len() >= 2 {
@@ -161,11 +215,13 @@ pub fn compare_html(
             )?);
         }
     }
-    if !plots.is_empty() {
-        b.push_str("<h2>Accuracy</h2>\n");
-        b.push_str(&plots);
-    }
-    // tables
+    Ok(plots)
+}
+
+/// One table per ε of a compare report: every method's accuracy at each B, the recommended
+/// method in bold, and the cost of privacy.
+fn tables_html(g: &GridComparison, methods: &[Method]) -> String {
+    let mut b = String::new();
     b.push_str("<h2>Table</h2>\n<p class=\"small\">Test accuracy (%), mean ± std over draws; the recommended method in bold; cost of privacy = non-private minus recommended accuracy (points).</p>\n");
     for (i, &eps) in g.epsilons.iter().enumerate() {
         let d = g.decision_over_budget(i);
@@ -182,7 +238,7 @@ pub fn compare_html(
         for (j, &bud) in g.budgets.iter().enumerate() {
             let c = g.cell(i, j);
             let _ = write!(b, "<tr><td>{bud}</td>");
-            for m in &methods {
+            for m in methods {
                 match result_at(c, *m) {
                     Some(r) => {
                         let bold = d.recommended[j] == Some(*m);
@@ -213,37 +269,5 @@ pub fn compare_html(
         }
         b.push_str("</table>\n");
     }
-    if let Some(c) = g.cells.first()
-        && !c.skipped.is_empty()
-    {
-        let _ = writeln!(
-            b,
-            "<p class=\"small\">Not applicable: {}.</p>",
-            escape(
-                &c.skipped
-                    .iter()
-                    .map(|(m, why)| format!("{m}: {why}"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        );
-    }
-    b.push_str("<h2>Guarantees</h2>\n<p class=\"small\">Every guarantee behind the numbers above. Private-prediction methods cover B answers; private-training methods release a private model (the same draws serve every B).</p>\n");
-    b.push_str(&guarantees_html(guarantees));
-    let t = &g.timing;
-    let cpu = |c: Option<f64>| c.map_or("n/a".to_string(), |c| format!("{c:.1} s CPU"));
-    b.push_str(&provenance_html(
-        prov,
-        &[
-            (
-                "time: shared fits (first B of each ε)",
-                format!("{:.1} s wall, {}", t.fits_wall_s, cpu(t.fits_cpu_s)),
-            ),
-            (
-                "time: the rest of the grid",
-                format!("{:.1} s wall, {}", t.grid_wall_s, cpu(t.grid_cpu_s)),
-            ),
-        ],
-    ));
-    Ok(page(&format!("privpred compare — {}", prov.dataset), &b))
+    b
 }

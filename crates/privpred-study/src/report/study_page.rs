@@ -55,28 +55,7 @@ pub fn study_html(
             fig.name(),
             escape(def.title)
         );
-        // on a budget axis: where the recommendation changes, per calibration
-        let mut decisions: Vec<(CalibrationMode, Decision)> = Vec::new();
-        if def.axis.kind == crate::figures::AxisKind::Budget && def.series_epsilons.is_empty() {
-            let mut cals: Vec<CalibrationMode> = points
-                .iter()
-                .filter(|p| p.figure == *fig)
-                .map(|p| p.calibration)
-                .collect();
-            cals.sort();
-            cals.dedup();
-            for cal in cals {
-                if let Some(d) = budget_decision(rows, &points, *fig, cal) {
-                    let _ = writeln!(
-                        b,
-                        "<div class=\"rec\"><p>{} calibration. {}</p></div>",
-                        escape(&cal.to_string()),
-                        escape(&d.text())
-                    );
-                    decisions.push((cal, d));
-                }
-            }
-        }
+        let decisions = budget_decisions(&mut b, rows, &points, *fig);
         for (stem, spec) in specs.iter().filter(|(s, _)| {
             s.strip_prefix(fig.name())
                 .is_some_and(|r| r.starts_with('-'))
@@ -97,26 +76,7 @@ pub fn study_html(
         }
         let pts: Vec<&Point> = points.iter().filter(|p| p.figure == *fig).collect();
         b.push_str(&points_table(&pts, def.axis.kind.name()));
-        // guarantees: the first repetition of each (calibration, method, setting)
-        let mut gs = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for r in rows.iter().filter(|r| r.figure == *fig) {
-            let key = (r.calibration, r.method, r.setting_index);
-            if !seen.insert(key) {
-                continue;
-            }
-            let s = Setting {
-                epsilon: r.epsilon,
-                delta: r.delta,
-                budget: r.budget,
-                n: None,
-                dim: None,
-                classes: None,
-                lambda: r.m.lambda,
-                teachers: r.m.teachers.unwrap_or(0),
-            };
-            gs.push(guarantee_of(r.method, r.calibration, &s, &r.m, dpsgd));
-        }
+        let gs = figure_guarantees(rows, *fig, dpsgd);
         let _ = writeln!(
             b,
             "<details><summary>Guarantees of {} ({} rows)</summary>\n{}</details>",
@@ -148,6 +108,64 @@ pub fn study_html(
         ],
     ));
     Ok(page("privpred reproduce", &b))
+}
+
+/// The guarantees behind a figure's rows: the first repetition of each (calibration, method,
+/// setting).
+fn figure_guarantees(rows: &[Row], fig: FigureId, dpsgd: &DpSgdConfig) -> Vec<Guarantee> {
+    let mut gs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in rows.iter().filter(|r| r.figure == fig) {
+        let key = (r.calibration, r.method, r.setting_index);
+        if !seen.insert(key) {
+            continue;
+        }
+        let s = Setting {
+            epsilon: r.epsilon,
+            delta: r.delta,
+            budget: r.budget,
+            n: None,
+            dim: None,
+            classes: None,
+            lambda: r.m.lambda,
+            teachers: r.m.teachers.unwrap_or(0),
+        };
+        gs.push(guarantee_of(r.method, r.calibration, &s, &r.m, dpsgd));
+    }
+    gs
+}
+
+/// On a budget axis: where the recommendation changes, per calibration — written to `b` as one
+/// box each, and returned to mark the plots.
+fn budget_decisions(
+    b: &mut String,
+    rows: &[Row],
+    points: &[Point],
+    fig: FigureId,
+) -> Vec<(CalibrationMode, Decision)> {
+    let def = fig.definition();
+    let mut decisions: Vec<(CalibrationMode, Decision)> = Vec::new();
+    if def.axis.kind == crate::figures::AxisKind::Budget && def.series_epsilons.is_empty() {
+        let mut cals: Vec<CalibrationMode> = points
+            .iter()
+            .filter(|p| p.figure == fig)
+            .map(|p| p.calibration)
+            .collect();
+        cals.sort();
+        cals.dedup();
+        for cal in cals {
+            if let Some(d) = budget_decision(rows, points, fig, cal) {
+                let _ = writeln!(
+                    b,
+                    "<div class=\"rec\"><p>{} calibration. {}</p></div>",
+                    escape(&cal.to_string()),
+                    escape(&d.text())
+                );
+                decisions.push((cal, d));
+            }
+        }
+    }
+    decisions
 }
 
 /// The recommendation along B of one (budget-axis figure, calibration) of a study run.
