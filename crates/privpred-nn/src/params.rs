@@ -20,6 +20,13 @@ impl Default for SgdParams {
     }
 }
 
+impl From<SgdConfig> for SgdParams {
+    /// A schedule built elsewhere, to be checked.
+    fn from(cfg: SgdConfig) -> Self {
+        SgdParams(cfg)
+    }
+}
+
 impl SgdParams {
     /// The paper's DP-SGD schedule ([`SgdConfig::paper_dpsgd`]).
     pub fn dpsgd() -> Self {

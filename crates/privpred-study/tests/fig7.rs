@@ -165,3 +165,41 @@ fn fig7_units_answer_every_point_from_cached_models() {
         .is_err()
     );
 }
+
+#[test]
+fn fig7_refuses_bad_schedules_and_teacher_counts_before_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = || {
+        let mut cfg = fig7::Fig7Config::quick(dir.path().to_path_buf());
+        cfg.net = ResNetConfig::tiny(4);
+        cfg.teachers = 4;
+        cfg
+    };
+    let prep = |cfg| {
+        fig7::prepare_with(
+            cfg,
+            random_images(16, 8, 40),
+            random_images(4, 8, 41),
+            Normalization::generic(3),
+        )
+        .map(|_| ())
+        .expect_err("must be refused")
+        .to_string()
+    };
+    let mut cfg = base();
+    cfg.teachers = 17;
+    let e = prep(cfg);
+    assert!(e.contains("teachers") && e.contains("1..=16"), "{e}");
+    let mut cfg = base();
+    cfg.dpsgd_sgd.lr = 0.0;
+    let e = prep(cfg);
+    assert!(e.contains("lr") && e.contains("> 0"), "{e}");
+    let mut cfg = base();
+    cfg.teacher_sgd.epochs = f64::NAN;
+    let e = prep(cfg);
+    assert!(e.contains("epochs"), "{e}");
+    let mut cfg = base();
+    cfg.clip = 0.0;
+    let e = prep(cfg);
+    assert!(e.contains("clip") && e.contains("> 0"), "{e}");
+}

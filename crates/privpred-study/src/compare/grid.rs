@@ -173,22 +173,7 @@ pub fn compare_grid(
         repetitions,
         seed,
     } = *req;
-    if repetitions == 0 {
-        return Err(StudyError::invalid("--repetitions", 0, "an integer >= 1"));
-    }
-    if epsilons.is_empty() || budgets.is_empty() {
-        return Err(StudyError::invalid(
-            "--epsilon/--budget",
-            "(empty)",
-            "at least one value each",
-        ));
-    }
-    for &e in epsilons {
-        privpred_core::Privacy::new(e, delta)?;
-    }
-    for &b in budgets {
-        privpred_core::Budget::finite(b)?;
-    }
+    check_request(req)?;
     // the budget axis: a private-training method's draws are seeded without B (linear::rng_id)
     let figure = if delta > 0.0 {
         FigureId::Fig2b
@@ -238,48 +223,13 @@ pub fn compare_grid(
                     x: budget as f64,
                     series: format!("compare/{}", method.name()),
                 };
-                observer.on_event(&Event::GroupStarted {
-                    group: &group,
-                    pending: repetitions as usize,
-                });
-                let g0 = Instant::now();
-                let out = Mutex::new(Vec::new());
-                let reps: Vec<u32> = (0..repetitions).collect();
-                let run = runner.run_group(&group, &reps, seed, &|r, m| {
-                    observer.on_event(&Event::UnitFinished {
-                        group: &group,
-                        repetition: r,
-                        accuracy: m.accuracy,
-                    });
-                    out.lock().unwrap_or_else(|e| e.into_inner()).push((r, m));
-                    Ok(())
-                });
-                match run {
-                    // Under add-remove a method can lack an analysis at this setting (loss
-                    // perturbation when its N·λ floor is active): listed as not applicable,
-                    // with why.
-                    Err(e) if runner.neighbours() == privpred_core::Neighbours::AddRemove => {
-                        skipped.push((method, e.to_string()));
-                        continue;
+                match run_method(runner, &group, repetitions, seed, observer)? {
+                    Outcome::Skipped(why) => skipped.push((method, why)),
+                    Outcome::Done(Some(r)) => {
+                        nonprivate = r.example.nonprivate_accuracy;
+                        results.push(r);
                     }
-                    r => r?,
-                };
-                observer.on_event(&Event::GroupFinished {
-                    group: &group,
-                    seconds: g0.elapsed().as_secs_f64(),
-                });
-                let mut ms = out.into_inner().unwrap_or_else(|e| e.into_inner());
-                ms.sort_by_key(|(r, _)| *r);
-                let acc: Vec<f64> = ms.iter().map(|(_, m)| m.accuracy).collect();
-                let (mean, std) = mean_std(&acc);
-                if let Some((_, first)) = ms.into_iter().next() {
-                    nonprivate = first.nonprivate_accuracy;
-                    results.push(MethodResult {
-                        method,
-                        mean,
-                        std,
-                        example: first,
-                    });
+                    Outcome::Done(None) => {}
                 }
             }
             cells.push(Comparison {
@@ -290,21 +240,7 @@ pub fn compare_grid(
                 skipped,
                 nonprivate,
             });
-            let wall = t0.elapsed().as_secs_f64();
-            let cpu = match (c0, process_cpu_seconds()) {
-                (Some(a), Some(b)) => Some(b - a),
-                _ => None,
-            };
-            let (w, c) = if j == 0 {
-                (&mut timing.fits_wall_s, &mut timing.fits_cpu_s)
-            } else {
-                (&mut timing.grid_wall_s, &mut timing.grid_cpu_s)
-            };
-            *w += wall;
-            *c = match (*c, cpu) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
+            timing.add(j == 0, t0.elapsed().as_secs_f64(), c0);
         }
     }
     observer.on_event(&Event::RunFinished {
@@ -319,4 +255,106 @@ pub fn compare_grid(
         cells,
         timing,
     })
+}
+
+/// The request's ranges: at least one repetition, ε and B, each (ε, δ) and B valid.
+fn check_request(req: &GridRequest) -> Result<()> {
+    if req.repetitions == 0 {
+        return Err(StudyError::invalid("--repetitions", 0, "an integer >= 1"));
+    }
+    if req.epsilons.is_empty() || req.budgets.is_empty() {
+        return Err(StudyError::invalid(
+            "--epsilon/--budget",
+            "(empty)",
+            "at least one value each",
+        ));
+    }
+    for &e in req.epsilons {
+        privpred_core::Privacy::new(e, req.delta)?;
+    }
+    for &b in req.budgets {
+        privpred_core::Budget::finite(b)?;
+    }
+    Ok(())
+}
+
+/// What one method gave at one grid point.
+enum Outcome {
+    /// Its draws summarised (None when the runner measured nothing).
+    Done(Option<MethodResult>),
+    /// Not applicable there, with why.
+    Skipped(String),
+}
+
+/// Runs `repetitions` draws of `group`'s method and summarises them (mean ± std over draws,
+/// the first draw as the example), reporting the group's events to `observer`.
+fn run_method(
+    runner: &dyn Runner,
+    group: &Group,
+    repetitions: u32,
+    seed: u64,
+    observer: &dyn Observer,
+) -> Result<Outcome> {
+    observer.on_event(&Event::GroupStarted {
+        group,
+        pending: repetitions as usize,
+    });
+    let g0 = Instant::now();
+    let out = Mutex::new(Vec::new());
+    let reps: Vec<u32> = (0..repetitions).collect();
+    let run = runner.run_group(group, &reps, seed, &|r, m| {
+        observer.on_event(&Event::UnitFinished {
+            group,
+            repetition: r,
+            accuracy: m.accuracy,
+        });
+        out.lock().unwrap_or_else(|e| e.into_inner()).push((r, m));
+        Ok(())
+    });
+    match run {
+        // Under add-remove a method can lack an analysis at this setting (loss
+        // perturbation when its N·λ floor is active): listed as not applicable,
+        // with why.
+        Err(e) if runner.neighbours() == privpred_core::Neighbours::AddRemove => {
+            return Ok(Outcome::Skipped(e.to_string()));
+        }
+        r => r?,
+    };
+    observer.on_event(&Event::GroupFinished {
+        group,
+        seconds: g0.elapsed().as_secs_f64(),
+    });
+    let mut ms = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    ms.sort_by_key(|(r, _)| *r);
+    let acc: Vec<f64> = ms.iter().map(|(_, m)| m.accuracy).collect();
+    let (mean, std) = mean_std(&acc);
+    Ok(Outcome::Done(ms.into_iter().next().map(|(_, first)| {
+        MethodResult {
+            method: group.method,
+            mean,
+            std,
+            example: first,
+        }
+    })))
+}
+
+impl GridTiming {
+    /// Adds one grid point's wall seconds and the CPU seconds since `cpu0` to the shared-fit
+    /// part (`first_budget`) or to the rest of the grid.
+    fn add(&mut self, first_budget: bool, wall: f64, cpu0: Option<f64>) {
+        let cpu = match (cpu0, process_cpu_seconds()) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let (w, c) = if first_budget {
+            (&mut self.fits_wall_s, &mut self.fits_cpu_s)
+        } else {
+            (&mut self.grid_wall_s, &mut self.grid_cpu_s)
+        };
+        *w += wall;
+        *c = match (*c, cpu) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
 }
