@@ -68,38 +68,7 @@ pub struct Args {
 
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let usage = |e: privpred_study::StudyError| crate::exit::usage(e);
-    let epsilons = compare::parse_epsilons(&args.epsilon).map_err(usage)?;
-    let budgets = compare::parse_budgets(&args.budget).map_err(usage)?;
-    for &e in &epsilons {
-        privpred_core::Privacy::new(e, args.delta)?;
-    }
-    for &b in &budgets {
-        privpred_core::Budget::finite(b)?;
-    }
-    use crate::limits::{MAX_REPETITIONS, MAX_TEACHERS, count};
-    count(
-        "repetitions",
-        args.repetitions.into(),
-        1,
-        MAX_REPETITIONS,
-        "MAX_REPETITIONS",
-    )?;
-    count(
-        "teachers",
-        args.teachers as u64,
-        1,
-        MAX_TEACHERS,
-        "MAX_TEACHERS",
-    )?;
-    if let Some(p) = &args.report
-        && (p.as_os_str().is_empty() || p.is_dir())
-    {
-        return Err(crate::exit::usage(format!(
-            "invalid --report `{}`: a file path for the HTML report (not a directory)",
-            p.display()
-        )));
-    }
+    let (epsilons, budgets) = grid_axes(&args)?;
     let (bias, cv_draws) =
         super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
     let opts = LinearParams::new(args.quick)
@@ -152,26 +121,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("report: {}", path.display());
     }
     if args.json {
-        let over_budget: Vec<serde_json::Value> = (0..epsilons.len())
-            .map(|i| {
-                let d = g.decision_over_budget(i);
-                let mut v = serde_json::to_value(&d).unwrap_or_default();
-                v["text"] = serde_json::json!(d.text());
-                v
-            })
-            .collect();
-        let over_epsilon: Vec<serde_json::Value> = if epsilons.len() > 1 {
-            (0..budgets.len())
-                .map(|j| {
-                    let d = g.decision_over_epsilon(j);
-                    let mut v = serde_json::to_value(&d).unwrap_or_default();
-                    v["text"] = serde_json::json!(d.text());
-                    v
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
         let out = serde_json::json!({
             "dataset": args.dataset,
             "quick": args.quick,
@@ -179,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "cv_draws": cv_draws,
             "nonprivate_accuracy": g.nonprivate(),
             "grid": g,
-            "decisions": { "over_budget": over_budget, "over_epsilon": over_epsilon },
+            "decisions": decisions_json(&g),
             "guarantees": guarantees,
             "provenance": prov,
             "grid_syntax": GRID_SYNTAX,
@@ -211,4 +160,67 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The ε and B axes from `--epsilon` and `--budget`, with every (ε, δ), B, the repetitions, T
+/// and `--report` checked (usage errors, exit 2).
+fn grid_axes(args: &Args) -> anyhow::Result<(Vec<f64>, Vec<u64>)> {
+    let usage = |e: privpred_study::StudyError| crate::exit::usage(e);
+    let epsilons = compare::parse_epsilons(&args.epsilon).map_err(usage)?;
+    let budgets = compare::parse_budgets(&args.budget).map_err(usage)?;
+    for &e in &epsilons {
+        privpred_core::Privacy::new(e, args.delta)?;
+    }
+    for &b in &budgets {
+        privpred_core::Budget::finite(b)?;
+    }
+    use crate::limits::{MAX_REPETITIONS, MAX_TEACHERS, count};
+    count(
+        "repetitions",
+        args.repetitions.into(),
+        1,
+        MAX_REPETITIONS,
+        "MAX_REPETITIONS",
+    )?;
+    count(
+        "teachers",
+        args.teachers as u64,
+        1,
+        MAX_TEACHERS,
+        "MAX_TEACHERS",
+    )?;
+    if let Some(p) = &args.report
+        && (p.as_os_str().is_empty() || p.is_dir())
+    {
+        return Err(crate::exit::usage(format!(
+            "invalid --report `{}`: a file path for the HTML report (not a directory)",
+            p.display()
+        )));
+    }
+    Ok((epsilons, budgets))
+}
+
+/// The decisions of `--json`: along B at each ε, and along ε at each B when there are several ε.
+fn decisions_json(g: &compare::GridComparison) -> serde_json::Value {
+    let over_budget: Vec<serde_json::Value> = (0..g.epsilons.len())
+        .map(|i| {
+            let d = g.decision_over_budget(i);
+            let mut v = serde_json::to_value(&d).unwrap_or_default();
+            v["text"] = serde_json::json!(d.text());
+            v
+        })
+        .collect();
+    let over_epsilon: Vec<serde_json::Value> = if g.epsilons.len() > 1 {
+        (0..g.budgets.len())
+            .map(|j| {
+                let d = g.decision_over_epsilon(j);
+                let mut v = serde_json::to_value(&d).unwrap_or_default();
+                v["text"] = serde_json::json!(d.text());
+                v
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    serde_json::json!({ "over_budget": over_budget, "over_epsilon": over_epsilon })
 }
