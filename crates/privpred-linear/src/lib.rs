@@ -36,5 +36,5 @@ pub use lbfgs::{
 };
 pub use methods::{Answer, MethodConfig, PrivatePredictor, SeedPolicy, check_query, train_private};
 pub use model::LinearModel;
-pub use params::{LbfgsParams, MethodParams};
+pub use params::{LbfgsParams, TrainParams};
 pub use train::{FitReport, fit_logistic};

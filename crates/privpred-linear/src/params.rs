@@ -1,5 +1,5 @@
 //! Checked training parameters of the linear methods (issue #17 step 3), in the style of
-//! linfa's `ParamGuard`: [`MethodParams`] starts from the defaults of SPEC §6 kept in
+//! linfa's `ParamGuard`: [`TrainParams`] starts from the defaults of SPEC §6 kept in
 //! [`privpred_core::defaults`], is adjusted with setters, and [`ParamGuard::check`] returns the
 //! validated [`MethodConfig`] (`check_for` adds the checks that need the training-set size).
 //! [`LbfgsParams`] does the same for the solver's options.
@@ -16,13 +16,13 @@ use privpred_core::{Budget, CalibrationMode, Method, Neighbours, Privacy};
 /// Unchecked parameters of one private linear method; [`ParamGuard::check`] validates them
 /// into a [`MethodConfig`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct MethodParams(MethodConfig);
+pub struct TrainParams(MethodConfig);
 
-impl MethodParams {
+impl TrainParams {
     /// The defaults of SPEC §6 for `method` (see [`MethodConfig::new`]): λ, T, the teachers'
     /// λ, the DP-SGD schedule and ν from [`privpred_core::defaults`].
     pub fn new(method: Method, mode: CalibrationMode, privacy: Privacy, budget: Budget) -> Self {
-        MethodParams(MethodConfig::new(method, mode, privacy, budget))
+        TrainParams(MethodConfig::new(method, mode, privacy, budget))
     }
 
     /// L2 strength λ (> 0 for model sensitivity, loss perturbation and prediction
@@ -103,7 +103,7 @@ fn check_dp_sgd(c: &DpSgdConfig) -> Result<()> {
     Ok(())
 }
 
-impl ParamGuard for MethodParams {
+impl ParamGuard for TrainParams {
     type Checked = MethodConfig;
     type Error = LinearError;
 
@@ -191,8 +191,8 @@ mod tests {
     use super::*;
     use privpred_core::defaults;
 
-    fn params(m: Method) -> MethodParams {
-        MethodParams::new(
+    fn params(m: Method) -> TrainParams {
+        TrainParams::new(
             m,
             CalibrationMode::Corrected,
             Privacy::new(1.0, 0.0).unwrap(),
