@@ -10,7 +10,6 @@ use privpred_serve::FixtureSpec;
 use privpred_serve::client::Client;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpred");

@@ -8,7 +8,6 @@ mod common;
 
 use common::{assert_bad, code, json, ok, toy_dataset};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 
 #[test]
 fn calibrate_json_names_the_relation_and_loss_perturbation_beta_halves() {

@@ -227,7 +227,7 @@ pub fn compare_grid(
                     Outcome::Skipped(why) => skipped.push((method, why)),
                     Outcome::Done(Some(r)) => {
                         nonprivate = r.example.nonprivate_accuracy;
-                        results.push(r);
+                        results.push(*r);
                     }
                     Outcome::Done(None) => {}
                 }
@@ -281,7 +281,7 @@ fn check_request(req: &GridRequest) -> Result<()> {
 /// What one method gave at one grid point.
 enum Outcome {
     /// Its draws summarised (None when the runner measured nothing).
-    Done(Option<MethodResult>),
+    Done(Option<Box<MethodResult>>),
     /// Not applicable there, with why.
     Skipped(String),
 }
@@ -329,12 +329,12 @@ fn run_method(
     let acc: Vec<f64> = ms.iter().map(|(_, m)| m.accuracy).collect();
     let (mean, std) = mean_std(&acc);
     Ok(Outcome::Done(ms.into_iter().next().map(|(_, first)| {
-        MethodResult {
+        Box::new(MethodResult {
             method: group.method,
             mean,
             std,
             example: first,
-        }
+        })
     })))
 }
 
