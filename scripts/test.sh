@@ -20,6 +20,7 @@ cargo build --release -p privpred
 ./target/release/privpred data fetch digits
 logged cargo test --workspace --release
 logged cargo test --release -p privpred --features nn
+logged cargo test --release -p privpred-study --features nn --test fig7
 if [ -n "${LIBTORCH_USE_PYTORCH:-}" ]; then
     logged cargo test --release -p privpred-nn --features torch
     logged cargo test --release -p privpred --features torch --test cli_torch

@@ -74,10 +74,10 @@ impl Default for AuditSetting {
     fn default() -> Self {
         AuditSetting {
             n: 60_000,
-            lambda: 1e-4,
+            lambda: privpred_core::defaults::LINEAR_LAMBDA,
             classes: 10,
             features: 784,
-            teachers: 256,
+            teachers: privpred_core::defaults::LINEAR_TEACHERS,
             dpsgd_n: 1000,
             batch_size: 100,
             epochs: 2.0,

@@ -26,3 +26,27 @@ pub const RESNET_DPSGD_EPOCHS: f64 = 100.0;
 pub const RESNET_TEACHER_EPOCHS: f64 = 500.0;
 /// ResNet DP-SGD: clip ν (SPEC §6).
 pub const RESNET_CLIP: f64 = 1.0;
+
+/// L2 strength λ of a linear method before cross-validation (SPEC §6's grid holds it).
+pub const LINEAR_LAMBDA: f64 = 1e-4;
+/// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2, SPEC §6).
+pub const LINEAR_TEACHER_LAMBDA: f64 = 0.0;
+/// Linear DP-SGD: heavy-ball momentum.
+pub const LINEAR_DPSGD_MOMENTUM: f64 = 0.9;
+/// Linear DP-SGD: clip ν of a configuration before cross-validation (SPEC §6's grid holds it).
+pub const LINEAR_DPSGD_CLIP: f64 = 0.1;
+/// Linear DP-SGD epochs of the study's `--quick` scale.
+pub const LINEAR_DPSGD_EPOCHS_QUICK: f64 = 5.0;
+/// The study's `--quick` cap on training examples.
+pub const QUICK_MAX_TRAIN: usize = 5_000;
+/// The study's `--quick` cap on test examples.
+pub const QUICK_MAX_TEST: usize = 2_000;
+/// Experiment seed of a configuration before one is chosen.
+pub const SEED: u64 = 0;
+
+/// ResNet training: times the learning rate is divided by 10, at equal intervals (SPEC §6).
+pub const RESNET_LR_DROPS: usize = 3;
+/// ResNet training: momentum μ (SPEC §6, no Nesterov).
+pub const RESNET_MOMENTUM: f64 = 0.9;
+/// ResNet training: L2 weight decay (the teachers train without L2, SPEC §6).
+pub const RESNET_WEIGHT_DECAY: f64 = 0.0;

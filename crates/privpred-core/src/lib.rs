@@ -17,6 +17,7 @@ pub mod guarantee;
 pub mod guarantee_json;
 pub mod mechanism;
 pub mod noise;
+pub mod params;
 pub mod pld;
 pub mod privacy;
 pub mod rdp;
@@ -29,6 +30,7 @@ pub use calibrate::{CalibrationRequest, calibrate, check_relation};
 pub use dpsgd::{Accountant, DpSgdSchedule, SampledSteps};
 pub use gaussian::sigma_ag;
 pub use noise::{PrivRng, release_rng, seeded_rng};
+pub use params::ParamGuard;
 
 pub use error::CoreError;
 pub use guarantee::{Calibration, CertifiedFit, Guarantee, Validity};

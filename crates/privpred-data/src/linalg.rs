@@ -4,52 +4,49 @@
 
 use rayon::prelude::*;
 
-/// `dst (m×n, row-major) = lhs · rhs` with explicit strides (elements), single-threaded GEMM.
-/// Panics only on programming errors (slice too short for the strides), checked up front.
-#[allow(clippy::too_many_arguments)]
+/// A matrix operand of [`gemm_f32`]: its elements with explicit row and column strides
+/// (in elements), element (i, j) at `data[i·rs + j·cs]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strided<'a> {
+    /// The elements.
+    pub data: &'a [f32],
+    /// Row stride.
+    pub rs: usize,
+    /// Column stride.
+    pub cs: usize,
+}
+
+/// `dst (m×n, row-major) = lhs · rhs` for `(m, n, k)` = `dims` (lhs m×k, rhs k×n),
+/// single-threaded GEMM. Panics only on programming errors (slice too short for the strides),
+/// checked up front.
 pub(crate) fn gemm_f32(
     dst: &mut [f32],
-    m: usize,
-    n: usize,
-    k: usize,
-    lhs: &[f32],
-    lhs_rs: usize,
-    lhs_cs: usize,
-    rhs: &[f32],
-    rhs_rs: usize,
-    rhs_cs: usize,
+    dims: (usize, usize, usize),
+    lhs: Strided<'_>,
+    rhs: Strided<'_>,
 ) {
-    gemm_f32_with(
-        dst,
-        m,
-        n,
-        k,
-        lhs,
-        lhs_rs,
-        lhs_cs,
-        rhs,
-        rhs_rs,
-        rhs_cs,
-        gemm::Parallelism::None,
-    );
+    gemm_f32_with(dst, dims, lhs, rhs, gemm::Parallelism::None);
 }
 
 /// [`gemm_f32`] with the given parallelism (`Rayon(0)`: the gemm kernel splits the output
 /// blocks over the rayon pool; each output value is still one sequential dot product).
-#[allow(clippy::too_many_arguments)]
 fn gemm_f32_with(
     dst: &mut [f32],
-    m: usize,
-    n: usize,
-    k: usize,
-    lhs: &[f32],
-    lhs_rs: usize,
-    lhs_cs: usize,
-    rhs: &[f32],
-    rhs_rs: usize,
-    rhs_cs: usize,
+    (m, n, k): (usize, usize, usize),
+    lhs: Strided<'_>,
+    rhs: Strided<'_>,
     parallelism: gemm::Parallelism,
 ) {
+    let Strided {
+        data: lhs,
+        rs: lhs_rs,
+        cs: lhs_cs,
+    } = lhs;
+    let Strided {
+        data: rhs,
+        rs: rhs_rs,
+        cs: rhs_cs,
+    } = rhs;
     if m == 0 || n == 0 {
         return;
     }
@@ -123,15 +120,17 @@ pub fn mean_cov(features: &[f32], d: usize, idx: &[usize], scale: f32) -> (Vec<f
         // g = Pᵀ P : lhs(i, r) = P[r, i] → rs 1, cs d; rhs(r, j) = P[r, j] → rs d, cs 1.
         gemm_f32_with(
             &mut g,
-            d,
-            d,
-            k,
-            &panel,
-            1,
-            d,
-            &panel,
-            d,
-            1,
+            (d, d, k),
+            Strided {
+                data: &panel,
+                rs: 1,
+                cs: d,
+            },
+            Strided {
+                data: &panel,
+                rs: d,
+                cs: 1,
+            },
             gemm::Parallelism::Rayon(0),
         );
         cov.par_chunks_mut(d.max(1) * 16)

@@ -38,7 +38,7 @@ impl Default for DpSgdConfig {
             batch_size: privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE,
             epochs: privpred_core::defaults::LINEAR_DPSGD_EPOCHS,
             learning_rate: privpred_core::defaults::LINEAR_DPSGD_LEARNING_RATE,
-            momentum: 0.9,
+            momentum: privpred_core::defaults::LINEAR_DPSGD_MOMENTUM,
             clip: None,
         }
     }

@@ -110,18 +110,10 @@ fn gnorm(g: &[f64], n: GradNorm) -> f64 {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Minimiser of the cubic interpolating (x1, f1, g1), (x2, f2, g2), clamped to the bounds.
-fn cubic_interpolate(
-    x1: f64,
-    f1: f64,
-    g1: f64,
-    x2: f64,
-    f2: f64,
-    g2: f64,
-    lo: f64,
-    hi: f64,
-) -> f64 {
+/// Minimiser of the cubic interpolating the points (x1, f1, g1) and (x2, f2, g2) (position,
+/// value, derivative), clamped to the bounds (lo, hi).
+fn cubic_interpolate(p1: (f64, f64, f64), p2: (f64, f64, f64), (lo, hi): (f64, f64)) -> f64 {
+    let ((x1, f1, g1), (x2, f2, g2)) = (p1, p2);
     let d1 = g1 + g2 - 3.0 * (f1 - f2) / (x1 - x2);
     let d2sq = d1 * d1 - g1 * g2;
     if d2sq >= 0.0 {
@@ -311,10 +303,18 @@ where
             1.0
         };
         let budget = opts.max_evals - evals;
+        let start = LineStart {
+            x: &x,
+            f0: fx,
+            dg0: dg,
+            d: &d,
+            t_init: t0,
+            budget,
+        };
         let ls = if opts.gradient_only {
-            gradient_search(&mut f, &x, dg, &d, t0, opts.c2, budget, &mut xt, &mut gt)
+            gradient_search(&mut f, &start, opts.c2, &mut xt, &mut gt)
         } else {
-            strong_wolfe(&mut f, &x, fx, dg, &d, t0, opts, budget, &mut xt, &mut gt)
+            strong_wolfe(&mut f, &start, opts, &mut xt, &mut gt)
         };
         evals += ls.evals;
         match ls.step {
@@ -387,24 +387,38 @@ struct LineSearch {
     evals: usize,
 }
 
-/// Strong-Wolfe line search along `d` from `x` (Nocedal & Wright Alg. 3.5 + 3.6). On success
-/// `xt`/`gt` hold the accepted point and its gradient.
-#[allow(clippy::too_many_arguments)]
-fn strong_wolfe<F>(
-    f: &mut F,
-    x: &[f64],
+/// Where a line search starts: the point x, its value f0, the directional derivative
+/// dg0 = ∇f(x)·d along the direction d, the first trial step and the evaluations left.
+#[derive(Clone, Copy)]
+struct LineStart<'a> {
+    x: &'a [f64],
     f0: f64,
     dg0: f64,
-    d: &[f64],
+    d: &'a [f64],
     t_init: f64,
-    opts: &LbfgsOptions,
     budget: usize,
+}
+
+/// Strong-Wolfe line search along `d` from `x` (Nocedal & Wright Alg. 3.5 + 3.6). On success
+/// `xt`/`gt` hold the accepted point and its gradient.
+fn strong_wolfe<F>(
+    f: &mut F,
+    start: &LineStart,
+    opts: &LbfgsOptions,
     xt: &mut [f64],
     gt: &mut [f64],
 ) -> LineSearch
 where
     F: FnMut(&[f64], &mut [f64]) -> f64,
 {
+    let LineStart {
+        x,
+        f0,
+        dg0,
+        d,
+        t_init,
+        budget,
+    } = *start;
     let mut evals = 0;
     let mut eval = |t: f64, xt: &mut [f64], gt: &mut [f64], evals: &mut usize| -> (f64, f64) {
         xt.iter_mut()
@@ -454,14 +468,9 @@ where
         }
         // extrapolate
         let t_new = cubic_interpolate(
-            t_prev,
-            f_prev,
-            dg_prev,
-            t,
-            ft,
-            dgt,
-            t + 0.01 * (t - t_prev),
-            t * 10.0,
+            (t_prev, f_prev, dg_prev),
+            (t, ft, dgt),
+            (t + 0.01 * (t - t_prev), t * 10.0),
         );
         t_prev = t;
         f_prev = ft;
@@ -482,7 +491,7 @@ where
         };
         let width = b - a;
         let mut tn = if hi.1.is_finite() && hi.2.is_finite() {
-            cubic_interpolate(lo.0, lo.1, lo.2, hi.0, hi.1, hi.2, a, b)
+            cubic_interpolate(lo, hi, (a, b))
         } else {
             (a + b) / 2.0
         };
@@ -517,21 +526,24 @@ where
 /// safeguarded secant steps until |φ'(t)| ≤ c₂|φ'(0)|. Every accepted t with φ'(t) ≤ 0 lies
 /// before the minimiser along d, so f decreased; the fallback after `max_ls` evaluations is the
 /// largest such t seen.
-#[allow(clippy::too_many_arguments)]
 fn gradient_search<F>(
     f: &mut F,
-    x: &[f64],
-    dg0: f64,
-    d: &[f64],
-    t_init: f64,
+    start: &LineStart,
     c2: f64,
-    budget: usize,
     xt: &mut [f64],
     gt: &mut [f64],
 ) -> LineSearch
 where
     F: FnMut(&[f64], &mut [f64]) -> f64,
 {
+    let LineStart {
+        x,
+        dg0,
+        d,
+        t_init,
+        budget,
+        ..
+    } = *start;
     let mut evals = 0;
     let mut eval = |t: f64, xt: &mut [f64], gt: &mut [f64], evals: &mut usize| -> (f64, f64) {
         xt.iter_mut()

@@ -24,6 +24,7 @@ pub mod kernel;
 pub mod lbfgs;
 pub mod methods;
 pub mod model;
+pub mod params;
 pub mod precond;
 mod shim;
 pub mod train;
@@ -35,4 +36,5 @@ pub use lbfgs::{
 };
 pub use methods::{Answer, MethodConfig, PrivatePredictor, SeedPolicy, check_query, train_private};
 pub use model::LinearModel;
+pub use params::{LbfgsParams, TrainParams};
 pub use train::{FitReport, fit_logistic};

@@ -108,16 +108,18 @@ impl MethodConfig {
             } else {
                 budget
             },
-            lambda: 1e-4,
-            teachers: 256,
-            teacher_lambda: 0.0,
+            lambda: privpred_core::defaults::LINEAR_LAMBDA,
+            teachers: privpred_core::defaults::LINEAR_TEACHERS,
+            teacher_lambda: privpred_core::defaults::LINEAR_TEACHER_LAMBDA,
             dp_sgd: DpSgdConfig {
-                clip: Some(0.1),
+                clip: Some(privpred_core::defaults::LINEAR_DPSGD_CLIP),
                 ..DpSgdConfig::default()
             },
             lbfgs: LbfgsOptions::default(),
             teacher_lbfgs: teacher_lbfgs_options(),
-            seed_policy: SeedPolicy::Seeded { seed: 0 },
+            seed_policy: SeedPolicy::Seeded {
+                seed: privpred_core::defaults::SEED,
+            },
             neighbours: privpred_core::Neighbours::ReplaceOne,
         }
     }

@@ -13,7 +13,7 @@ use std::path::Path;
 pub const CIFAR10_JPEG_LABEL: &str = "CIFAR-10 (JPEG copy)";
 
 /// Where the CIFAR-10 JPEG copy lies on the development machines, relative to the repository
-/// root: the last resort of [`crate::fig7::Fig7Config`]; `privpred reproduce` finds CIFAR-10
+/// root: the last resort of `privpred_study::fig7::Fig7Config`; `privpred reproduce` finds CIFAR-10
 /// through the resolution order of docs/data.md instead.
 pub const CIFAR10_JPEG_DEFAULT: &str = "../shared/data/cifar10-jpeg.tar.gz";
 

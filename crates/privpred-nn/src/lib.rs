@@ -13,9 +13,9 @@ pub mod calib;
 pub mod data;
 pub mod engine;
 pub mod error;
-pub mod fig7;
 pub mod gradient;
 pub mod ops;
+pub mod params;
 pub mod resnet;
 pub mod teachers;
 #[cfg(feature = "torch")]

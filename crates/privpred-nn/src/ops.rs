@@ -3,22 +3,45 @@
 //!
 //! Every activation is stored channel-major (`C × H × W`, row-major per channel).
 
-/// Row-major matrix product `dst (m×n) (+)= op(a) · op(b)`.
+/// A matrix operand of [`matmul`]: row-major elements, used as stored or transposed.
+#[derive(Debug, Clone, Copy)]
+pub struct Operand<'a> {
+    /// The elements, row-major.
+    pub data: &'a [f32],
+    /// Whether the product uses the transpose.
+    pub transposed: bool,
+}
+
+impl<'a> Operand<'a> {
+    /// The matrix as stored.
+    pub fn plain(data: &'a [f32]) -> Self {
+        Operand {
+            data,
+            transposed: false,
+        }
+    }
+    /// Its transpose.
+    pub fn t(data: &'a [f32]) -> Self {
+        Operand {
+            data,
+            transposed: true,
+        }
+    }
+}
+
+/// Row-major matrix product `dst (m×n) (+)= op(a) · op(b)` for `(m, n, k)` = `dims`.
 ///
-/// `a` is `m×k` row-major (or `k×m` when `a_t`), `b` is `k×n` row-major (or `n×k` when `b_t`).
-/// With `acc` the product is added to `dst`, otherwise `dst` is overwritten.
-#[allow(clippy::too_many_arguments)]
+/// `a` is `m×k` row-major (or `k×m` when transposed), `b` is `k×n` row-major (or `n×k` when
+/// transposed). With `acc` the product is added to `dst`, otherwise `dst` is overwritten.
 pub fn matmul(
-    m: usize,
-    n: usize,
-    k: usize,
+    (m, n, k): (usize, usize, usize),
     dst: &mut [f32],
     acc: bool,
-    a: &[f32],
-    a_t: bool,
-    b: &[f32],
-    b_t: bool,
+    a: Operand<'_>,
+    b: Operand<'_>,
 ) {
+    let (a, a_t) = (a.data, a.transposed);
+    let (b, b_t) = (b.data, b.transposed);
     assert!(
         dst.len() >= m * n && a.len() >= m * k && b.len() >= k * n,
         "matmul shapes"
@@ -158,24 +181,34 @@ pub fn col2im(col: &[f32], c: usize, h: usize, w: usize, stride: usize, dx: &mut
     }
 }
 
+/// The shape of a GroupNorm input: `c` channels of `hw` values in `groups` groups of
+/// `c / groups` channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GnShape {
+    /// Channels.
+    pub c: usize,
+    /// Values per channel (height × width).
+    pub hw: usize,
+    /// Groups.
+    pub groups: usize,
+}
+
 /// GroupNorm epsilon (PyTorch's default).
 pub const GN_EPS: f32 = 1e-5;
 
 /// GroupNorm forward on one example (`c × hw`, `groups` groups of `c / groups` channels):
 /// `y = γ·x̂ + β` with `x̂` normalised per group (biased variance, ε = 1e-5).
 /// Stores `x̂` in `xhat` and 1/√(var + ε) per group in `rstd`.
-#[allow(clippy::too_many_arguments)]
 pub fn group_norm_forward(
     x: &[f32],
-    c: usize,
-    hw: usize,
-    groups: usize,
+    shape: GnShape,
     gamma: &[f32],
     beta: &[f32],
     y: &mut Vec<f32>,
     xhat: &mut Vec<f32>,
     rstd: &mut Vec<f32>,
 ) {
+    let GnShape { c, hw, groups } = shape;
     let cpg = c / groups;
     let m = cpg * hw;
     y.clear();
@@ -213,21 +246,17 @@ pub fn group_norm_forward(
     }
 }
 
-/// GroupNorm backward on one example. Accumulates dγ, dβ into `dgamma`, `dbeta`; writes dx
+/// GroupNorm backward on one example. Accumulates dγ, dβ into `(dgamma, dbeta)`; writes dx
 /// into `dx` (overwritten).
-#[allow(clippy::too_many_arguments)]
 pub fn group_norm_backward(
     dy: &[f32],
-    xhat: &[f32],
-    rstd: &[f32],
-    c: usize,
-    hw: usize,
-    groups: usize,
+    (xhat, rstd): (&[f32], &[f32]),
+    shape: GnShape,
     gamma: &[f32],
-    dgamma: &mut [f32],
-    dbeta: &mut [f32],
+    (dgamma, dbeta): (&mut [f32], &mut [f32]),
     dx: &mut Vec<f32>,
 ) {
+    let GnShape { c, hw, groups } = shape;
     let cpg = c / groups;
     let m = cpg * hw;
     dx.clear();
@@ -342,7 +371,19 @@ mod tests {
         for at in [false, true] {
             for bt in [false, true] {
                 let mut d = vec![1.0f32; m * n];
-                matmul(m, n, k, &mut d, true, &a, at, &b, bt);
+                matmul(
+                    (m, n, k),
+                    &mut d,
+                    true,
+                    Operand {
+                        data: &a,
+                        transposed: at,
+                    },
+                    Operand {
+                        data: &b,
+                        transposed: bt,
+                    },
+                );
                 let r = naive(at, bt);
                 for (x, y) in d.iter().zip(&r) {
                     assert!((x - 1.0 - y).abs() < 1e-5);

@@ -404,21 +404,19 @@ impl ResNet {
         tape.s_z.clear();
         tape.s_z.resize(c.cout * hw, 0.0);
         ops::matmul(
-            c.cout,
-            hw,
-            c.cin * 9,
+            (c.cout, hw, c.cin * 9),
             &mut tape.s_z,
             false,
-            &params[self.tensors[c.weight].range()],
-            false,
-            &tape.col[j],
-            false,
+            ops::Operand::plain(&params[self.tensors[c.weight].range()]),
+            ops::Operand::plain(&tape.col[j]),
         );
         ops::group_norm_forward(
             &tape.s_z,
-            c.cout,
-            hw,
-            c.groups,
+            ops::GnShape {
+                c: c.cout,
+                hw,
+                groups: c.groups,
+            },
             &params[self.tensors[c.gamma].range()],
             &params[self.tensors[c.beta].range()],
             &mut tape.s_y,
@@ -479,15 +477,11 @@ impl ResNet {
         tape.logits
             .extend_from_slice(&params[self.tensors[self.fc_b].range()]);
         ops::matmul(
-            k,
-            1,
-            last.cout,
+            (k, 1, last.cout),
             &mut tape.logits,
             true,
-            &params[self.tensors[self.fc_w].range()],
-            false,
-            &tape.pooled,
-            false,
+            ops::Operand::plain(&params[self.tensors[self.fc_w].range()]),
+            ops::Operand::plain(&tape.pooled),
         );
         tape.probs.resize(k, 0.0);
         tape.lse = ops::softmax(&tape.logits, &mut tape.probs);
@@ -513,44 +507,36 @@ impl ResNet {
         let (dgamma, dbeta) = grad[g_lo.start..g_hi.end].split_at_mut(c.cout);
         ops::group_norm_backward(
             &tape.s_d,
-            &tape.xhat[j],
-            &tape.rstd[j],
-            c.cout,
-            hw,
-            c.groups,
+            (&tape.xhat[j], &tape.rstd[j]),
+            ops::GnShape {
+                c: c.cout,
+                hw,
+                groups: c.groups,
+            },
             &params[g_lo],
-            dgamma,
-            dbeta,
+            (dgamma, dbeta),
             &mut tape.s_dz,
         );
         let k = c.cin * 9;
         let wr = self.tensors[c.weight].range();
         // dW (cout×k) += dz (cout×hw) · colᵀ (hw×k): the per-example conv weight gradient
         ops::matmul(
-            c.cout,
-            k,
-            hw,
+            (c.cout, k, hw),
             &mut grad[wr.clone()],
             true,
-            &tape.s_dz,
-            false,
-            &tape.col[j],
-            true,
+            ops::Operand::plain(&tape.s_dz),
+            ops::Operand::t(&tape.col[j]),
         );
         if need_dx {
             tape.s_dcol.clear();
             tape.s_dcol.resize(k * hw, 0.0);
             // dcol (k×hw) = Wᵀ (k×cout) · dz (cout×hw)
             ops::matmul(
-                k,
-                hw,
-                c.cout,
+                (k, hw, c.cout),
                 &mut tape.s_dcol,
                 false,
-                &params[wr],
-                true,
-                &tape.s_dz,
-                false,
+                ops::Operand::t(&params[wr]),
+                ops::Operand::plain(&tape.s_dz),
             );
             ops::col2im(&tape.s_dcol, c.cin, c.h, c.w, c.stride, &mut tape.s_dx);
         }
@@ -571,15 +557,11 @@ impl ResNet {
         let hw = last.ho * last.wo;
         // linear layer
         ops::matmul(
-            k,
-            last.cout,
-            1,
+            (k, last.cout, 1),
             &mut grad[self.tensors[self.fc_w].range()],
             true,
-            &dlogits,
-            false,
-            &tape.pooled,
-            false,
+            ops::Operand::plain(&dlogits),
+            ops::Operand::plain(&tape.pooled),
         );
         for (g, d) in grad[self.tensors[self.fc_b].range()]
             .iter_mut()
@@ -589,15 +571,11 @@ impl ResNet {
         }
         let mut dpool = vec![0.0f32; last.cout];
         ops::matmul(
-            last.cout,
-            1,
-            k,
+            (last.cout, 1, k),
             &mut dpool,
             false,
-            &params[self.tensors[self.fc_w].range()],
-            true,
-            &dlogits,
-            false,
+            ops::Operand::t(&params[self.tensors[self.fc_w].range()]),
+            ops::Operand::plain(&dlogits),
         );
         // gradient at the output of the last block (after its ReLU)
         let mut dact = Vec::with_capacity(last.cout * hw);

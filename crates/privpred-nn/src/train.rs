@@ -57,9 +57,9 @@ impl SgdConfig {
             epochs: privpred_core::defaults::RESNET_TEACHER_EPOCHS,
             batch_size: privpred_core::defaults::RESNET_BATCH_SIZE,
             lr: privpred_core::defaults::RESNET_LEARNING_RATE,
-            lr_drops: 3,
-            momentum: 0.9,
-            weight_decay: 0.0,
+            lr_drops: privpred_core::defaults::RESNET_LR_DROPS,
+            momentum: privpred_core::defaults::RESNET_MOMENTUM,
+            weight_decay: privpred_core::defaults::RESNET_WEIGHT_DECAY,
             augment: true,
             init: InitScheme::Reference,
         }
@@ -433,7 +433,6 @@ pub fn add_gaussian_noise(v: &mut [f32], std: f64, rng: &mut impl Rng) {
 
 /// One DP-SGD update direction: Σ clip(g_i) + N(0, σ²ν²I), divided by the expected batch
 /// size b. Returns the batch statistics. Exposed so tests can check the noise scale.
-#[allow(clippy::too_many_arguments)]
 pub fn dp_gradient(
     net: &ResNet,
     params: &[f32],

@@ -20,9 +20,12 @@
 
 pub mod compare;
 pub mod error;
+#[cfg(feature = "nn")]
+pub mod fig7;
 pub mod figures;
 pub mod holdout;
 pub mod linear;
+pub mod params;
 pub mod plot;
 pub mod progress;
 pub mod report;

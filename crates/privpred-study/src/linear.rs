@@ -96,15 +96,15 @@ impl LinearOptions {
             data_dir: None,
             dataset: None,
             quick,
-            max_train: quick.then_some(5_000),
-            max_test: quick.then_some(2_000),
-            holdout_fraction: 0.1,
+            max_train: quick.then_some(privpred_core::defaults::QUICK_MAX_TRAIN),
+            max_test: quick.then_some(privpred_core::defaults::QUICK_MAX_TEST),
+            holdout_fraction: privpred_core::defaults::HOLDOUT_FRACTION,
             neighbours: privpred_core::Neighbours::ReplaceOne,
             cv_draws: CV_DRAWS_DEFAULT,
             bias: BIAS_DEFAULT,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
             dpsgd_epochs: if quick {
-                5.0
+                privpred_core::defaults::LINEAR_DPSGD_EPOCHS_QUICK
             } else {
                 DpSgdConfig::default().epochs
             },

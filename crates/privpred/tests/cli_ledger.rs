@@ -4,37 +4,15 @@
 
 mod common;
 
-use common::{code, ok};
+use common::{code, ok, toy_dataset, train_into};
 use privpred_core::Method;
 use privpred_serve::FixtureSpec;
 use privpred_serve::client::Client;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpred");
-
-/// 300 rows, 8 features, 3 separated classes (as cli_linear's toy set, smaller).
-fn dataset(dir: &Path) -> PathBuf {
-    let p = dir.join("toy.csv");
-    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
-    let mut state = 777u64;
-    for i in 0..300 {
-        let y = i % 3;
-        let row: Vec<String> = (0..8)
-            .map(|j| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (((state >> 33) % 60) as u32 + if j % 3 == y { 180 } else { 0 }).to_string()
-            })
-            .collect();
-        s.push_str(&format!("{},{}\n", row.join(","), y));
-    }
-    std::fs::write(&p, s).unwrap();
-    p
-}
 
 /// The red-team reproducer: a ledger whose `spent` is near u64::MAX made `spent + want` wrap
 /// round to a small number, resetting the budget. Now: refused, ledger unchanged.
@@ -42,23 +20,15 @@ fn dataset(dir: &Path) -> PathBuf {
 fn predict_ledger_arithmetic_is_checked_and_never_silently_created() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let ds = format!("csv:{}", dataset(dir).display());
-    let model = dir.join("ps.safetensors");
-    let m = model.to_str().unwrap();
-    ok(&[
-        "train",
+    let ds = toy_dataset(dir, 300);
+    let (model, _) = train_into(
+        dir,
+        "ps",
         "prediction-sensitivity",
-        "--dataset",
         &ds,
-        "--epsilon",
-        "1",
-        "--budget",
-        "10",
-        "--lambda",
-        "1e-2",
-        "--out",
-        m,
-    ]);
+        &["--epsilon", "1", "--budget", "10", "--lambda", "1e-2"],
+    );
+    let m = model.to_str().unwrap();
     let q = dir.join("q.csv");
     std::fs::write(&q, "200,10,10,200,10,10,200,10\n").unwrap();
     let qs = q.to_str().unwrap();

@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::{assert_bad, code, json, ok};
+use common::{assert_bad, code, json, ok, toy_dataset};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 
 #[test]
 fn calibrate_json_names_the_relation_and_loss_perturbation_beta_halves() {
@@ -180,31 +179,10 @@ fn audit_loss_perturbation_noise_term_under_replace_one() {
     assert_eq!(new["exceeds_claim"], false, "{new}");
 }
 
-/// 600 rows, 8 features, 3 separated classes (as in cli_linear.rs).
-fn dataset(dir: &Path) -> PathBuf {
-    let p = dir.join("toy.csv");
-    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
-    let mut state = 777u64;
-    for i in 0..600 {
-        let y = i % 3;
-        let row: Vec<String> = (0..8)
-            .map(|j| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (((state >> 33) % 60) as u32 + if j % 3 == y { 180 } else { 0 }).to_string()
-            })
-            .collect();
-        s.push_str(&format!("{},{}\n", row.join(","), y));
-    }
-    std::fs::write(&p, s).unwrap();
-    p
-}
-
 #[test]
 fn train_records_the_relation_in_the_artifact() {
     let tmp = tempfile::tempdir().unwrap();
-    let ds = format!("csv:{}", dataset(tmp.path()).display());
+    let ds = toy_dataset(tmp.path(), 600);
     for n in ["replace-one", "add-remove"] {
         let out = tmp.path().join(format!("lp-{n}.safetensors"));
         let summary: Value = serde_json::from_str(&ok(&[

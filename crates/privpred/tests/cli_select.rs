@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{json, ok};
+use common::{json, ok, toy_dataset, train_into};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -72,47 +72,20 @@ fn calibrate_names_the_selection_mechanism() {
     assert!(t.contains("permute-and-flip"), "{t}");
 }
 
-/// 300 rows, 8 pixel-like features, 3 well-separated classes, label last.
-fn dataset(dir: &Path) -> PathBuf {
-    let p = dir.join("toy.csv");
-    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
-    let mut state = 777u64;
-    for i in 0..300 {
-        let y = i % 3;
-        let row: Vec<String> = (0..8)
-            .map(|j| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (((state >> 33) % 60) as u32 + if j % 3 == y { 180 } else { 0 }).to_string()
-            })
-            .collect();
-        s.push_str(&format!("{},{}\n", row.join(","), y));
-    }
-    std::fs::write(&p, s).unwrap();
-    p
-}
-
 fn train(dir: &Path, method: &str, extra: &[&str]) -> (PathBuf, Value) {
-    let out = dir.join(format!("{method}.safetensors"));
-    let ds = format!("csv:{}", dataset(dir).display());
+    let ds = toy_dataset(dir, 300);
     let mut args = vec![
-        "train",
-        method,
-        "--dataset",
-        &ds,
         "--epsilon",
         "10",
         "--budget",
         "6",
         "--calibration",
         "tight",
-        "--out",
-        out.to_str().unwrap(),
         "--json",
     ];
     args.extend_from_slice(extra);
-    let v = json(&args);
+    let (out, stdout) = train_into(dir, method, method, &ds, &args);
+    let v = serde_json::from_str(&stdout).expect("train --json prints one JSON object");
     (out, v)
 }
 

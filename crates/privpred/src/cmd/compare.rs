@@ -2,8 +2,10 @@
 //! that says where the decision changes, an HTML report and JSON for machines.
 
 use privpred_core::CalibrationMode;
+use privpred_core::ParamGuard;
 use privpred_study::compare::{self, GRID_SYNTAX};
-use privpred_study::linear::{LinearOptions, LinearRunner};
+use privpred_study::linear::LinearRunner;
+use privpred_study::params::LinearParams;
 use privpred_study::progress::{self, Observer, Silent};
 use privpred_study::report::{self, Provenance};
 use std::path::PathBuf;
@@ -34,7 +36,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "corrected")]
     pub calibration: CalibrationMode,
     /// Subsample-and-aggregate teachers T.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = privpred_core::defaults::LINEAR_TEACHERS)]
     pub teachers: usize,
     /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
@@ -66,6 +68,103 @@ pub struct Args {
 
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let (epsilons, budgets) = grid_axes(&args)?;
+    let (bias, cv_draws) =
+        super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
+    let opts = LinearParams::new(args.quick)
+        .data_dir(args.data_dir.clone())
+        .dataset(Some(args.dataset.clone()))
+        .neighbours(args.neighbours)
+        .bias(bias)
+        .cv_draws(cv_draws)
+        .check()
+        .map_err(crate::exit::usage)?;
+    let runner = LinearRunner::new(opts);
+    let points = epsilons.len() * budgets.len();
+    let observer: Box<dyn Observer> = if points > 1 {
+        progress::for_terminal()
+    } else {
+        Box::new(Silent)
+    };
+    let g = compare::compare_grid(
+        &runner,
+        &compare::GridRequest {
+            epsilons: &epsilons,
+            delta: args.delta,
+            budgets: &budgets,
+            teachers: args.teachers,
+            calibration: args.calibration,
+            repetitions: args.repetitions,
+            seed: args.seed,
+        },
+        observer.as_ref(),
+    )
+    .map_err(super::shared::study_error)?;
+    let mut prov = Provenance {
+        command: super::shared::command_line(),
+        dataset: args.dataset.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        seed: args.seed,
+        quick: args.quick,
+        bias: Some(bias),
+        cv_draws: Some(cv_draws),
+        ..Provenance::default()
+    };
+    if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
+        prov = prov.with_measurement(&r.example);
+    }
+    let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
+    if let Some(path) = &args.report {
+        let html =
+            report::compare_html(&g, &guarantees, &prov).map_err(super::shared::study_error)?;
+        report::write_report(path, &html).map_err(super::shared::study_error)?;
+        eprintln!("report: {}", path.display());
+    }
+    if args.json {
+        let out = serde_json::json!({
+            "dataset": args.dataset,
+            "quick": args.quick,
+            "bias": bias,
+            "cv_draws": cv_draws,
+            "nonprivate_accuracy": g.nonprivate(),
+            "grid": g,
+            "decisions": decisions_json(&g),
+            "guarantees": guarantees,
+            "provenance": prov,
+            "grid_syntax": GRID_SYNTAX,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "Dataset: {}{}",
+        args.dataset,
+        if args.quick {
+            " (--quick: subsampled)"
+        } else {
+            ""
+        }
+    );
+    if points == 1 {
+        println!("{}", compare::render(g.cell(0, 0)));
+    } else {
+        println!("{}", compare::render_grid(&g));
+        let t = &g.timing;
+        let cpu = |c: Option<f64>| c.map_or(String::new(), |c| format!(", {c:.1} s CPU"));
+        println!(
+            "Time: shared fits (first B of each ε) {:.1} s wall{}; the rest of the grid {:.1} s wall{}.",
+            t.fits_wall_s,
+            cpu(t.fits_cpu_s),
+            t.grid_wall_s,
+            cpu(t.grid_cpu_s)
+        );
+    }
+    Ok(())
+}
+
+/// The ε and B axes from `--epsilon` and `--budget`, with every (ε, δ), B, the repetitions, T
+/// and `--report` checked (usage errors, exit 2).
+fn grid_axes(args: &Args) -> anyhow::Result<(Vec<f64>, Vec<u64>)> {
     let usage = |e: privpred_study::StudyError| crate::exit::usage(e);
     let epsilons = compare::parse_epsilons(&args.epsilon).map_err(usage)?;
     let budgets = compare::parse_budgets(&args.budget).map_err(usage)?;
@@ -98,111 +197,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             p.display()
         )));
     }
-    let (bias, cv_draws) =
-        super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
-    let mut opts = LinearOptions::new(args.quick);
-    opts.data_dir = args.data_dir.clone();
-    opts.dataset = Some(args.dataset.clone());
-    opts.neighbours = args.neighbours;
-    opts.bias = bias;
-    opts.cv_draws = cv_draws;
-    let runner = LinearRunner::new(opts);
-    let points = epsilons.len() * budgets.len();
-    let observer: Box<dyn Observer> = if points > 1 {
-        progress::for_terminal()
-    } else {
-        Box::new(Silent)
-    };
-    let g = compare::compare_grid(
-        &runner,
-        &epsilons,
-        args.delta,
-        &budgets,
-        args.teachers,
-        args.calibration,
-        args.repetitions,
-        args.seed,
-        observer.as_ref(),
-    )
-    .map_err(super::shared::study_error)?;
-    let mut prov = Provenance {
-        command: super::shared::command_line(),
-        dataset: args.dataset.clone(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        seed: args.seed,
-        quick: args.quick,
-        bias: Some(bias),
-        cv_draws: Some(cv_draws),
-        ..Provenance::default()
-    };
-    if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
-        prov = prov.with_measurement(&r.example);
-    }
-    let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
-    if let Some(path) = &args.report {
-        let html =
-            report::compare_html(&g, &guarantees, &prov).map_err(super::shared::study_error)?;
-        report::write_report(path, &html).map_err(super::shared::study_error)?;
-        eprintln!("report: {}", path.display());
-    }
-    if args.json {
-        let over_budget: Vec<serde_json::Value> = (0..epsilons.len())
-            .map(|i| {
-                let d = g.decision_over_budget(i);
+    Ok((epsilons, budgets))
+}
+
+/// The decisions of `--json`: along B at each ε, and along ε at each B when there are several ε.
+fn decisions_json(g: &compare::GridComparison) -> serde_json::Value {
+    let over_budget: Vec<serde_json::Value> = (0..g.epsilons.len())
+        .map(|i| {
+            let d = g.decision_over_budget(i);
+            let mut v = serde_json::to_value(&d).unwrap_or_default();
+            v["text"] = serde_json::json!(d.text());
+            v
+        })
+        .collect();
+    let over_epsilon: Vec<serde_json::Value> = if g.epsilons.len() > 1 {
+        (0..g.budgets.len())
+            .map(|j| {
+                let d = g.decision_over_epsilon(j);
                 let mut v = serde_json::to_value(&d).unwrap_or_default();
                 v["text"] = serde_json::json!(d.text());
                 v
             })
-            .collect();
-        let over_epsilon: Vec<serde_json::Value> = if epsilons.len() > 1 {
-            (0..budgets.len())
-                .map(|j| {
-                    let d = g.decision_over_epsilon(j);
-                    let mut v = serde_json::to_value(&d).unwrap_or_default();
-                    v["text"] = serde_json::json!(d.text());
-                    v
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let out = serde_json::json!({
-            "dataset": args.dataset,
-            "quick": args.quick,
-            "bias": bias,
-            "cv_draws": cv_draws,
-            "nonprivate_accuracy": g.nonprivate(),
-            "grid": g,
-            "decisions": { "over_budget": over_budget, "over_epsilon": over_epsilon },
-            "guarantees": guarantees,
-            "provenance": prov,
-            "grid_syntax": GRID_SYNTAX,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
-    println!(
-        "Dataset: {}{}",
-        args.dataset,
-        if args.quick {
-            " (--quick: subsampled)"
-        } else {
-            ""
-        }
-    );
-    if points == 1 {
-        println!("{}", compare::render(g.cell(0, 0)));
+            .collect()
     } else {
-        println!("{}", compare::render_grid(&g));
-        let t = &g.timing;
-        let cpu = |c: Option<f64>| c.map_or(String::new(), |c| format!(", {c:.1} s CPU"));
-        println!(
-            "Time: shared fits (first B of each ε) {:.1} s wall{}; the rest of the grid {:.1} s wall{}.",
-            t.fits_wall_s,
-            cpu(t.fits_cpu_s),
-            t.grid_wall_s,
-            cpu(t.grid_cpu_s)
-        );
-    }
-    Ok(())
+        Vec::new()
+    };
+    serde_json::json!({ "over_budget": over_budget, "over_epsilon": over_epsilon })
 }

@@ -2,7 +2,9 @@
 
 use anyhow::Context as _;
 use privpred_core::CalibrationMode;
-use privpred_study::linear::{LinearOptions, LinearRunner};
+use privpred_core::ParamGuard;
+use privpred_study::linear::LinearRunner;
+use privpred_study::params::LinearParams;
 use privpred_study::sweep::{self, SweepConfig};
 use privpred_study::units::Shard;
 use privpred_study::{FigureId, progress, report, results, summary, table1};
@@ -141,12 +143,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if args.quick { "-quick" } else { "" }
         ))
     });
-    let mut opts = LinearOptions::new(args.quick);
-    opts.data_dir = args.data_dir.clone();
-    opts.dataset = args.dataset.clone();
-    opts.cv_draws = cv_draws;
-    opts.bias = bias;
-    opts.neighbours = args.neighbours;
+    let opts = LinearParams::new(args.quick)
+        .data_dir(args.data_dir.clone())
+        .dataset(args.dataset.clone())
+        .cv_draws(cv_draws)
+        .bias(bias)
+        .neighbours(args.neighbours)
+        .check()
+        .map_err(crate::exit::usage)?;
     let linear = LinearRunner::new(opts);
     #[cfg(feature = "nn")]
     let nn_runner = nn::Fig7Runner::new(&args, &out)?;
@@ -246,7 +250,7 @@ pub fn print_table1(dir: &std::path::Path) -> anyhow::Result<()> {
 mod nn {
     use super::Args;
     use privpred_nn::engine::{self, GradientEngine};
-    use privpred_nn::fig7::{self, Fig7Config, Fig7Context};
+    use privpred_study::fig7::{self, Fig7Config, Fig7Context};
     use privpred_study::progress::{Event, Observer};
     use privpred_study::results::Measurement;
     use privpred_study::sweep::{Done, GroupTiming, Runner};

@@ -121,3 +121,48 @@ pub fn small_cifar(dir: &Path, test: &str) -> Option<PathBuf> {
     assert!(o.status.success(), "tar: {}", stderr(&o));
     Some(dst)
 }
+
+/// The toy set of the train/predict/serve tests, written to `dir/toy.csv`: `rows` rows of 8
+/// pixel-like features (0..255) in 3 well-separated classes (class `i % 3`), label last, from a
+/// fixed linear congruential sequence (seed 777), so every test file trains on the same data.
+pub fn toy_csv(dir: &Path, rows: usize) -> PathBuf {
+    let p = dir.join("toy.csv");
+    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
+    let mut state = 777u64;
+    for i in 0..rows {
+        let y = i % 3;
+        let row: Vec<String> = (0..8)
+            .map(|j| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (((state >> 33) % 60) as u32 + if j % 3 == y { 180 } else { 0 }).to_string()
+            })
+            .collect();
+        s.push_str(&format!("{},{}\n", row.join(","), y));
+    }
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+/// [`toy_csv`] as the `--dataset` argument (`csv:PATH`).
+pub fn toy_dataset(dir: &Path, rows: usize) -> String {
+    format!("csv:{}", toy_csv(dir, rows).display())
+}
+
+/// `privpred train METHOD --dataset DATASET --out DIR/NAME.safetensors ARGS…`, which must
+/// succeed; returns the artifact's path and the command's standard output.
+pub fn train_into(
+    dir: &Path,
+    name: &str,
+    method: &str,
+    dataset: &str,
+    args: &[&str],
+) -> (PathBuf, String) {
+    let out = dir.join(format!("{name}.safetensors"));
+    let mut all = vec!["train", method, "--dataset", dataset, "--out"];
+    all.push(out.to_str().expect("a UTF-8 temporary path"));
+    all.extend_from_slice(args);
+    let stdout = ok(&all);
+    (out, stdout)
+}

@@ -9,16 +9,21 @@
 //! fresh exponential-mechanism draws over the fixed vote matrix for subsample-and-aggregate;
 //! for DP-SGD the test accuracy of the network(s) trained for that ε (one training run per
 //! repetition up to `dpsgd_runs`, then reused — say so when reporting).
+//!
+//! Study code over the `privpred-nn` engines, next to the other figures (issue #17); compiled
+//! with the `nn` feature. Errors are the engine crate's [`NnError`].
 
-use crate::artifact::{self, ModelHeader, ModelKind, NnModel};
-use crate::calib;
-use crate::data::{self, ImageSet, Normalization};
-use crate::engine::{CpuEngine, GradientEngine};
-use crate::error::{NnError, Result};
-use crate::resnet::{ResNet, ResNetConfig};
-use crate::teachers::VoteMatrix;
-use crate::train::{self, DpSgdConfig, Progress, SgdConfig};
+use privpred_core::ParamGuard;
 use privpred_core::{Calibration, CalibrationMode, Method, Privacy};
+use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
+use privpred_nn::calib;
+use privpred_nn::data::{self, ImageSet, Normalization};
+use privpred_nn::engine::{CpuEngine, GradientEngine};
+use privpred_nn::error::{NnError, Result};
+use privpred_nn::params::SgdParams;
+use privpred_nn::resnet::{ResNet, ResNetConfig};
+use privpred_nn::teachers::VoteMatrix;
+use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
@@ -194,8 +199,10 @@ pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
     if cfg.teachers < 2 {
         return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
     }
+    check_schedules(&cfg)?;
     let dataset_checksum = data::source_sha256(&cfg.data_path)?;
     let (train, test) = data::load_cifar10(&cfg.data_path, cfg.per_class)?;
+    check_teachers(&cfg, train.len())?;
     let net = ResNet::new(cfg.net)?;
     std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
     Ok(Fig7Context {
@@ -218,6 +225,8 @@ pub fn prepare_with(
     test: ImageSet,
     norm: Normalization,
 ) -> Result<Fig7Context> {
+    check_schedules(&cfg)?;
+    check_teachers(&cfg, train.len())?;
     let net = ResNet::new(cfg.net)?;
     std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
     Ok(Fig7Context {
@@ -230,6 +239,28 @@ pub fn prepare_with(
         dataset_checksum: String::new(),
         engine: Box::new(CpuEngine),
     })
+}
+
+/// The three training schedules and ν through the checked parameters of
+/// [`privpred_nn::params`], before any data is read: every bad value is refused with its name
+/// and valid range.
+fn check_schedules(cfg: &Fig7Config) -> Result<()> {
+    for sgd in [&cfg.teacher_sgd, &cfg.dpsgd_sgd, &cfg.reference_sgd] {
+        SgdParams::from(sgd.clone()).check()?;
+    }
+    privpred_core::params::positive("clip", cfg.clip)?;
+    Ok(())
+}
+
+/// T in 1..=N for the `n` training images (each teacher needs at least one).
+fn check_teachers(cfg: &Fig7Config, n: usize) -> Result<()> {
+    privpred_core::params::count_up_to(
+        "teachers",
+        cfg.teachers,
+        n,
+        "each teacher needs >= 1 training image",
+    )?;
+    Ok(())
 }
 
 fn stable_seed(base: u64, tag: &str) -> u64 {
@@ -501,7 +532,6 @@ impl Fig7Context {
 }
 
 /// Answers one point of figure 7: `repetitions` measurements of `method` at (ε, δ, B).
-#[allow(clippy::too_many_arguments)]
 pub fn run_unit(
     ctx: &mut Fig7Context,
     method: Method,
@@ -544,7 +574,7 @@ pub fn run_unit(
                         delta,
                         budget,
                         repetition: r,
-                        accuracy: crate::train::accuracy(
+                        accuracy: privpred_nn::train::accuracy(
                             &votes.private_answers_with(&cal.noise(), &mut rng)?,
                             &test_labels,
                         ),
