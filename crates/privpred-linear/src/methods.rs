@@ -484,7 +484,7 @@ impl LossPerturbationPreconditioner {
             ));
         }
         let mu = rho_eff / n as f64;
-        let design = Design::new(&train.features, &train.labels, d, c);
+        let design = Design::of(train);
         let precond = KfacPreconditioner::at(moment, &design, &warm.theta, mu)?;
         let obj = Objective {
             design,
@@ -650,7 +650,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     let mut b = vec![0.0; d * c];
     shim::add_noise(&calibration.noise, rng, &mut b)?;
     let obj = Objective {
-        design: Design::new(&train.features, &train.labels, d, c),
+        design: Design::of(train),
         lambda: rho_eff / n as f64,
         linear: Some(b),
         parallel: true,
