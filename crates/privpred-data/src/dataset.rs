@@ -261,8 +261,44 @@ fn permute_rows<T: Copy>(data: &mut [T], width: usize, src: &[usize]) {
 
 /// A dataset whose every row satisfies ‖x‖₂ ≤ 1 (computed in f64): what the linear methods
 /// accept. The only way to build one is [`UnitBallDataset::new`], which checks every row.
+///
+/// It also keeps, built on first use, its features with every row zero-padded to a stride
+/// ([`UnitBallDataset::padded_features`]): the linear kernels read rows padded to a multiple
+/// of 8, and without the shared copy every fit copied the whole matrix (≈ 190 MB per
+/// loss-perturbation fit on MNIST with the bias feature, d = 785; issue #16).
 #[derive(Debug, Clone, PartialEq)]
-pub struct UnitBallDataset(Dataset);
+pub struct UnitBallDataset(Dataset, PaddedCache);
+
+/// The padded copy of a [`UnitBallDataset`]'s features: `(stride, rows)`, built once, shared
+/// by clones. Not part of the dataset's value: equal datasets compare equal with or without
+/// it, and `Debug` shows only whether it is built.
+#[derive(Clone, Default)]
+struct PaddedCache(std::sync::OnceLock<(usize, std::sync::Arc<[f32]>)>);
+
+impl PartialEq for PaddedCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PaddedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get() {
+            Some((stride, _)) => write!(f, "PaddedCache(stride {stride})"),
+            None => write!(f, "PaddedCache(empty)"),
+        }
+    }
+}
+
+/// `features` (`n × d`, row-major) with every row zero-padded to `stride ≥ d`.
+fn pad_rows(features: &[f32], d: usize, stride: usize) -> Vec<f32> {
+    let n = features.len().checked_div(d).unwrap_or(0);
+    let mut v = vec![0f32; n * stride];
+    for (dst, src) in v.chunks_exact_mut(stride).zip(features.chunks_exact(d)) {
+        dst[..d].copy_from_slice(src);
+    }
+    v
+}
 
 impl UnitBallDataset {
     /// Checks the unit-ball invariant for every row.
@@ -280,7 +316,32 @@ impl UnitBallDataset {
                 )));
             }
         }
-        Ok(UnitBallDataset(ds))
+        Ok(UnitBallDataset(ds, PaddedCache::default()))
+    }
+
+    /// The features with every row zero-padded to `stride` values (`n × stride`, row-major):
+    /// the features themselves when `stride == d`; otherwise a copy built on the first call and
+    /// kept (shared by clones) for the next calls with the same stride, so repeated fits on one
+    /// training set share one copy. A call with another stride than the kept one gets a fresh
+    /// copy. `None` when `stride < d`.
+    pub fn padded_features(&self, stride: usize) -> Option<std::borrow::Cow<'_, [f32]>> {
+        use std::borrow::Cow;
+        let d = self.0.d;
+        if stride < d {
+            return None;
+        }
+        if stride == d {
+            return Some(Cow::Borrowed(&self.0.features));
+        }
+        let (s, rows) = self
+            .1
+            .0
+            .get_or_init(|| (stride, pad_rows(&self.0.features, d, stride).into()));
+        Some(if *s == stride {
+            Cow::Borrowed(&rows[..])
+        } else {
+            Cow::Owned(pad_rows(&self.0.features, d, stride))
+        })
     }
 
     /// The inner dataset.
@@ -290,7 +351,7 @@ impl UnitBallDataset {
 
     /// The rows at `idx` (a subset of a unit-ball dataset stays in the unit ball).
     pub fn subset(&self, idx: &[usize]) -> UnitBallDataset {
-        UnitBallDataset(self.0.subset(idx))
+        UnitBallDataset(self.0.subset(idx), PaddedCache::default())
     }
 
     /// Consumes the wrapper.
@@ -303,5 +364,52 @@ impl std::ops::Deref for UnitBallDataset {
     type Target = Dataset;
     fn deref(&self) -> &Dataset {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(d: usize, n: usize) -> UnitBallDataset {
+        let f: Vec<f32> = (0..n * d).map(|i| (i % 7) as f32 * 0.01).collect();
+        let y: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
+        UnitBallDataset::new(Dataset::new(d, 2, f, y, Provenance::default()).unwrap()).unwrap()
+    }
+
+    /// The padded rows are the rows followed by zeros; the copy is built once and shared by
+    /// later calls and by clones; stride d borrows the features; a smaller stride is refused;
+    /// another stride gets its own (uncached) copy.
+    #[test]
+    fn padded_features_are_the_rows_zero_padded_and_built_once() {
+        let (d, n) = (5, 4);
+        let ds = unit(d, n);
+        let p = ds.padded_features(8).unwrap();
+        assert_eq!(p.len(), n * 8);
+        for (i, row) in p.chunks_exact(8).enumerate() {
+            assert_eq!(&row[..d], &ds.features[i * d..(i + 1) * d]);
+            assert!(row[d..].iter().all(|&v| v == 0.0));
+        }
+        assert!(matches!(p, std::borrow::Cow::Borrowed(_)));
+        let again = ds.padded_features(8).unwrap();
+        assert_eq!(p.as_ptr(), again.as_ptr(), "second call rebuilt the copy");
+        let clone = ds.clone();
+        assert_eq!(clone.padded_features(8).unwrap().as_ptr(), p.as_ptr());
+        assert_eq!(clone, ds);
+        assert_eq!(
+            ds.padded_features(d).unwrap().as_ptr(),
+            ds.features.as_ptr()
+        );
+        assert!(ds.padded_features(d - 1).is_none());
+        let other = ds.padded_features(16).unwrap();
+        assert!(matches!(other, std::borrow::Cow::Owned(_)));
+        assert_eq!(&other[..d], &ds.features[..d]);
+        assert!(other[d..16].iter().all(|&v| v == 0.0));
+        // a subset has its own (empty) cache
+        let sub = ds.subset(&[1, 3]);
+        assert_eq!(
+            &sub.padded_features(8).unwrap()[..d],
+            &ds.features[d..2 * d]
+        );
     }
 }

@@ -21,6 +21,7 @@
 //! Parallelism: rayon over blocks of rows for large N; sequential for small N (teachers'
 //! shards), where callers parallelise across models instead.
 
+use privpred_data::UnitBallDataset;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -104,6 +105,25 @@ impl<'a> Design<'a> {
             d,
             dp,
             c,
+        }
+    }
+
+    /// The design of a unit-ball training set, borrowing its padded features
+    /// ([`UnitBallDataset::padded_features`]): the padded copy is made once per dataset and
+    /// shared by every fit on it, where [`Design::new`] copies on every call when `d` is not a
+    /// multiple of 8 (e.g. 785 with the bias feature). The same rows, so the same results.
+    pub fn of(ds: &'a UnitBallDataset) -> Self {
+        let dp = padded_dim(ds.d);
+        let x = ds
+            .padded_features(dp)
+            .expect("padded_dim(d) >= d, so the padded features exist");
+        Design {
+            x,
+            y: Cow::Borrowed(&ds.labels),
+            n: ds.n,
+            d: ds.d,
+            dp,
+            c: ds.classes,
         }
     }
 
@@ -492,6 +512,35 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use rand::{RngExt, SeedableRng};
+
+    /// [`Design::of`] lays out the same padded rows as [`Design::new`] (so every fit gives the
+    /// same result), for dimensions that are and are not multiples of 8, and shares one copy
+    /// across designs of the same dataset.
+    #[test]
+    fn design_of_a_unit_ball_dataset_equals_design_new_and_shares_its_copy() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        for d in [1, 7, 8, 9, 785] {
+            let n = 13;
+            let f: Vec<f32> = (0..n * d)
+                .map(|_| rng.random::<f32>() / (d as f32).sqrt() / 2.0)
+                .collect();
+            let y: Vec<u32> = (0..n as u32).map(|i| i % 3).collect();
+            let ds = UnitBallDataset::new(
+                privpred_data::Dataset::new(d, 3, f, y, Default::default()).unwrap(),
+            )
+            .unwrap();
+            let a = Design::new(&ds.features, &ds.labels, d, 3);
+            let b = Design::of(&ds);
+            assert_eq!((a.n, a.d, a.dp, a.c), (b.n, b.d, b.dp, b.c));
+            assert_eq!(a.x, b.x, "d = {d}");
+            assert_eq!(a.y, b.y);
+            assert_eq!(
+                Design::of(&ds).x.as_ptr(),
+                b.x.as_ptr(),
+                "d = {d}: copied again"
+            );
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]

@@ -497,7 +497,7 @@ pub fn fit_logistic(
 ) -> Result<FitReport> {
     check_lambda(lambda, false)?;
     check_classes(ds)?;
-    let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+    let design = Design::of(ds);
     let obj = Objective::new(design, lambda);
     let (model, lbfgs) = obj.minimize(warm.map(|m| m.theta.as_slice()), opts)?;
     Ok(FitReport {
@@ -520,7 +520,7 @@ pub fn fit_logistic_certified(
     gamma: f64,
 ) -> Result<FitReport> {
     let mut fit = fit_logistic(ds, lambda, warm, opts)?;
-    let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+    let design = Design::of(ds);
     let obj = Objective::new(design, lambda);
     let (theta, cert) = obj.certify(
         std::mem::take(&mut fit.model.theta),

@@ -48,8 +48,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-/// The study's and `compare`'s default bias value ([`privpred_data::preprocess::BIAS_DEFAULT`],
-/// still √½: not yet chosen by measurement). The paper's own code appends 1 outside the unit
+/// The study's and `compare`'s default bias value ([`privpred_data::preprocess::BIAS_DEFAULT`]:
+/// 0, no bias feature, chosen on the training hold-out; docs/study.md). The paper's own code appends 1 outside the unit
 /// ball (SPEC §4.4), so no calibration mode has a bias value of its own: one default for all.
 pub use privpred_data::preprocess::BIAS_DEFAULT;
 

@@ -83,6 +83,20 @@ fn outputs_shards_merge_and_resume() {
             .unwrap()
             .contains("cross-validated")
     }));
+    // The defaults chosen on the training hold-out (issue #16, docs/study.md): no bias
+    // feature, λ picked by the mean hold-out accuracy of 5 private draws.
+    assert!(
+        rows.iter().all(|r| r["bias"].as_f64() == Some(0.0)),
+        "{}",
+        rows[0]
+    );
+    let cv: Vec<_> = rows.iter().filter(|r| !r["cv_draws"].is_null()).collect();
+    assert!(!cv.is_empty());
+    assert!(
+        cv.iter().all(|r| r["cv_draws"].as_u64() == Some(5)),
+        "{}",
+        cv[0]
+    );
     let csv = std::fs::read_to_string(full.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), rows.len() + 1);
     for f in [

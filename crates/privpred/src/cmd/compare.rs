@@ -51,11 +51,12 @@ pub struct Args {
     /// an analysis under it are listed as not applicable.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
-    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (default
-    /// √½).
+    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (the
+    /// default, chosen on the training hold-out, docs/study.md; before: √½).
     #[arg(long, allow_negative_numbers = true)]
     pub bias: Option<String>,
-    /// Private draws averaged per cross-validated λ (≥ 1; default 1).
+    /// Private draws averaged per cross-validated λ (1..=1000; default 5, chosen on the
+    /// training hold-out, docs/study.md).
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// Also write one self-contained HTML report here (plots, tables, guarantees, provenance).

@@ -47,12 +47,14 @@ pub struct Args {
     /// Continue an interrupted run in --out, skipping finished units.
     #[arg(long)]
     pub resume: bool,
-    /// Private draws averaged per cross-validated λ (≥ 1; default 1). λ is selected once per
-    /// setting and shared by its repetitions.
+    /// Private draws averaged per cross-validated λ (1..=1000; default 5, chosen on the
+    /// training hold-out, docs/study.md). λ is selected once per setting and shared by its
+    /// repetitions.
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
-    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (default
-    /// √½). Recorded in every row.
+    /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (the
+    /// default, chosen on the training hold-out, docs/study.md; before: √½). Recorded in every
+    /// row.
     #[arg(long, allow_negative_numbers = true)]
     pub bias: Option<String>,
     /// The neighbouring relation every method of the sweep is calibrated for (SPEC §1: one

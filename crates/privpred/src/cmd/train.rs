@@ -137,8 +137,8 @@ pub struct Args {
     /// parameter.
     #[arg(long, num_args = 0..=1, default_missing_value = "0.7071067811865476", allow_negative_numbers = true)]
     pub bias: Option<String>,
-    /// Private draws averaged per cross-validated λ (≥ 1; default 1). DP-SGD's clip ν is
-    /// selected with one run per value.
+    /// Private draws averaged per cross-validated λ (1..=1000; default 5, chosen on the
+    /// training hold-out, docs/study.md). DP-SGD's clip ν is selected with one run per value.
     #[arg(long, default_value_t = methods::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
