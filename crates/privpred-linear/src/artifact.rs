@@ -358,22 +358,23 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
             cal.assumptions.classes, h.c
         ));
     }
-    if let Some(l) = p.lambda
+    if let Some(l) = p.lambda()
         && !(l.is_finite() && l >= 0.0)
     {
         return Err(format!("lambda = {l}: must be a finite number >= 0"));
     }
-    if let Some(v) = p.clip
+    if let Some(v) = p.clip()
         && !(v.is_finite() && v > 0.0)
     {
         return Err(format!("clip = {v}: must be a finite number > 0"));
     }
     if h.kind == "teachers" {
         let t = h.teachers.unwrap_or(0);
-        if t == 0 || p.teachers != Some(t) {
+        if t == 0 || p.teachers() != Some(t) {
             return Err(format!(
                 "teachers: header {:?}, guarantee {:?} (need the same T ≥ 1)",
-                h.teachers, p.teachers
+                h.teachers,
+                p.teachers()
             ));
         }
         if h.shard_size.unwrap_or(0) == 0 {

@@ -104,8 +104,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "method": c.method.name(), "calibration": c.calibration.name(),
                 "neighbours": c.neighbours.name(),
                 "epsilon": c.privacy.epsilon, "delta": c.privacy.delta, "budget": c.budget.get(),
-                "valid_guarantee": c.valid_guarantee, "n": c.assumptions.n, "lambda": p.lambda,
-                "teachers": p.teachers, "clip": p.clip, "classes": p.classes(), "input_dim": p.input_dim(),
+                "valid_guarantee": c.valid_guarantee, "n": c.assumptions.n, "lambda": p.lambda(),
+                "teachers": p.teachers(), "clip": p.clip(), "classes": p.classes(), "input_dim": p.input_dim(),
             })
         }
     };
