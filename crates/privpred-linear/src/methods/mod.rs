@@ -313,6 +313,21 @@ impl SharedFit {
         on_shared!(self, |m, _s| m.method())
     }
 
+    /// This shared fit as `method`'s, where the two methods share one: model and prediction
+    /// sensitivity both share θ*(λ) ([`ModelFit`]), so a study fits it once for both. `None`
+    /// for any other pair of different methods.
+    pub fn as_method(&self, method: Method) -> Option<SharedFit> {
+        match (self, method) {
+            (SharedFit::ModelSensitivity(f) | SharedFit::PredictionSensitivity(f), m) => match m {
+                Method::ModelSensitivity => Some(SharedFit::ModelSensitivity(f.clone())),
+                Method::PredictionSensitivity => Some(SharedFit::PredictionSensitivity(f.clone())),
+                _ => None,
+            },
+            (s, m) if s.method() == m => Some(s.clone()),
+            _ => None,
+        }
+    }
+
     /// One release ([`PrivateMethod::release`]).
     pub fn release<R: Rng + ?Sized>(&self, fit: &Fit<'_>, rng: &mut R) -> Result<PrivatePredictor> {
         self.check(fit)?;
