@@ -377,3 +377,48 @@ impl LinearRunner {
         Ok(todo)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::LinearOptions;
+    use super::*;
+    use crate::sweep::Runner;
+    use std::sync::Mutex;
+
+    /// Runs `reps` repetitions of `method`'s fig1a group (ε = 1) on digits with a fresh runner;
+    /// returns the shared fits it built and the accuracies.
+    fn run(method: Method, reps: &[u32]) -> (usize, Vec<(u32, f64)>) {
+        let mut opts = LinearOptions::new(true);
+        opts.dataset = Some("digits".into());
+        let runner = LinearRunner::new(opts);
+        let g = crate::holdout::group(method, 1.0, 0.0, 10, 8);
+        let got = Mutex::new(Vec::new());
+        let done = |r: u32, m: Measurement| {
+            got.lock().unwrap().push((r, m.accuracy));
+            Ok(())
+        };
+        runner.run_group(&g, reps, 7, &done).unwrap();
+        let mut got = got.into_inner().unwrap();
+        got.sort_by_key(|x| x.0);
+        (runner.shared_fits_built(), got)
+    }
+
+    /// A group's repetitions reuse its shared fits: the number of shared fits a group builds
+    /// (one per cross-validated λ on the 90 % part, plus the release's; the teachers once)
+    /// does not grow with the number of repetitions, and a repetition's result does not
+    /// depend on how many others ran with it.
+    #[test]
+    fn shared_fits_are_built_once_per_group_not_per_repetition() {
+        for (method, fits) in [
+            (Method::ModelSensitivity, LAMBDA_GRID.len() + 1),
+            (Method::PredictionSensitivity, LAMBDA_GRID.len() + 1),
+            (Method::SubsampleAggregate, 1),
+        ] {
+            let (few, a) = run(method, &[0, 1]);
+            let (many, b) = run(method, &[0, 1, 2, 3, 4, 5]);
+            assert_eq!((few, many), (fits, fits), "{method}");
+            assert_eq!(a[..], b[..2], "{method}");
+            assert!(b.windows(2).any(|w| w[0].1 != w[1].1), "{method}: {b:?}");
+        }
+    }
+}
