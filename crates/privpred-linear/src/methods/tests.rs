@@ -1,6 +1,7 @@
 //! Tests across the methods: validation, certification, and the trait's dispatch and reuse.
 
 use super::*;
+use crate::error::LinearError;
 use crate::train::tests::toy;
 use privpred_core::{Budget, CalibrationMode, Noise, Privacy};
 use rand::SeedableRng;
