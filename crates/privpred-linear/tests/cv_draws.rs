@@ -50,7 +50,7 @@ fn config(epsilon: f64) -> MethodConfig {
         Method::ModelSensitivity,
         CalibrationMode::Corrected,
         Privacy::new(epsilon, 0.0).unwrap(),
-        Budget::Finite(1),
+        Budget::ONE,
     )
 }
 

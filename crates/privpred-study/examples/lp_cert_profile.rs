@@ -64,18 +64,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         let warm = kernel::sequential(|| fit_logistic(&train, lambda, None, &opts))?.model;
         let t_np = t.elapsed().as_secs_f64();
-        let cal = privpred_study::linear::calibrate(
-            Method::LossPerturbation,
-            CalibrationMode::Corrected,
-            eps,
-            0.0,
-            100,
+        let cal = privpred_study::linear::calibrate(&privpred_study::linear::CalibrationInput {
+            method: Method::LossPerturbation,
+            mode: CalibrationMode::Corrected,
+            epsilon: eps,
+            delta: 0.0,
+            budget: 100,
             n,
-            c,
-            Some(lambda),
-            &Default::default(),
-            Neighbours::ReplaceOne,
-        )?;
+            classes: c,
+            lambda: Some(lambda),
+            dpsgd: &Default::default(),
+            neighbours: Neighbours::ReplaceOne,
+        })?;
         let rho_eff = loss_perturbation_rho_eff(&cal, lambda, n, c);
         let pre = kernel::sequential(|| {
             LossPerturbationPreconditioner::new(&train, moment.clone(), &warm, rho_eff)

@@ -13,7 +13,7 @@
 
 use crate::error::{Result, StudyError};
 use crate::figures::{FigureId, Setting};
-use crate::linear::{LinearRunner, calibrate};
+use crate::linear::{CalibrationInput, LinearRunner, calibrate};
 use crate::units::{Group, rng_for};
 use privpred_core::{CalibrationMode, Mechanism, Method};
 use privpred_linear::methods::{
@@ -73,18 +73,18 @@ pub fn lambda_draws(
     let dpsgd = runner.dpsgd_config();
     let neighbours = runner.options_ref().neighbours;
     let cal_at = |l: f64| {
-        calibrate(
-            g.method,
-            g.calibration,
-            s.epsilon,
-            s.delta,
-            s.budget,
-            n90,
-            c,
-            Some(l),
-            &dpsgd,
+        calibrate(&CalibrationInput {
+            method: g.method,
+            mode: g.calibration,
+            epsilon: s.epsilon,
+            delta: s.delta,
+            budget: s.budget,
+            n: n90,
+            classes: c,
+            lambda: Some(l),
+            dpsgd: &dpsgd,
             neighbours,
-        )
+        })
     };
     // loss perturbation: λ values defining the same mechanism (same ρ_eff and noise) share draws
     let mut mechanism = Vec::with_capacity(lambdas.len());
@@ -156,18 +156,18 @@ pub fn votes_draws(
 ) -> Result<HoldoutPoint> {
     let (_, p) = runner.prepared(g, seed)?;
     let s = g.setting;
-    let cal = calibrate(
-        Method::SubsampleAggregate,
-        g.calibration,
-        s.epsilon,
-        s.delta,
-        s.budget,
-        p.train90.n,
-        p.train90.classes,
-        None,
-        &runner.dpsgd_config(),
-        runner.options_ref().neighbours,
-    )?;
+    let cal = calibrate(&CalibrationInput {
+        method: Method::SubsampleAggregate,
+        mode: g.calibration,
+        epsilon: s.epsilon,
+        delta: s.delta,
+        budget: s.budget,
+        n: p.train90.n,
+        classes: p.train90.classes,
+        lambda: None,
+        dpsgd: &runner.dpsgd_config(),
+        neighbours: runner.options_ref().neighbours,
+    })?;
     let beta = match cal.mechanism {
         Mechanism::Exponential { beta, .. } => beta,
         _ => {

@@ -18,6 +18,11 @@
 //!   (data, λ, ρ_eff) and shared by every repetition (same minimiser and stopping rule, ≈ 3.6×
 //!   fewer evaluations per fit on MNIST at fig1b's setting).
 //!
+//! Every method goes through `privpred_linear::methods` (the `PrivateMethod` trait behind
+//! `SharedFit`): a group calibrates, selects λ or DP-SGD's clip on the hold-out with draws
+//! from shared fits on the 90 % part, takes the release's shared fit from a cache keyed by what
+//! it depends on, and its repetitions are draws from that fit ([`group`]).
+//!
 //! Every fit whose result is shared runs on one thread (the parallel reduction of the gradient
 //! kernel sums in a scheduling-dependent order), so that resumed and sharded runs reproduce the
 //! same numbers; parallelism comes from running repetitions, λ values and teachers side by side.
@@ -30,21 +35,17 @@ use crate::sweep::{Done, GroupTiming, Runner};
 use crate::units::{Group, rng_for, seed_for};
 use privpred_core::{Budget, Calibration, CalibrationMode, Method, Privacy};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset};
-use privpred_linear::dpsgd::{CLIP_GRID, DpSgdConfig, train_dpsgd};
+use privpred_linear::dpsgd::DpSgdConfig;
 use privpred_linear::kernel::Design;
-use privpred_linear::methods::{
-    LossPerturbationPreconditioner, VoteMatrix, loss_perturbation_fit_preconditioned,
-    loss_perturbation_fit_selection, loss_perturbation_rho_eff, perturb_model,
-    prediction_sensitivity_labels, teacher_lbfgs_options, train_teachers,
-};
+use privpred_linear::methods::{Fit, Purpose, Scores, SharedFit};
 use privpred_linear::precond::DataMoment;
-use privpred_linear::train::{accuracy_of, logits_all, predict_all};
+use privpred_linear::train::{accuracy_of, predict_all};
 use privpred_linear::{GradNorm, LbfgsOptions, LinearModel, MethodConfig, fit_logistic};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -174,6 +175,8 @@ pub struct Prepared {
 
 pub(crate) type Key = String;
 
+mod group;
+
 /// The runner of fig1–fig6 (linear models).
 pub struct LinearRunner {
     opts: LinearOptions,
@@ -181,19 +184,20 @@ pub struct LinearRunner {
     prepared: Cache<Key, Prepared>,
     fit90: Cache<(Key, u64), LinearModel>,
     fitfull: Cache<(Key, u64), LinearModel>,
-    /// The full-data fits certified to ‖∇J‖₂ ≤ γ (erratum 4.8), per (data, λ, γ): what model
-    /// and prediction sensitivity release in `corrected`/`tight`.
-    fitcert: Cache<(Key, u64, u64), LinearModel>,
-    logits_test: Cache<(Key, u64), Vec<f64>>,
-    logits_hold: Cache<(Key, u64), Vec<f64>>,
     nonprivate: Cache<Key, f64>,
-    votes: Cache<(Key, usize), VoteMatrix>,
     /// Σ = XᵀX/N of the whole training set eigendecomposed, per data configuration (the
     /// 90 % part's fits use it too: any symmetric positive definite preconditioner gives the
     /// same minimiser, and Σ of the 90 % part is nearly the same matrix).
     moment: Cache<Key, DataMoment>,
-    /// Loss perturbation's preconditioner per (data, 90 % part?, λ, ρ_eff).
-    lp_pre: Cache<(Key, bool, u64, u64), LossPerturbationPreconditioner>,
+    /// The methods' shared fits, per (data, what the fit depends on: see
+    /// [`LinearRunner::shared_fit`]): θ*(λ) certified to γ (model and prediction sensitivity),
+    /// loss perturbation's preconditioner per (part, λ, ρ_eff), the teachers per T.
+    shared: Cache<(Key, String), SharedFit>,
+    /// The shared fits' scores on the test set or the hold-out (logits, votes).
+    scores: Cache<(Key, String), Scores>,
+    /// Shared fits computed so far (each is computed once per key and reused by every
+    /// repetition and group that needs it).
+    shared_built: AtomicUsize,
     /// Measurements of budget-independent groups (private-training methods on a B axis), by
     /// (budget-free id, repetition): every B of fig2a/fig2b reuses them (exact: the released
     /// model's guarantee covers any number of answers, and its noise is seeded without B).
@@ -233,31 +237,44 @@ fn noise_fields(c: &Calibration) -> (String, f64) {
     (c.mechanism.distribution_name().into(), c.mechanism.scale())
 }
 
-/// Calibrates `method` at a setting for `n` training examples.
-#[allow(clippy::too_many_arguments)]
-pub fn calibrate(
-    method: Method,
-    mode: CalibrationMode,
-    epsilon: f64,
-    delta: f64,
-    budget: u64,
-    n: usize,
-    classes: usize,
-    lambda: Option<f64>,
-    dpsgd: &DpSgdConfig,
-    neighbours: privpred_core::Neighbours,
-) -> Result<Calibration> {
-    let privacy = Privacy::new(epsilon, delta)?;
-    let mut cfg = MethodConfig::new(method, mode, privacy, Budget::finite(budget)?);
-    cfg.neighbours = neighbours;
-    if let Some(l) = lambda {
+/// What a calibration of the study depends on: the method at a setting, for `n` training
+/// examples of `classes` classes.
+#[derive(Debug, Clone, Copy)]
+pub struct CalibrationInput<'a> {
+    /// The method.
+    pub method: Method,
+    /// The calibration analysis.
+    pub mode: CalibrationMode,
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+    /// The inference budget B.
+    pub budget: u64,
+    /// Training examples N.
+    pub n: usize,
+    /// Classes C.
+    pub classes: usize,
+    /// λ (model sensitivity, loss perturbation, prediction sensitivity).
+    pub lambda: Option<f64>,
+    /// DP-SGD's schedule (batch size, epochs).
+    pub dpsgd: &'a DpSgdConfig,
+    /// The neighbouring relation.
+    pub neighbours: privpred_core::Neighbours,
+}
+
+/// Calibrates a method at a setting ([`privpred_linear::methods::calibrate`]: the core's
+/// calibration with the solver's residual accounted for, erratum 4.8).
+pub fn calibrate(c: &CalibrationInput<'_>) -> Result<Calibration> {
+    let privacy = Privacy::new(c.epsilon, c.delta)?;
+    let mut cfg = MethodConfig::new(c.method, c.mode, privacy, Budget::finite(c.budget)?);
+    cfg.neighbours = c.neighbours;
+    if let Some(l) = c.lambda {
         cfg.lambda = l;
     }
-    cfg.dp_sgd = *dpsgd;
+    cfg.dp_sgd = *c.dpsgd;
     // with the solver's residual accounted for (erratum 4.8): the noise the product releases
-    Ok(privpred_core::certify::calibrate_certified(
-        &cfg.request(n, classes),
-    )?)
+    Ok(privpred_linear::methods::calibrate(&cfg, c.n, c.classes)?)
 }
 
 impl LinearRunner {
@@ -269,13 +286,11 @@ impl LinearRunner {
             prepared: Cache::new(),
             fit90: Cache::new(),
             fitfull: Cache::new(),
-            fitcert: Cache::new(),
-            logits_test: Cache::new(),
-            logits_hold: Cache::new(),
             nonprivate: Cache::new(),
-            votes: Cache::new(),
             moment: Cache::new(),
-            lp_pre: Cache::new(),
+            shared: Cache::new(),
+            scores: Cache::new(),
+            shared_built: AtomicUsize::new(0),
             budget_free: Mutex::new(HashMap::new()),
         }
     }
@@ -407,50 +422,6 @@ impl LinearRunner {
         })
     }
 
-    /// The full-data fit at λ certified to ‖∇J(θ̂)‖₂ ≤ γ in f64 (erratum 4.8), refined from
-    /// the cached fast fit.
-    fn fit_certified(
-        &self,
-        key: &Key,
-        p: &Prepared,
-        lambda: f64,
-        gamma: f64,
-    ) -> Result<Arc<LinearModel>> {
-        self.fitcert
-            .get(&(key.clone(), lambda.to_bits(), gamma.to_bits()), || {
-                let warm = self.fit(false, key, p, lambda)?;
-                Ok(seq(|| {
-                    privpred_linear::train::fit_logistic_certified(
-                        &p.train,
-                        lambda,
-                        Some(&warm),
-                        &lbfgs(),
-                        gamma,
-                    )
-                })?
-                .model)
-            })
-    }
-
-    pub(crate) fn hold_logits(
-        &self,
-        key: &Key,
-        p: &Prepared,
-        lambda: f64,
-    ) -> Result<Arc<Vec<f64>>> {
-        self.logits_hold.get(&(key.clone(), lambda.to_bits()), || {
-            let m = self.fit(true, key, p, lambda)?;
-            Ok(logits_all(&m, &p.hold)?)
-        })
-    }
-
-    fn test_logits(&self, key: &Key, p: &Prepared, lambda: f64) -> Result<Arc<Vec<f64>>> {
-        self.logits_test.get(&(key.clone(), lambda.to_bits()), || {
-            let m = self.fit(false, key, p, lambda)?;
-            Ok(logits_all(&m, &p.test)?)
-        })
-    }
-
     /// Non-private accuracy with λ cross-validated on the hold-out (the reference line).
     fn nonprivate(&self, key: &Key, p: &Prepared) -> Result<f64> {
         Ok(*self.nonprivate.get(key, || {
@@ -467,92 +438,18 @@ impl LinearRunner {
         })?)
     }
 
-    /// The preconditioner of loss perturbation's fits on the 90 % part (`which90`) or the whole
-    /// training set at λ and the calibration's ρ_eff, around the shared non-private θ*(λ).
-    /// Built once and shared by every repetition (and every group with the same ρ_eff); a
-    /// deterministic function of the data, λ and ρ_eff (built with sequential kernels), so
-    /// resumed and sharded runs reproduce the same fits.
-    pub(crate) fn lp_pre(
-        &self,
-        which90: bool,
-        key: &Key,
-        p: &Prepared,
-        lambda: f64,
-        cal: &Calibration,
-    ) -> Result<Arc<LossPerturbationPreconditioner>> {
-        let ds = if which90 { &p.train90 } else { &p.train };
-        let rho_eff = loss_perturbation_rho_eff(cal, lambda, ds.n, ds.classes);
-        let k = (key.clone(), which90, lambda.to_bits(), rho_eff.to_bits());
-        self.lp_pre.get(&k, || {
-            let warm = self.fit(which90, key, p, lambda)?;
-            let moment = self.moment.get(key, || {
-                let t = &p.train;
-                let design = Design::new(&t.features, &t.labels, t.d, t.classes);
-                Ok(seq(|| DataMoment::new(&design))?)
-            })?;
-            Ok(seq(|| {
-                LossPerturbationPreconditioner::new(ds, moment, &warm, rho_eff)
-            })?)
+    /// The data moment of the whole training set (built with sequential kernels).
+    pub(crate) fn moment(&self, key: &Key, p: &Prepared) -> Result<Arc<DataMoment>> {
+        self.moment.get(key, || {
+            let t = &p.train;
+            let design = Design::new(&t.features, &t.labels, t.d, t.classes);
+            Ok(seq(|| DataMoment::new(&design))?)
         })
     }
 
-    /// One private draw of `method` (model sensitivity, prediction sensitivity or loss
-    /// perturbation) trained on the 90 % part at λ with calibration `cal`, scored on the
-    /// hold-out: what cross-validation averages over [`LinearOptions::cv_draws`] draws. The
-    /// non-private fit (and its hold-out logits, loss perturbation's preconditioner) are
-    /// shared; only the mechanism's noise is drawn from `rng`.
-    pub(crate) fn holdout_draw(
-        &self,
-        method: Method,
-        key: &Key,
-        p: &Prepared,
-        cal: &Calibration,
-        lambda: f64,
-        rng: &mut rand_chacha::ChaCha20Rng,
-    ) -> Result<f64> {
-        let labels = match method {
-            Method::ModelSensitivity => {
-                let m90 = self.fit(true, key, p, lambda)?;
-                predict_all(&perturb_model(&m90, cal, rng)?, &p.hold)?
-            }
-            Method::PredictionSensitivity => prediction_sensitivity_labels(
-                &self.hold_logits(key, p, lambda)?,
-                p.hold.classes,
-                cal,
-                rng,
-            )?,
-            Method::LossPerturbation => {
-                let pre = self.lp_pre(true, key, p, lambda, cal)?;
-                // selection only: the released mechanism's noise, no f64 certification
-                let m = seq(|| {
-                    loss_perturbation_fit_selection(
-                        &p.train90,
-                        cal,
-                        lambda,
-                        Some(&pre),
-                        None,
-                        &lbfgs(),
-                        rng,
-                    )
-                })?;
-                predict_all(&m, &p.hold)?
-            }
-            other => {
-                return Err(StudyError::Compute {
-                    context: "cross-validation".into(),
-                    message: format!("{other} has no λ to cross-validate"),
-                });
-            }
-        };
-        Ok(accuracy_of(&labels, &p.hold.labels))
-    }
-
-    fn votes(&self, key: &Key, p: &Prepared, t: usize, seed: u64) -> Result<Arc<VoteMatrix>> {
-        self.votes.get(&(key.clone(), t), || {
-            let mut rng = rng_for(seed, &format!("teachers/{key}/T={t}"));
-            let teachers = train_teachers(&p.train, t, 0.0, &teacher_lbfgs_options(), &mut rng)?;
-            Ok(teachers.vote_matrix(&p.test)?)
-        })
+    /// The number of shared fits computed so far by this runner.
+    pub fn shared_fits_built(&self) -> usize {
+        self.shared_built.load(Ordering::Relaxed)
     }
 
     /// Releases shared computations of other data configurations (memory).
@@ -560,11 +457,9 @@ impl LinearRunner {
         self.prepared.clear();
         self.fit90.clear();
         self.fitfull.clear();
-        self.logits_test.clear();
-        self.logits_hold.clear();
-        self.votes.clear();
         self.moment.clear();
-        self.lp_pre.clear();
+        self.shared.clear();
+        self.scores.clear();
     }
 }
 
@@ -590,6 +485,9 @@ impl Clock {
         self.0
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r
+    }
+    fn add(&self, seconds: f64) {
+        self.0.fetch_add((seconds * 1e9) as u64, Ordering::Relaxed);
     }
     fn secs(&self) -> f64 {
         self.0.load(Ordering::Relaxed) as f64 * 1e-9
@@ -629,6 +527,9 @@ impl Runner for LinearRunner {
         Ok(())
     }
 
+    /// The group's λ or clip is selected on the hold-out (unless fixed), its release's shared
+    /// fit taken from the cache, and each repetition is one draw from it
+    /// ([`SharedFit::draw`]), seeded by the repetition.
     fn run_group(
         &self,
         g: &Group,
@@ -637,288 +538,51 @@ impl Runner for LinearRunner {
         done: &Done<'_>,
     ) -> Result<GroupTiming> {
         let rid = rng_id(g);
-        let shared = rid != g.id();
-        // budget-independent repetitions another B already computed are replayed, not redone
-        let mut todo = Vec::with_capacity(reps.len());
-        let mut hits = Vec::new();
-        {
-            let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
-            for &r in reps {
-                match m.get(&(rid.clone(), r)).filter(|_| shared) {
-                    Some(v) => hits.push((r, v.clone())),
-                    None => todo.push(r),
-                }
-            }
-        }
-        for (r, m) in hits {
-            done(r, m)?;
-        }
+        let budget_free = rid != g.id();
+        let todo = self.replay(&rid, budget_free, reps, done)?;
         if todo.is_empty() {
-            return Ok(GroupTiming {
-                train_s: 0.0,
-                predict_s: 0.0,
-                answers: 0,
-            });
+            return Ok(GroupTiming::default());
         }
-        let reps = &todo[..];
-        let remember = |r: u32, m: Measurement| -> Result<()> {
-            if shared {
+        let (train_clock, predict_clock) = (Clock::new(), Clock::new());
+        let (key, p) = train_clock.time(|| self.prepared(g, seed))?;
+        let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
+        let sel = train_clock.time(|| self.select(g, &key, &p, seed, &rid))?;
+        let cal = self.calibration(g, &p, p.train.n, sel.lambda)?;
+        let cfg = self.method_config(&cal, sel.lambda, sel.clip, g.setting.teachers);
+        let fit = Fit {
+            cfg: &cfg,
+            train: &p.train,
+            calibration: &cal,
+            purpose: Purpose::Release,
+        };
+        let (name, shared) = train_clock.time(|| self.shared_fit(false, &key, &p, &fit, seed))?;
+        let scores = train_clock.time(|| self.scores(&key, &name, "test", &shared, &p.test))?;
+        let row = self.row(g, &p, &cal, &sel, nonpriv);
+        let in_seq = matches!(g.method, Method::LossPerturbation | Method::DpSgd);
+        todo.par_iter().try_for_each(|&r| {
+            let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
+            let draw = seq_if(in_seq, || shared.draw(&fit, &scores, &p.test, &mut rng))?;
+            train_clock.add(draw.release_seconds);
+            predict_clock.add(draw.answer_seconds);
+            let mut m = row.clone();
+            m.accuracy = accuracy_of(&draw.labels, &p.test.labels);
+            if budget_free {
                 self.budget_free
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert((rid.clone(), r), m.clone());
             }
             done(r, m)
-        };
-        let done = &remember;
-        let train_clock = Clock::new();
-        let predict_clock = Clock::new();
-        let (key, p) = train_clock.time(|| self.prepared(g, seed))?;
-        let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
-        let s = g.setting;
-        let (n, n90, c) = (p.train.n, p.train90.n, p.train.classes);
-        let dpsgd = self.dpsgd();
-        let mut dd = p.data_dependent.clone();
-        let base = |cal: &Calibration,
-                    lambda: Option<f64>,
-                    lambda_source: &str,
-                    clip: Option<f64>,
-                    acc: f64| {
-            let (noise, noise_param) = noise_fields(cal);
-            Measurement {
-                accuracy: acc,
-                nonprivate_accuracy: nonpriv,
-                n_train: n,
-                dim: p.train.d,
-                classes: c,
-                test_size: p.test.n,
-                teachers: (g.method == Method::SubsampleAggregate).then_some(s.teachers),
-                lambda,
-                lambda_source: lambda_source.to_string(),
-                clip,
-                noise,
-                noise_param,
-                noise_multiplier: cal.mechanism.noise_multiplier(),
-                rho: cal.mechanism.rho(),
-                valid_guarantee: cal.is_valid(),
-                bias: self.opts.bias,
-                cv_draws: match (g.method, lambda_source) {
-                    (Method::DpSgd, _) => Some(1),
-                    (_, "cross-validated") => Some(self.opts.cv_draws.max(1)),
-                    _ => None,
-                },
-                dataset_checksum: p.checksum.clone(),
-                dataset_labels: p.labels.clone(),
-                preprocessing: p.steps.clone(),
-                data_dependent_steps: String::new(),
-                neighbours: cal.neighbours(),
-            }
-        };
-        let cal_at = |n: usize, lambda: Option<f64>| {
-            calibrate(
-                g.method,
-                g.calibration,
-                s.epsilon,
-                s.delta,
-                s.budget,
-                n,
-                c,
-                lambda,
-                &dpsgd,
-                self.opts.neighbours,
-            )
-        };
-        let test_labels = &p.test.labels;
-        match g.method {
-            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
-                // λ: fixed by the figure (fig6a) or cross-validated on the hold-out.
-                let (lambda, source) = match s.lambda {
-                    Some(l) => (l, "fixed"),
-                    None => {
-                        let scores: Vec<f64> = train_clock.time(|| {
-                            LAMBDA_GRID
-                                .par_iter()
-                                .map(|&l| {
-                                    let cal = cal_at(n90, Some(l))?;
-                                    let mut rng = rng_for(seed, &format!("{rid}/cv/lambda={l}"));
-                                    let k = self.opts.cv_draws.max(1);
-                                    let mut acc = 0.0;
-                                    for _ in 0..k {
-                                        acc += self
-                                            .holdout_draw(g.method, &key, &p, &cal, l, &mut rng)?;
-                                    }
-                                    Ok(acc / k as f64)
-                                })
-                                .collect::<Result<_>>()
-                        })?;
-                        dd.push(format!(
-                            "λ cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {} private draws per value, once per setting (privacy cost not accounted, as in the paper)",
-                            100.0 * self.opts.holdout_fraction,
-                            self.opts.cv_draws.max(1)
-                        ));
-                        (LAMBDA_GRID[argmax_first(&scores)], "cross-validated")
-                    }
-                };
-                let cal = cal_at(n, Some(lambda))?;
-                // the released fit: certified when the calibration assumed γ (erratum 4.8)
-                let gamma = cal.certified.map(|c| c.gradient_norm_bound);
-                let m = train_clock.time(|| match (g.method, gamma) {
-                    (Method::ModelSensitivity | Method::PredictionSensitivity, Some(gm)) => {
-                        self.fit_certified(&key, &p, lambda, gm)
-                    }
-                    _ => self.fit(false, &key, &p, lambda),
-                })?;
-                let logits = match (g.method, gamma) {
-                    (Method::PredictionSensitivity, Some(_)) => {
-                        Some(train_clock.time(|| logits_all(&m, &p.test).map(Arc::new))?)
-                    }
-                    (Method::PredictionSensitivity, None) => {
-                        Some(train_clock.time(|| self.test_logits(&key, &p, lambda))?)
-                    }
-                    _ => None,
-                };
-                let lp_pre = match g.method {
-                    Method::LossPerturbation => {
-                        Some(train_clock.time(|| self.lp_pre(false, &key, &p, lambda, &cal))?)
-                    }
-                    _ => None,
-                };
-                let dds = dd.join("; ");
-                reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
-                    let labels = match g.method {
-                        Method::ModelSensitivity => {
-                            let noisy = train_clock.time(|| perturb_model(&m, &cal, &mut rng))?;
-                            predict_clock.time(|| predict_all(&noisy, &p.test))?
-                        }
-                        Method::PredictionSensitivity => predict_clock.time(|| {
-                            prediction_sensitivity_labels(
-                                logits.as_deref().map_or(&[][..], |v| v),
-                                c,
-                                &cal,
-                                &mut rng,
-                            )
-                        })?,
-                        _ => {
-                            let pre = lp_pre.as_deref().ok_or_else(|| StudyError::Compute {
-                                context: g.id(),
-                                message: "loss perturbation without its preconditioner".into(),
-                            })?;
-                            let (fit, _) = train_clock.time(|| {
-                                seq(|| {
-                                    loss_perturbation_fit_preconditioned(
-                                        &p.train,
-                                        &cal,
-                                        lambda,
-                                        pre,
-                                        &lbfgs(),
-                                        &mut rng,
-                                    )
-                                })
-                            })?;
-                            predict_clock.time(|| predict_all(&fit, &p.test))?
-                        }
-                    };
-                    let mut meas = base(
-                        &cal,
-                        Some(lambda),
-                        source,
-                        None,
-                        accuracy_of(&labels, test_labels),
-                    );
-                    meas.data_dependent_steps = dds.clone();
-                    done(r, meas)
-                })?;
-            }
-            Method::SubsampleAggregate => {
-                if s.teachers > n {
-                    return Err(StudyError::invalid(
-                        "T",
-                        s.teachers,
-                        format!("at most N = {n} teachers (each needs one example)"),
-                    ));
-                }
-                let votes = train_clock.time(|| self.votes(&key, &p, s.teachers, seed))?;
-                let cal = cal_at(n, None)?;
-                // the exponential mechanism, or permute-and-flip in tight with δ = 0
-                let noise = match cal.noise() {
-                    n if cal.mechanism.is_selection() => n,
-                    other => {
-                        return Err(StudyError::Compute {
-                            context: g.id(),
-                            message: format!("subsample-and-aggregate calibrated with {other:?}"),
-                        });
-                    }
-                };
-                let dds = dd.join("; ");
-                reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
-                    let labels =
-                        predict_clock.time(|| votes.private_labels_with(&noise, &mut rng))?;
-                    let mut meas = base(
-                        &cal,
-                        None,
-                        "none (teachers without L2, as in the paper)",
-                        None,
-                        accuracy_of(&labels, test_labels),
-                    );
-                    meas.data_dependent_steps = dds.clone();
-                    done(r, meas)
-                })?;
-            }
-            Method::DpSgd => {
-                let cal90 = cal_at(n90, None)?;
-                let sigma90 = dp_sigma(&cal90)?;
-                let d90 = Design::new(&p.train90.features, &p.train90.labels, p.train90.d, c);
-                let scores: Vec<f64> = train_clock.time(|| {
-                    CLIP_GRID
-                        .par_iter()
-                        .map(|&nu| {
-                            let mut rng = rng_for(seed, &format!("{rid}/cv/clip={nu}"));
-                            let (m, _) = seq(|| train_dpsgd(&d90, &dpsgd, nu, sigma90, &mut rng))?;
-                            Ok(accuracy_of(&predict_all(&m, &p.hold)?, &p.hold.labels))
-                        })
-                        .collect::<Result<_>>()
-                })?;
-                let nu = CLIP_GRID[argmax_first(&scores)];
-                dd.push(format!(
-                    "clip ν cross-validated on a {:.0}% hold-out of the training set (privacy cost not accounted, as in the paper)",
-                    100.0 * self.opts.holdout_fraction
-                ));
-                let cal = cal_at(n, None)?;
-                let sigma = dp_sigma(&cal)?;
-                let design = Design::new(&p.train.features, &p.train.labels, p.train.d, c);
-                let dds = dd.join("; ");
-                reps.par_iter().try_for_each(|&r| {
-                    let mut rng = rng_for(seed, &format!("{rid}/r{r:03}"));
-                    let (m, _) = train_clock
-                        .time(|| seq(|| train_dpsgd(&design, &dpsgd, nu, sigma, &mut rng)))?;
-                    let labels = predict_clock.time(|| predict_all(&m, &p.test))?;
-                    let mut meas = base(
-                        &cal,
-                        None,
-                        "none (DP-SGD without L2)",
-                        Some(nu),
-                        accuracy_of(&labels, test_labels),
-                    );
-                    meas.data_dependent_steps = dds.clone();
-                    done(r, meas)
-                })?;
-            }
-        }
+        })?;
         Ok(GroupTiming {
             train_s: train_clock.secs(),
             predict_s: predict_clock.secs(),
-            answers: (p.test.n * reps.len()) as u64,
+            answers: (p.test.n * todo.len()) as u64,
         })
     }
 }
 
-fn dp_sigma(cal: &Calibration) -> Result<f64> {
-    cal.mechanism
-        .gaussian_sigma()
-        .ok_or_else(|| StudyError::Compute {
-            context: "dp-sgd".into(),
-            message: "calibration without a noise multiplier".into(),
-        })
+/// Runs `f` with sequential kernels when `on` (see [`seq`]).
+fn seq_if<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    if on { seq(f) } else { f() }
 }

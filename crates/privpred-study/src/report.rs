@@ -153,18 +153,18 @@ pub fn guarantee_of(
     m: &Measurement,
     dpsgd: &DpSgdConfig,
 ) -> Guarantee {
-    let cal = crate::linear::calibrate(
+    let cal = crate::linear::calibrate(&crate::linear::CalibrationInput {
         method,
         mode,
-        setting.epsilon,
-        setting.delta,
-        setting.budget,
-        m.n_train,
-        m.classes,
-        m.lambda,
+        epsilon: setting.epsilon,
+        delta: setting.delta,
+        budget: setting.budget,
+        n: m.n_train,
+        classes: m.classes,
+        lambda: m.lambda,
         dpsgd,
-        m.neighbours,
-    );
+        neighbours: m.neighbours,
+    });
     let (neighbouring, notes) = match &cal {
         Ok(c) => (neighbouring_relation(c).to_string(), c.notes.clone()),
         Err(e) => (

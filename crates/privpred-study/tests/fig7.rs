@@ -137,8 +137,8 @@ fn fig7_units_answer_every_point_from_cached_models() {
     .unwrap();
     assert!(calls > trained);
     assert!(
-        dp.iter()
-            .all(|m| m.noise_multiplier.is_some() && m.calibration.mechanism.epsilon_spent().unwrap() <= 1.0)
+        dp.iter().all(|m| m.noise_multiplier.is_some()
+            && m.calibration.mechanism.epsilon_spent().unwrap() <= 1.0)
     );
     assert!(dp.iter().all(|m| m.dataset_checksum == "0123abcd"));
     // the DP-SGD model and the teachers are saved as artifacts in the cache

@@ -417,14 +417,14 @@ fn fit_private(
         "delta": p.calibration.delta(),
         "budget": p.calibration.budget().get(),
         "n": train.n,
-        "lambda": p.lambda,
-        "teachers": p.teachers,
-        "clip": p.clip,
+        "lambda": p.lambda(),
+        "teachers": p.teachers(),
+        "clip": p.clip(),
         "noise": p.calibration.noise(),
         "mechanism": p.calibration.mechanism.name(),
         "valid_guarantee": p.calibration.is_valid(),
         "notes": p.calibration.notes,
-        "optimization": p.optimization.map(|o| json!({
+        "optimization": p.optimization().map(|o| json!({
             "gradient_norm": o.gradient_norm,
             "gradient_norm_bound": o.gradient_norm_bound,
             "rounding_bound": o.rounding_bound,
@@ -538,7 +538,7 @@ fn print_linear_summary(
             "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
         ))
     );
-    if let Some(o) = model.private().and_then(|p| p.optimization) {
+    if let Some(o) = model.private().and_then(|p| p.optimization()) {
         println!(
             "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
             o.gradient_norm, o.gradient_norm_bound

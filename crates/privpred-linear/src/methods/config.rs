@@ -1,0 +1,170 @@
+//! A method's configuration ([`MethodConfig`]: λ, teachers, DP-SGD's schedule and clip, solver
+//! options, the seed policy and the neighbouring relation) and its calibration request.
+
+use crate::dpsgd::DpSgdConfig;
+use crate::error::{LinearError, Result};
+use crate::lbfgs::LbfgsOptions;
+use crate::shim::{CalibrationRequest, DpSgdSchedule};
+use crate::train::check_lambda;
+use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+use serde::{Deserialize, Serialize};
+
+/// How the randomness of a predictor was seeded (recorded with the guarantee).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "policy")]
+pub enum SeedPolicy {
+    /// Experiment: a recorded seed (reproducible; not for deployment).
+    Seeded {
+        /// The seed.
+        seed: u64,
+    },
+    /// Release: an OS-seeded cryptographic generator; no seed exists to record.
+    OsRandom,
+}
+
+/// Everything needed to train one private predictor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodConfig {
+    /// Which method.
+    pub method: Method,
+    /// Which calibration analysis.
+    pub mode: CalibrationMode,
+    /// Target (ε, δ).
+    pub privacy: Privacy,
+    /// Inference budget B (forced to unlimited for private-training methods).
+    pub budget: Budget,
+    /// L2 strength λ > 0 for model sensitivity, loss perturbation (a floor on ρ/N) and
+    /// prediction sensitivity. Ignored by DP-SGD (no L2, SPEC §6).
+    pub lambda: f64,
+    /// Subsample-and-aggregate: number of teachers T (SPEC §6: 256 for linear/MNIST).
+    pub teachers: usize,
+    /// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2: 0).
+    pub teacher_lambda: f64,
+    /// DP-SGD hyper-parameters (`clip` must be set: cross-validation is done by the caller,
+    /// see [`super::cv_clip`]).
+    pub dp_sgd: DpSgdConfig,
+    /// Solver options for the full-data fits.
+    pub lbfgs: LbfgsOptions,
+    /// Solver options for the teachers (capped; see [`teacher_lbfgs_options`]).
+    pub teacher_lbfgs: LbfgsOptions,
+    /// Recorded seed policy.
+    pub seed_policy: SeedPolicy,
+    /// The neighbouring relation of the guarantee (SPEC §1; replace-one by default and when
+    /// absent from a serialised configuration).
+    #[serde(default)]
+    pub neighbours: privpred_core::Neighbours,
+}
+
+/// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
+/// are usually linearly separable and the objective has no minimiser: the loss decreases
+/// forever as ‖θ‖ grows. Like the reference (PyTorch L-BFGS: `tolerance_grad = 1e-4` on
+/// max |gᵢ|, `tolerance_change = 1e-9`, 100 × 20 iterations) we stop at the gradient tolerance
+/// (reached as the loss saturates), a change in value below 1e-9, or 2,000 iterations,
+/// whichever comes first. Any stopping rule is fine for privacy: the teachers are arbitrary
+/// functions of their disjoint shards.
+pub fn teacher_lbfgs_options() -> LbfgsOptions {
+    LbfgsOptions {
+        max_iter: 2000,
+        f_tol: 1e-9,
+        ..LbfgsOptions::default()
+    }
+}
+
+impl MethodConfig {
+    /// A configuration with the defaults of SPEC §6 (λ = 1e-4 until cross-validated,
+    /// T = 256, teachers without L2, DP-SGD defaults with ν = 0.1, experiment seed 0).
+    pub fn new(method: Method, mode: CalibrationMode, privacy: Privacy, budget: Budget) -> Self {
+        MethodConfig {
+            method,
+            mode,
+            privacy,
+            budget: if method.is_private_training() {
+                Budget::Unlimited
+            } else {
+                budget
+            },
+            lambda: privpred_core::defaults::LINEAR_LAMBDA,
+            teachers: privpred_core::defaults::LINEAR_TEACHERS,
+            teacher_lambda: privpred_core::defaults::LINEAR_TEACHER_LAMBDA,
+            dp_sgd: DpSgdConfig {
+                clip: Some(privpred_core::defaults::LINEAR_DPSGD_CLIP),
+                ..DpSgdConfig::default()
+            },
+            lbfgs: LbfgsOptions::default(),
+            teacher_lbfgs: teacher_lbfgs_options(),
+            seed_policy: SeedPolicy::Seeded {
+                seed: privpred_core::defaults::SEED,
+            },
+            neighbours: privpred_core::Neighbours::ReplaceOne,
+        }
+    }
+
+    /// The calibration request for training on `n` examples with `classes` classes.
+    pub fn request(&self, n: usize, classes: usize) -> CalibrationRequest {
+        let (lambda, dp_sgd) = match self.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                (Some(self.lambda), None)
+            }
+            Method::DpSgd => (
+                None,
+                Some(DpSgdSchedule {
+                    batch_size: self.dp_sgd.batch_size,
+                    epochs: self.dp_sgd.epochs,
+                }),
+            ),
+            Method::SubsampleAggregate => (None, None),
+        };
+        CalibrationRequest {
+            method: self.method,
+            mode: self.mode,
+            privacy: self.privacy,
+            budget: if self.method.is_private_training() {
+                Budget::Unlimited
+            } else {
+                self.budget
+            },
+            n: Some(n),
+            lambda,
+            classes,
+            dp_sgd,
+            neighbours: self.neighbours,
+        }
+    }
+
+    /// Validates the configuration against the training data's size.
+    pub fn check(&self, n: usize) -> Result<()> {
+        match self.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                check_lambda(self.lambda, true)?
+            }
+            Method::SubsampleAggregate => {
+                check_lambda(self.teacher_lambda, false)?;
+                if self.teachers == 0 || self.teachers > n {
+                    return Err(LinearError::invalid(
+                        "teachers",
+                        self.teachers,
+                        format!("must be in 1..={n} (each teacher needs ≥ 1 example)"),
+                    ));
+                }
+            }
+            Method::DpSgd => {
+                self.dp_sgd.check(n)?;
+                if self.dp_sgd.clip.is_none() {
+                    return Err(LinearError::invalid(
+                        "clip",
+                        "none",
+                        "DP-SGD needs a clip ν (cross-validate with cv_clip first)",
+                    ));
+                }
+            }
+        }
+        if !self.method.is_private_training() && self.budget.get().is_none() {
+            return Err(LinearError::invalid(
+                "budget",
+                "unlimited",
+                format!("{} needs a finite inference budget B >= 1", self.method),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! Subsample-and-aggregate (SPEC §3; Dwork & Feldman 2018): T teachers trained on disjoint
+//! shards of a random partition are kept secret; every answer is one draw of the calibrated
+//! selection mechanism over their votes — the exponential mechanism (McSherry & Talwar 2007;
+//! vote sensitivity 1 under replace-one, SPEC §3) or, in `tight` with δ = 0, permute-and-flip
+//! (McKenna & Sheldon 2020). Each answer spends the inference budget B.
+//!
+//! Shared across repetitions: the teachers (their partition drawn once) and their votes on
+//! the queries; each draw is one selection per answer.
+
+use super::teachers::{Teachers, train_teachers};
+use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
+use super::{Reuse, Scores};
+use crate::error::{LinearError, Result};
+use crate::shim;
+use privpred_core::{Answer, Calibration, Method, Noise};
+use privpred_data::Dataset;
+use rand::Rng;
+
+/// The method's module (see [`PrivateMethod`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubsampleAggregate;
+
+/// The selection mechanism over the votes (the one read of its calibration's noise): the
+/// exponential mechanism or permute-and-flip; anything else is refused.
+pub(crate) fn noise_of(calibration: &Calibration) -> Result<Noise> {
+    let noise = calibration.noise();
+    if noise.is_selection() {
+        Ok(noise)
+    } else {
+        Err(LinearError::Numerical(format!(
+            "subsample-and-aggregate with {noise:?} noise"
+        )))
+    }
+}
+
+/// One answer to a validated query: a selection over the teachers' votes (label only).
+pub(crate) fn answer<R: Rng + ?Sized>(
+    teachers: &Teachers,
+    calibration: &Calibration,
+    x: &[f32],
+    rng: &mut R,
+) -> Result<Answer> {
+    let noise = &noise_of(calibration)?;
+    let v = teachers.votes(x);
+    Ok(Answer {
+        label: shim::select(noise, rng, &v)? as u32,
+        scores: None,
+    })
+}
+
+impl PrivateMethod for SubsampleAggregate {
+    type Shared = Teachers;
+    const METHOD: Method = Method::SubsampleAggregate;
+
+    /// The teachers: a random partition drawn from `rng`, one fit per shard.
+    fn fit_shared<R: Rng + ?Sized>(
+        &self,
+        fit: &Fit<'_>,
+        _: &Reuse,
+        rng: &mut R,
+    ) -> Result<Teachers> {
+        let cfg = fit.cfg;
+        train_teachers(
+            fit.train,
+            cfg.teachers,
+            cfg.teacher_lambda,
+            &cfg.teacher_lbfgs,
+            rng,
+        )
+    }
+
+    fn release<R: Rng + ?Sized>(
+        &self,
+        fit: &Fit<'_>,
+        shared: &Teachers,
+        _: &mut R,
+    ) -> Result<PrivatePredictor> {
+        Ok(PrivatePredictor {
+            calibration: fit.calibration.clone(),
+            seed_policy: fit.cfg.seed_policy,
+            params: MethodParams::Teachers {
+                teachers: fit.cfg.teachers,
+                lambda: fit.cfg.teacher_lambda,
+            },
+            kind: PredictorKind::Teachers {
+                teachers: shared.clone(),
+            },
+        })
+    }
+
+    fn score(&self, shared: &Teachers, queries: &Dataset) -> Result<Scores> {
+        Ok(Scores::Votes(shared.vote_matrix(queries)?))
+    }
+
+    fn draw<R: Rng + ?Sized>(
+        &self,
+        fit: &Fit<'_>,
+        shared: &Teachers,
+        scores: &Scores,
+        queries: &Dataset,
+        rng: &mut R,
+    ) -> Result<Draw> {
+        let noise = &noise_of(fit.calibration)?;
+        Draw::timed(
+            || Ok(()),
+            |()| match scores {
+                Scores::Votes(v) if v.n == queries.n => v.private_labels_with(noise, rng),
+                _ => shared.vote_matrix(queries)?.private_labels_with(noise, rng),
+            },
+        )
+    }
+}

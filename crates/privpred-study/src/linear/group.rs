@@ -1,0 +1,424 @@
+//! One group of the linear runner through `privpred_linear::methods`: the method's
+//! configuration as the study trains it, the cached shared fits and their scores, the
+//! hold-out selection of λ or DP-SGD's clip, and the measurement row.
+
+use super::{CalibrationInput, seq_if};
+use super::{Key, LinearRunner, Prepared, argmax_first, calibrate, lbfgs, noise_fields, seq};
+use crate::error::{Result, StudyError};
+use crate::figures::LAMBDA_GRID;
+use crate::results::Measurement;
+use crate::sweep::Done;
+use crate::units::{Group, rng_for};
+use privpred_core::{Calibration, Method};
+use privpred_data::Dataset;
+use privpred_linear::MethodConfig;
+use privpred_linear::dpsgd::CLIP_GRID;
+use privpred_linear::methods::{Fit, Purpose, Reuse, Scores, SharedFit, loss_perturbation_rho_eff};
+use privpred_linear::train::accuracy_of;
+use rand::SeedableRng;
+use rayon::prelude::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A group's selected hyper-parameters and how they were chosen.
+pub(crate) struct Selected {
+    /// λ (model sensitivity, loss perturbation, prediction sensitivity).
+    pub lambda: Option<f64>,
+    /// DP-SGD's clip ν.
+    pub clip: Option<f64>,
+    /// How λ was chosen (the row's `lambda_source`).
+    pub source: &'static str,
+    /// The data-dependent step of the selection, if any.
+    pub note: Option<String>,
+}
+
+impl LinearRunner {
+    /// The calibration of `g`'s method at its setting for `n` examples of `p`'s classes.
+    pub(crate) fn calibration(
+        &self,
+        g: &Group,
+        p: &Prepared,
+        n: usize,
+        lambda: Option<f64>,
+    ) -> Result<Calibration> {
+        let s = g.setting;
+        calibrate(&CalibrationInput {
+            method: g.method,
+            mode: g.calibration,
+            epsilon: s.epsilon,
+            delta: s.delta,
+            budget: s.budget,
+            n,
+            classes: p.train.classes,
+            lambda,
+            dpsgd: &self.dpsgd(),
+            neighbours: self.opts.neighbours,
+        })
+    }
+
+    /// The configuration the study trains `cal`'s method with: λ, the clip, T teachers
+    /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]).
+    pub(crate) fn method_config(
+        &self,
+        cal: &Calibration,
+        lambda: Option<f64>,
+        clip: Option<f64>,
+        teachers: usize,
+    ) -> MethodConfig {
+        let mut cfg = MethodConfig::new(cal.method, cal.mode(), cal.privacy(), cal.budget());
+        cfg.neighbours = cal.neighbours();
+        if let Some(l) = lambda {
+            cfg.lambda = l;
+        }
+        cfg.teachers = teachers;
+        cfg.dp_sgd = self.dpsgd();
+        cfg.dp_sgd.clip = clip;
+        cfg.lbfgs = lbfgs();
+        cfg
+    }
+
+    /// The shared fit of `fit` on the whole training set or its 90 % part (`which90`), from
+    /// the cache keyed by what it depends on: θ*(λ) and the certificate's γ (model and
+    /// prediction sensitivity share it), loss perturbation's (λ, ρ_eff), the number of
+    /// teachers (their partition is seeded by the data configuration and T). Fits of model
+    /// sensitivity, prediction sensitivity and loss perturbation run with sequential kernels
+    /// from the cached non-private θ*(λ) (and the data moment); the teachers in parallel.
+    /// Returns the cache name (for [`Self::scores`]) and the fit.
+    pub(crate) fn shared_fit(
+        &self,
+        which90: bool,
+        key: &Key,
+        p: &Prepared,
+        fit: &Fit<'_>,
+        seed: u64,
+    ) -> Result<(String, Arc<SharedFit>)> {
+        let (method, lambda) = (fit.cfg.method, fit.cfg.lambda);
+        let part = if which90 { "90" } else { "full" };
+        let gamma = fit
+            .calibration
+            .certified
+            .map(|c| c.gradient_norm_bound.to_bits());
+        let name = match method {
+            Method::ModelSensitivity | Method::PredictionSensitivity => {
+                let gamma = gamma.filter(|_| fit.purpose == Purpose::Release);
+                format!("model/{part}/{:x}/{gamma:?}", lambda.to_bits())
+            }
+            Method::LossPerturbation => {
+                let t = fit.train;
+                let rho = loss_perturbation_rho_eff(fit.calibration, lambda, t.n, t.classes);
+                format!("lp/{part}/{:x}/{:x}", lambda.to_bits(), rho.to_bits())
+            }
+            Method::SubsampleAggregate => format!("teachers/{part}/{}", fit.cfg.teachers),
+            Method::DpSgd => "dp-sgd".to_string(),
+        };
+        let shared = self.shared.get(&(key.clone(), name.clone()), || {
+            self.shared_built.fetch_add(1, Ordering::Relaxed);
+            let reuse = match method {
+                Method::SubsampleAggregate | Method::DpSgd => Reuse::default(),
+                _ => Reuse {
+                    nonprivate: Some(self.fit(which90, key, p, lambda)?),
+                    moment: match method {
+                        Method::LossPerturbation => Some(self.moment(key, p)?),
+                        _ => None,
+                    },
+                },
+            };
+            if method == Method::SubsampleAggregate {
+                let t = fit.cfg.teachers;
+                let mut rng = rng_for(seed, &format!("teachers/{key}/T={t}"));
+                return Ok(SharedFit::fit(fit, &reuse, &mut rng)?);
+            }
+            // these fits draw nothing from their generator
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0);
+            Ok(seq(|| SharedFit::fit(fit, &reuse, &mut rng))?)
+        })?;
+        if shared.method() == method {
+            return Ok((name, shared));
+        }
+        let as_method = shared
+            .as_method(method)
+            .ok_or_else(|| StudyError::Compute {
+                context: name.clone(),
+                message: format!("a shared fit of {} used for {method}", shared.method()),
+            })?;
+        Ok((name, Arc::new(as_method)))
+    }
+
+    /// The scores of a shared fit on `queries` (`which`: "test" or "hold"), cached with it.
+    pub(crate) fn scores(
+        &self,
+        key: &Key,
+        name: &str,
+        which: &str,
+        shared: &SharedFit,
+        queries: &Dataset,
+    ) -> Result<Arc<Scores>> {
+        self.scores
+            .get(&(key.clone(), format!("{name}/{which}")), || {
+                Ok(shared.score(queries)?)
+            })
+    }
+
+    /// One private draw of `method` (model sensitivity, prediction sensitivity or loss
+    /// perturbation) trained on the 90 % part at λ with calibration `cal`, scored on the
+    /// hold-out: what cross-validation averages over [`super::LinearOptions::cv_draws`]
+    /// draws. The shared fit (θ*(λ), its hold-out logits, loss perturbation's preconditioner)
+    /// is cached; only the mechanism's noise is drawn from `rng`.
+    pub(crate) fn holdout_draw(
+        &self,
+        method: Method,
+        key: &Key,
+        p: &Prepared,
+        cal: &Calibration,
+        lambda: f64,
+        rng: &mut rand_chacha::ChaCha20Rng,
+    ) -> Result<f64> {
+        if !matches!(
+            method,
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation
+        ) || cal.method != method
+        {
+            return Err(StudyError::Compute {
+                context: "cross-validation".into(),
+                message: format!("{method} has no λ to cross-validate"),
+            });
+        }
+        let cfg = self.method_config(cal, Some(lambda), None, 0);
+        let fit = Fit {
+            cfg: &cfg,
+            train: &p.train90,
+            calibration: cal,
+            purpose: Purpose::Selection,
+        };
+        let (name, shared) = self.shared_fit(true, key, p, &fit, 0)?;
+        let scores = self.scores(key, &name, "hold", &shared, &p.hold)?;
+        let in_seq = method == Method::LossPerturbation;
+        let draw = seq_if(in_seq, || shared.draw(&fit, &scores, &p.hold, rng))?;
+        Ok(accuracy_of(&draw.labels, &p.hold.labels))
+    }
+
+    /// The group's λ or clip: fixed by the figure, or selected on the hold-out.
+    pub(crate) fn select(
+        &self,
+        g: &Group,
+        key: &Key,
+        p: &Prepared,
+        seed: u64,
+        rid: &str,
+    ) -> Result<Selected> {
+        match g.method {
+            Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
+                self.select_lambda(g, key, p, seed, rid)
+            }
+            Method::SubsampleAggregate => {
+                let n = p.train.n;
+                if g.setting.teachers > n {
+                    return Err(StudyError::invalid(
+                        "T",
+                        g.setting.teachers,
+                        format!("at most N = {n} teachers (each needs one example)"),
+                    ));
+                }
+                Ok(Selected {
+                    lambda: None,
+                    clip: None,
+                    source: "none (teachers without L2, as in the paper)",
+                    note: None,
+                })
+            }
+            Method::DpSgd => self.select_clip(g, key, p, seed, rid),
+        }
+    }
+
+    /// λ fixed by the figure (fig6a) or cross-validated on the hold-out by the mean accuracy of
+    /// `cv_draws` private draws per value.
+    fn select_lambda(
+        &self,
+        g: &Group,
+        key: &Key,
+        p: &Prepared,
+        seed: u64,
+        rid: &str,
+    ) -> Result<Selected> {
+        if let Some(l) = g.setting.lambda {
+            return Ok(Selected {
+                lambda: Some(l),
+                clip: None,
+                source: "fixed",
+                note: None,
+            });
+        }
+        let k = self.opts.cv_draws.max(1);
+        let scores: Vec<f64> = LAMBDA_GRID
+            .par_iter()
+            .map(|&l| {
+                let cal = self.calibration(g, p, p.train90.n, Some(l))?;
+                let mut rng = rng_for(seed, &format!("{rid}/cv/lambda={l}"));
+                let mut acc = 0.0;
+                for _ in 0..k {
+                    acc += self.holdout_draw(g.method, key, p, &cal, l, &mut rng)?;
+                }
+                Ok(acc / k as f64)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Selected {
+            lambda: Some(LAMBDA_GRID[argmax_first(&scores)]),
+            clip: None,
+            source: "cross-validated",
+            note: Some(format!(
+                "λ cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {k} private draws per value, once per setting (privacy cost not accounted, as in the paper)",
+                100.0 * self.opts.holdout_fraction,
+            )),
+        })
+    }
+
+    /// DP-SGD's clip ν cross-validated on the hold-out (one private run per value).
+    fn select_clip(
+        &self,
+        g: &Group,
+        key: &Key,
+        p: &Prepared,
+        seed: u64,
+        rid: &str,
+    ) -> Result<Selected> {
+        let cal90 = self.calibration(g, p, p.train90.n, None)?;
+        let scores: Vec<f64> = CLIP_GRID
+            .par_iter()
+            .map(|&nu| {
+                let cfg = self.method_config(&cal90, None, Some(nu), g.setting.teachers);
+                let fit = Fit {
+                    cfg: &cfg,
+                    train: &p.train90,
+                    calibration: &cal90,
+                    purpose: Purpose::Selection,
+                };
+                let (_, shared) = self.shared_fit(true, key, p, &fit, seed)?;
+                let mut rng = rng_for(seed, &format!("{rid}/cv/clip={nu}"));
+                let draw = seq(|| shared.draw(&fit, &Scores::None, &p.hold, &mut rng))?;
+                Ok(accuracy_of(&draw.labels, &p.hold.labels))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Selected {
+            lambda: None,
+            clip: Some(CLIP_GRID[argmax_first(&scores)]),
+            source: "none (DP-SGD without L2)",
+            note: Some(format!(
+                "clip ν cross-validated on a {:.0}% hold-out of the training set (privacy cost not accounted, as in the paper)",
+                100.0 * self.opts.holdout_fraction
+            )),
+        })
+    }
+
+    /// The group's measurement row, accuracy still to be filled in.
+    pub(crate) fn row(
+        &self,
+        g: &Group,
+        p: &Prepared,
+        cal: &Calibration,
+        sel: &Selected,
+        nonprivate_accuracy: f64,
+    ) -> Measurement {
+        let (noise, noise_param) = noise_fields(cal);
+        let mut dd = p.data_dependent.clone();
+        dd.extend(sel.note.clone());
+        Measurement {
+            accuracy: 0.0,
+            nonprivate_accuracy,
+            n_train: p.train.n,
+            dim: p.train.d,
+            classes: p.train.classes,
+            test_size: p.test.n,
+            teachers: (g.method == Method::SubsampleAggregate).then_some(g.setting.teachers),
+            lambda: sel.lambda,
+            lambda_source: sel.source.to_string(),
+            clip: sel.clip,
+            noise,
+            noise_param,
+            noise_multiplier: cal.mechanism.noise_multiplier(),
+            rho: cal.mechanism.rho(),
+            valid_guarantee: cal.is_valid(),
+            bias: self.opts.bias,
+            cv_draws: match (g.method, sel.source) {
+                (Method::DpSgd, _) => Some(1),
+                (_, "cross-validated") => Some(self.opts.cv_draws.max(1)),
+                _ => None,
+            },
+            dataset_checksum: p.checksum.clone(),
+            dataset_labels: p.labels.clone(),
+            preprocessing: p.steps.clone(),
+            data_dependent_steps: dd.join("; "),
+            neighbours: cal.neighbours(),
+        }
+    }
+
+    /// Replays the repetitions of a budget-independent group (`budget_free`) that another B
+    /// already computed, and returns the repetitions still to do.
+    pub(crate) fn replay(
+        &self,
+        rid: &str,
+        budget_free: bool,
+        reps: &[u32],
+        done: &Done<'_>,
+    ) -> Result<Vec<u32>> {
+        let mut todo = Vec::with_capacity(reps.len());
+        let mut hits = Vec::new();
+        {
+            let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
+            for &r in reps {
+                match m.get(&(rid.to_string(), r)).filter(|_| budget_free) {
+                    Some(v) => hits.push((r, v.clone())),
+                    None => todo.push(r),
+                }
+            }
+        }
+        for (r, m) in hits {
+            done(r, m)?;
+        }
+        Ok(todo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::LinearOptions;
+    use super::*;
+    use crate::sweep::Runner;
+    use std::sync::Mutex;
+
+    /// Runs `reps` repetitions of `method`'s fig1a group (ε = 1) on digits with a fresh runner;
+    /// returns the shared fits it built and the accuracies.
+    fn run(method: Method, reps: &[u32]) -> (usize, Vec<(u32, f64)>) {
+        let mut opts = LinearOptions::new(true);
+        opts.dataset = Some("digits".into());
+        let runner = LinearRunner::new(opts);
+        let g = crate::holdout::group(method, 1.0, 0.0, 10, 8);
+        let got = Mutex::new(Vec::new());
+        let done = |r: u32, m: Measurement| {
+            got.lock().unwrap().push((r, m.accuracy));
+            Ok(())
+        };
+        runner.run_group(&g, reps, 7, &done).unwrap();
+        let mut got = got.into_inner().unwrap();
+        got.sort_by_key(|x| x.0);
+        (runner.shared_fits_built(), got)
+    }
+
+    /// A group's repetitions reuse its shared fits: the number of shared fits a group builds
+    /// (one per cross-validated λ on the 90 % part, plus the release's; the teachers once)
+    /// does not grow with the number of repetitions, and a repetition's result does not
+    /// depend on how many others ran with it.
+    #[test]
+    fn shared_fits_are_built_once_per_group_not_per_repetition() {
+        for (method, fits) in [
+            (Method::ModelSensitivity, LAMBDA_GRID.len() + 1),
+            (Method::PredictionSensitivity, LAMBDA_GRID.len() + 1),
+            (Method::SubsampleAggregate, 1),
+        ] {
+            let (few, a) = run(method, &[0, 1]);
+            let (many, b) = run(method, &[0, 1, 2, 3, 4, 5]);
+            assert_eq!((few, many), (fits, fits), "{method}");
+            assert_eq!(a[..], b[..2], "{method}");
+            assert!(b.windows(2).any(|w| w[0].1 != w[1].1), "{method}: {b:?}");
+        }
+    }
+}
