@@ -14,6 +14,7 @@ mod accounting;
 mod datasets;
 mod errors;
 mod guarantee;
+mod ledger;
 mod model;
 
 use pyo3::prelude::*;

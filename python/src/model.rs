@@ -4,6 +4,7 @@
 
 use crate::errors::{self, BudgetExhausted, data, invalid, linear};
 use crate::guarantee::{self, calibration_json};
+use crate::ledger::DurableLedger;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use privpred_core::noise::{release_rng, seeded_rng};
 use privpred_core::{Budget, CalibrationMode, Method, Neighbours, PrivRng, Privacy};
@@ -30,7 +31,7 @@ struct TrainArgs {
     lambda: Option<f64>,
     mode: CalibrationMode,
     neighbours: Neighbours,
-    bias: bool,
+    bias: f64,
     unit_ball: UnitBall,
     seed: Option<u64>,
     teachers: Option<usize>,
@@ -53,6 +54,10 @@ pub struct NativeModel {
     /// model loaded from disk answers only through `privpred serve`'s durable ledger.
     loaded: bool,
     rng: Mutex<PrivRng>,
+    /// The durable SQLite ledger (the one `privpred serve` uses) this model answers through,
+    /// if one was attached by `load(..., ledger=…)` or `save(..., ledger=…)`; it replaces the
+    /// in-memory ledger.
+    durable: Mutex<Option<DurableLedger>>,
 }
 
 /// Copies a C- or F-ordered numpy matrix into a row-major vector (one copy: preprocessing
@@ -91,7 +96,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=false, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -105,7 +110,7 @@ pub fn train(
     lam: Option<f64>,
     calibration: &str,
     neighbours: &str,
-    bias: bool,
+    bias: f64,
     unit_ball: &str,
     seed: Option<u64>,
     teachers: Option<usize>,
@@ -129,6 +134,7 @@ pub fn train(
         (Some(_), Some(e)) => Some(Privacy::new(e, delta).map_err(errors::core)?),
     };
     let neighbours = guarantee::neighbours(neighbours)?;
+    privpred_data::preprocess::check_bias(bias).map_err(data)?;
     if let Some(m) = method {
         privpred_core::check_relation(m, neighbours).map_err(errors::core)?;
     }
@@ -208,10 +214,10 @@ fn train_impl(
     let ds = Dataset::new(d, classes, features, labels, provenance).map_err(data)?;
     let recipe = Preprocessing {
         scale: 1.0,
-        bias: args.bias,
         unit_ball: args.unit_ball,
         ..Preprocessing::default()
-    };
+    }
+    .with_bias(args.bias);
     let prep_seed: u64 = rng.random();
     let fitted = recipe.fit(&ds, prep_seed).map_err(data)?;
     let train = fitted.apply_train_owned(ds).map_err(data)?;
@@ -230,10 +236,25 @@ fn train_impl(
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
                 Some(m) => {
                     let cfg = config(args, m, 1e-4, 0.0, seed_policy)?;
-                    methods::cv_lambda(&cfg, &tr, &ho, &LAMBDA_GRID, &mut rng).map_err(linear)?
+                    // λ by the mean hold-out accuracy of the CLI's default number of private
+                    // draws per value (issue #16)
+                    methods::cv_lambda_draws(
+                        &cfg,
+                        &tr,
+                        &ho,
+                        &LAMBDA_GRID,
+                        methods::CV_DRAWS_DEFAULT,
+                        &mut rng,
+                    )
+                    .map_err(linear)?
                 }
             };
-            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
+            let draws = if m.is_some() {
+                methods::CV_DRAWS_DEFAULT
+            } else {
+                1
+            };
+            cv_record = json!({"parameter": "lambda", "holdout_fraction": 0.1, "draws": draws, "scores": cv.scores, "chosen": cv.best});
             cv.best
         }
     };
@@ -277,6 +298,7 @@ fn train_impl(
         spent: Mutex::new(0),
         loaded: false,
         rng: Mutex::new(rng),
+        durable: Mutex::new(None),
     })
 }
 
@@ -304,21 +326,102 @@ fn config(
     Ok(cfg)
 }
 
-/// Loads a model artifact written by `privpred train` or `NativeModel.save`.
+/// Loads a model artifact written by `privpred train` or `NativeModel.save`. With `ledger`
+/// (a path or `sqlite:PATH`), a private-prediction model answers through that durable ledger,
+/// the one `privpred serve --ledger` uses for the same file (keyed by the file's SHA-256);
+/// `init_ledger` creates the file and the model's record (refused if the record exists).
 #[pyfunction]
-pub fn load(py: Python<'_>, path: PathBuf) -> PyResult<NativeModel> {
-    let m = py.detach(|| artifact::load(&path)).map_err(linear)?;
-    Ok(NativeModel {
+#[pyo3(signature = (path, ledger=None, init_ledger=false))]
+pub fn load(
+    py: Python<'_>,
+    path: PathBuf,
+    ledger: Option<&str>,
+    init_ledger: bool,
+) -> PyResult<NativeModel> {
+    let (m, model_id) = py
+        .detach(|| -> privpred_linear::Result<_> {
+            let bytes =
+                std::fs::read(&path).map_err(|source| privpred_linear::LinearError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            let m = artifact::load(&path)?;
+            Ok((m, privpred_serve::model::sha256_hex(&bytes)))
+        })
+        .map_err(linear)?;
+    let native = NativeModel {
         model: m.model,
         prep: m.preprocessing,
         extra: m.extra,
         spent: Mutex::new(0),
         loaded: true,
         rng: Mutex::new(release_rng().map_err(errors::core)?),
-    })
+        durable: Mutex::new(None),
+    };
+    if let Some(l) = ledger {
+        native.attach(py, l, model_id, init_ledger)?;
+    } else if init_ledger {
+        return Err(PyValueError::new_err(
+            "invalid init_ledger = True without a ledger: give ledger=PATH",
+        ));
+    }
+    Ok(native)
 }
 
 impl NativeModel {
+    /// Opens the durable ledger `ledger` for this model (file hash `model_id`, budget B).
+    fn attach(&self, py: Python<'_>, ledger: &str, model_id: String, init: bool) -> PyResult<()> {
+        let total = self
+            .model
+            .private()
+            .filter(|p| p.spends_budget())
+            .and_then(|p| p.calibration.budget.get())
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "invalid ledger = {ledger:?}: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing"
+                ))
+            })?;
+        let opened = py.detach(|| DurableLedger::open(ledger, model_id, total, init))?;
+        *self
+            .durable
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))? = Some(opened);
+        Ok(())
+    }
+
+    /// Answers through the durable ledger: preprocess each row as the server does, draw the
+    /// answers, record them (one transaction, all or nothing), release what was recorded.
+    fn durable_answers(
+        &self,
+        p: &methods::PrivatePredictor,
+        ledger: &DurableLedger,
+        ds: &Dataset,
+    ) -> PyResult<Vec<u32>> {
+        let rows: Vec<Vec<f32>> = ds
+            .features
+            .chunks_exact(ds.d.max(1))
+            .enumerate()
+            .map(|(i, raw)| {
+                self.prep
+                    .apply_row(raw)
+                    .map_err(|e| PyValueError::new_err(format!("row {i}: {e}")))
+            })
+            .collect::<PyResult<_>>()?;
+        let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+        let fresh = {
+            let mut rng = self
+                .rng
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("generator poisoned"))?;
+            p.try_predict(&refs, &mut *rng).map_err(linear)?
+        };
+        Ok(ledger
+            .spend(&rows, fresh)?
+            .into_iter()
+            .map(|a| a.label)
+            .collect())
+    }
+
     /// The public model whose logits are deterministic (non-private, or privately trained).
     fn public_model(&self) -> Option<&LinearModel> {
         match &self.model {
@@ -346,6 +449,15 @@ impl NativeModel {
             StoredModel::Private(p) => p,
             StoredModel::NonPrivate(_) => unreachable!("public models have logits"),
         };
+        {
+            let durable = self
+                .durable
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
+            if let Some(l) = durable.as_ref() {
+                return self.durable_answers(p, l, &ds);
+            }
+        }
         if self.loaded {
             return Err(PyRuntimeError::new_err(format!(
                 "a {} model loaded from a file may already have spent its budget elsewhere: answer through `privpred serve`, whose durable ledger enforces B",
@@ -438,6 +550,15 @@ impl NativeModel {
 
     /// (B or None for unlimited, answers spent from the in-memory ledger).
     fn budget_state(&self) -> PyResult<(Option<u64>, u64)> {
+        if let Some(l) = self
+            .durable
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?
+            .as_ref()
+        {
+            let st = l.state()?;
+            return Ok((Some(st.total), st.spent));
+        }
         let spent = *self
             .spent
             .lock()
@@ -470,23 +591,47 @@ impl NativeModel {
             "preprocessing_steps": self.prep.steps(),
             "data_dependent_preprocessing": self.prep.data_dependent(),
             "loaded": self.loaded,
+            "ledger": self.durable.lock().ok().and_then(|d| d.as_ref().map(|l| l.description.clone())),
             "extra": self.extra,
         })
         .to_string()
     }
 
     /// Writes the model as a safetensors artifact (`privpred serve`/`predict`/`evaluate`
-    /// read it). A private-prediction model that already answered queries is refused: the
-    /// server would start a fresh ledger with the whole budget B.
-    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    /// read it). A private-prediction model that already answered queries from the in-memory
+    /// ledger is refused: the server would start a fresh ledger with the whole budget B. With
+    /// `ledger`, the saved file's record is created in that durable ledger (refused if it
+    /// exists) and this model answers through it from now on, like `privpred serve` would.
+    #[pyo3(signature = (path, ledger=None))]
+    fn save(&self, py: Python<'_>, path: PathBuf, ledger: Option<&str>) -> PyResult<()> {
+        let durable = self
+            .durable
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?
+            .is_some();
         let (total, spent) = self.budget_state()?;
-        if total.is_some() && spent > 0 {
+        if total.is_some() && spent > 0 && !durable {
             return Err(PyRuntimeError::new_err(format!(
                 "this model already released {spent} of its {} answers from the in-memory ledger; saving it for `privpred serve` would start a fresh ledger with the whole budget and overspend the guarantee",
                 total.unwrap_or(0)
             )));
         }
+        if durable && ledger.is_some() {
+            return Err(PyValueError::new_err(
+                "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
+            ));
+        }
         py.detach(|| artifact::save_model(&path, &self.model, &self.prep, self.extra.clone()))
-            .map_err(linear)
+            .map_err(linear)?;
+        if let Some(l) = ledger {
+            let bytes = std::fs::read(&path).map_err(|source| {
+                linear(privpred_linear::LinearError::Io {
+                    path: path.clone(),
+                    source,
+                })
+            })?;
+            self.attach(py, l, privpred_serve::model::sha256_hex(&bytes), true)?;
+        }
+        Ok(())
     }
 }

@@ -110,7 +110,7 @@ def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
         ({"neighbours": "add-remove"}, "model-sensitivity"),
         ({"method": "dp-sgd", "delta": 0.0, "batch_size": 16}, "delta"),
         ({"unit_ball": "clip:-1"}, "invalid unit-ball rule = clip:-1"),
-        ({"bias": 0.5}, "invalid bias = 0.5"),
+        ({"bias": 1.5}, "invalid bias = 1.5"),
         ({"random_state": -3}, "invalid random_state = -3"),
     ],
 )

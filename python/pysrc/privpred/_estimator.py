@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import tempfile
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -79,9 +81,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     calibration : {"corrected", "tight", "paper"}, default="corrected"
         Which analysis sets the noise (``paper`` reproduces the published rules, which
         do not always deliver the guarantee).
-    bias : bool or None, default=None
-        Append a bias feature (value sqrt(1/2), the other features scaled by sqrt(1/2)
-        so rows stay in the unit ball). None or False: no bias.
+    bias : float, bool or None, default=None
+        The bias feature's value v in [0, 1), as the CLI's ``--bias V``: rows become
+        [x * sqrt(1 - v**2), v], so they stay in the unit ball. None, False or 0: no bias
+        feature (the default, as for ``privpred train``). True: v = sqrt(1/2), the value
+        before it became a parameter (kept for compatibility). The study and ``privpred
+        compare`` default to 0.05, chosen by measurement on the training hold-out.
     random_state : int, RandomState or None, default=None
         None: the noise comes from an OS-seeded generator (a private release). Given: the
         run is a reproducible experiment, recorded as such; its noise can be regenerated
@@ -133,7 +138,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         lam: Any = "cv",
         neighbours: str = "replace-one",
         calibration: str = "corrected",
-        bias: Optional[bool] = None,
+        bias: Union[float, bool, None] = None,
         random_state: Any = None,
         unit_ball: str = "normalize",
         teachers: Optional[int] = None,
@@ -216,12 +221,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes (got {len(classes)} class)"
             )
-        if self.bias not in (None, True, False):
-            # TODO(biascv, issue 16): accept a bias VALUE once `--bias VALUE` lands in
-            # privpred-data's Preprocessing; today the bias feature is fixed at sqrt(1/2).
-            raise ValueError(
-                f"invalid bias = {self.bias}: must be True (a bias feature of value sqrt(1/2)), False or None"
-            )
+        bias = _bias_value(self.bias)
         try:
             extra = json.dumps({"classes": classes.tolist()})
         except TypeError:
@@ -237,7 +237,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             lam=self._value_or_cv("lam", self.lam),
             calibration=self.calibration,
             neighbours=self.neighbours,
-            bias=bool(self.bias),
+            bias=bias,
             unit_ball=self.unit_ball,
             seed=self._seed(),
             teachers=self.teachers,
@@ -354,13 +354,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     @property
     def budget_left_(self) -> Optional[int]:
-        """Answers left in the in-memory ledger (None: unlimited)."""
+        """Answers left of the budget B (None: unlimited), from the durable ledger when the
+        model answers through one (``save(..., ledger=...)``, ``load(..., ledger=...)``),
+        else from the in-memory ledger."""
         check_is_fitted(self)
         total, spent = self._native.budget_state()
         return None if total is None else total - spent
 
     # ---- artifacts -------------------------------------------------------------------
-    def save(self, path) -> None:
+    def save(self, path, ledger=None) -> None:
         """Write the model as a privpred safetensors artifact.
 
         The file is the one ``privpred train`` writes: ``privpred serve``, ``predict``,
@@ -371,15 +373,26 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         ----------
         path : str or os.PathLike
             Output file (written atomically).
+        ledger : str or os.PathLike, optional
+            Private-prediction methods: a durable SQLite budget ledger (a path or
+            ``sqlite:PATH``), the same file ``privpred serve --ledger`` uses. The saved
+            file's budget record (total B, keyed by the file's SHA-256) is created in it —
+            refused if it exists, a budget is never reset — and from then on this
+            estimator answers through it: every answer is recorded durably before it is
+            returned, so other processes, a restarted session (:func:`privpred.load` with
+            the same ledger) and ``privpred serve`` share the one budget B.
 
         Raises
         ------
         RuntimeError
-            For a private-prediction model that already answered queries (a server
-            would start a fresh ledger with the whole budget).
+            For a private-prediction model that already answered queries from the
+            in-memory ledger (a server would start a fresh ledger with the whole budget),
+            or a ledger that cannot be created or written.
+        ValueError
+            For a ledger on a model whose answers spend no budget, or a second ledger.
         """
         check_is_fitted(self)
-        self._native.save(os.fspath(path))
+        self._native.save(os.fspath(path), None if ledger is None else os.fspath(ledger))
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
@@ -407,20 +420,43 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 self._native = _native.load(p)
 
 
-def load(path) -> PrivateLogisticRegression:
+def _bias_value(bias) -> float:
+    """The bias feature's value from the ``bias`` parameter (see the class docstring)."""
+    if bias is None or bias is False:
+        return 0.0
+    if bias is True:
+        return 0.7071067811865476  # sqrt(1/2), the value before it became a parameter
+    if isinstance(bias, numbers.Real) and not isinstance(bias, (bool, np.bool_)):
+        v = float(bias)
+        if math.isfinite(v) and 0.0 <= v < 1.0:
+            return v
+    raise ValueError(
+        f"invalid bias = {bias!r}: must be a number in [0, 1) (the bias feature's value v, rows [x*sqrt(1 - v**2), v]; 0 = no bias feature), True (sqrt(1/2)), False or None"
+    )
+
+
+def load(path, ledger=None, init_ledger: bool = False) -> PrivateLogisticRegression:
     """Load a privpred linear-model artifact (from ``privpred train`` or ``save``).
 
     Parameters
     ----------
     path : str or os.PathLike
         The safetensors file.
+    ledger : str or os.PathLike, optional
+        Private-prediction methods: answer through this durable SQLite budget ledger (a
+        path or ``sqlite:PATH``), the one ``privpred serve --ledger`` uses for the same
+        file. Without it such a model refuses ``predict`` (its budget may be spent
+        elsewhere).
+    init_ledger : bool, default=False
+        Create the ledger file and the model's record (total B); refused if the record
+        exists. Without it a missing ledger or record is an error, as for ``privpred serve``.
 
     Returns
     -------
     PrivateLogisticRegression
         A fitted estimator. Its ``classes_`` are those saved by Python, else
-        ``0..C-1``. A private-prediction model loaded from a file refuses ``predict``
-        (serve it with ``privpred serve``, whose durable ledger enforces B).
+        ``0..C-1``. A private-prediction model loaded without ``ledger`` refuses
+        ``predict`` (give the ledger, or serve it with ``privpred serve``).
 
     Raises
     ------
@@ -429,7 +465,9 @@ def load(path) -> PrivateLogisticRegression:
     OSError
         For a file that cannot be read.
     """
-    native = _native.load(os.fspath(path))
+    native = _native.load(
+        os.fspath(path), None if ledger is None else os.fspath(ledger), bool(init_ledger)
+    )
     info = json.loads(native.info_json())
     g = native.guarantee_json()
     guarantee = None if g is None else json.loads(g)

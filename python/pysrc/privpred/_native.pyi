@@ -20,7 +20,7 @@ class NativeModel:
     def guarantee_json(self) -> Optional[str]: ...
     def budget_state(self) -> Tuple[Optional[int], int]: ...
     def info_json(self) -> str: ...
-    def save(self, path: Union[str, PathLike[str]]) -> None: ...
+    def save(self, path: Union[str, PathLike[str]], ledger: Optional[str] = None) -> None: ...
 
 def train(
     x: npt.NDArray[np.float32],
@@ -33,7 +33,7 @@ def train(
     lam: Optional[float] = None,
     calibration: str = "corrected",
     neighbours: str = "replace-one",
-    bias: bool = False,
+    bias: float = 0.0,
     unit_ball: str = "normalize",
     seed: Optional[int] = None,
     teachers: Optional[int] = None,
@@ -43,7 +43,9 @@ def train(
     learning_rate: Optional[float] = None,
     extra: Optional[str] = None,
 ) -> NativeModel: ...
-def load(path: Union[str, PathLike[str]]) -> NativeModel: ...
+def load(
+    path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False
+) -> NativeModel: ...
 def load_dataset(
     spec: str, data_dir: Optional[str] = None, fetch: bool = True
 ) -> Tuple[

@@ -180,6 +180,28 @@ pub struct LedgerRecord {
 /// SHA-256 key of a preprocessed row.
 pub type Key = [u8; 32];
 
+/// Answer-store key: SHA-256(model id ‖ 0 ‖ [0xFF ‖ token hash] ‖ preprocessed row as
+/// little-endian f32). The token part is present when the store is scoped per token; a row
+/// has 4·d bytes and the token part 33, so scoped and unscoped keys never collide, and an
+/// unscoped key is the same as before scoping existed (stored answers stay valid). Public so
+/// that every writer of a ledger (the server, the Python package) keys answers alike.
+pub fn answer_key(model_id: &str, scope: Option<&[u8; 32]>, row: &[f32]) -> Key {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(model_id.as_bytes());
+    h.update([0u8]);
+    if let Some(t) = scope {
+        h.update([0xFFu8]);
+        h.update(t);
+    }
+    for v in row {
+        // Normalise −0.0 to 0.0 so that equal inputs hash equally.
+        let v = if *v == 0.0 { 0.0f32 } else { *v };
+        h.update(v.to_le_bytes());
+    }
+    h.finalize().into()
+}
+
 /// One request's freshly computed (not yet released) answers and their keys.
 #[derive(Debug)]
 pub struct SpendRequest {

@@ -8,7 +8,7 @@
 use super::response::ApiError;
 use super::{App, client_scope, is_json_content_type, is_length_limit};
 use crate::error::{Result, ServeError};
-use crate::ledger::{BudgetState, Key, SpendOutcome, SpendRequest};
+use crate::ledger::{BudgetState, Key, SpendOutcome, SpendRequest, answer_key};
 use crate::metrics::{Event, Refusal};
 use crate::model::Answer;
 use axum::body::Body;
@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use privpred_core::PrivRng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Instant;
@@ -98,26 +97,6 @@ fn with_release_rng<T>(f: impl FnOnce(&mut PrivRng) -> T) -> Result<T> {
         }
         Ok(f(slot.as_mut().expect("seeded")))
     })
-}
-
-/// Answer-store key: SHA-256(model id ‖ 0 ‖ [0xFF ‖ token hash] ‖ preprocessed row as
-/// little-endian f32). The token part is present when the store is scoped per token; a row
-/// has 4·d bytes and the token part 33, so scoped and unscoped keys never collide, and an
-/// unscoped key is the same as before scoping existed (stored answers stay valid).
-fn row_key(model_id: &str, scope: Option<&[u8; 32]>, row: &[f32]) -> Key {
-    let mut h = Sha256::new();
-    h.update(model_id.as_bytes());
-    h.update([0u8]);
-    if let Some(t) = scope {
-        h.update([0xFFu8]);
-        h.update(t);
-    }
-    for v in row {
-        // Normalise −0.0 to 0.0 so that equal inputs hash equally.
-        let v = if *v == 0.0 { 0.0f32 } else { *v };
-        h.update(v.to_le_bytes());
-    }
-    h.finalize().into()
 }
 
 /// The handler: runs the three steps, reports a refusal's event and renders it.
@@ -310,7 +289,7 @@ async fn compute(
                 )
                 .with(json!({ "row": i }))
             })?;
-            keys.push(row_key(&info.model_id, scope.as_ref(), &x));
+            keys.push(answer_key(&info.model_id, scope.as_ref(), &x));
             rows.push(x);
         }
         let answers = with_release_rng(|rng| model.answer(&rows, rng))
