@@ -375,7 +375,7 @@ impl NativeModel {
             .model
             .private()
             .filter(|p| p.spends_budget())
-            .and_then(|p| p.calibration.budget.get())
+            .and_then(|p| p.calibration.budget().get())
             .ok_or_else(|| {
                 PyValueError::new_err(format!(
                     "invalid ledger = {ledger:?}: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing"
