@@ -338,15 +338,11 @@ pub fn load(
     ledger: Option<&str>,
     init_ledger: bool,
 ) -> PyResult<NativeModel> {
+    // one read: the ledger's model id is the SHA-256 of exactly the bytes that were loaded
     let (m, model_id) = py
-        .detach(|| -> privpred_linear::Result<_> {
-            let bytes =
-                std::fs::read(&path).map_err(|source| privpred_linear::LinearError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-            let m = artifact::load(&path)?;
-            Ok((m, privpred_serve::model::sha256_hex(&bytes)))
+        .detach(|| {
+            artifact::load_with_bytes(&path)
+                .map(|(m, bytes)| (m, privpred_serve::model::sha256_hex(&bytes)))
         })
         .map_err(linear)?;
     let native = NativeModel {

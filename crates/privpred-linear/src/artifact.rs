@@ -394,11 +394,25 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
 /// (metadata and weights, [`privpred_data::artifact`]) must match, and every header field is
 /// range-checked ([`check_calibration`], [`FittedPreprocessing::validate`], the shapes).
 pub fn load(path: &Path) -> Result<LoadedModel> {
+    load_with_bytes(path).map(|(m, _)| m)
+}
+
+/// [`load`], also returning the file's bytes as read (one read): for callers that key
+/// something by the file's content, such as a budget ledger by its SHA-256, so the key and
+/// the model come from the same bytes.
+pub fn load_with_bytes(path: &Path) -> Result<(LoadedModel, Vec<u8>)> {
     let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
         privpred_data::DataError::Io { path, source } => LinearError::Io { path, source },
         e => err(path, e.to_string()),
     })?;
-    let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
+    let m = load_from_bytes(path, &bytes)?;
+    Ok((m, bytes))
+}
+
+/// [`load`] on bytes already read from `path` (named in errors): the checksum and every
+/// header field are checked as for a file.
+pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
+    let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
     let get = |k: &str| {
         meta.get(k).ok_or_else(|| {
             err(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import numbers
 import os
 import tempfile
@@ -427,9 +426,8 @@ def _bias_value(bias) -> float:
     if bias is True:
         return 0.7071067811865476  # sqrt(1/2), the value before it became a parameter
     if isinstance(bias, numbers.Real) and not isinstance(bias, (bool, np.bool_)):
-        v = float(bias)
-        if math.isfinite(v) and 0.0 <= v < 1.0:
-            return v
+        # the range [0, 1) is checked by the core (privpred_data::preprocess::check_bias)
+        return float(bias)
     raise ValueError(
         f"invalid bias = {bias!r}: must be a number in [0, 1) (the bias feature's value v, rows [x*sqrt(1 - v**2), v]; 0 = no bias feature), True (sqrt(1/2)), False or None"
     )

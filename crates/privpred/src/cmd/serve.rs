@@ -141,7 +141,8 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
             .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         return Ok(Arc::new(m));
     }
-    let loaded = privpred_linear::artifact::load(path)
+    // the same bytes give the model and its id (SHA-256), so the ledger is keyed by what is served
+    let loaded = privpred_linear::artifact::load_from_bytes(path, &bytes)
         .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
     if let Some(seed) = loaded.experiment_seed() {
         return Err(usage(format!(
