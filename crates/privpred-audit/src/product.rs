@@ -1,5 +1,11 @@
 //! The product's samplers, as the audit calls them: thin re-exports of
 //! `privpred_core::noise`, so that every audited draw is the noise the product releases.
+//!
+//! These take the untyped [`Noise`] on purpose: the audit's simulations build their own
+//! worst-case mechanisms (shifted noise on a chosen pair, selections over constructed scores)
+//! that are deliberately independent of a method's [`privpred_core::Mechanism`], so that an
+//! error in how a calibration names its mechanism cannot hide from the audit. The samplers
+//! are the same functions `Mechanism::perturb` / `Mechanism::select` call.
 
 use privpred_core::{CoreError, Noise};
 use rand::Rng;

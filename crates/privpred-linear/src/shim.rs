@@ -16,28 +16,13 @@ pub fn calibrate(
 pub use privpred_core::dpsgd::DpSgdSchedule;
 
 /// Adds one draw of `noise` (ℓ2-Laplace or Gaussian, all coordinates jointly) to `v`.
-/// `noise` is a [`Noise`] or a [`privpred_core::VectorNoise`].
+/// `noise` is a [`Noise`] or a [`privpred_core::VectorNoise`]. Left for loss perturbation's
+/// module (issue #17: its draws are to go through `Mechanism::perturb` like the other
+/// methods'); every other release draws through the calibration's `Mechanism`.
 pub fn add_noise<R: Rng + ?Sized, N: Into<Noise> + Copy>(
     noise: &N,
     rng: &mut R,
     v: &mut [f64],
 ) -> Result<()> {
     Ok((*noise).into().add_to(rng, v)?)
-}
-
-/// One draw of the exponential mechanism P(k) ∝ exp(β·scores_k).
-pub fn exp_mech<R: Rng + ?Sized>(rng: &mut R, scores: &[u32], beta: f64) -> Result<usize> {
-    Ok(privpred_core::noise::sample_exponential_mechanism(
-        rng, scores, beta,
-    )?)
-}
-
-/// One draw of the calibrated selection mechanism (exponential mechanism or permute-and-flip)
-/// over `scores` (vote counts or logits).
-pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
-    noise: &Noise,
-    rng: &mut R,
-    scores: &[T],
-) -> Result<usize> {
-    Ok(noise.select(rng, scores)?)
 }

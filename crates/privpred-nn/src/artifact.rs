@@ -236,17 +236,17 @@ impl NnModel {
             ModelKind::Teachers => {
                 self.beta()?;
                 // the calibrated selection: exponential mechanism, or permute-and-flip
-                let noise = self
+                let mechanism = self
                     .header
                     .calibration
                     .as_ref()
-                    .map(|c| c.noise())
+                    .map(|c| c.mechanism)
                     .ok_or_else(|| NnError::Shape("teachers without calibration".into()))?;
                 logits
                     .iter()
                     .map(|ls| {
                         let votes = self.votes(ls);
-                        let y = noise.select(rng, &votes)?;
+                        let y = mechanism.select(rng, &votes)?;
                         Ok(Answer {
                             label: y as u32,
                             scores: None,

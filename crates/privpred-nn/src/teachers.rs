@@ -75,24 +75,25 @@ impl VoteMatrix {
 
     /// One private answer per query: the exponential mechanism with inverse temperature β
     /// over the vote counts (its privacy per answer is 2β, SPEC §4.1: β must come from the
-    /// calibration).
+    /// calibration), drawn by [`privpred_core::Mechanism::Exponential`] over the votes.
     pub fn private_answers(&self, beta: f64, rng: &mut impl Rng) -> Result<Vec<u32>> {
-        (0..self.n)
-            .map(|i| {
-                Ok(privpred_core::noise::exponential_mechanism(rng, self.votes(i), beta)? as u32)
-            })
-            .collect()
+        let mechanism = privpred_core::Mechanism::Exponential {
+            beta,
+            over: privpred_core::Scores::Votes,
+        };
+        self.private_answers_with(&mechanism, rng)
     }
 
-    /// One private answer per query from the calibrated selection `noise` over the votes
-    /// (the exponential mechanism, or permute-and-flip in `tight` with δ = 0).
+    /// One private answer per query from the calibrated selection `mechanism` over the votes
+    /// (the exponential mechanism, or permute-and-flip in `tight` with δ = 0;
+    /// [`privpred_core::Mechanism::select`], an additive mechanism is an error).
     pub fn private_answers_with(
         &self,
-        noise: &privpred_core::Noise,
+        mechanism: &privpred_core::Mechanism,
         rng: &mut impl Rng,
     ) -> Result<Vec<u32>> {
         (0..self.n)
-            .map(|i| Ok(noise.select(rng, self.votes(i))? as u32))
+            .map(|i| Ok(mechanism.select(rng, self.votes(i))? as u32))
             .collect()
     }
 

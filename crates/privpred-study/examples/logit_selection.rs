@@ -10,7 +10,7 @@
 //! `cargo run --release -p privpred-study --example logit_selection` (MNIST cached).
 
 use privpred_core::calibrate::{CalibrationRequest, calibrate, logit_selection_beta};
-use privpred_core::{Budget, CalibrationMode, Method, Noise, Privacy, seeded_rng};
+use privpred_core::{Budget, CalibrationMode, Mechanism, Method, Privacy, Scores, seeded_rng};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing};
 use privpred_linear::train::{accuracy_of, logits_all};
 use privpred_linear::{GradNorm, LbfgsOptions, fit_logistic};
@@ -20,7 +20,7 @@ const LAMBDAS: [f64; 10] = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1
 const HOLD_DRAWS: usize = 5;
 const TEST_DRAWS: usize = 20;
 
-fn draw(logits: &[f64], c: usize, noise: &Noise, rng: &mut privpred_core::PrivRng) -> Vec<u32> {
+fn draw(logits: &[f64], c: usize, noise: &Mechanism, rng: &mut privpred_core::PrivRng) -> Vec<u32> {
     let mut out = Vec::with_capacity(logits.len() / c);
     let mut buf = vec![0.0; c];
     for l in logits.chunks_exact(c) {
@@ -28,7 +28,7 @@ fn draw(logits: &[f64], c: usize, noise: &Noise, rng: &mut privpred_core::PrivRn
             out.push(noise.select(rng, l).unwrap() as u32);
         } else {
             buf.copy_from_slice(l);
-            noise.add_to(rng, &mut buf).unwrap();
+            noise.perturb(rng, &mut buf).unwrap();
             let mut b = 0;
             for k in 1..c {
                 if buf[k] > buf[b] {
@@ -88,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for eps in [0.1, 1.0, 10.0] {
         for b in [1u64, 10, 100, 1000] {
             for mech in ["l2-laplace", "exponential", "permute-and-flip"] {
-                let noise_at = |n: usize, l: f64| -> Noise {
+                let noise_at = |n: usize, l: f64| -> Mechanism {
                     let sens = 2.0 * std::f64::consts::SQRT_2 / (n as f64 * l);
                     match mech {
                         "l2-laplace" => {
@@ -100,13 +100,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             r.budget = Budget::finite(b).unwrap();
                             r.n = Some(n);
                             r.lambda = Some(l);
-                            calibrate(&r).unwrap().noise()
+                            calibrate(&r).unwrap().mechanism
                         }
-                        "exponential" => Noise::Exponential {
+                        "exponential" => Mechanism::Exponential {
                             beta: logit_selection_beta(eps, b, sens),
+                            over: Scores::Logits,
                         },
-                        _ => Noise::PermuteAndFlip {
+                        _ => Mechanism::PermuteAndFlip {
                             beta: logit_selection_beta(eps, b, sens),
+                            over: Scores::Logits,
                         },
                     }
                 };

@@ -151,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mu = rho_eff / n as f64;
                 let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r);
                 let mut bvec = vec![0.0; d * c];
-                cal.noise().add_to(&mut rng, &mut bvec)?;
+                cal.mechanism.perturb(&mut rng, &mut bvec)?;
                 let mut o = obj.clone();
                 o.linear = Some(bvec.clone());
                 let pw = KfacPreconditioner::at(moment.clone(), &design, &warm.theta, mu)?;

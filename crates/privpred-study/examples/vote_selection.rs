@@ -3,7 +3,7 @@
 //! preprocessing, bias on), both at β = ε/(2B); test accuracy mean ± std of 20 draws on one
 //! partition. `cargo run --release -p privpred-study --example vote_selection`.
 
-use privpred_core::{Noise, seeded_rng};
+use privpred_core::{Mechanism, Scores, seeded_rng};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing};
 use privpred_linear::methods::{teacher_lbfgs_options, train_teachers};
 use privpred_linear::train::accuracy_of;
@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for eps in [0.1, 1.0, 10.0] {
         for b in [1u64, 10, 100, 1000] {
             let beta = eps / (2.0 * b as f64);
-            let run = |noise: Noise, salt: u64| {
+            let run = |noise: Mechanism, salt: u64| {
                 let a: Vec<f64> = (0..20u64)
                     .into_par_iter()
                     .map(|r| {
@@ -53,8 +53,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             println!(
                 "| {eps} | {b} | {} | {} |",
-                run(Noise::Exponential { beta }, 1),
-                run(Noise::PermuteAndFlip { beta }, 2)
+                run(
+                    Mechanism::Exponential {
+                        beta,
+                        over: Scores::Votes
+                    },
+                    1
+                ),
+                run(
+                    Mechanism::PermuteAndFlip {
+                        beta,
+                        over: Scores::Votes
+                    },
+                    2
+                )
             );
         }
     }

@@ -575,7 +575,7 @@ pub fn run_unit(
                         budget,
                         repetition: r,
                         accuracy: privpred_nn::train::accuracy(
-                            &votes.private_answers_with(&cal.noise(), &mut rng)?,
+                            &votes.private_answers_with(&cal.mechanism, &mut rng)?,
                             &test_labels,
                         ),
                         nonprivate_accuracy: nonpriv,
@@ -583,7 +583,7 @@ pub fn run_unit(
                         test_size,
                         teachers: Some(teachers),
                         clip: None,
-                        noise: cal.noise().distribution_name().into(),
+                        noise: cal.mechanism.distribution_name().into(),
                         noise_param: beta,
                         noise_multiplier: None,
                         valid_guarantee: cal.is_valid(),

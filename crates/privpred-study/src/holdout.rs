@@ -168,21 +168,20 @@ pub fn votes_draws(
         dpsgd: &runner.dpsgd_config(),
         neighbours: runner.options_ref().neighbours,
     })?;
-    let beta = match cal.mechanism {
-        Mechanism::Exponential { beta, .. } => beta,
-        _ => {
-            let other = cal.noise();
-            return Err(StudyError::Compute {
-                context: g.id(),
-                message: format!("subsample-and-aggregate calibrated with {other:?}"),
-            });
-        }
-    };
+    // the hold-out study measures the exponential mechanism over the votes; the draws are
+    // made by the calibration's own mechanism
+    if !matches!(cal.mechanism, Mechanism::Exponential { .. }) {
+        let other = cal.noise();
+        return Err(StudyError::Compute {
+            context: g.id(),
+            message: format!("subsample-and-aggregate calibrated with {other:?}"),
+        });
+    }
     let mut rng = rng_for(seed, &format!("holdout/{}", g.id()));
     let accuracies = (0..draws)
         .map(|_| {
             Ok(accuracy_of(
-                &votes.private_labels(beta, &mut rng)?,
+                &votes.private_labels_with(&cal.mechanism, &mut rng)?,
                 &p.hold.labels,
             ))
         })

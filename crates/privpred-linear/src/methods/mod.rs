@@ -35,10 +35,12 @@
 //!   ([`loss_perturbation_fit`]) only saves iterations (to the same gradient tolerance), and so
 //!   does a preconditioner shared by every noise draw ([`LossPerturbationPreconditioner`]).
 //!
-//! # Where the noise is read
-//! Each method module reads σ, β or its mechanism from a [`Calibration`] in one small private
-//! function (`noise_of` in each module), so a change of how calibrations carry their noise
-//! touches one function per method.
+//! # Who draws the noise
+//! The mechanism a calibration names is the one that samples: model sensitivity, prediction
+//! sensitivity and subsample-and-aggregate draw through [`privpred_core::Mechanism::perturb`]
+//! and [`privpred_core::Mechanism::select`] on `calibration.mechanism` (same draws from the
+//! same generator as the old `Noise` samplers; `scripts/equality_check.sh`). Loss perturbation
+//! and DP-SGD read their noise in one small private function each (`noise_of`).
 
 pub mod config;
 pub mod cv;

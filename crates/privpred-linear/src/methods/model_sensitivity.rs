@@ -10,9 +10,8 @@ use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredic
 use super::{Reuse, Scores};
 use crate::error::Result;
 use crate::model::LinearModel;
-use crate::shim;
 use crate::train::{self, Optimization};
-use privpred_core::{Calibration, Method, Noise};
+use privpred_core::{Calibration, Method};
 use privpred_data::Dataset;
 use rand::Rng;
 use std::sync::Arc;
@@ -29,11 +28,6 @@ pub struct ModelFit {
     pub model: Arc<LinearModel>,
     /// ‖∇J(θ̂)‖₂ and the bound γ the guarantee assumed (certified fits only).
     pub optimization: Option<Optimization>,
-}
-
-/// The noise model sensitivity adds to θ* (the one read of its calibration's noise).
-fn noise_of(calibration: &Calibration) -> Noise {
-    calibration.noise()
 }
 
 /// θ*(λ) for a release or a selection: a release whose calibration assumed a gradient-norm
@@ -61,14 +55,15 @@ pub(crate) fn model_fit(fit: &Fit<'_>, reuse: &Reuse) -> Result<ModelFit> {
 }
 
 /// Model sensitivity from a (shared) non-private fit: θ* + one draw of the calibrated noise
-/// over all D·C coordinates jointly.
+/// over all D·C coordinates jointly, drawn by the calibration's own mechanism (output
+/// perturbation, [`privpred_core::Mechanism::perturb`]; any other mechanism is an error).
 pub fn perturb_model<R: Rng + ?Sized>(
     base: &LinearModel,
     calibration: &Calibration,
     rng: &mut R,
 ) -> Result<LinearModel> {
     let mut m = base.clone();
-    shim::add_noise(&noise_of(calibration), rng, &mut m.theta)?;
+    calibration.mechanism.perturb(rng, &mut m.theta)?;
     Ok(m)
 }
 

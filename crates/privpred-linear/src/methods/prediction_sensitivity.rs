@@ -12,9 +12,8 @@ use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredic
 use super::{Reuse, Scores};
 use crate::error::Result;
 use crate::model::{LinearModel, argmax};
-use crate::shim;
 use crate::train;
-use privpred_core::{Answer, Calibration, Method, Noise};
+use privpred_core::{Answer, Calibration, Method};
 use privpred_data::Dataset;
 use rand::Rng;
 
@@ -22,33 +21,29 @@ use rand::Rng;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PredictionSensitivity;
 
-/// The mechanism of each answer (the one read of its calibration's noise): additive noise on
-/// the logits, or a selection over them.
-fn noise_of(calibration: &Calibration) -> Noise {
-    calibration.noise()
-}
-
 /// Prediction sensitivity from (shared) non-private logits (row-major `n × c`): one noise
 /// draw in R^C per answer, then arg-max; or, where the calibration is a selection over the
-/// logits (`tight`, δ = 0, label only), one draw of that selection per answer.
+/// logits (`tight`, δ = 0, label only), one draw of that selection per answer. Every draw is
+/// made by the calibration's mechanism ([`privpred_core::Mechanism::perturb`] /
+/// [`privpred_core::Mechanism::select`]).
 pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
     logits: &[f64],
     c: usize,
     calibration: &Calibration,
     rng: &mut R,
 ) -> Result<Vec<u32>> {
-    let noise = &noise_of(calibration);
+    let mechanism = &calibration.mechanism;
     let mut out = Vec::with_capacity(logits.len() / c.max(1));
-    if noise.is_selection() {
+    if mechanism.is_selection() {
         for l in logits.chunks_exact(c) {
-            out.push(shim::select(noise, rng, l)? as u32);
+            out.push(mechanism.select(rng, l)? as u32);
         }
         return Ok(out);
     }
     let mut buf = vec![0.0; c];
     for l in logits.chunks_exact(c) {
         buf.copy_from_slice(l);
-        shim::add_noise(noise, rng, &mut buf)?;
+        mechanism.perturb(rng, &mut buf)?;
         out.push(argmax(&buf) as u32);
     }
     Ok(out)
@@ -62,16 +57,16 @@ pub(crate) fn answer<R: Rng + ?Sized>(
     x: &[f32],
     rng: &mut R,
 ) -> Result<Answer> {
-    let noise = &noise_of(calibration);
+    let mechanism = &calibration.mechanism;
     let mut l = model.logits(x);
-    if noise.is_selection() {
+    if mechanism.is_selection() {
         // label only: a selection over the logits (tight, δ = 0)
         return Ok(Answer {
-            label: shim::select(noise, rng, &l)? as u32,
+            label: mechanism.select(rng, &l)? as u32,
             scores: None,
         });
     }
-    shim::add_noise(noise, rng, &mut l)?;
+    mechanism.perturb(rng, &mut l)?;
     Ok(Answer {
         label: argmax(&l) as u32,
         scores: Some(l),
@@ -155,10 +150,7 @@ mod tests {
         c.lambda = 0.1;
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(42);
         let p = train_private(&c, &ds, &mut rng).unwrap();
-        let sigma = match p.calibration.noise() {
-            Noise::Gaussian { sigma } => sigma,
-            n => panic!("{n:?}"),
-        };
+        let sigma = p.calibration.mechanism.gaussian_sigma().unwrap();
         let PredictorKind::NoisyLogits { model } = &p.kind else {
             panic!()
         };

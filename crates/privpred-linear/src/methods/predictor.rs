@@ -357,8 +357,10 @@ impl PrivatePredictor {
                 prediction_sensitivity_labels(&l, model.c, &self.calibration, rng)
             }
             PredictorKind::Teachers { teachers } => {
-                let noise = &subsample_aggregate::noise_of(&self.calibration)?;
-                teachers.vote_matrix(ds)?.private_labels_with(noise, rng)
+                let mechanism = subsample_aggregate::mechanism_of(&self.calibration)?;
+                teachers
+                    .vote_matrix(ds)?
+                    .private_labels_with(mechanism, rng)
             }
         }
     }

@@ -11,8 +11,7 @@ use super::teachers::{Teachers, train_teachers};
 use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
 use super::{Reuse, Scores};
 use crate::error::{LinearError, Result};
-use crate::shim;
-use privpred_core::{Answer, Calibration, Method, Noise};
+use privpred_core::{Answer, Calibration, Mechanism, Method};
 use privpred_data::Dataset;
 use rand::Rng;
 
@@ -20,15 +19,16 @@ use rand::Rng;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SubsampleAggregate;
 
-/// The selection mechanism over the votes (the one read of its calibration's noise): the
+/// The selection mechanism over the votes (the one read of its calibration's mechanism): the
 /// exponential mechanism or permute-and-flip; anything else is refused.
-pub(crate) fn noise_of(calibration: &Calibration) -> Result<Noise> {
-    let noise = calibration.noise();
-    if noise.is_selection() {
-        Ok(noise)
+pub(crate) fn mechanism_of(calibration: &Calibration) -> Result<&Mechanism> {
+    let mechanism = &calibration.mechanism;
+    if mechanism.is_selection() {
+        Ok(mechanism)
     } else {
         Err(LinearError::Numerical(format!(
-            "subsample-and-aggregate with {noise:?} noise"
+            "subsample-and-aggregate with {:?} noise",
+            calibration.noise()
         )))
     }
 }
@@ -40,10 +40,10 @@ pub(crate) fn answer<R: Rng + ?Sized>(
     x: &[f32],
     rng: &mut R,
 ) -> Result<Answer> {
-    let noise = &noise_of(calibration)?;
+    let mechanism = mechanism_of(calibration)?;
     let v = teachers.votes(x);
     Ok(Answer {
-        label: shim::select(noise, rng, &v)? as u32,
+        label: mechanism.select(rng, &v)? as u32,
         scores: None,
     })
 }
@@ -100,12 +100,14 @@ impl PrivateMethod for SubsampleAggregate {
         queries: &Dataset,
         rng: &mut R,
     ) -> Result<Draw> {
-        let noise = &noise_of(fit.calibration)?;
+        let mechanism = mechanism_of(fit.calibration)?;
         Draw::timed(
             || Ok(()),
             |()| match scores {
-                Scores::Votes(v) if v.n == queries.n => v.private_labels_with(noise, rng),
-                _ => shared.vote_matrix(queries)?.private_labels_with(noise, rng),
+                Scores::Votes(v) if v.n == queries.n => v.private_labels_with(mechanism, rng),
+                _ => shared
+                    .vote_matrix(queries)?
+                    .private_labels_with(mechanism, rng),
             },
         )
     }

@@ -6,9 +6,8 @@ use crate::error::{LinearError, Result};
 use crate::kernel::{self, Design, KernelParams};
 use crate::lbfgs::LbfgsOptions;
 use crate::model::LinearModel;
-use crate::shim;
 use crate::train::{Objective, check_classes, check_lambda};
-use privpred_core::Noise;
+use privpred_core::Mechanism;
 use privpred_data::{Dataset, UnitBallDataset};
 use rand::{Rng, RngExt};
 use rayon::prelude::*;
@@ -41,24 +40,28 @@ pub struct VoteMatrix {
 }
 
 impl VoteMatrix {
-    /// One draw of the exponential mechanism per query: P(k) ∝ exp(β·votes_k).
+    /// One draw of the exponential mechanism per query: P(k) ∝ exp(β·votes_k)
+    /// ([`Mechanism::Exponential`] over the votes; a calibrated release uses
+    /// [`VoteMatrix::private_labels_with`] and the calibration's own mechanism).
     pub fn private_labels<R: Rng + ?Sized>(&self, beta: f64, rng: &mut R) -> Result<Vec<u32>> {
-        self.counts
-            .chunks_exact(self.c)
-            .map(|v| Ok(shim::exp_mech(rng, v, beta)? as u32))
-            .collect()
+        let mechanism = Mechanism::Exponential {
+            beta,
+            over: privpred_core::Scores::Votes,
+        };
+        self.private_labels_with(&mechanism, rng)
     }
 
-    /// One draw per query of the calibrated selection mechanism over the votes: the
-    /// exponential mechanism or permute-and-flip (`tight`, δ = 0), as `noise` names it.
+    /// One draw per query of the calibrated selection `mechanism` over the votes: the
+    /// exponential mechanism or permute-and-flip (`tight`, δ = 0)
+    /// ([`Mechanism::select`]; an additive mechanism is an error).
     pub fn private_labels_with<R: Rng + ?Sized>(
         &self,
-        noise: &Noise,
+        mechanism: &Mechanism,
         rng: &mut R,
     ) -> Result<Vec<u32>> {
         self.counts
             .chunks_exact(self.c)
-            .map(|v| Ok(shim::select(noise, rng, v)? as u32))
+            .map(|v| Ok(mechanism.select(rng, v)? as u32))
             .collect()
     }
 

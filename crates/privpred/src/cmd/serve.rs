@@ -187,7 +187,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         classes: predictor.classes(),
         // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
         // mechanism) release the label only
-        releases_scores: cal.method != Method::SubsampleAggregate && !cal.noise().is_selection(),
+        releases_scores: cal.method != Method::SubsampleAggregate && !cal.mechanism.is_selection(),
         preprocessing: loaded.preprocessing.steps(),
         test_fixture: false,
         guarantee: cal,
