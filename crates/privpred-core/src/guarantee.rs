@@ -112,12 +112,15 @@ pub struct CertifiedFit {
 }
 
 /// The result of calibrating a method: the guarantee and the mechanism that delivers it.
+///
+/// The method is not stored beside the mechanism: [`Calibration::method`] is
+/// [`Mechanism::method`], so a calibration whose method disagrees with its mechanism cannot be
+/// built (every mechanism belongs to exactly one method). The serialised record still writes
+/// the `method` key first, byte for byte as before, and reading a record checks that its
+/// `noise` is one its `method` releases ([`Mechanism::from_record`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "CalibrationRecord", try_from = "CalibrationRecord")]
 pub struct Calibration {
-    /// Which method (always `mechanism.method()`; [`crate::validate::check_calibration`]
-    /// refuses a value where they differ).
-    pub method: Method,
     /// What is promised.
     pub guarantee: Guarantee,
     /// What is released.
@@ -136,7 +139,6 @@ impl Calibration {
     /// A calibration of `mechanism` for `guarantee`, with no notes and no certificate.
     pub fn new(guarantee: Guarantee, mechanism: Mechanism, assumptions: Assumptions) -> Self {
         Calibration {
-            method: mechanism.method(),
             guarantee,
             mechanism,
             assumptions,
@@ -151,6 +153,12 @@ impl Calibration {
         let reason = reason.into();
         self.notes.push(reason.clone());
         self.guarantee.validity.add(reason);
+    }
+
+    /// Which method: the one that releases through [`Calibration::mechanism`]
+    /// ([`Mechanism::method`]), consistent with it by construction.
+    pub fn method(&self) -> Method {
+        self.mechanism.method()
     }
 
     /// The target (ε, δ).
@@ -197,8 +205,8 @@ impl Calibration {
     /// (`has_key = false`) with [`Neighbours::legacy`], adding [`Neighbours::legacy_note`].
     pub fn relabel_legacy(&mut self, has_key: bool) {
         if !has_key {
-            self.guarantee.neighbours = Neighbours::legacy(self.method);
-            self.notes.push(Neighbours::legacy_note(self.method));
+            self.guarantee.neighbours = Neighbours::legacy(self.method());
+            self.notes.push(Neighbours::legacy_note(self.method()));
         }
     }
 }
@@ -248,7 +256,7 @@ impl From<Calibration> for CalibrationRecord {
     fn from(c: Calibration) -> Self {
         let x = c.mechanism.record_extras();
         CalibrationRecord {
-            method: c.method,
+            method: c.method(),
             calibration: c.guarantee.mode,
             privacy: c.guarantee.privacy,
             budget: c.guarantee.budget,
@@ -277,7 +285,10 @@ impl TryFrom<CalibrationRecord> for Calibration {
             sampling_rate: r.sampling_rate,
             steps: r.steps,
         };
+        // the record's method selects how its noise is read; the mechanism built belongs to
+        // that method (`from_record` maps each method to its own variants only)
         let mechanism = Mechanism::from_record(r.method, r.noise, extras)?;
+        debug_assert_eq!(mechanism.method(), r.method);
         let validity = if r.valid_guarantee {
             Validity::Valid
         } else {
@@ -293,7 +304,6 @@ impl TryFrom<CalibrationRecord> for Calibration {
             Validity::Invalid { reasons }
         };
         Ok(Calibration {
-            method: r.method,
             guarantee: Guarantee {
                 privacy: r.privacy,
                 budget: r.budget,

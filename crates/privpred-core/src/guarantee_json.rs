@@ -16,7 +16,7 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
         }
     };
     let mut v = json!({
-        "method": c.method.name(),
+        "method": c.method().name(),
         "calibration": c.mode().name(),
         "neighbours": c.neighbours().name(),
         "epsilon": c.epsilon(),

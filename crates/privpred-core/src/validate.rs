@@ -45,7 +45,7 @@ fn non_negative(name: &'static str, v: f64) -> Result<()> {
 /// λ finite ≥ 0 where given; and the mechanism's statistics (ρ, σ multiplier, ε spent,
 /// sampling rate q ∈ (0, 1], steps ≥ 1) in range.
 pub fn check_calibration(cal: &Calibration) -> Result<()> {
-    let m = cal.method;
+    let m = cal.method();
     if !m.supports_pure_dp() && cal.guarantee.privacy.is_pure() {
         return Err(CoreError::invalid("delta", 0.0, format!("{m} needs δ > 0")));
     }
@@ -104,10 +104,10 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
     Ok(())
 }
 
-/// The mechanism is `cal.method`'s (a selection over the logits only in `tight` with δ = 0)
-/// and its noise parameter finite > 0.
+/// The mechanism is a selection over the logits only in `tight` with δ = 0, and its noise
+/// parameter is finite > 0. (It is always `cal.method()`'s: the method is derived from it.)
 fn check_mechanism(cal: &Calibration) -> Result<()> {
-    let m = cal.method;
+    let m = cal.method();
     let mech = &cal.mechanism;
     let label_only_logits = matches!(
         mech,
@@ -121,7 +121,7 @@ fn check_mechanism(cal: &Calibration) -> Result<()> {
     );
     let tight_pure =
         cal.guarantee.mode == CalibrationMode::Tight && cal.guarantee.privacy.is_pure();
-    if mech.method() != m || (label_only_logits && !tight_pure) {
+    if label_only_logits && !tight_pure {
         return Err(CoreError::invalid(
             "noise",
             format!("{:?}", mech.noise()),
@@ -217,13 +217,31 @@ mod tests {
                     }),
                     "{m}"
                 );
-                // another method's name over this method's noise and budget
+                // another method's mechanism over this method's budget (the method follows the
+                // mechanism: the two cannot disagree)
+                let other = if m.is_private_training() {
+                    Mechanism::Exponential {
+                        beta: 1.0,
+                        over: Scores::Votes,
+                    }
+                } else {
+                    Mechanism::DpSgd {
+                        noise_multiplier: 1.0,
+                        sampling_rate: None,
+                        steps: None,
+                        epsilon_spent: None,
+                    }
+                };
+                let mut x = c.clone();
+                x.mechanism = other;
+                assert_eq!(x.method(), other.method(), "{m}");
+                assert!(check_calibration(&x).is_err(), "{m}");
+                // another method's name in a record: refused on read, or by the check
+                let mut v = serde_json::to_value(&c).unwrap();
+                v["method"] = serde_json::to_value(other.method()).unwrap();
                 assert!(
-                    bad(&|x| x.method = if m.is_private_training() {
-                        Method::SubsampleAggregate
-                    } else {
-                        Method::DpSgd
-                    }),
+                    serde_json::from_value::<Calibration>(v)
+                        .map_or(true, |x| check_calibration(&x).is_err()),
                     "{m}"
                 );
                 assert!(

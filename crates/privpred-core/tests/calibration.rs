@@ -68,7 +68,7 @@ fn every_method_mode_and_delta_calibrates() {
                 let c = c.unwrap_or_else(|e| panic!("{m} {mode} {delta}: {e}"));
                 let a = noise_amount(&c.noise());
                 assert!(a.is_finite() && a > 0.0);
-                assert_eq!(c.method, m);
+                assert_eq!(c.method(), m);
                 assert_eq!(c.mode(), mode);
                 if m.is_private_training() {
                     assert_eq!(c.budget(), Budget::Unlimited);

@@ -89,7 +89,7 @@ fn request(
 /// the old struct reads the record and writes it back byte for byte, and the record reads
 /// back into the same typed value.
 fn check_round_trip(c: &Calibration) -> Result<(), TestCaseError> {
-    prop_assert_eq!(c.mechanism.method(), c.method);
+    prop_assert_eq!(c.mechanism.method(), c.method());
     let s = serde_json::to_string(c).unwrap();
     let back: Calibration = serde_json::from_str(&s).unwrap();
     prop_assert_eq!(&back, c);

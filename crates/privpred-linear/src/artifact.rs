@@ -334,10 +334,11 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         .ok_or("private model without its guarantee")?;
     let cal = &p.calibration;
     check_calibration(cal).map_err(|e| format!("guarantee: {e}"))?;
-    if !methods.contains(&cal.method) {
+    if !methods.contains(&cal.method()) {
         return Err(format!(
             "model kind `{}` cannot carry a {} guarantee",
-            h.kind, cal.method
+            h.kind,
+            cal.method()
         ));
     }
     let variant_ok = matches!(

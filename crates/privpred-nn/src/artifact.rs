@@ -429,10 +429,11 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         .as_ref()
         .ok_or("a private model without its guarantee")?;
     check_calibration(cal).map_err(|e| format!("guarantee: {e}"))?;
-    if cal.method != method {
+    if cal.method() != method {
         return Err(format!(
             "a {:?} model cannot carry a {} guarantee",
-            h.kind, cal.method
+            h.kind,
+            cal.method()
         ));
     }
     if cal.assumptions.classes != c.classes {

@@ -144,7 +144,7 @@ pub mod wire {
         /// The method's record from the fields its method needs; a field the method does not
         /// have, or a missing one it needs, is refused (never written by any build).
         fn try_from(w: Predictor) -> Result<Self, String> {
-            let method = w.calibration.method;
+            let method = w.calibration.method();
             let need = |v: Option<f64>, name: &str| {
                 v.ok_or_else(|| format!("a {method} predictor without its {name}"))
             };
@@ -255,7 +255,7 @@ impl PrivatePredictor {
 
     /// The method.
     pub fn method(&self) -> Method {
-        self.calibration.method
+        self.calibration.method()
     }
 
     /// λ used for training (model/loss/prediction sensitivity), or the teachers' λ.

@@ -93,10 +93,10 @@ pub fn calibrate(cfg: &MethodConfig, n: usize, classes: usize) -> Result<Calibra
 impl SharedFit {
     /// The shared fit of `fit.cfg.method` ([`PrivateMethod::fit_shared`] of its module).
     pub fn fit<R: Rng + ?Sized>(fit: &Fit<'_>, reuse: &Reuse, rng: &mut R) -> Result<Self> {
-        if fit.calibration.method != fit.cfg.method {
+        if fit.calibration.method() != fit.cfg.method {
             return Err(LinearError::invalid(
                 "calibration",
-                fit.calibration.method,
+                fit.calibration.method(),
                 format!("must be the configuration's method, {}", fit.cfg.method),
             ));
         }
@@ -151,14 +151,14 @@ impl SharedFit {
     }
 
     fn check(&self, fit: &Fit<'_>) -> Result<()> {
-        if self.method() != fit.cfg.method || fit.calibration.method != fit.cfg.method {
+        if self.method() != fit.cfg.method || fit.calibration.method() != fit.cfg.method {
             return Err(LinearError::invalid(
                 "method",
                 fit.cfg.method,
                 format!(
                     "a shared fit of {} with a {} calibration",
                     self.method(),
-                    fit.calibration.method
+                    fit.calibration.method()
                 ),
             ));
         }

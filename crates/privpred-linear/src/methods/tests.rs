@@ -146,7 +146,7 @@ fn every_method_dispatches_to_its_module() {
         }
         .unwrap();
         assert_eq!(cal, own, "{m}");
-        assert_eq!(cal.method, m);
+        assert_eq!(cal.method(), m);
         let fit = Fit {
             cfg: &c,
             train: &ds,

@@ -65,7 +65,7 @@ impl LinearRunner {
         clip: Option<f64>,
         teachers: usize,
     ) -> MethodConfig {
-        let mut cfg = MethodConfig::new(cal.method, cal.mode(), cal.privacy(), cal.budget());
+        let mut cfg = MethodConfig::new(cal.method(), cal.mode(), cal.privacy(), cal.budget());
         cfg.neighbours = cal.neighbours();
         if let Some(l) = lambda {
             cfg.lambda = l;
@@ -176,7 +176,7 @@ impl LinearRunner {
         if !matches!(
             method,
             Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation
-        ) || cal.method != method
+        ) || cal.method() != method
         {
             return Err(StudyError::Compute {
                 context: "cross-validation".into(),

@@ -100,14 +100,14 @@ pub fn to_text(c: &Calibration) -> String {
     };
     s.push_str(&format!(
         "{} ({} calibration): ({}, {})-differential privacy for {}, {} neighbours.\n",
-        c.method,
+        c.method(),
         c.mode(),
         c.epsilon(),
         c.delta(),
         budget,
         c.neighbours()
     ));
-    let what = match c.method {
+    let what = match c.method() {
         Method::ModelSensitivity => "added once to the trained weights θ",
         Method::LossPerturbation => "the random linear term b added to the training objective",
         Method::DpSgd => "added to the sum of clipped per-example gradients at every step",

@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         StoredModel::Private(p) => {
             let c = &p.calibration;
             json!({
-                "method": c.method.name(), "calibration": c.mode().name(),
+                "method": c.method().name(), "calibration": c.mode().name(),
                 "neighbours": c.neighbours().name(),
                 "epsilon": c.epsilon(), "delta": c.delta(), "budget": c.budget().get(),
                 "valid_guarantee": c.is_valid(), "n": c.assumptions.n, "lambda": p.lambda(),

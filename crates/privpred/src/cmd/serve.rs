@@ -157,7 +157,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         ))
     })?;
     let cal = predictor.calibration.clone();
-    let budget = if cal.method.is_private_training() {
+    let budget = if cal.method().is_private_training() {
         Budget::Unlimited
     } else {
         match cal.budget() {
@@ -166,7 +166,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
                 return Err(usage(format!(
                     "--model {}: a {} model must state a finite budget B",
                     path.display(),
-                    cal.method
+                    cal.method()
                 )));
             }
         }
@@ -181,13 +181,14 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
     }
     let info = ModelInfo {
         model_id: sha256_hex(&bytes),
-        method: cal.method,
+        method: cal.method(),
         budget,
         input_dim: loaded.preprocessing.input_dim(),
         classes: predictor.classes(),
         // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
         // mechanism) release the label only
-        releases_scores: cal.method != Method::SubsampleAggregate && !cal.mechanism.is_selection(),
+        releases_scores: cal.method() != Method::SubsampleAggregate
+            && !cal.mechanism.is_selection(),
         preprocessing: loaded.preprocessing.steps(),
         test_fixture: false,
         guarantee: cal,
