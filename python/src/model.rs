@@ -6,6 +6,7 @@ use crate::errors::{self, BudgetExhausted, data, invalid, linear};
 use crate::guarantee::{self, calibration_json};
 use crate::ledger::DurableLedger;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
+use privpred_core::ParamGuard;
 use privpred_core::noise::{release_rng, seeded_rng};
 use privpred_core::{Budget, CalibrationMode, Method, Neighbours, PrivRng, Privacy};
 use privpred_data::split::holdout_unit;
@@ -15,7 +16,7 @@ use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, PredictorKind, SeedPolicy};
 use privpred_linear::model::argmax;
 use privpred_linear::train::{LAMBDA_GRID, cv_lambda_nonprivate, logits_all};
-use privpred_linear::{LbfgsOptions, LinearModel, MethodConfig, fit_logistic, train_private};
+use privpred_linear::{LbfgsOptions, LinearModel, TrainParams, fit_logistic, train_private};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use rand::RngExt;
@@ -235,7 +236,9 @@ fn train_impl(
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
                 Some(m) => {
-                    let cfg = config(args, m, 1e-4, 0.0, seed_policy)?;
+                    let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
+                        .check()
+                        .map_err(linear)?;
                     // λ by the mean hold-out accuracy of the CLI's default number of private
                     // draws per value (issue #16)
                     methods::cv_lambda_draws(
@@ -270,13 +273,16 @@ fn train_impl(
             } else {
                 (lambda, 0.0)
             };
-            let mut cfg = config(args, m, own, teacher, seed_policy)?;
+            let mut params = config(args, m, own, teacher, seed_policy)?;
             if m == Method::DpSgd && args.clip.is_none() {
+                let cv_cfg = params.clone().check().map_err(linear)?;
                 let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
-                let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(linear)?;
+                let cv =
+                    methods::cv_clip(&cv_cfg, &tr, &ho, &CLIP_GRID, &mut rng).map_err(linear)?;
                 cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "scores": cv.scores, "chosen": cv.best});
-                cfg.dp_sgd.clip = Some(cv.best);
+                params = params.clip(cv.best);
             }
+            let cfg = params.check_for(train.n).map_err(linear)?;
             StoredModel::Private(Box::new(
                 train_private(&cfg, &train, &mut rng).map_err(linear)?,
             ))
@@ -302,28 +308,31 @@ fn train_impl(
     })
 }
 
-/// The method configuration of the CLI's `train` for these arguments.
+/// The method parameters of the CLI's `train` for these arguments (checked by the caller
+/// with `TrainParams::check_for`; `clip` `None` is left to cross-validation).
 fn config(
     args: &TrainArgs,
     m: Method,
     lambda: f64,
     teacher_lambda: f64,
     seed_policy: SeedPolicy,
-) -> PyResult<MethodConfig> {
+) -> PyResult<TrainParams> {
     let privacy = args.privacy.ok_or_else(|| {
         PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
     })?;
-    let mut cfg = MethodConfig::new(m, args.mode, privacy, args.budget);
-    cfg.neighbours = args.neighbours;
-    cfg.lambda = lambda;
-    cfg.teacher_lambda = teacher_lambda;
-    cfg.teachers = args.teachers.unwrap_or(256);
-    cfg.seed_policy = seed_policy;
-    cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(256);
-    cfg.dp_sgd.epochs = args.epochs.unwrap_or(20.0);
-    cfg.dp_sgd.learning_rate = args.learning_rate.unwrap_or(1.0);
-    cfg.dp_sgd.clip = args.clip;
-    Ok(cfg)
+    let params = TrainParams::new(m, args.mode, privacy, args.budget)
+        .neighbours(args.neighbours)
+        .lambda(lambda)
+        .teacher_lambda(teacher_lambda)
+        .teachers(args.teachers.unwrap_or(256))
+        .seed_policy(seed_policy)
+        .batch_size(args.batch_size.unwrap_or(256))
+        .epochs(args.epochs.unwrap_or(20.0))
+        .learning_rate(args.learning_rate.unwrap_or(1.0));
+    Ok(match args.clip {
+        Some(clip) => params.clip(clip),
+        None => params.without_clip(),
+    })
 }
 
 /// Loads a model artifact written by `privpred train` or `NativeModel.save`. With `ledger`

@@ -150,7 +150,7 @@ pub struct EndToEnd {
 impl EndToEnd {
     /// Builds the pair for `config.method` and records the product's calibration.
     pub fn new(config: MethodConfig, n: usize, seed: u64) -> Result<Self> {
-        let (d, d_prime) = match config.method {
+        let (d, d_prime) = match config.method() {
             privpred_core::Method::LossPerturbation => loss_perturbation_pair(n, seed)?,
             privpred_core::Method::DpSgd => dpsgd_pair(n, seed)?,
             m => {
@@ -174,7 +174,7 @@ impl Mechanism for EndToEnd {
     fn trial(&self, on_neighbour: bool, rng: &mut ChaCha20Rng) -> Result<f64> {
         let ds = if on_neighbour { &self.d_prime } else { &self.d };
         let c = CLASSES;
-        match self.config.method {
+        match self.config.method() {
             privpred_core::Method::LossPerturbation => {
                 let p = train_private(&self.config, ds, rng)
                     .map_err(|e| AuditError::Run(e.to_string()))?;
@@ -184,7 +184,7 @@ impl Mechanism for EndToEnd {
                     .mechanism
                     .rho()
                     .unwrap_or(2.0 * cal.assumptions.l * c as f64 / cal.epsilon());
-                let rho_eff = rho.max(self.d.n as f64 * self.config.lambda);
+                let rho_eff = rho.max(self.d.n as f64 * self.config.lambda());
                 let b_d: f64 = grad_sum(&self.d, theta, rho_eff)
                     .iter()
                     .map(|v| v * v)
@@ -213,9 +213,9 @@ impl Mechanism for EndToEnd {
                     .ok_or_else(|| {
                         AuditError::Run("dp-sgd calibration has no noise multiplier".into())
                     })?;
-                let clip = self.config.dp_sgd.clip.unwrap_or(0.1);
+                let clip = self.config.dp_sgd().clip.unwrap_or(0.1);
                 let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
-                let (model, _) = train_dpsgd(&design, &self.config.dp_sgd, clip, sigma, rng)
+                let (model, _) = train_dpsgd(&design, self.config.dp_sgd(), clip, sigma, rng)
                     .map_err(|e| AuditError::Run(e.to_string()))?;
                 let theta = &model.theta;
                 let r = (DIM - 1) * c;

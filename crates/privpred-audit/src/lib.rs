@@ -423,21 +423,20 @@ pub fn mechanism_for(
     }
 }
 
-/// The product's training configuration for an end-to-end audit of `req`.
-pub fn e2e_config(req: &AuditRequest) -> privpred_linear::MethodConfig {
+/// The product's training configuration for an end-to-end audit of `req`, through the
+/// checked params ([`privpred_linear::TrainParams`]): a value out of range is refused naming
+/// it.
+pub fn e2e_config(req: &AuditRequest) -> Result<privpred_linear::MethodConfig> {
+    use privpred_core::ParamGuard;
     let s = &req.setting;
-    let mut cfg = privpred_linear::MethodConfig::new(
-        req.method,
-        req.calibration,
-        req.privacy,
-        Budget::Unlimited,
-    );
-    cfg.lambda = s.lambda;
-    cfg.dp_sgd.batch_size = s.batch_size;
-    cfg.dp_sgd.epochs = s.epochs;
-    cfg.seed_policy = privpred_linear::SeedPolicy::Seeded { seed: req.seed };
-    cfg.neighbours = s.neighbours;
-    cfg
+    privpred_linear::TrainParams::new(req.method, req.calibration, req.privacy, Budget::Unlimited)
+        .lambda(s.lambda)
+        .batch_size(s.batch_size)
+        .epochs(s.epochs)
+        .seed_policy(privpred_linear::SeedPolicy::Seeded { seed: req.seed })
+        .neighbours(s.neighbours)
+        .check()
+        .map_err(|e| AuditError::Run(e.to_string()))
 }
 
 /// Whether `req` is audited end to end.
@@ -474,7 +473,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
                 "the end-to-end loss-perturbation audit's pair (one label changed) is a replace-one pair; for an add-remove claim audit the noise term with --noise-term".into(),
             ));
         }
-        let e = e2e::EndToEnd::new(e2e_config(req), n, req.seed)?;
+        let e = e2e::EndToEnd::new(e2e_config(req)?, n, req.seed)?;
         let cal = e.calibration.clone();
         let pair = match req.method {
             Method::LossPerturbation => format!(

@@ -89,14 +89,17 @@ pub fn write(dir: &Path) {
         .fit(&raw, 0)
         .unwrap();
         let ds = fitted.apply_train(&raw).unwrap();
-        let mut cfg = privpred_linear::MethodConfig::new(
-            method,
-            CalibrationMode::Corrected,
-            Privacy::new(1.0, 0.0).unwrap(),
-            Budget::finite(10).unwrap(),
-        );
-        cfg.teachers = 3;
-        cfg.lambda = 1e-2;
+        let cfg = privpred_core::ParamGuard::check(
+            privpred_linear::TrainParams::new(
+                method,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 0.0).unwrap(),
+                Budget::finite(10).unwrap(),
+            )
+            .teachers(3)
+            .lambda(1e-2),
+        )
+        .unwrap();
         let p = privpred_linear::train_private(&cfg, &ds, &mut rng).unwrap();
         let f = tmp.path().join("m.safetensors");
         privpred_linear::artifact::save(&f, &p, &fitted, serde_json::Value::Null).unwrap();

@@ -25,7 +25,7 @@ use privpred_linear::methods::{
 use privpred_linear::precond::{DataMoment, KfacPreconditioner};
 use privpred_linear::train::Objective;
 use privpred_linear::{
-    GradNorm, LbfgsOptions, LinearModel, MethodConfig, PrecondScaling, Preconditioned, fit_logistic,
+    GradNorm, LbfgsOptions, LinearModel, PrecondScaling, Preconditioned, TrainParams, fit_logistic,
 };
 use rand::SeedableRng;
 use std::collections::HashMap;
@@ -113,14 +113,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let m = warm_fit(lambda, &mut eval_secs)?;
-        let cfg = MethodConfig::new(
-            Method::LossPerturbation,
-            CalibrationMode::Corrected,
-            Privacy::new(eps, delta)?,
-            Budget::Unlimited,
-        );
-        let mut cfg = cfg;
-        cfg.lambda = lambda;
+        let cfg = privpred_core::ParamGuard::check(
+            TrainParams::new(
+                Method::LossPerturbation,
+                CalibrationMode::Corrected,
+                Privacy::new(eps, delta)?,
+                Budget::Unlimited,
+            )
+            .lambda(lambda),
+        )?;
         let cal = privpred_core::calibrate::calibrate(&cfg.request(n, c))?;
         let rho_eff = loss_perturbation_rho_eff(&cal, lambda, n, c);
         let t = Instant::now();

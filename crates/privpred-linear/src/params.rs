@@ -61,14 +61,31 @@ impl TrainParams {
         self.0.dp_sgd.momentum = momentum;
         self
     }
+    /// DP-SGD's hyper-parameters as a whole (batch size, epochs, learning rate, momentum and
+    /// clip, each checked as by its own setter).
+    pub fn dp_sgd(mut self, dp_sgd: DpSgdConfig) -> Self {
+        self.0.dp_sgd = dp_sgd;
+        self
+    }
     /// DP-SGD's clip ν > 0.
     pub fn clip(mut self, clip: f64) -> Self {
         self.0.dp_sgd.clip = Some(clip);
         self
     }
+    /// DP-SGD's clip ν left to be selected ([`crate::methods::cv_clip`] takes the checked
+    /// configuration without one; [`TrainParams::check_for`] refuses DP-SGD without a clip).
+    pub fn without_clip(mut self) -> Self {
+        self.0.dp_sgd.clip = None;
+        self
+    }
     /// The full-data fits' solver options (checked with [`LbfgsParams`]).
     pub fn lbfgs(mut self, opts: LbfgsOptions) -> Self {
         self.0.lbfgs = opts;
+        self
+    }
+    /// The teachers' solver options (checked with [`LbfgsParams`]).
+    pub fn teacher_lbfgs(mut self, opts: LbfgsOptions) -> Self {
+        self.0.teacher_lbfgs = opts;
         self
     }
     /// The recorded seed policy.
@@ -82,12 +99,21 @@ impl TrainParams {
         self
     }
 
-    /// Validates as [`ParamGuard::check`] and against the training-set size `n` (teachers and
-    /// batch size in 1..=n, a finite budget for the prediction-time methods).
+    /// Validates against the training-set size `n` (teachers and batch size in 1..=n, a
+    /// finite budget for the prediction-time methods, DP-SGD's clip set) and then as
+    /// [`ParamGuard::check`]. The size-dependent checks come first, so a refused count names
+    /// its range 1..=n.
     pub fn check_for(self, n: usize) -> Result<MethodConfig> {
-        let cfg = self.check()?;
-        cfg.check(n)?;
-        Ok(cfg)
+        self.0.check(n)?;
+        self.check()
+    }
+}
+
+/// The parameters of an existing configuration, to be changed with the setters and checked
+/// again.
+impl From<MethodConfig> for TrainParams {
+    fn from(cfg: MethodConfig) -> Self {
+        TrainParams(cfg)
     }
 }
 
@@ -107,6 +133,10 @@ impl ParamGuard for TrainParams {
     type Checked = MethodConfig;
     type Error = LinearError;
 
+    /// Checks the values the method uses: λ (> 0 where the calibration divides by it, else
+    /// ≥ 0), the teachers and their λ and solver (subsample-and-aggregate), DP-SGD's
+    /// schedule and clip (DP-SGD), and the full-data solver. Values a method ignores (the
+    /// teachers of a model-sensitivity configuration, say) are not refused, as before.
     fn check_ref(&self) -> Result<&MethodConfig> {
         let c = &self.0;
         match c.method {
@@ -117,11 +147,16 @@ impl ParamGuard for TrainParams {
                 p::non_negative("lambda", c.lambda)?;
             }
         }
-        p::at_least_one("teachers", c.teachers)?;
-        p::non_negative("teacher-lambda", c.teacher_lambda)?;
-        check_dp_sgd(&c.dp_sgd)?;
+        match c.method {
+            Method::SubsampleAggregate => {
+                p::at_least_one("teachers", c.teachers)?;
+                p::non_negative("teacher-lambda", c.teacher_lambda)?;
+                LbfgsParams(c.teacher_lbfgs).check_ref()?;
+            }
+            Method::DpSgd => check_dp_sgd(&c.dp_sgd)?,
+            _ => {}
+        }
         LbfgsParams(c.lbfgs).check_ref()?;
-        LbfgsParams(c.teacher_lbfgs).check_ref()?;
         Ok(c)
     }
 
@@ -298,6 +333,43 @@ mod tests {
         );
         let e = refusal(params(m).teacher_lambda(-1.0).check());
         assert!(e.contains("teacher-lambda"), "{e}");
+    }
+
+    #[test]
+    fn values_a_method_ignores_are_not_refused() {
+        // as before the checked params: the CLI passes its defaults for the other methods
+        let c = params(Method::ModelSensitivity)
+            .teachers(0)
+            .epochs(0.0)
+            .check_for(100)
+            .unwrap();
+        assert_eq!(c.teachers(), 0);
+        assert!(
+            params(Method::SubsampleAggregate)
+                .epochs(0.0)
+                .check()
+                .is_ok()
+        );
+        assert!(params(Method::DpSgd).teachers(0).check().is_ok());
+        // DP-SGD's clip may be left to cross-validation, but not when training
+        let m = Method::DpSgd;
+        assert!(params(m).without_clip().check().is_ok());
+        let e = refusal(params(m).without_clip().check_for(100));
+        assert!(e.contains("clip"), "{e}");
+    }
+
+    #[test]
+    fn a_configuration_round_trips_through_its_params() {
+        let c = params(Method::DpSgd)
+            .clip(0.5)
+            .batch_size(10)
+            .check()
+            .unwrap();
+        let back = TrainParams::from(c.clone()).check().unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.dp_sgd().clip, Some(0.5));
+        let e = refusal(TrainParams::from(c).epochs(-1.0).check());
+        assert!(e.contains("epochs"), "{e}");
     }
 
     #[test]

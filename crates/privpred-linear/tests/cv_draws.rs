@@ -81,8 +81,10 @@ fn fixture() -> Fixture {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let mut stats = Vec::new();
     for &l in &GRID {
-        let mut c = cfg.clone();
-        c.lambda = l;
+        let c = privpred_core::ParamGuard::check(
+            privpred_linear::TrainParams::from(cfg.clone()).lambda(l),
+        )
+        .unwrap();
         let calib = privpred_core::certify::calibrate_certified(&c.request(train.n, train.classes))
             .unwrap();
         let fit = fit_logistic(&train, l, None, &opts).unwrap();

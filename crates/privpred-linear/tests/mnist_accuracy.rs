@@ -2,10 +2,12 @@
 //! preprocessing: pixels/255, per-example unit norm). Reads MNIST from the cache (CI fetches it
 //! first). One test so the data is loaded once; total a few minutes on 2 cores.
 
+use privpred_core::ParamGuard;
 use privpred_core::{Budget, CalibrationMode, Method, Privacy};
 use privpred_data::split::holdout_unit;
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, load};
-use privpred_linear::methods::{MethodConfig, train_private};
+use privpred_linear::TrainParams;
+use privpred_linear::methods::train_private;
 use privpred_linear::train::{LAMBDA_GRID, accuracy, cv_lambda_nonprivate};
 use privpred_linear::{LbfgsOptions, fit_logistic};
 use rand::SeedableRng;
@@ -48,13 +50,15 @@ fn full_mnist_accuracy_targets() {
         (Method::PredictionSensitivity, 1e-1),
         (Method::SubsampleAggregate, 0.0),
     ] {
-        let mut cfg = MethodConfig::new(
+        let cfg = TrainParams::new(
             m,
             CalibrationMode::Corrected,
             privacy,
             Budget::finite(100).unwrap(),
-        );
-        cfg.lambda = if lambda > 0.0 { lambda } else { 1e-4 };
+        )
+        .lambda(if lambda > 0.0 { lambda } else { 1e-4 })
+        .check()
+        .unwrap();
         let p = train_private(&cfg, &train, &mut rng).unwrap();
         assert!(p.calibration.is_valid());
         let accs: Vec<f64> = (0..5)

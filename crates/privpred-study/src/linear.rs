@@ -33,6 +33,7 @@ use crate::progress::{Event, Observer};
 use crate::results::Measurement;
 use crate::sweep::{Done, GroupTiming, Runner};
 use crate::units::{Group, rng_for, seed_for};
+use privpred_core::ParamGuard;
 use privpred_core::{Budget, Calibration, CalibrationMode, Method, Privacy};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset};
 use privpred_linear::dpsgd::DpSgdConfig;
@@ -40,7 +41,7 @@ use privpred_linear::kernel::Design;
 use privpred_linear::methods::{Fit, Purpose, Scores, SharedFit};
 use privpred_linear::precond::DataMoment;
 use privpred_linear::train::{accuracy_of, predict_all};
-use privpred_linear::{GradNorm, LbfgsOptions, LinearModel, MethodConfig, fit_logistic};
+use privpred_linear::{GradNorm, LbfgsOptions, LinearModel, TrainParams, fit_logistic};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -267,12 +268,13 @@ pub struct CalibrationInput<'a> {
 /// calibration with the solver's residual accounted for, erratum 4.8).
 pub fn calibrate(c: &CalibrationInput<'_>) -> Result<Calibration> {
     let privacy = Privacy::new(c.epsilon, c.delta)?;
-    let mut cfg = MethodConfig::new(c.method, c.mode, privacy, Budget::finite(c.budget)?);
-    cfg.neighbours = c.neighbours;
+    let mut params = TrainParams::new(c.method, c.mode, privacy, Budget::finite(c.budget)?)
+        .neighbours(c.neighbours)
+        .dp_sgd(*c.dpsgd);
     if let Some(l) = c.lambda {
-        cfg.lambda = l;
+        params = params.lambda(l);
     }
-    cfg.dp_sgd = *c.dpsgd;
+    let cfg = params.check()?;
     // with the solver's residual accounted for (erratum 4.8): the noise the product releases
     Ok(privpred_linear::methods::calibrate(&cfg, c.n, c.classes)?)
 }

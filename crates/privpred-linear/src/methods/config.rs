@@ -23,36 +23,42 @@ pub enum SeedPolicy {
 }
 
 /// Everything needed to train one private predictor.
+///
+/// The fields are private to this crate: outside it a configuration is built by the checked
+/// params ([`crate::TrainParams`], whose [`privpred_core::ParamGuard::check`] validates every
+/// value and whose defaults are [`MethodConfig::new`]'s, from [`privpred_core::defaults`]) or
+/// by [`MethodConfig::new`] itself (the defaults, all valid), changed through
+/// [`crate::TrainParams::from`] and read through the accessors below.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MethodConfig {
     /// Which method.
-    pub method: Method,
+    pub(crate) method: Method,
     /// Which calibration analysis.
-    pub mode: CalibrationMode,
+    pub(crate) mode: CalibrationMode,
     /// Target (ε, δ).
-    pub privacy: Privacy,
+    pub(crate) privacy: Privacy,
     /// Inference budget B (forced to unlimited for private-training methods).
-    pub budget: Budget,
+    pub(crate) budget: Budget,
     /// L2 strength λ > 0 for model sensitivity, loss perturbation (a floor on ρ/N) and
     /// prediction sensitivity. Ignored by DP-SGD (no L2, SPEC §6).
-    pub lambda: f64,
+    pub(crate) lambda: f64,
     /// Subsample-and-aggregate: number of teachers T (SPEC §6: 256 for linear/MNIST).
-    pub teachers: usize,
+    pub(crate) teachers: usize,
     /// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2: 0).
-    pub teacher_lambda: f64,
+    pub(crate) teacher_lambda: f64,
     /// DP-SGD hyper-parameters (`clip` must be set: cross-validation is done by the caller,
     /// see [`super::cv_clip`]).
-    pub dp_sgd: DpSgdConfig,
+    pub(crate) dp_sgd: DpSgdConfig,
     /// Solver options for the full-data fits.
-    pub lbfgs: LbfgsOptions,
+    pub(crate) lbfgs: LbfgsOptions,
     /// Solver options for the teachers (capped; see [`teacher_lbfgs_options`]).
-    pub teacher_lbfgs: LbfgsOptions,
+    pub(crate) teacher_lbfgs: LbfgsOptions,
     /// Recorded seed policy.
-    pub seed_policy: SeedPolicy,
+    pub(crate) seed_policy: SeedPolicy,
     /// The neighbouring relation of the guarantee (SPEC §1; replace-one by default and when
     /// absent from a serialised configuration).
     #[serde(default)]
-    pub neighbours: privpred_core::Neighbours,
+    pub(crate) neighbours: privpred_core::Neighbours,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -97,6 +103,55 @@ impl MethodConfig {
             },
             neighbours: privpred_core::Neighbours::ReplaceOne,
         }
+    }
+
+    /// Which method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+    /// Which calibration analysis.
+    pub fn mode(&self) -> CalibrationMode {
+        self.mode
+    }
+    /// Target (ε, δ).
+    pub fn privacy(&self) -> Privacy {
+        self.privacy
+    }
+    /// Inference budget B (unlimited for private-training methods).
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+    /// L2 strength λ (model sensitivity, loss perturbation, prediction sensitivity).
+    pub fn lambda(&self) -> f64 {
+        self.lambda
+    }
+    /// Subsample-and-aggregate: number of teachers T.
+    pub fn teachers(&self) -> usize {
+        self.teachers
+    }
+    /// Subsample-and-aggregate: the teachers' λ.
+    pub fn teacher_lambda(&self) -> f64 {
+        self.teacher_lambda
+    }
+    /// DP-SGD hyper-parameters (`clip` `None` until cross-validated).
+    pub fn dp_sgd(&self) -> &DpSgdConfig {
+        &self.dp_sgd
+    }
+    /// Solver options for the full-data fits.
+    pub fn lbfgs(&self) -> &LbfgsOptions {
+        &self.lbfgs
+    }
+    /// Solver options for the teachers.
+    pub fn teacher_lbfgs(&self) -> &LbfgsOptions {
+        &self.teacher_lbfgs
+    }
+    /// Recorded seed policy.
+    pub fn seed_policy(&self) -> SeedPolicy {
+        self.seed_policy
+    }
+    /// The neighbouring relation of the guarantee.
+    pub fn neighbours(&self) -> privpred_core::Neighbours {
+        self.neighbours
     }
 
     /// The calibration request for training on `n` examples with `classes` classes.

@@ -9,12 +9,14 @@ use crate::figures::LAMBDA_GRID;
 use crate::results::Measurement;
 use crate::sweep::Done;
 use crate::units::{Group, rng_for};
+use privpred_core::ParamGuard;
 use privpred_core::{Calibration, Method};
 use privpred_data::Dataset;
-use privpred_linear::MethodConfig;
 use privpred_linear::dpsgd::CLIP_GRID;
+use privpred_linear::dpsgd::DpSgdConfig;
 use privpred_linear::methods::{Fit, Purpose, Reuse, Scores, SharedFit, loss_perturbation_rho_eff};
 use privpred_linear::train::accuracy_of;
+use privpred_linear::{MethodConfig, TrainParams};
 use rand::SeedableRng;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -57,7 +59,10 @@ impl LinearRunner {
     }
 
     /// The configuration the study trains `cal`'s method with: λ, the clip, T teachers
-    /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]).
+    /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]), built through the
+    /// checked params ([`TrainParams`]). Every value is in range before it gets here (the
+    /// study's options are checked by `LinearParams`, T ≥ 1 by the CLI, λ and ν come from the
+    /// grids of SPEC §6), so a refusal is a bug in the study, not a user error.
     pub(crate) fn method_config(
         &self,
         cal: &Calibration,
@@ -65,16 +70,20 @@ impl LinearRunner {
         clip: Option<f64>,
         teachers: usize,
     ) -> MethodConfig {
-        let mut cfg = MethodConfig::new(cal.method(), cal.mode(), cal.privacy(), cal.budget());
-        cfg.neighbours = cal.neighbours();
+        let mut params = TrainParams::new(cal.method(), cal.mode(), cal.privacy(), cal.budget())
+            .neighbours(cal.neighbours())
+            .teachers(teachers)
+            .dp_sgd(DpSgdConfig {
+                clip,
+                ..self.dpsgd()
+            })
+            .lbfgs(lbfgs());
         if let Some(l) = lambda {
-            cfg.lambda = l;
+            params = params.lambda(l);
         }
-        cfg.teachers = teachers;
-        cfg.dp_sgd = self.dpsgd();
-        cfg.dp_sgd.clip = clip;
-        cfg.lbfgs = lbfgs();
-        cfg
+        params
+            .check()
+            .unwrap_or_else(|e| panic!("the study's method configuration is out of range: {e}"))
     }
 
     /// The shared fit of `fit` on the whole training set or its 90 % part (`which90`), from
@@ -92,7 +101,7 @@ impl LinearRunner {
         fit: &Fit<'_>,
         seed: u64,
     ) -> Result<(String, Arc<SharedFit>)> {
-        let (method, lambda) = (fit.cfg.method, fit.cfg.lambda);
+        let (method, lambda) = (fit.cfg.method(), fit.cfg.lambda());
         let part = if which90 { "90" } else { "full" };
         let gamma = fit
             .calibration
@@ -108,7 +117,7 @@ impl LinearRunner {
                 let rho = loss_perturbation_rho_eff(fit.calibration, lambda, t.n, t.classes);
                 format!("lp/{part}/{:x}/{:x}", lambda.to_bits(), rho.to_bits())
             }
-            Method::SubsampleAggregate => format!("teachers/{part}/{}", fit.cfg.teachers),
+            Method::SubsampleAggregate => format!("teachers/{part}/{}", fit.cfg.teachers()),
             Method::DpSgd => "dp-sgd".to_string(),
         };
         let shared = self.shared.get(&(key.clone(), name.clone()), || {
@@ -124,7 +133,7 @@ impl LinearRunner {
                 },
             };
             if method == Method::SubsampleAggregate {
-                let t = fit.cfg.teachers;
+                let t = fit.cfg.teachers();
                 let mut rng = rng_for(seed, &format!("teachers/{key}/T={t}"));
                 return Ok(SharedFit::fit(fit, &reuse, &mut rng)?);
             }

@@ -11,8 +11,8 @@
 use super::args::{self, EngineArg, ModelArg, ValueOrCv};
 use crate::exit::usage;
 use anyhow::Context;
-use privpred_core::PrivRng;
 use privpred_core::{Budget, CalibrationMode, Method, Privacy, defaults};
+use privpred_core::{ParamGuard, PrivRng};
 use privpred_data::split::holdout_unit;
 use privpred_data::{
     DatasetSpec, FittedPreprocessing, LoadOptions, Preprocessing, Provenance, UnitBall,
@@ -22,7 +22,7 @@ use privpred_linear::artifact::{StoredModel, save_model};
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, SeedPolicy};
 use privpred_linear::train::{LAMBDA_GRID, cv_lambda_nonprivate};
-use privpred_linear::{LbfgsOptions, LinearError, MethodConfig, fit_logistic, train_private};
+use privpred_linear::{LbfgsOptions, LinearError, TrainParams, fit_logistic, train_private};
 use rand::RngExt;
 use serde_json::json;
 use std::path::PathBuf;
@@ -297,36 +297,38 @@ fn load_linear_data(
     })
 }
 
-/// The method's configuration from the arguments (λ, teachers, DP-SGD's schedule).
-fn method_config(
+/// The method's parameters from the arguments (λ, teachers, DP-SGD's schedule and clip —
+/// `None` for `--clip cv`), unchecked: [`TrainParams::check_for`] validates them, with the
+/// defaults of SPEC §6 ([`privpred_core::defaults`]) for what is not given.
+fn train_params(
     args: &Args,
     m: Method,
     privacy: Privacy,
     budget: Budget,
     lambda: f64,
     seed_policy: SeedPolicy,
-) -> MethodConfig {
-    let mut cfg = MethodConfig::new(m, args.calibration, privacy, budget);
-    cfg.neighbours = args.neighbours;
-    cfg.lambda = if m == Method::SubsampleAggregate {
-        1e-4
+) -> TrainParams {
+    let (lambda, teacher_lambda) = if m == Method::SubsampleAggregate {
+        (defaults::LINEAR_LAMBDA, lambda)
     } else {
-        lambda
+        (lambda, defaults::LINEAR_TEACHER_LAMBDA)
     };
-    cfg.teacher_lambda = if m == Method::SubsampleAggregate {
-        lambda
-    } else {
-        0.0
-    };
-    cfg.teachers = args.teachers.unwrap_or(defaults::LINEAR_TEACHERS);
-    cfg.seed_policy = seed_policy;
-    cfg.dp_sgd.batch_size = args.batch_size.unwrap_or(defaults::LINEAR_DPSGD_BATCH_SIZE);
-    cfg.dp_sgd.epochs = args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS);
-    cfg.dp_sgd.learning_rate = args
-        .learning_rate
-        .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE);
-    cfg.dp_sgd.clip = args.clip.unwrap_or(ValueOrCv::Cv).value();
-    cfg
+    let params = TrainParams::new(m, args.calibration, privacy, budget)
+        .neighbours(args.neighbours)
+        .lambda(lambda)
+        .teacher_lambda(teacher_lambda)
+        .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
+        .seed_policy(seed_policy)
+        .batch_size(args.batch_size.unwrap_or(defaults::LINEAR_DPSGD_BATCH_SIZE))
+        .epochs(args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
+        .learning_rate(
+            args.learning_rate
+                .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE),
+        );
+    match args.clip.unwrap_or(ValueOrCv::Cv).value() {
+        Some(clip) => params.clip(clip),
+        None => params.without_clip(),
+    }
 }
 
 /// The cross-validation record of the artifact and the summary.
@@ -370,13 +372,15 @@ fn choose_lambda(
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, lbfgs).map_err(lin)?,
                 Some(m) => {
-                    let mut cfg = MethodConfig::new(
+                    let cfg = TrainParams::new(
                         m,
                         args.calibration,
                         plan.privacy.expect("checked"),
                         plan.budget,
-                    );
-                    cfg.neighbours = args.neighbours;
+                    )
+                    .neighbours(args.neighbours)
+                    .check()
+                    .map_err(lin)?;
                     methods::cv_lambda_draws(&cfg, &tr, &ho, &LAMBDA_GRID, plan.cv_draws, rng)
                         .map_err(lin)?
                 }
@@ -401,13 +405,16 @@ fn fit_private(
 ) -> anyhow::Result<(StoredModel, serde_json::Value)> {
     let train = &data.train;
     let privacy = plan.privacy.expect("checked");
-    let mut cfg = method_config(args, m, privacy, plan.budget, lambda, plan.seed_policy);
-    if m == Method::DpSgd && cfg.dp_sgd.clip.is_none() {
+    let mut params = train_params(args, m, privacy, plan.budget, lambda, plan.seed_policy);
+    if m == Method::DpSgd && args.clip.unwrap_or(ValueOrCv::Cv).value().is_none() {
+        // `--clip cv`: the clip is selected on a hold-out with the otherwise checked params
+        let cv_cfg = params.clone().check().map_err(lin)?;
         let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
-        let cv = methods::cv_clip(&cfg, &tr, &ho, &CLIP_GRID, rng).map_err(lin)?;
+        let cv = methods::cv_clip(&cv_cfg, &tr, &ho, &CLIP_GRID, rng).map_err(lin)?;
         *cv_record = cv_json("clip", 1, &cv.scores, cv.best);
-        cfg.dp_sgd.clip = Some(cv.best);
+        params = params.clip(cv.best);
     }
+    let cfg = params.check_for(train.n).map_err(lin)?;
     let p = train_private(&cfg, train, rng).map_err(lin)?;
     let s = json!({
         "method": m.name(),
