@@ -47,6 +47,7 @@ pub mod cv;
 pub mod dp_sgd;
 pub mod loss_perturbation;
 pub mod model_sensitivity;
+pub mod non_private;
 pub mod prediction_sensitivity;
 pub mod predictor;
 pub mod shared;

@@ -21,8 +21,8 @@ use privpred_data::{
 use privpred_linear::artifact::{StoredModel, save_model};
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, SeedPolicy};
-use privpred_linear::train::{LAMBDA_GRID, cv_lambda_nonprivate};
-use privpred_linear::{LbfgsOptions, LinearError, TrainParams, fit_logistic, train_private};
+use privpred_linear::train::LAMBDA_GRID;
+use privpred_linear::{LbfgsOptions, LinearError, TrainParams, train_private};
 use rand::RngExt;
 use serde_json::json;
 use std::path::PathBuf;
@@ -370,7 +370,8 @@ fn choose_lambda(
         (m, None) => {
             let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
             let cv = match m {
-                None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, lbfgs).map_err(lin)?,
+                None => methods::non_private::select_lambda(&tr, &ho, &LAMBDA_GRID, lbfgs)
+                    .map_err(lin)?,
                 Some(m) => {
                     let cfg = TrainParams::new(
                         m,
@@ -474,7 +475,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
 
     let (model, summary) = match method {
         None => {
-            let fit = fit_logistic(&data.train, lambda, None, &lbfgs).map_err(lin)?;
+            let fit = methods::non_private::fit(&data.train, lambda, &lbfgs).map_err(lin)?;
             let s = json!({
                 "method": "non-private", "lambda": lambda, "n": data.train.n,
                 "lbfgs": fit.lbfgs,
