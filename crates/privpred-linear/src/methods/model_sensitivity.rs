@@ -6,7 +6,7 @@
 //! Shared across repetitions: θ*(λ) ([`ModelFit`], also prediction sensitivity's); each draw
 //! adds fresh noise to it (exact: θ* is a deterministic function of the data).
 
-use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
+use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
 use crate::error::Result;
 use crate::model::LinearModel;
@@ -86,17 +86,13 @@ impl PrivateMethod for ModelSensitivity {
         shared: &ModelFit,
         rng: &mut R,
     ) -> Result<PrivatePredictor> {
-        Ok(PrivatePredictor {
-            calibration: fit.calibration.clone(),
-            seed_policy: fit.cfg.seed_policy,
-            params: MethodParams::Regularised {
-                lambda: fit.cfg.lambda,
-                optimization: shared.optimization,
-            },
-            kind: PredictorKind::Released {
+        Ok(PrivatePredictor::regularised(
+            fit,
+            shared.optimization,
+            PredictorKind::Released {
                 model: perturb_model(&shared.model, fit.calibration, rng)?,
             },
-        })
+        ))
     }
 
     fn draw<R: Rng + ?Sized>(

@@ -8,7 +8,7 @@
 //! per answer.
 
 use super::model_sensitivity::{ModelFit, model_fit};
-use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
+use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor};
 use super::{Reuse, Scores};
 use crate::error::Result;
 use crate::model::{LinearModel, argmax};
@@ -92,17 +92,13 @@ impl PrivateMethod for PredictionSensitivity {
         shared: &ModelFit,
         _: &mut R,
     ) -> Result<PrivatePredictor> {
-        Ok(PrivatePredictor {
-            calibration: fit.calibration.clone(),
-            seed_policy: fit.cfg.seed_policy,
-            params: MethodParams::Regularised {
-                lambda: fit.cfg.lambda,
-                optimization: shared.optimization,
-            },
-            kind: PredictorKind::NoisyLogits {
+        Ok(PrivatePredictor::regularised(
+            fit,
+            shared.optimization,
+            PredictorKind::NoisyLogits {
                 model: (*shared.model).clone(),
             },
-        })
+        ))
     }
 
     fn score(&self, shared: &ModelFit, queries: &Dataset) -> Result<Scores> {

@@ -237,6 +237,26 @@ pub fn check_query(x: &[f32], d: usize) -> Result<()> {
 }
 
 impl PrivatePredictor {
+    /// The predictor of a method that releases (a noisy version of) an L2-regularised fit —
+    /// model sensitivity, prediction sensitivity, loss perturbation: `fit`'s calibration and
+    /// seed policy, its λ and the fit's certificate `optimization` (erratum 4.8), answering
+    /// with `kind`.
+    pub(crate) fn regularised(
+        fit: &super::Fit<'_>,
+        optimization: Option<Optimization>,
+        kind: PredictorKind,
+    ) -> Self {
+        PrivatePredictor {
+            calibration: fit.calibration.clone(),
+            seed_policy: fit.cfg.seed_policy,
+            params: MethodParams::Regularised {
+                lambda: fit.cfg.lambda,
+                optimization,
+            },
+            kind,
+        }
+    }
+
     /// Input dimension D.
     pub fn input_dim(&self) -> usize {
         match &self.kind {
