@@ -23,7 +23,7 @@ pub use error::{AuditError, Result};
 use mechanisms::{Batching, CanaryGradient, ExponentialVotes, Mechanism, ShiftedNoise};
 use privpred_core::{
     Budget, Calibration, CalibrationMode, Mechanism as CoreMechanism, Method, Neighbours, Noise,
-    Privacy, Scores,
+    Privacy, Scores, VectorNoise,
 };
 use serde::{Deserialize, Serialize};
 
@@ -240,14 +240,14 @@ pub fn calibration_for(req: &AuditRequest) -> Result<Calibration> {
     Ok(privpred_core::calibrate::calibrate(&creq)?)
 }
 
-/// The worst-case pair and simulation for `req` under `cal`, boxed, with its description.
-pub fn mechanism_for(
-    req: &AuditRequest,
-    cal: &Calibration,
-) -> Result<(Box<dyn Mechanism>, String)> {
-    let s = &req.setting;
-    let k = cal.assumptions.k;
-    let noise = cal.noise();
+/// A mechanism to audit, boxed, with the description of its worst-case pair.
+type AuditedPair = (Box<dyn Mechanism>, String);
+
+/// The worst-case pair and simulation for `req` under `cal`, boxed, with its description:
+/// dispatches on the method and the mechanism its calibration releases to one builder per
+/// mechanism family (teacher votes, label-only selection over logits, an additive release,
+/// DP-SGD's steps, loss perturbation's noise term).
+pub fn mechanism_for(req: &AuditRequest, cal: &Calibration) -> Result<AuditedPair> {
     match (req.method, cal.mechanism) {
         (
             Method::SubsampleAggregate,
@@ -255,36 +255,14 @@ pub fn mechanism_for(
                 beta,
                 over: Scores::Votes,
             },
-        ) => {
-            let m = ExponentialVotes::worst_case(
-                beta,
-                s.classes,
-                s.teachers,
-                req.budget,
-                req.trials,
-                req.privacy.delta(),
-                req.confidence,
-            )?;
-            let desc = format!(
-                "T = {} teachers, votes {}:{} on the dominant:rare class; D′ moves one teacher's vote to the rare class; {} answers to the same query, exponential mechanism β = {beta:.6}; statistic #rare − #dominant",
-                s.teachers, m.votes[0], m.votes[1], req.budget
-            );
-            Ok((Box::new(m), desc))
-        }
+        ) => exponential_votes_pair(req, beta),
         (
             Method::SubsampleAggregate,
             CoreMechanism::PermuteAndFlip {
                 beta,
                 over: Scores::Votes,
             },
-        ) => {
-            let m = selection::Selection::votes_pair(noise, s.classes, s.teachers, req.budget)?;
-            let desc = format!(
-                "T = {} teachers, votes {}:{} on the leading:runner-up class (a gap of 2, a tie on D′); D′ moves one teacher's vote to the runner-up; {} answers to the same query, permute-and-flip β = {beta:.6}; statistic: exact log-likelihood ratio",
-                s.teachers, m.scores[0], m.scores[1], req.budget
-            );
-            Ok((Box::new(m), desc))
-        }
+        ) => permute_and_flip_votes_pair(req, cal.noise(), beta),
         (
             Method::PredictionSensitivity,
             CoreMechanism::Exponential {
@@ -295,26 +273,7 @@ pub fn mechanism_for(
                 beta,
                 over: Scores::Logits,
             },
-        ) => {
-            let shift = 2.0 * k / (s.n as f64 * s.lambda);
-            let m = selection::Selection::logits_pair(
-                noise,
-                s.classes,
-                shift,
-                req.budget,
-                req.trials,
-                req.privacy.delta(),
-                req.confidence,
-            )?;
-            let desc = format!(
-                "the replaced example moves the logits of a unit-norm query by (Δ/√2, −Δ/√2, 0, …), Δ = 2K/(Nλ) = {shift:.6e} (the largest range the sensitivity allows); margin {:.3e} between the two classes on D; {} label-only answers, {} β = {:.6e}; statistic: exact log-likelihood ratio",
-                m.scores[1] - m.scores[0],
-                req.budget,
-                noise.distribution_name(),
-                beta
-            );
-            Ok((Box::new(m), desc))
-        }
+        ) => logits_selection_pair(req, cal, beta),
         (
             Method::ModelSensitivity,
             CoreMechanism::OutputPerturbation { noise: additive },
@@ -322,97 +281,18 @@ pub fn mechanism_for(
         | (
             Method::PredictionSensitivity,
             CoreMechanism::NoisyLogits { noise: additive },
-        ) => {
-            let shift = 2.0 * k / (s.n as f64 * s.lambda);
-            let (dim, answers, what) = if req.method == Method::ModelSensitivity {
-                (s.features * s.classes, 1, "θ ∈ R^{D·C}")
-            } else {
-                (
-                    s.classes,
-                    req.budget,
-                    "the logits ∈ R^C of one unit-norm query",
-                )
-            };
-            let m = ShiftedNoise::new(additive.into(), dim, shift, answers)?;
-            let desc = format!(
-                "replaced example at the unit sphere with the largest gradient moves {what} by the full sensitivity 2K/(Nλ) = {shift:.6e}; {answers} release(s) with fresh noise; statistic: exact log-likelihood ratio"
-            );
-            Ok((Box::new(m), desc))
-        }
+        ) => additive_release_pair(req, cal, additive),
         (
             Method::DpSgd,
             CoreMechanism::DpSgd {
                 noise_multiplier: sigma,
                 ..
             },
-        ) => {
-            let n = s.dpsgd_n as f64;
-            let b = s.batch_size as f64;
-            let q = cal
-                .mechanism.sampling_rate()
-                .ok_or_else(|| AuditError::Run("dp-sgd calibration has no sampling rate".into()))?;
-            let steps = cal
-                .mechanism.steps()
-                .ok_or_else(|| AuditError::Run("dp-sgd calibration has no step count".into()))?;
-            let (sensitivity, batching, how) = if req.calibration == CalibrationMode::Paper {
-                let spe = (n / b).ceil() as u64;
-                let epochs = s.epochs.ceil() as u64;
-                (
-                    (s.tensors as f64).sqrt(),
-                    Batching::Shuffled {
-                        steps_per_epoch: spe,
-                        epochs,
-                    },
-                    format!(
-                        "reference code: {} tensors clipped to ν each (canary norm √k·ν), shuffled fixed-size batches",
-                        s.tensors
-                    ),
-                )
-            } else {
-                (
-                    1.0,
-                    Batching::Poisson { q, steps },
-                    "joint clipping (canary norm ν), Poisson sampling".to_string(),
-                )
-            };
-            let replace_one = s.replace_one || s.neighbours == Neighbours::ReplaceOne;
-            let m =
-                CanaryGradient::new(sigma, sensitivity, batching)?.with_replace_one(replace_one);
-            let pair = if replace_one {
-                "replace-one: D holds an example whose clipped gradient is −ν·u, D′ the canary +ν·u (u a direction no other example touches)"
-            } else {
-                "D′ = D ∪ {canary} whose gradient sits at the clip norm in a direction no other example touches"
-            };
-            let desc = format!(
-                "{pair}; every noisy step released (white box); {how}; noise multiplier σ = {sigma:.4}; statistic: exact log-likelihood ratio of all steps"
-            );
-            Ok((Box::new(m), desc))
-        }
+        ) => dp_sgd_canary_pair(req, cal, sigma),
         (Method::LossPerturbation, CoreMechanism::ObjectivePerturbation { noise: additive, .. })
-            if s.noise_term =>
+            if req.setting.noise_term =>
         {
-            // The proof's noise term (erratum 4.7): the released Θ determines the noise that
-            // produced it, b(Θ) = −(Σ∇ℓ(Θ) + ρ_eff Θ); for a loss whose gradient term is a
-            // constant vector of norm K at the unit sphere (a linear, K-Lipschitz, 0-smooth
-            // loss: the Jacobian term is 0) the worst-case pair moves b by the relation's full
-            // sensitivity along one direction: replace-one +K·u in D, −K·u in D′ (2K);
-            // add/remove: the example is absent from D (K).
-            let shift = match s.neighbours {
-                Neighbours::ReplaceOne => 2.0 * k,
-                Neighbours::AddRemove => k,
-            };
-            let dim = s.features * s.classes;
-            let m = ShiftedNoise::new(additive.into(), dim, shift, 1)?;
-            let desc = format!(
-                "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its ε/2 share of the claim (the Jacobian term's ε/2 is a deterministic bound, the same for both relations); statistic: exact log-likelihood ratio",
-                s.neighbours,
-                if s.neighbours == Neighbours::ReplaceOne {
-                    "−K·u"
-                } else {
-                    "absent"
-                }
-            );
-            Ok((Box::new(m), desc))
+            loss_noise_term_pair(req, cal, additive)
         }
         (Method::LossPerturbation, _) => Err(AuditError::Unsupported(
             "loss perturbation is audited end to end, or its noise term alone with --noise-term (see e2e::EndToEnd)".into(),
@@ -421,6 +301,171 @@ pub fn mechanism_for(
             "calibration of {m} returned unexpected noise {noise:?}"
         ))),
     }
+}
+
+/// Subsample-and-aggregate with the exponential mechanism over teacher votes: the worst-case
+/// vote split, D′ moving one teacher's vote to the rare class.
+fn exponential_votes_pair(req: &AuditRequest, beta: f64) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let m = ExponentialVotes::worst_case(
+        beta,
+        s.classes,
+        s.teachers,
+        req.budget,
+        req.trials,
+        req.privacy.delta(),
+        req.confidence,
+    )?;
+    let desc = format!(
+        "T = {} teachers, votes {}:{} on the dominant:rare class; D′ moves one teacher's vote to the rare class; {} answers to the same query, exponential mechanism β = {beta:.6}; statistic #rare − #dominant",
+        s.teachers, m.votes[0], m.votes[1], req.budget
+    );
+    Ok((Box::new(m), desc))
+}
+
+/// Subsample-and-aggregate with permute-and-flip over teacher votes: a gap of 2 on D, a tie
+/// on D′.
+fn permute_and_flip_votes_pair(req: &AuditRequest, noise: Noise, beta: f64) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let m = selection::Selection::votes_pair(noise, s.classes, s.teachers, req.budget)?;
+    let desc = format!(
+        "T = {} teachers, votes {}:{} on the leading:runner-up class (a gap of 2, a tie on D′); D′ moves one teacher's vote to the runner-up; {} answers to the same query, permute-and-flip β = {beta:.6}; statistic: exact log-likelihood ratio",
+        s.teachers, m.scores[0], m.scores[1], req.budget
+    );
+    Ok((Box::new(m), desc))
+}
+
+/// Prediction sensitivity with a label-only selection (exponential or permute-and-flip) over
+/// the logits: the replaced example moves the logits by the largest range the sensitivity
+/// allows.
+fn logits_selection_pair(req: &AuditRequest, cal: &Calibration, beta: f64) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let noise = cal.noise();
+    let shift = 2.0 * cal.assumptions.k / (s.n as f64 * s.lambda);
+    let m = selection::Selection::logits_pair(
+        noise,
+        s.classes,
+        shift,
+        req.budget,
+        req.trials,
+        req.privacy.delta(),
+        req.confidence,
+    )?;
+    let desc = format!(
+        "the replaced example moves the logits of a unit-norm query by (Δ/√2, −Δ/√2, 0, …), Δ = 2K/(Nλ) = {shift:.6e} (the largest range the sensitivity allows); margin {:.3e} between the two classes on D; {} label-only answers, {} β = {:.6e}; statistic: exact log-likelihood ratio",
+        m.scores[1] - m.scores[0],
+        req.budget,
+        noise.distribution_name(),
+        beta
+    );
+    Ok((Box::new(m), desc))
+}
+
+/// Model sensitivity's perturbed θ or prediction sensitivity's noisy logits: an additive
+/// release shifted by the full sensitivity 2K/(Nλ).
+fn additive_release_pair(
+    req: &AuditRequest,
+    cal: &Calibration,
+    additive: VectorNoise,
+) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let shift = 2.0 * cal.assumptions.k / (s.n as f64 * s.lambda);
+    let (dim, answers, what) = if req.method == Method::ModelSensitivity {
+        (s.features * s.classes, 1, "θ ∈ R^{D·C}")
+    } else {
+        (
+            s.classes,
+            req.budget,
+            "the logits ∈ R^C of one unit-norm query",
+        )
+    };
+    let m = ShiftedNoise::new(additive.into(), dim, shift, answers)?;
+    let desc = format!(
+        "replaced example at the unit sphere with the largest gradient moves {what} by the full sensitivity 2K/(Nλ) = {shift:.6e}; {answers} release(s) with fresh noise; statistic: exact log-likelihood ratio"
+    );
+    Ok((Box::new(m), desc))
+}
+
+/// DP-SGD, white box: every noisy step released, a canary gradient at the clip norm in a
+/// direction no other example touches; the paper's reference batching (shuffled, per-tensor
+/// clipping) or the product's (Poisson, joint clipping).
+fn dp_sgd_canary_pair(req: &AuditRequest, cal: &Calibration, sigma: f64) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let n = s.dpsgd_n as f64;
+    let b = s.batch_size as f64;
+    let q = cal
+        .mechanism
+        .sampling_rate()
+        .ok_or_else(|| AuditError::Run("dp-sgd calibration has no sampling rate".into()))?;
+    let steps = cal
+        .mechanism
+        .steps()
+        .ok_or_else(|| AuditError::Run("dp-sgd calibration has no step count".into()))?;
+    let (sensitivity, batching, how) = if req.calibration == CalibrationMode::Paper {
+        let spe = (n / b).ceil() as u64;
+        let epochs = s.epochs.ceil() as u64;
+        (
+            (s.tensors as f64).sqrt(),
+            Batching::Shuffled {
+                steps_per_epoch: spe,
+                epochs,
+            },
+            format!(
+                "reference code: {} tensors clipped to ν each (canary norm √k·ν), shuffled fixed-size batches",
+                s.tensors
+            ),
+        )
+    } else {
+        (
+            1.0,
+            Batching::Poisson { q, steps },
+            "joint clipping (canary norm ν), Poisson sampling".to_string(),
+        )
+    };
+    let replace_one = s.replace_one || s.neighbours == Neighbours::ReplaceOne;
+    let m = CanaryGradient::new(sigma, sensitivity, batching)?.with_replace_one(replace_one);
+    let pair = if replace_one {
+        "replace-one: D holds an example whose clipped gradient is −ν·u, D′ the canary +ν·u (u a direction no other example touches)"
+    } else {
+        "D′ = D ∪ {canary} whose gradient sits at the clip norm in a direction no other example touches"
+    };
+    let desc = format!(
+        "{pair}; every noisy step released (white box); {how}; noise multiplier σ = {sigma:.4}; statistic: exact log-likelihood ratio of all steps"
+    );
+    Ok((Box::new(m), desc))
+}
+
+/// Loss perturbation's noise term alone (`--noise-term`, erratum 4.7): the shift of the noise
+/// that yields a released Θ under the relation's worst-case pair.
+fn loss_noise_term_pair(
+    req: &AuditRequest,
+    cal: &Calibration,
+    additive: VectorNoise,
+) -> Result<AuditedPair> {
+    let s = &req.setting;
+    let k = cal.assumptions.k;
+    // The proof's noise term (erratum 4.7): the released Θ determines the noise that
+    // produced it, b(Θ) = −(Σ∇ℓ(Θ) + ρ_eff Θ); for a loss whose gradient term is a
+    // constant vector of norm K at the unit sphere (a linear, K-Lipschitz, 0-smooth
+    // loss: the Jacobian term is 0) the worst-case pair moves b by the relation's full
+    // sensitivity along one direction: replace-one +K·u in D, −K·u in D′ (2K);
+    // add/remove: the example is absent from D (K).
+    let shift = match s.neighbours {
+        Neighbours::ReplaceOne => 2.0 * k,
+        Neighbours::AddRemove => k,
+    };
+    let dim = s.features * s.classes;
+    let m = ShiftedNoise::new(additive.into(), dim, shift, 1)?;
+    let desc = format!(
+        "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its ε/2 share of the claim (the Jacobian term's ε/2 is a deterministic bound, the same for both relations); statistic: exact log-likelihood ratio",
+        s.neighbours,
+        if s.neighbours == Neighbours::ReplaceOne {
+            "−K·u"
+        } else {
+            "absent"
+        }
+    );
+    Ok((Box::new(m), desc))
 }
 
 /// The product's training configuration for an end-to-end audit of `req`, through the

@@ -152,6 +152,10 @@ pub fn read_csv(path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
 /// `header: None` the first row is a header only if every cell is non-empty text without
 /// control characters that is not a number; a first row mixing numbers and other cells is an
 /// error naming the line and column (never silently dropped).
+///
+/// Stages: the first non-blank row fixes the layout ([`first_row_layout`]: header or data,
+/// width, label column), then every data row is checked and split into features and a label
+/// ([`RowSink::push`]).
 pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -161,11 +165,12 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
         .from_reader(r);
     let mut rec = csv::ByteRecord::new();
     let mut header: Option<Vec<String>> = None;
-    let mut width: Option<usize> = None;
-    let mut label_idx = 0usize;
-    let mut features = Vec::new();
-    let mut labels = Vec::new();
-    let mut first = true;
+    let mut layout: Option<Layout> = None;
+    let mut sink = RowSink {
+        path,
+        features: Vec::new(),
+        labels: Vec::new(),
+    };
     loop {
         let more = rdr
             .read_byte_record(&mut rec)
@@ -177,59 +182,122 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
         if rec.len() == 1 && rec.get(0).is_some_and(|f| f.is_empty()) {
             continue; // blank line
         }
-        if first {
-            first = false;
-            let is_header = match opts.header {
-                Some(h) => h,
-                None => detect_header(&rec)
-                    .map_err(|reason| fmt_err(path, format!("line {line}: {reason}")))?,
-            };
-            let names: Vec<String> = rec
-                .iter()
-                .map(|f| String::from_utf8_lossy(f).into_owned())
-                .collect();
-            let w = rec.len();
-            if w < 2 {
+        let row_layout = match layout {
+            Some(l) => l,
+            None => {
+                let (first, names) = first_row_layout(&rec, line, path, opts)?;
+                layout = Some(first);
+                if let Some(names) = names {
+                    header = Some(names);
+                    continue;
+                }
+                first
+            }
+        };
+        sink.push(&rec, line, &row_layout)?;
+    }
+    if sink.labels.is_empty() {
+        return Err(fmt_err(path, "empty dataset: no data rows".into()));
+    }
+    let d = layout.map_or(1, |l| l.width) - 1;
+    Ok(CsvTable {
+        d,
+        features: sink.features,
+        labels: sink.labels,
+        header,
+    })
+}
+
+/// What the first row fixes for the whole file: the number of columns and the label's index.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    width: usize,
+    label_idx: usize,
+}
+
+/// Reads the first non-blank row: whether it is a header (`opts.header`, else
+/// [`detect_header`]), the width (at least a feature and a label) and the label column.
+/// Returns the layout and, for a header row, its column names.
+fn first_row_layout(
+    rec: &csv::ByteRecord,
+    line: u64,
+    path: &Path,
+    opts: &CsvOptions,
+) -> Result<(Layout, Option<Vec<String>>)> {
+    let is_header = match opts.header {
+        Some(h) => h,
+        None => {
+            detect_header(rec).map_err(|reason| fmt_err(path, format!("line {line}: {reason}")))?
+        }
+    };
+    let names: Vec<String> = rec
+        .iter()
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
+    let w = rec.len();
+    if w < 2 {
+        return Err(fmt_err(
+            path,
+            format!("line {line}: {w} column(s); need at least one feature and a label"),
+        ));
+    }
+    let label_idx = label_index(&opts.label, &names, is_header, path)?;
+    let layout = Layout {
+        width: w,
+        label_idx,
+    };
+    Ok((layout, is_header.then_some(names)))
+}
+
+/// The index of the label column among the first row's `names` (`names.len()` ≥ 2 columns);
+/// a column given by name needs a header row.
+fn label_index(
+    label: &LabelColumn,
+    names: &[String],
+    is_header: bool,
+    path: &Path,
+) -> Result<usize> {
+    let w = names.len();
+    match label {
+        LabelColumn::First => Ok(0),
+        LabelColumn::Last => Ok(w - 1),
+        LabelColumn::Index(i) if *i < w => Ok(*i),
+        LabelColumn::Index(i) => Err(fmt_err(
+            path,
+            format!(
+                "label column {i} does not exist (the file has {w} columns, 0..{})",
+                w - 1
+            ),
+        )),
+        LabelColumn::Name(n) => {
+            if !is_header {
                 return Err(fmt_err(
                     path,
-                    format!("line {line}: {w} column(s); need at least one feature and a label"),
+                    format!("label column `{n}` named but the file has no header row"),
                 ));
             }
-            width = Some(w);
-            label_idx = match &opts.label {
-                LabelColumn::First => 0,
-                LabelColumn::Last => w - 1,
-                LabelColumn::Index(i) if *i < w => *i,
-                LabelColumn::Index(i) => {
-                    return Err(fmt_err(
-                        path,
-                        format!(
-                            "label column {i} does not exist (the file has {w} columns, 0..{})",
-                            w - 1
-                        ),
-                    ));
-                }
-                LabelColumn::Name(n) => {
-                    if !is_header {
-                        return Err(fmt_err(
-                            path,
-                            format!("label column `{n}` named but the file has no header row"),
-                        ));
-                    }
-                    names.iter().position(|x| x == n).ok_or_else(|| {
-                        fmt_err(
-                            path,
-                            format!("no column named `{n}` in the header ({})", names.join(",")),
-                        )
-                    })?
-                }
-            };
-            if is_header {
-                header = Some(names);
-                continue;
-            }
+            names.iter().position(|x| x == n).ok_or_else(|| {
+                fmt_err(
+                    path,
+                    format!("no column named `{n}` in the header ({})", names.join(",")),
+                )
+            })
         }
-        let w = width.unwrap_or(rec.len());
+    }
+}
+
+/// The features and labels of the data rows read so far.
+struct RowSink<'a> {
+    path: &'a Path,
+    features: Vec<f32>,
+    labels: Vec<u32>,
+}
+
+impl RowSink<'_> {
+    /// Checks one data row (the layout's width, finite numbers, an integer class index ≥ 0
+    /// in the label column, features that fit an f32) and appends it.
+    fn push(&mut self, rec: &csv::ByteRecord, line: u64, layout: &Layout) -> Result<()> {
+        let (path, w) = (self.path, layout.width);
         if rec.len() != w {
             return Err(fmt_err(
                 path,
@@ -240,25 +308,8 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
             ));
         }
         for (c, f) in rec.iter().enumerate() {
-            let v = parse_num(f).ok_or_else(|| {
-                fmt_err(
-                    path,
-                    format!(
-                        "line {line}, column {c}: `{}` is not a number",
-                        String::from_utf8_lossy(f)
-                    ),
-                )
-            })?;
-            if !v.is_finite() {
-                return Err(fmt_err(
-                    path,
-                    format!(
-                        "line {line}, column {c}: non-finite value `{}`",
-                        String::from_utf8_lossy(f)
-                    ),
-                ));
-            }
-            if c == label_idx {
+            let v = parse_cell(f, line, c, path)?;
+            if c == layout.label_idx {
                 if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 {
                     return Err(fmt_err(
                         path,
@@ -268,7 +319,7 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
                         ),
                     ));
                 }
-                labels.push(v as u32);
+                self.labels.push(v as u32);
             } else {
                 let x = v as f32;
                 if !x.is_finite() {
@@ -277,18 +328,32 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
                         format!("line {line}, column {c}: value {v} overflows f32"),
                     ));
                 }
-                features.push(x);
+                self.features.push(x);
             }
         }
+        Ok(())
     }
-    if labels.is_empty() {
-        return Err(fmt_err(path, "empty dataset: no data rows".into()));
+}
+
+/// One cell as a finite number (line and column named in the error).
+fn parse_cell(f: &[u8], line: u64, c: usize, path: &Path) -> Result<f64> {
+    let v = parse_num(f).ok_or_else(|| {
+        fmt_err(
+            path,
+            format!(
+                "line {line}, column {c}: `{}` is not a number",
+                String::from_utf8_lossy(f)
+            ),
+        )
+    })?;
+    if !v.is_finite() {
+        return Err(fmt_err(
+            path,
+            format!(
+                "line {line}, column {c}: non-finite value `{}`",
+                String::from_utf8_lossy(f)
+            ),
+        ));
     }
-    let d = width.unwrap_or(1) - 1;
-    Ok(CsvTable {
-        d,
-        features,
-        labels,
-        header,
-    })
+    Ok(v)
 }

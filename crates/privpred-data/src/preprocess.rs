@@ -335,6 +335,15 @@ impl Preprocessing {
     }
 }
 
+/// The error of [`FittedPreprocessing::validate`]: `name` is `value`, expected `expected`.
+fn invalid(name: &'static str, value: String, expected: String) -> Result<()> {
+    Err(DataError::InvalidArgument {
+        name,
+        value,
+        expected,
+    })
+}
+
 fn norm64(r: &[f32]) -> f64 {
     r.iter()
         .map(|&v| (v as f64) * (v as f64))
@@ -351,26 +360,27 @@ impl FittedPreprocessing {
     /// and `k` variances; a finite positive maximum norm exactly for `max-norm`). A crafted
     /// basis of the wrong size would otherwise index out of bounds when queries are mapped.
     pub fn validate(&self) -> Result<()> {
-        let bad = |name: &'static str, value: String, expected: String| {
-            Err(DataError::InvalidArgument {
-                name,
-                value,
-                expected,
-            })
-        };
+        self.validate_recipe()?;
+        self.validate_max_norm()?;
+        self.validate_pca()
+    }
+
+    /// The recipe's ranges against the input's dimension and classes: scale, classes,
+    /// subsample, bias value and clip radius.
+    fn validate_recipe(&self) -> Result<()> {
         let r = &self.recipe;
         if !(r.scale.is_finite() && r.scale > 0.0) {
-            return bad(
+            return invalid(
                 "scale",
                 r.scale.to_string(),
                 "a positive finite number".into(),
             );
         }
         if self.input_dim == 0 {
-            return bad("input dimension", "0".into(), "at least 1".into());
+            return invalid("input dimension", "0".into(), "at least 1".into());
         }
         if !(2..=crate::limits::MAX_CLASSES).contains(&self.input_classes) {
-            return bad(
+            return invalid(
                 "input classes",
                 self.input_classes.to_string(),
                 format!("2..={}", crate::limits::MAX_CLASSES),
@@ -379,14 +389,14 @@ impl FittedPreprocessing {
         if let Some(c) = r.classes
             && !(2..=self.input_classes).contains(&c)
         {
-            return bad(
+            return invalid(
                 "classes",
                 c.to_string(),
                 format!("2..={} (the input's classes)", self.input_classes),
             );
         }
         if r.subsample == Some(0) {
-            return bad("subsample", "0".into(), "at least 1".into());
+            return invalid("subsample", "0".into(), "at least 1".into());
         }
         if r.bias {
             check_bias(r.bias_value)?;
@@ -394,16 +404,22 @@ impl FittedPreprocessing {
         if let UnitBall::Clip { radius } = r.unit_ball
             && !(radius.is_finite() && radius > 0.0)
         {
-            return bad(
+            return invalid(
                 "clip radius",
                 radius.to_string(),
                 "a positive finite number".into(),
             );
         }
+        Ok(())
+    }
+
+    /// A finite positive maximum norm exactly when the unit-ball rule is `max-norm`.
+    fn validate_max_norm(&self) -> Result<()> {
+        let r = &self.recipe;
         match (r.unit_ball, self.max_norm) {
             (UnitBall::MaxNorm, Some(m)) if m.is_finite() && m > 0.0 => {}
             (UnitBall::MaxNorm, m) => {
-                return bad(
+                return invalid(
                     "max-norm statistic",
                     format!("{m:?}"),
                     "a positive finite number for the max-norm rule".into(),
@@ -411,19 +427,26 @@ impl FittedPreprocessing {
             }
             (_, None) => {}
             (_, Some(m)) => {
-                return bad(
+                return invalid(
                     "max-norm statistic",
                     m.to_string(),
                     "absent unless the rule is max-norm".into(),
                 );
             }
         }
+        Ok(())
+    }
+
+    /// A PCA basis exactly when the recipe has PCA: 1 ≤ k ≤ the input dimension, a mean of
+    /// the input dimension, `k × input_dim` components and `k` variances, all finite.
+    fn validate_pca(&self) -> Result<()> {
+        let r = &self.recipe;
         match (r.pca, &self.pca) {
             (None, None) => {}
             (Some(k), Some(p)) => {
                 let d = self.input_dim;
                 if !(1..=d).contains(&k) {
-                    return bad(
+                    return invalid(
                         "pca",
                         k.to_string(),
                         format!("1..={d} (the input dimension)"),
@@ -433,7 +456,7 @@ impl FittedPreprocessing {
                     || Some(p.components.len()) != k.checked_mul(d)
                     || p.explained_variance.len() != k
                 {
-                    return bad(
+                    return invalid(
                         "PCA basis",
                         format!(
                             "mean {}, components {}, variances {}",
@@ -448,7 +471,7 @@ impl FittedPreprocessing {
                     || p.explained_variance.iter().any(|v| !v.is_finite())
                     || !p.total_variance.is_finite()
                 {
-                    return bad(
+                    return invalid(
                         "PCA basis",
                         "non-finite values".into(),
                         "finite numbers".into(),
@@ -456,14 +479,14 @@ impl FittedPreprocessing {
                 }
             }
             (Some(k), None) => {
-                return bad(
+                return invalid(
                     "PCA basis",
                     "missing".into(),
                     format!("a fitted basis for pca:{k}"),
                 );
             }
             (None, Some(_)) => {
-                return bad(
+                return invalid(
                     "PCA basis",
                     "present".into(),
                     "none: the recipe has no PCA step".into(),

@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo bench -p privpred-linear --bench linear_bench [-- LAMBDA]`.
 
-use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, load};
+use privpred_data::{Dataset, DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset, load};
 use privpred_linear::dpsgd::{DpSgdConfig, train_dpsgd};
 use privpred_linear::kernel::Design;
 use privpred_linear::train::{Objective, accuracy};
@@ -18,17 +18,11 @@ use privpred_linear::{GradNorm, LbfgsOptions, fit_logistic};
 use rand::SeedableRng;
 use std::time::Instant;
 
-#[allow(clippy::too_many_arguments)]
-fn gemm_value_grad(
-    x: &[f32],
-    y: &[u32],
-    n: usize,
-    d: usize,
-    c: usize,
-    theta: &[f64],
-    lambda: f64,
-    grad: &mut [f64],
-) -> f64 {
+/// The regularised softmax objective and its gradient on `data` through two GEMM calls of
+/// the `gemm` crate (logits = X·W, softmax, G = Xᵀ·R), f32 products.
+fn gemm_value_grad(data: &Dataset, theta: &[f64], lambda: f64, grad: &mut [f64]) -> f64 {
+    let (x, y) = (&data.features, &data.labels);
+    let (n, d, c) = (data.n, data.d, data.classes);
     let w: Vec<f32> = theta.iter().map(|v| *v as f32).collect(); // d × c row-major
     let mut logits = vec![0f32; n * c];
     let par = gemm::Parallelism::Rayon(0);
@@ -114,7 +108,10 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type BenchResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Loads and preprocesses MNIST, then runs the four parts in turn.
+fn main() -> BenchResult {
     let lambda: f64 = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
@@ -128,8 +125,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "MNIST: N = {n}, D = {d}, C = {c}, threads = {}",
         rayon::current_num_threads()
     );
+    evaluation(&train, lambda);
+    lbfgs_fits(&train, &test, lambda)?;
+    dpsgd_throughput(&train, &test)?;
+    sklearn_baseline(lambda)
+}
 
-    // 1. one evaluation, fused vs GEMM, at a non-trivial θ
+/// 1. One evaluation, fused vs GEMM, at a non-trivial θ.
+fn evaluation(train: &Dataset, lambda: f64) {
+    let (n, d, c) = (train.n, train.d, train.classes);
     let theta: Vec<f64> = (0..d * c)
         .map(|i| ((i * 7919) % 101) as f64 * 1e-3 - 0.05)
         .collect();
@@ -143,28 +147,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         obj.value_grad(&theta, &mut g1);
     }
     let fused = t.elapsed().as_secs_f64() / reps as f64;
-    let v2 = gemm_value_grad(
-        &train.features,
-        &train.labels,
-        n,
-        d,
-        c,
-        &theta,
-        lambda,
-        &mut g2,
-    );
+    let v2 = gemm_value_grad(train, &theta, lambda, &mut g2);
     let t = Instant::now();
     for _ in 0..reps {
-        gemm_value_grad(
-            &train.features,
-            &train.labels,
-            n,
-            d,
-            c,
-            &theta,
-            lambda,
-            &mut g2,
-        );
+        gemm_value_grad(train, &theta, lambda, &mut g2);
     }
     let gemm_t = t.elapsed().as_secs_f64() / reps as f64;
     let kp = privpred_linear::kernel::KernelParams::from_theta(&theta, d, c);
@@ -192,14 +178,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (v1 - v2).abs(),
         gdiff
     );
+}
 
-    // 2. one full L-BFGS fit from zero, with the reference's stopping rule (max|g| ≤ 1e-4, as
-    //    PyTorch's tolerance_grad and sklearn's tol) and with privpred's default (‖g‖₂ ≤ 1e-4)
+/// 2. One full L-BFGS fit from zero, with the reference's stopping rule (max|g| ≤ 1e-4, as
+///    PyTorch's tolerance_grad and sklearn's tol) and with privpred's default (‖g‖₂ ≤ 1e-4).
+fn lbfgs_fits(train: &UnitBallDataset, test: &Dataset, lambda: f64) -> BenchResult {
     for norm in [GradNorm::Max, GradNorm::L2] {
         let t = Instant::now();
         let c0 = cpu_seconds();
         let fit = fit_logistic(
-            &train,
+            train,
             lambda,
             None,
             &LbfgsOptions {
@@ -218,7 +206,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.grad_norm,
             r.termination,
             r.value,
-            100.0 * accuracy(&fit.model, &test)?
+            100.0 * accuracy(&fit.model, test)?
         );
         println!(
             "  vs reference PyTorch (46 s, 147 evaluations, 0.31 s/evaluation): {:.1}x per fit, {:.1}x per evaluation; CPU time {:.2} s ({:.1} ms CPU/evaluation; /2 cores = {:.1} ms)",
@@ -229,8 +217,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cpu / r.evaluations as f64 * 1e3 / 2.0
         );
     }
+    Ok(())
+}
 
-    // 3. DP-SGD throughput
+/// 3. DP-SGD throughput (b = 256, 2 epochs).
+fn dpsgd_throughput(train: &Dataset, test: &Dataset) -> BenchResult {
+    let (d, c) = (train.d, train.classes);
     let design = Design::new(&train.features, &train.labels, d, c);
     let cfg = DpSgdConfig {
         batch_size: 256,
@@ -247,11 +239,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         d * c,
         stats.examples as f64 / s,
         s,
-        100.0 * accuracy(&m, &test)?
+        100.0 * accuracy(&m, test)?
     );
+    Ok(())
+}
 
-    // 4. scikit-learn on the same data, λ and tolerance, in the same run (set
-    //    PRIVPRED_SKLEARN_PYTHON to a python with scikit-learn; see benches/sklearn_baseline.py)
+/// 4. scikit-learn on the same data, λ and tolerance, in the same run (set
+///    PRIVPRED_SKLEARN_PYTHON to a python with scikit-learn; see benches/sklearn_baseline.py).
+fn sklearn_baseline(lambda: f64) -> BenchResult {
     if let Ok(py) = std::env::var("PRIVPRED_SKLEARN_PYTHON") {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -15,8 +15,8 @@
 //! Run: `cargo bench -p privpred-linear --bench precond_bench [-- DRAWS [SETTING...]]`
 //! (SETTING: a, b, c1e-6, c1e-4, c1e-2, np; default all, 5 draws).
 
-use privpred_core::{Budget, CalibrationMode, Method, Privacy};
-use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, load};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Privacy};
+use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset, load};
 use privpred_linear::kernel::Design;
 use privpred_linear::methods::{
     LossPerturbationPreconditioner, LpStart, loss_perturbation_fit_preconditioned,
@@ -39,7 +39,38 @@ fn mean_std(v: &[usize]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// The loss-perturbation settings: (tag, label, ε, δ, λ).
+const SETTINGS: [(&str, &str, f64, f64, f64); 5] = [
+    ("a", "(a) fig1b-like ε=0.6 δ=1e-5 λ=5e-4", 0.6, 1e-5, 5e-4),
+    ("b", "(b) fig1a-like ε=1 δ=0 λ=5e-4", 1.0, 0.0, 5e-4),
+    ("c1e-6", "(c) fig6a-like ε=1 δ=0 λ=1e-6", 1.0, 0.0, 1e-6),
+    ("c1e-4", "(c) fig6a-like ε=1 δ=0 λ=1e-4", 1.0, 0.0, 1e-4),
+    ("c1e-2", "(c) fig6a-like ε=1 δ=0 λ=1e-2", 1.0, 0.0, 1e-2),
+];
+
+/// Each fit variant of a setting: plain L-BFGS, or preconditioned with a start and a scaling.
+const VARIANTS: [(&str, Option<(LpStart, PrecondScaling)>); 5] = [
+    ("plain, θw − b/ρ (today)", None),
+    ("P, θw − b/ρ", Some((LpStart::Shift, PrecondScaling::None))),
+    (
+        "P, Newton start",
+        Some((LpStart::Newton, PrecondScaling::None)),
+    ),
+    (
+        "γP, θw − b/ρ",
+        Some((LpStart::Shift, PrecondScaling::Scaled)),
+    ),
+    (
+        "γP, Newton start",
+        Some((LpStart::Newton, PrecondScaling::Scaled)),
+    ),
+];
+
+/// Parses the arguments (draws, then the settings wanted), loads and preprocesses MNIST, runs
+/// every wanted setting and prints the tables.
+fn main() -> BenchResult {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -59,65 +90,97 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let train = recipe.fit(&splits.train, 0)?.apply_train(&splits.train)?;
     let (n, d, c) = (train.n, train.d, train.classes);
-    let design = Design::new(&train.features, &train.labels, d, c);
     println!(
         "MNIST: N = {n}, d = {d}, C = {c}, {draws} noise draws per setting, threads = {}",
         rayon::current_num_threads()
     );
-    let opts = LbfgsOptions {
-        norm: GradNorm::Max,
-        ..LbfgsOptions::default()
-    };
+    let mut bench = Bench::new(&train, draws)?;
+    for (tag, label, eps, delta, lambda) in SETTINGS {
+        if want(tag) {
+            bench.loss_perturbation(tag, label, Privacy::new(eps, delta)?, lambda)?;
+        }
+    }
+    if want("np") {
+        bench.nonprivate()?;
+    }
+    bench.print_tables()
+}
 
-    // time per evaluation (for the setup costs in evaluation-equivalents)
-    let mut eval_secs = Vec::new();
-    let t = Instant::now();
-    let moment = Arc::new(DataMoment::new(&design)?);
-    let moment_s = t.elapsed().as_secs_f64();
-    println!(
-        "data moment Σ = XᵀX/N + eigendecomposition: {moment_s:.2} s; top eigenvalues {:?}",
-        &moment.eigenvalues()[..4]
-    );
+/// What every setting shares (the data, its moment, the L-BFGS options, the warm models by λ)
+/// and what has been measured so far (seconds per evaluation, result rows, setup costs).
+struct Bench<'a> {
+    train: &'a UnitBallDataset,
+    design: Design<'a>,
+    moment: Arc<DataMoment>,
+    opts: LbfgsOptions,
+    draws: usize,
+    warm: HashMap<u64, LinearModel>,
+    eval_secs: Vec<f64>,
+    rows: Vec<String>,
+    setup_rows: Vec<(String, f64)>,
+}
 
-    let mut warm: HashMap<u64, LinearModel> = HashMap::new();
-    let mut warm_fit = |lambda: f64,
-                        eval_secs: &mut Vec<f64>|
-     -> Result<LinearModel, Box<dyn std::error::Error>> {
-        if let Some(m) = warm.get(&lambda.to_bits()) {
+impl<'a> Bench<'a> {
+    /// Computes the data moment (timed: a one-off setup cost) with the stopping rule
+    /// max|∇ᵢ| ≤ 1e-4.
+    fn new(train: &'a UnitBallDataset, draws: usize) -> BenchResult<Self> {
+        let design = Design::new(&train.features, &train.labels, train.d, train.classes);
+        let t = Instant::now();
+        let moment = Arc::new(DataMoment::new(&design)?);
+        let moment_s = t.elapsed().as_secs_f64();
+        println!(
+            "data moment Σ = XᵀX/N + eigendecomposition: {moment_s:.2} s; top eigenvalues {:?}",
+            &moment.eigenvalues()[..4]
+        );
+        Ok(Bench {
+            train,
+            design,
+            moment,
+            opts: LbfgsOptions {
+                norm: GradNorm::Max,
+                ..LbfgsOptions::default()
+            },
+            draws,
+            warm: HashMap::new(),
+            eval_secs: Vec::new(),
+            rows: Vec::new(),
+            setup_rows: vec![("data moment (once per data set)".into(), moment_s)],
+        })
+    }
+
+    /// The non-private model at `lambda` (fitted once, its time per evaluation recorded).
+    fn warm_fit(&mut self, lambda: f64) -> BenchResult<LinearModel> {
+        if let Some(m) = self.warm.get(&lambda.to_bits()) {
             return Ok(m.clone());
         }
         let t = Instant::now();
-        let f = fit_logistic(&train, lambda, None, &opts)?;
+        let f = fit_logistic(self.train, lambda, None, &self.opts)?;
         let s = t.elapsed().as_secs_f64();
-        eval_secs.push(s / f.lbfgs.evaluations as f64);
+        self.eval_secs.push(s / f.lbfgs.evaluations as f64);
         println!(
             "warm model λ = {lambda:e}: {} evaluations, {s:.1} s, {:?}",
             f.lbfgs.evaluations, f.lbfgs.termination
         );
-        warm.insert(lambda.to_bits(), f.model.clone());
+        self.warm.insert(lambda.to_bits(), f.model.clone());
         Ok(f.model)
-    };
+    }
 
-    let mut rows: Vec<String> = Vec::new();
-    let mut setup_rows: Vec<(String, f64)> =
-        vec![("data moment (once per data set)".into(), moment_s)];
-    let settings: [(&str, &str, f64, f64, f64); 5] = [
-        ("a", "(a) fig1b-like ε=0.6 δ=1e-5 λ=5e-4", 0.6, 1e-5, 5e-4),
-        ("b", "(b) fig1a-like ε=1 δ=0 λ=5e-4", 1.0, 0.0, 5e-4),
-        ("c1e-6", "(c) fig6a-like ε=1 δ=0 λ=1e-6", 1.0, 0.0, 1e-6),
-        ("c1e-4", "(c) fig6a-like ε=1 δ=0 λ=1e-4", 1.0, 0.0, 1e-4),
-        ("c1e-2", "(c) fig6a-like ε=1 δ=0 λ=1e-2", 1.0, 0.0, 1e-2),
-    ];
-    for (tag, label, eps, delta, lambda) in settings {
-        if !want(tag) {
-            continue;
-        }
-        let m = warm_fit(lambda, &mut eval_secs)?;
+    /// One loss-perturbation setting: calibrate, build the preconditioner at the warm model
+    /// (timed), then one row per variant of [`VARIANTS`].
+    fn loss_perturbation(
+        &mut self,
+        tag: &str,
+        label: &str,
+        privacy: Privacy,
+        lambda: f64,
+    ) -> BenchResult {
+        let (n, c) = (self.train.n, self.train.classes);
+        let m = self.warm_fit(lambda)?;
         let cfg = privpred_core::ParamGuard::check(
             TrainParams::new(
                 Method::LossPerturbation,
                 CalibrationMode::Corrected,
-                Privacy::new(eps, delta)?,
+                privacy,
                 Budget::Unlimited,
             )
             .lambda(lambda),
@@ -125,9 +188,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cal = privpred_core::calibrate::calibrate(&cfg.request(n, c))?;
         let rho_eff = loss_perturbation_rho_eff(&cal, lambda, n, c);
         let t = Instant::now();
-        let mut pre = LossPerturbationPreconditioner::new(&train, moment.clone(), &m, rho_eff)?;
+        let mut pre =
+            LossPerturbationPreconditioner::new(self.train, self.moment.clone(), &m, rho_eff)?;
         let setup_s = t.elapsed().as_secs_f64();
-        setup_rows.push((
+        self.setup_rows.push((
             format!("LP preconditioner {tag} (per λ, ρ_eff, warm model)"),
             setup_s,
         ));
@@ -142,70 +206,73 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let variants: [(&str, Option<(LpStart, PrecondScaling)>); 5] = [
-            ("plain, θw − b/ρ (today)", None),
-            ("P, θw − b/ρ", Some((LpStart::Shift, PrecondScaling::None))),
-            (
-                "P, Newton start",
-                Some((LpStart::Newton, PrecondScaling::None)),
-            ),
-            (
-                "γP, θw − b/ρ",
-                Some((LpStart::Shift, PrecondScaling::Scaled)),
-            ),
-            (
-                "γP, Newton start",
-                Some((LpStart::Newton, PrecondScaling::Scaled)),
-            ),
-        ];
-        for (vname, v) in variants {
-            let mut evals = Vec::new();
-            let mut thetas = Vec::new();
-            for r in 0..draws {
-                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1000 + r as u64);
-                let t = Instant::now();
-                let (model, rep) = match v {
-                    None => loss_perturbation_fit_report(
-                        &train,
-                        &cal,
-                        lambda,
-                        Some(&m),
-                        &opts,
-                        &mut rng,
-                    )?,
-                    Some((start, scaling)) => {
-                        pre.start = start;
-                        pre.scaling = scaling;
-                        loss_perturbation_fit_preconditioned(
-                            &train, &cal, lambda, &pre, &opts, &mut rng,
-                        )?
-                    }
-                };
-                if v.is_none() {
-                    eval_secs.push(t.elapsed().as_secs_f64() / rep.evaluations as f64);
-                }
-                evals.push(rep.evaluations);
-                thetas.push((model.theta, rep.termination));
-            }
+        for (vname, v) in VARIANTS {
+            let (evals, terms) = self.run_variant(v, &cal, lambda, &m, &mut pre)?;
             let (mu, sd) = mean_std(&evals);
-            let terms: Vec<String> = thetas.iter().map(|(_, t)| format!("{t:?}")).collect();
             let row = format!(
                 "| {label} | {vname} | {mu:.1} ± {sd:.1} | {evals:?} | {} |",
                 terms.join(",")
             );
             println!("{row}");
-            rows.push(row);
+            self.rows.push(row);
         }
+        Ok(())
     }
-    if want("np") {
+
+    /// The evaluations and terminations of `draws` seeded fits of one variant (`None`: plain
+    /// L-BFGS from the warm model, whose time per evaluation is recorded).
+    fn run_variant(
+        &mut self,
+        v: Option<(LpStart, PrecondScaling)>,
+        cal: &Calibration,
+        lambda: f64,
+        warm: &LinearModel,
+        pre: &mut LossPerturbationPreconditioner,
+    ) -> BenchResult<(Vec<usize>, Vec<String>)> {
+        let mut evals = Vec::new();
+        let mut terms = Vec::new();
+        for r in 0..self.draws {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1000 + r as u64);
+            let t = Instant::now();
+            let (_, rep) = match v {
+                None => loss_perturbation_fit_report(
+                    self.train,
+                    cal,
+                    lambda,
+                    Some(warm),
+                    &self.opts,
+                    &mut rng,
+                )?,
+                Some((start, scaling)) => {
+                    pre.start = start;
+                    pre.scaling = scaling;
+                    loss_perturbation_fit_preconditioned(
+                        self.train, cal, lambda, pre, &self.opts, &mut rng,
+                    )?
+                }
+            };
+            if v.is_none() {
+                self.eval_secs
+                    .push(t.elapsed().as_secs_f64() / rep.evaluations as f64);
+            }
+            evals.push(rep.evaluations);
+            terms.push(format!("{:?}", rep.termination));
+        }
+        Ok((evals, terms))
+    }
+
+    /// The non-private fit from zero at λ = 5e-4, plain and with K-FAC at θ = 0 (its setup
+    /// timed).
+    fn nonprivate(&mut self) -> BenchResult {
         let lambda = 5e-4;
+        let (d, c) = (self.train.d, self.train.classes);
         for (vname, pre) in [("plain from 0", false), ("P from 0 (K-FAC at θ = 0)", true)] {
-            let obj = Objective::new(design.clone(), lambda);
+            let obj = Objective::new(self.design.clone(), lambda);
             let t = Instant::now();
             let p = if pre {
                 Some(KfacPreconditioner::at(
-                    moment.clone(),
-                    &design,
+                    self.moment.clone(),
+                    &self.design,
                     &vec![0.0; d * c],
                     lambda,
                 )?)
@@ -218,45 +285,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 scaling: PrecondScaling::None,
             });
             let t = Instant::now();
-            let (_, rep) = obj.minimize_with(None, &opts, pc)?;
+            let (_, rep) = obj.minimize_with(None, &self.opts, pc)?;
             if !pre {
-                eval_secs.push(t.elapsed().as_secs_f64() / rep.evaluations as f64);
+                self.eval_secs
+                    .push(t.elapsed().as_secs_f64() / rep.evaluations as f64);
             } else {
-                setup_rows.push(("K-FAC at θ = 0 (non-private)".into(), setup));
+                self.setup_rows
+                    .push(("K-FAC at θ = 0 (non-private)".into(), setup));
             }
             let row = format!(
                 "| non-private λ=5e-4 | {vname} | {} | - | {:?} |",
                 rep.evaluations, rep.termination
             );
             println!("{row}");
-            rows.push(row);
+            self.rows.push(row);
         }
+        Ok(())
     }
-    // P·g application cost
-    let pre0 = KfacPreconditioner::at(moment.clone(), &design, &vec![0.0; d * c], 1e-3)?;
-    let g = vec![1.0; d * c];
-    let mut out = vec![0.0; d * c];
-    let t = Instant::now();
-    for _ in 0..20 {
-        privpred_linear::Preconditioner::apply(&pre0, &g, &mut out);
+
+    /// Measures one application of P, then prints the median time per evaluation, the rows,
+    /// and the setup costs in evaluation-equivalents.
+    fn print_tables(&self) -> BenchResult {
+        let (d, c) = (self.train.d, self.train.classes);
+        let pre0 =
+            KfacPreconditioner::at(self.moment.clone(), &self.design, &vec![0.0; d * c], 1e-3)?;
+        let g = vec![1.0; d * c];
+        let mut out = vec![0.0; d * c];
+        let t = Instant::now();
+        for _ in 0..20 {
+            privpred_linear::Preconditioner::apply(&pre0, &g, &mut out);
+        }
+        let apply_s = t.elapsed().as_secs_f64() / 20.0;
+        let mut es = self.eval_secs.clone();
+        es.sort_by(f64::total_cmp);
+        let eval_s = es.get(es.len() / 2).copied().unwrap_or(f64::NAN);
+        println!("\nmedian time per evaluation here: {eval_s:.4} s");
+        println!("\n| setting | variant | evaluations mean ± std | per draw | termination |");
+        println!("|---|---|---|---|---|");
+        for r in &self.rows {
+            println!("{r}");
+        }
+        println!("\n| one-off setup | seconds | evaluation-equivalents |\n|---|---|---|");
+        for (what, s) in &self.setup_rows {
+            println!("| {what} | {s:.2} | {:.1} |", s / eval_s);
+        }
+        println!(
+            "| one application of P (per L-BFGS iteration) | {apply_s:.4} | {:.3} |",
+            apply_s / eval_s
+        );
+        Ok(())
     }
-    let apply_s = t.elapsed().as_secs_f64() / 20.0;
-    let mut es = eval_secs.clone();
-    es.sort_by(f64::total_cmp);
-    let eval_s = es.get(es.len() / 2).copied().unwrap_or(f64::NAN);
-    println!("\nmedian time per evaluation here: {eval_s:.4} s");
-    println!("\n| setting | variant | evaluations mean ± std | per draw | termination |");
-    println!("|---|---|---|---|---|");
-    for r in &rows {
-        println!("{r}");
-    }
-    println!("\n| one-off setup | seconds | evaluation-equivalents |\n|---|---|---|");
-    for (what, s) in &setup_rows {
-        println!("| {what} | {s:.2} | {:.1} |", s / eval_s);
-    }
-    println!(
-        "| one application of P (per L-BFGS iteration) | {apply_s:.4} | {:.3} |",
-        apply_s / eval_s
-    );
-    Ok(())
 }

@@ -412,23 +412,50 @@ pub fn load_with_bytes(path: &Path) -> Result<(LoadedModel, Vec<u8>)> {
 
 /// [`load`] on bytes already read from `path` (named in errors): the checksum and every
 /// header field are checked as for a file.
+///
+/// Steps: the format and its version ([`check_format`]), the checksum over every entry, the
+/// JSON headers ([`read_headers`]), the one weights tensor and its SHA-256
+/// ([`weights_tensor`]), the model it holds ([`stored_model`]), and the preprocessing's
+/// output fitting the model ([`check_preprocessing_fits`]).
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
-    let get = |k: &str| {
-        meta.get(k).ok_or_else(|| {
-            err(
-                path,
-                format!("metadata key `{k}` missing: not a privpred model or corrupt"),
-            )
-        })
-    };
-    if get("format")? != FORMAT {
-        return Err(err(
+    let version = check_format(path, &meta)?;
+    // One checksum over every metadata entry and every tensor (absent only in files written
+    // before it existed: those are still range-checked below and their weights checked
+    // against `weights_sha256`).
+    let names =
+        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
+    let (header, preprocessing, extra) = read_headers(path, &meta)?;
+    let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;
+    let model = stored_model(path, &header, meta_get(path, &meta, "model")?, &t)?;
+    check_preprocessing_fits(path, &preprocessing, &model)?;
+    Ok(LoadedModel {
+        model,
+        preprocessing,
+        extra,
+        format_version: version,
+        weights_sha256,
+    })
+}
+
+/// The metadata entry `k`, or an error saying the file is not a privpred model.
+fn meta_get<'m>(path: &Path, meta: &'m HashMap<String, String>, k: &str) -> Result<&'m String> {
+    meta.get(k).ok_or_else(|| {
+        err(
             path,
-            format!("format `{}` is not `{FORMAT}`", get("format")?),
-        ));
+            format!("metadata key `{k}` missing: not a privpred model or corrupt"),
+        )
+    })
+}
+
+/// Checks the `format` entry and returns the `format_version`, which must be the one this
+/// build reads.
+fn check_format(path: &Path, meta: &HashMap<String, String>) -> Result<u32> {
+    let format = meta_get(path, meta, "format")?;
+    if format != FORMAT {
+        return Err(err(path, format!("format `{format}` is not `{FORMAT}`")));
     }
-    let version: u32 = get("format_version")?
+    let version: u32 = meta_get(path, meta, "format_version")?
         .parse()
         .map_err(|_| err(path, "unreadable format_version"))?;
     if version != FORMAT_VERSION {
@@ -439,15 +466,20 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
             ),
         ));
     }
-    // One checksum over every metadata entry and every tensor (absent only in files written
-    // before it existed: those are still range-checked below and their weights checked
-    // against `weights_sha256`).
-    let names =
-        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
-    let header: ModelHeader = serde_json::from_str(get("model")?)
+    Ok(version)
+}
+
+/// Parses the JSON headers (model, preprocessing, optional extra) and range-checks the first
+/// two ([`FittedPreprocessing::validate`], [`check_header`]).
+fn read_headers(
+    path: &Path,
+    meta: &HashMap<String, String>,
+) -> Result<(ModelHeader, FittedPreprocessing, serde_json::Value)> {
+    let header: ModelHeader = serde_json::from_str(meta_get(path, meta, "model")?)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
-    let preprocessing: FittedPreprocessing = serde_json::from_str(get("preprocessing")?)
-        .map_err(|e| err(path, format!("corrupt preprocessing header: {e}")))?;
+    let preprocessing: FittedPreprocessing =
+        serde_json::from_str(meta_get(path, meta, "preprocessing")?)
+            .map_err(|e| err(path, format!("corrupt preprocessing header: {e}")))?;
     let extra: serde_json::Value = match meta.get("extra") {
         Some(s) => {
             serde_json::from_str(s).map_err(|e| err(path, format!("corrupt extra header: {e}")))?
@@ -458,6 +490,18 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
         .validate()
         .map_err(|e| err(path, format!("preprocessing header: {e}")))?;
     check_header(&header).map_err(|reason| err(path, reason))?;
+    Ok((header, preprocessing, extra))
+}
+
+/// The file's one tensor (`teachers` for a teacher ensemble, `theta` otherwise), F64, whose
+/// bytes match the `weights_sha256` entry; returned with that checksum.
+fn weights_tensor<'a>(
+    path: &Path,
+    meta: &HashMap<String, String>,
+    st: &safetensors::SafeTensors<'a>,
+    names: &[String],
+    header: &ModelHeader,
+) -> Result<(TensorView<'a>, String)> {
     let tname = if header.kind == "teachers" {
         "teachers"
     } else {
@@ -482,18 +526,26 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
             format!("tensor `{tname}` has dtype {:?}, expected F64", t.dtype()),
         ));
     }
-    let weights_sha256 = get("weights_sha256")?.clone();
+    let weights_sha256 = meta_get(path, meta, "weights_sha256")?.clone();
     if sha256_hex(t.data()) != weights_sha256 {
         return Err(err(
             path,
             "weights do not match their SHA-256 checksum: the file is corrupt",
         ));
     }
+    Ok((t, weights_sha256))
+}
+
+/// The model the weights tensor holds, by the header's kind: a non-private θ, or a private
+/// predictor ([`private_predictor`]).
+fn stored_model(
+    path: &Path,
+    header: &ModelHeader,
+    model_json: &str,
+    t: &TensorView<'_>,
+) -> Result<StoredModel> {
     let (d, c) = (header.d, header.c);
-    let w = from_bytes(t.data());
-    let check_model =
-        |theta: Vec<f64>| LinearModel::new(d, c, theta).map_err(|e| err(path, format!("{e}")));
-    let model = match header.kind.as_str() {
+    match header.kind.as_str() {
         "non-private" => {
             if t.shape() != [d, c] {
                 return Err(err(
@@ -501,57 +553,82 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
                     format!("tensor shape {:?} does not match {d} × {c}", t.shape()),
                 ));
             }
-            StoredModel::NonPrivate(check_model(w)?)
+            let theta = from_bytes(t.data());
+            let model = LinearModel::new(d, c, theta).map_err(|e| err(path, format!("{e}")))?;
+            Ok(StoredModel::NonPrivate(model))
         }
-        "released" | "noisy-logits" | "teachers" => {
-            let mut p = header
-                .predictor
-                .clone()
-                .ok_or_else(|| err(path, "private model without its guarantee"))?;
-            // Artifacts written before guarantees named their relation are labelled with the
-            // relation their calibration holds for (e.g. add-remove for loss perturbation).
-            let has_relation = serde_json::from_str::<serde_json::Value>(get("model")?)
-                .ok()
-                .and_then(|v| v.pointer("/predictor/calibration/neighbours").cloned())
-                .is_some();
-            privpred_core::Neighbours::relabel_legacy(&mut p.calibration, has_relation);
-            match &mut p.kind {
-                PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
-                    if t.shape() != [d, c] {
-                        return Err(err(
-                            path,
-                            format!("tensor shape {:?} does not match {d} × {c}", t.shape()),
-                        ));
-                    }
-                    *model = check_model(w)?;
-                }
-                PredictorKind::Teachers { teachers } => {
-                    let tt = header.teachers.unwrap_or(0);
-                    if t.shape() != [tt, d, c] || tt == 0 {
-                        return Err(err(
-                            path,
-                            format!(
-                                "tensor shape {:?} does not match {tt} × {d} × {c}",
-                                t.shape()
-                            ),
-                        ));
-                    }
-                    let models: Result<Vec<LinearModel>> = w
-                        .chunks_exact(d * c)
-                        .map(|ch| check_model(ch.to_vec()))
-                        .collect();
-                    *teachers = Teachers {
-                        d,
-                        c,
-                        models: models?,
-                        shard_size: header.shard_size.unwrap_or(0),
-                    };
-                }
+        "released" | "noisy-logits" | "teachers" => Ok(StoredModel::Private(Box::new(
+            private_predictor(path, header, model_json, t)?,
+        ))),
+        other => Err(err(path, format!("unknown model kind `{other}`"))),
+    }
+}
+
+/// A private predictor: its header's guarantee (legacy relations relabelled) with the weights
+/// put in place, one θ of `d × c` or `T` teachers of `d × c` each.
+fn private_predictor(
+    path: &Path,
+    header: &ModelHeader,
+    model_json: &str,
+    t: &TensorView<'_>,
+) -> Result<PrivatePredictor> {
+    let (d, c) = (header.d, header.c);
+    let w = from_bytes(t.data());
+    let check_model =
+        |theta: Vec<f64>| LinearModel::new(d, c, theta).map_err(|e| err(path, format!("{e}")));
+    let mut p = header
+        .predictor
+        .clone()
+        .ok_or_else(|| err(path, "private model without its guarantee"))?;
+    // Artifacts written before guarantees named their relation are labelled with the
+    // relation their calibration holds for (e.g. add-remove for loss perturbation).
+    let has_relation = serde_json::from_str::<serde_json::Value>(model_json)
+        .ok()
+        .and_then(|v| v.pointer("/predictor/calibration/neighbours").cloned())
+        .is_some();
+    privpred_core::Neighbours::relabel_legacy(&mut p.calibration, has_relation);
+    match &mut p.kind {
+        PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
+            if t.shape() != [d, c] {
+                return Err(err(
+                    path,
+                    format!("tensor shape {:?} does not match {d} × {c}", t.shape()),
+                ));
             }
-            StoredModel::Private(Box::new(p))
+            *model = check_model(w)?;
         }
-        other => return Err(err(path, format!("unknown model kind `{other}`"))),
-    };
+        PredictorKind::Teachers { teachers } => {
+            let tt = header.teachers.unwrap_or(0);
+            if t.shape() != [tt, d, c] || tt == 0 {
+                return Err(err(
+                    path,
+                    format!(
+                        "tensor shape {:?} does not match {tt} × {d} × {c}",
+                        t.shape()
+                    ),
+                ));
+            }
+            let models: Result<Vec<LinearModel>> = w
+                .chunks_exact(d * c)
+                .map(|ch| check_model(ch.to_vec()))
+                .collect();
+            *teachers = Teachers {
+                d,
+                c,
+                models: models?,
+                shard_size: header.shard_size.unwrap_or(0),
+            };
+        }
+    }
+    Ok(p)
+}
+
+/// The preprocessing's output (features and classes) must be the model's input.
+fn check_preprocessing_fits(
+    path: &Path,
+    preprocessing: &FittedPreprocessing,
+    model: &StoredModel,
+) -> Result<()> {
     if preprocessing.output_dim() != model.input_dim() {
         return Err(err(
             path,
@@ -572,13 +649,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
             ),
         ));
     }
-    Ok(LoadedModel {
-        model,
-        preprocessing,
-        extra,
-        format_version: version,
-        weights_sha256,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -450,56 +450,25 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
 /// [`privpred_data::artifact`]) must match, every header field is range-checked
 /// (`check_header`), tensor shapes are checked before the networks are allocated, and the
 /// weights must be finite.
+///
+/// Steps: read and parse the file, check the format ([`check_format`]) and the checksum,
+/// read the headers ([`read_headers`]), check every tensor against the architecture
+/// ([`checked_tensor`]), then copy the weights into the members ([`read_members`]).
 pub fn load(path: &Path) -> Result<NnModel> {
     let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
         privpred_data::DataError::Io { path, source } => NnError::io(path, source),
         e => err(path, e.to_string()),
     })?;
     let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
-    let get = |k: &str| {
-        meta.get(k).ok_or_else(|| {
-            err(
-                path,
-                format!("metadata key `{k}` missing: not a privpred-nn model or corrupt"),
-            )
-        })
-    };
-    if get("format")? != FORMAT {
-        return Err(err(
-            path,
-            format!("format `{}` is not `{FORMAT}`", get("format")?),
-        ));
-    }
-    if get("format_version")? != &FORMAT_VERSION.to_string() {
-        return Err(err(
-            path,
-            format!(
-                "format version {} is not supported (this build reads {FORMAT_VERSION})",
-                get("format_version")?
-            ),
-        ));
-    }
+    check_format(path, &meta)?;
     // One checksum over every metadata entry and tensor (absent only in files written before
     // it existed: those are still range-checked and their weights checked against
     // `weights_sha256`).
     let names =
         artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
-    let mut header: ModelHeader = serde_json::from_str(get("model")?)
-        .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
-    // Artifacts written before guarantees named their relation are labelled with the relation
-    // their calibration holds for (add-remove for DP-SGD's accountants).
-    let has_relation = serde_json::from_str::<serde_json::Value>(get("model")?)
-        .ok()
-        .and_then(|v| v.pointer("/calibration/neighbours").cloned())
-        .is_some();
-    if let Some(c) = header.calibration.as_mut() {
-        privpred_core::Neighbours::relabel_legacy(c, has_relation);
-    }
-    let extra: serde_json::Value = serde_json::from_str(get("extra")?)
-        .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
-    check_header(&header).map_err(|reason| err(path, reason))?;
+    let (header, extra) = read_headers(path, &meta)?;
     let net = ResNet::new(header.config).map_err(|e| err(path, e.to_string()))?;
-    let t = header.members;
+    let members = header.members;
     let stacked = header.kind == ModelKind::Teachers;
     if names.len() != net.tensors().len() {
         return Err(err(
@@ -514,67 +483,127 @@ pub fn load(path: &Path) -> Result<NnModel> {
     // The tensors' shapes are checked against the header before anything is allocated for
     // the members: their sizes are then bounded by the file's.
     for ti in net.tensors() {
-        let v = st
-            .tensor(&ti.name)
-            .map_err(|e| err(path, format!("tensor `{}`: {e}", ti.name)))?;
-        let mut shape = ti.shape.clone();
-        if stacked {
-            shape.insert(0, t);
-        }
-        if v.dtype() != Dtype::F32 || v.shape() != shape.as_slice() {
-            return Err(err(
-                path,
-                format!(
-                    "tensor `{}` is {:?} {:?}, expected F32 {:?}",
-                    ti.name,
-                    v.dtype(),
-                    v.shape(),
-                    shape
-                ),
-            ));
-        }
+        checked_tensor(path, &st, ti, stacked, members)?;
     }
-    let mut members = vec![vec![0.0f32; net.num_params()]; t];
-    for ti in net.tensors() {
-        let v = st
-            .tensor(&ti.name)
-            .map_err(|e| err(path, format!("tensor `{}`: {e}", ti.name)))?;
-        let mut shape = ti.shape.clone();
-        if stacked {
-            shape.insert(0, t);
-        }
-        if v.dtype() != Dtype::F32 || v.shape() != shape.as_slice() {
-            return Err(err(
-                path,
-                format!(
-                    "tensor `{}` is {:?} {:?}, expected F32 {:?}",
-                    ti.name,
-                    v.dtype(),
-                    v.shape(),
-                    shape
-                ),
-            ));
-        }
-        let vals: Vec<f32> = v
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        for (k, m) in members.iter_mut().enumerate() {
-            m[ti.range()].copy_from_slice(&vals[k * ti.len..(k + 1) * ti.len]);
-        }
-    }
-    if members.iter().flatten().any(|v| !v.is_finite()) {
-        return Err(err(path, "weights contain NaN or infinity: corrupt file"));
-    }
+    let members = read_members(path, &st, &net, stacked, members)?;
     let model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
-    if &model.weights_sha256 != get("weights_sha256")? {
+    if &model.weights_sha256 != meta_get(path, &meta, "weights_sha256")? {
         return Err(err(
             path,
             "weights do not match their SHA-256: corrupt file",
         ));
     }
     Ok(model)
+}
+
+/// The metadata entry `k`, or an error saying the file is not a privpred-nn model.
+fn meta_get<'m>(path: &Path, meta: &'m HashMap<String, String>, k: &str) -> Result<&'m String> {
+    meta.get(k).ok_or_else(|| {
+        err(
+            path,
+            format!("metadata key `{k}` missing: not a privpred-nn model or corrupt"),
+        )
+    })
+}
+
+/// The `format` entry must be this crate's and the `format_version` the one this build reads.
+fn check_format(path: &Path, meta: &HashMap<String, String>) -> Result<()> {
+    let format = meta_get(path, meta, "format")?;
+    if format != FORMAT {
+        return Err(err(path, format!("format `{format}` is not `{FORMAT}`")));
+    }
+    let version = meta_get(path, meta, "format_version")?;
+    if version != &FORMAT_VERSION.to_string() {
+        return Err(err(
+            path,
+            format!(
+                "format version {version} is not supported (this build reads {FORMAT_VERSION})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses the model header (legacy relations relabelled) and the extra header, and
+/// range-checks the model header ([`check_header`]).
+fn read_headers(
+    path: &Path,
+    meta: &HashMap<String, String>,
+) -> Result<(ModelHeader, serde_json::Value)> {
+    let model_json = meta_get(path, meta, "model")?;
+    let mut header: ModelHeader = serde_json::from_str(model_json)
+        .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
+    // Artifacts written before guarantees named their relation are labelled with the relation
+    // their calibration holds for (add-remove for DP-SGD's accountants).
+    let has_relation = serde_json::from_str::<serde_json::Value>(model_json)
+        .ok()
+        .and_then(|v| v.pointer("/calibration/neighbours").cloned())
+        .is_some();
+    if let Some(c) = header.calibration.as_mut() {
+        privpred_core::Neighbours::relabel_legacy(c, has_relation);
+    }
+    let extra: serde_json::Value = serde_json::from_str(meta_get(path, meta, "extra")?)
+        .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
+    check_header(&header).map_err(|reason| err(path, reason))?;
+    Ok((header, extra))
+}
+
+/// The tensor `ti` of the file, F32 and of the architecture's shape (with a leading
+/// `members` axis when the members are `stacked`, as a teacher ensemble's are).
+fn checked_tensor<'a>(
+    path: &Path,
+    st: &safetensors::SafeTensors<'a>,
+    ti: &crate::resnet::TensorInfo,
+    stacked: bool,
+    members: usize,
+) -> Result<TensorView<'a>> {
+    let v = st
+        .tensor(&ti.name)
+        .map_err(|e| err(path, format!("tensor `{}`: {e}", ti.name)))?;
+    let mut shape = ti.shape.clone();
+    if stacked {
+        shape.insert(0, members);
+    }
+    if v.dtype() != Dtype::F32 || v.shape() != shape.as_slice() {
+        return Err(err(
+            path,
+            format!(
+                "tensor `{}` is {:?} {:?}, expected F32 {:?}",
+                ti.name,
+                v.dtype(),
+                v.shape(),
+                shape
+            ),
+        ));
+    }
+    Ok(v)
+}
+
+/// The members' flat parameter vectors, copied tensor by tensor from the file (each checked
+/// again by [`checked_tensor`]); every weight must be finite.
+fn read_members(
+    path: &Path,
+    st: &safetensors::SafeTensors<'_>,
+    net: &ResNet,
+    stacked: bool,
+    members: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let mut out = vec![vec![0.0f32; net.num_params()]; members];
+    for ti in net.tensors() {
+        let v = checked_tensor(path, st, ti, stacked, members)?;
+        let vals: Vec<f32> = v
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        for (k, m) in out.iter_mut().enumerate() {
+            m[ti.range()].copy_from_slice(&vals[k * ti.len..(k + 1) * ti.len]);
+        }
+    }
+    if out.iter().flatten().any(|v| !v.is_finite()) {
+        return Err(err(path, "weights contain NaN or infinity: corrupt file"));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

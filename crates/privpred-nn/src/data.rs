@@ -199,19 +199,49 @@ impl ImageSet {
 /// (class, width, height, channel-major pixels) of one decoded image.
 type Decoded = (u32, u32, u32, Vec<u8>);
 
+/// One archive entry under `<split>/<class>/<file>`: (split, class, file name, bytes).
+type FolderEntry = (String, String, String, Vec<u8>);
+
 /// Reads an image-folder archive (`.tar.gz` holding `<split>/<class>/<file>.jpg|png`) and
 /// returns `(train, test)`; classes are the sorted folder names of the train split. With
 /// `per_class = Some((a, b))` only the first `a` train and `b` test files of each class (by
 /// sorted file name) are decoded.
+///
+/// Steps: read the entries ([`read_folder_entries`]), take the classes from `train/`, sort
+/// the entries, then decode each split ([`decode_split`]).
 pub fn load_image_folder_tar(
     path: &Path,
     per_class: Option<(usize, usize)>,
     source: &str,
 ) -> Result<(ImageSet, ImageSet)> {
+    let mut entries = read_folder_entries(path)?;
+    let mut classes: Vec<String> = entries
+        .iter()
+        .filter(|e| e.0 == "train")
+        .map(|e| e.1.clone())
+        .collect();
+    classes.sort();
+    classes.dedup();
+    if classes.len() < 2 {
+        return Err(NnError::format(
+            path,
+            "expected train/<class>/<image> entries for at least two classes",
+        ));
+    }
+    entries.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    let train_limit = per_class.map(|(a, _)| a);
+    let test_limit = per_class.map(|(_, b)| b);
+    let train = decode_split(path, &entries, &classes, "train", train_limit, source)?;
+    let test = decode_split(path, &entries, &classes, "test", test_limit, source)?;
+    Ok((train, test))
+}
+
+/// The regular files of the gzipped tar at `path` under `train/<class>/<file>` or
+/// `test/<class>/<file>` (a leading `./` allowed), in archive order; other entries are skipped.
+fn read_folder_entries(path: &Path) -> Result<Vec<FolderEntry>> {
     let f = std::fs::File::open(path).map_err(|e| NnError::io(path, e))?;
     let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
-    // (split, class, file) -> bytes
-    let mut entries: Vec<(String, String, String, Vec<u8>)> = Vec::new();
+    let mut entries: Vec<FolderEntry> = Vec::new();
     for e in ar.entries().map_err(|e| NnError::io(path, e))? {
         let mut e = e.map_err(|e| NnError::io(path, e))?;
         if !e.header().entry_type().is_file() {
@@ -235,94 +265,88 @@ pub fn load_image_folder_tar(
         e.read_to_end(&mut buf).map_err(|e| NnError::io(path, e))?;
         entries.push((s, c, n, buf));
     }
-    let mut classes: Vec<String> = entries
-        .iter()
-        .filter(|e| e.0 == "train")
-        .map(|e| e.1.clone())
-        .collect();
-    classes.sort();
-    classes.dedup();
-    if classes.len() < 2 {
-        return Err(NnError::format(
-            path,
-            "expected train/<class>/<image> entries for at least two classes",
-        ));
-    }
-    entries.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
-    let mut out = Vec::new();
-    for split in ["train", "test"] {
-        let mut count = vec![0usize; classes.len()];
-        let mut sel: Vec<(u32, &Vec<u8>, &str)> = Vec::new();
-        for e in entries.iter().filter(|e| e.0 == split) {
-            let Ok(ci) = classes.binary_search(&e.1) else {
-                return Err(NnError::format(
-                    path,
-                    format!("{split}/{}: class not present in train/", e.1),
-                ));
-            };
-            count[ci] += 1;
-            let limit = per_class.map(|(a, b)| if split == "train" { a } else { b });
-            if limit.is_none_or(|l| count[ci] <= l) {
-                sel.push((ci as u32, &e.3, &e.2));
-            }
-        }
-        if sel.is_empty() {
-            return Err(NnError::format(path, format!("no images under {split}/")));
-        }
-        let decoded: Vec<Result<Decoded>> = sel
-            .par_iter()
-            .map(|(ci, bytes, name)| {
-                let img = image::load_from_memory(bytes)
-                    .map_err(|e| {
-                        NnError::format(
-                            path,
-                            format!("{split}/{}/{name}: {e}", classes[*ci as usize]),
-                        )
-                    })?
-                    .to_rgb8();
-                let (w, h) = img.dimensions();
-                let raw = img.into_raw();
-                let hw = (w * h) as usize;
-                let mut chw = vec![0u8; 3 * hw];
-                for p in 0..hw {
-                    for c in 0..3 {
-                        chw[c * hw + p] = raw[p * 3 + c];
-                    }
-                }
-                Ok((*ci, w, h, chw))
-            })
-            .collect();
-        let mut set = ImageSet {
-            channels: 3,
-            height: 0,
-            width: 0,
-            classes: classes.len(),
-            pixels: Vec::new(),
-            labels: Vec::new(),
-            source: source.to_string(),
+    Ok(entries)
+}
+
+/// Decodes the (sorted) entries of one split, at most `limit` per class, in parallel into an
+/// [`ImageSet`]; every class must be one of `train/`'s and every image of one size.
+fn decode_split(
+    path: &Path,
+    entries: &[FolderEntry],
+    classes: &[String],
+    split: &str,
+    limit: Option<usize>,
+    source: &str,
+) -> Result<ImageSet> {
+    let mut count = vec![0usize; classes.len()];
+    let mut sel: Vec<(u32, &Vec<u8>, &str)> = Vec::new();
+    for e in entries.iter().filter(|e| e.0 == split) {
+        let Ok(ci) = classes.binary_search(&e.1) else {
+            return Err(NnError::format(
+                path,
+                format!("{split}/{}: class not present in train/", e.1),
+            ));
         };
-        for d in decoded {
-            let (ci, w, h, chw) = d?;
-            if set.labels.is_empty() {
-                set.width = w as usize;
-                set.height = h as usize;
-            } else if (w as usize, h as usize) != (set.width, set.height) {
-                return Err(NnError::format(
-                    path,
-                    format!(
-                        "{split}: images of different sizes ({w}×{h} vs {}×{})",
-                        set.width, set.height
-                    ),
-                ));
-            }
-            set.pixels.extend_from_slice(&chw);
-            set.labels.push(ci);
+        count[ci] += 1;
+        if limit.is_none_or(|l| count[ci] <= l) {
+            sel.push((ci as u32, &e.3, &e.2));
         }
-        out.push(set);
     }
-    let test = out.pop().expect("two splits");
-    let train = out.pop().expect("two splits");
-    Ok((train, test))
+    if sel.is_empty() {
+        return Err(NnError::format(path, format!("no images under {split}/")));
+    }
+    let decoded: Vec<Result<Decoded>> = sel
+        .par_iter()
+        .map(|(ci, bytes, name)| {
+            let what = || format!("{split}/{}/{name}", classes[*ci as usize]);
+            decode_chw(path, bytes, what).map(|(w, h, chw)| (*ci, w, h, chw))
+        })
+        .collect();
+    let mut set = ImageSet {
+        channels: 3,
+        height: 0,
+        width: 0,
+        classes: classes.len(),
+        pixels: Vec::new(),
+        labels: Vec::new(),
+        source: source.to_string(),
+    };
+    for d in decoded {
+        let (ci, w, h, chw) = d?;
+        if set.labels.is_empty() {
+            set.width = w as usize;
+            set.height = h as usize;
+        } else if (w as usize, h as usize) != (set.width, set.height) {
+            return Err(NnError::format(
+                path,
+                format!(
+                    "{split}: images of different sizes ({w}×{h} vs {}×{})",
+                    set.width, set.height
+                ),
+            ));
+        }
+        set.pixels.extend_from_slice(&chw);
+        set.labels.push(ci);
+    }
+    Ok(set)
+}
+
+/// Decodes one JPEG or PNG into RGB, channel-major: (width, height, pixels); `what` names the
+/// entry in the error.
+fn decode_chw(path: &Path, bytes: &[u8], what: impl Fn() -> String) -> Result<(u32, u32, Vec<u8>)> {
+    let img = image::load_from_memory(bytes)
+        .map_err(|e| NnError::format(path, format!("{}: {e}", what())))?
+        .to_rgb8();
+    let (w, h) = img.dimensions();
+    let raw = img.into_raw();
+    let hw = (w * h) as usize;
+    let mut chw = vec![0u8; 3 * hw];
+    for p in 0..hw {
+        for c in 0..3 {
+            chw[c * hw + p] = raw[p * 3 + c];
+        }
+    }
+    Ok((w, h, chw))
 }
 
 /// Loads the CIFAR-10 JPEG copy (DATA.md) from `path` (default [`CIFAR10_JPEG_DEFAULT`]).

@@ -25,6 +25,33 @@ use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 use std::ops::ControlFlow;
 
+/// What a training run computes on (the `*_on` functions' first argument): the engine that
+/// computes the batch gradients, the network architecture, the training set and its
+/// normalisation.
+#[derive(Clone, Copy)]
+pub struct TrainInputs<'a> {
+    /// The gradient engine ([`CpuEngine`], or libtorch with feature `torch`).
+    pub engine: &'a dyn GradientEngine,
+    /// The architecture.
+    pub net: &'a ResNet,
+    /// The training set.
+    pub data: &'a ImageSet,
+    /// The normalisation applied to every image.
+    pub norm: &'a Normalization,
+}
+
+impl<'a> TrainInputs<'a> {
+    /// The inputs of one batch gradient, with augmentation seeded by `augment_seed` (`None`:
+    /// no augmentation).
+    pub fn batch_inputs(&self, augment_seed: Option<u64>) -> Inputs<'a> {
+        Inputs {
+            data: self.data,
+            norm: self.norm,
+            augment_seed,
+        }
+    }
+}
+
 /// Hyper-parameters of SGD with momentum and the step schedule (SPEC §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SgdConfig {
@@ -277,22 +304,24 @@ pub fn train_nonprivate(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
-    train_nonprivate_on(&CpuEngine, net, data, norm, cfg, init, rng, observer)
+    let on = TrainInputs {
+        engine: &CpuEngine,
+        net,
+        data,
+        norm,
+    };
+    train_nonprivate_on(on, cfg, init, rng, observer)
 }
 
-/// [`train_nonprivate`] with the batch gradients from `engine`.
-#[allow(clippy::too_many_arguments)]
+/// [`train_nonprivate`] with the batch gradients from `on.engine`.
 pub fn train_nonprivate_on(
-    engine: &dyn GradientEngine,
-    net: &ResNet,
-    data: &ImageSet,
-    norm: &Normalization,
+    on: TrainInputs<'_>,
     cfg: &SgdConfig,
     init: Option<Vec<f32>>,
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
-    let out = train_nonprivate_ctl_on(engine, net, data, norm, cfg, init, rng, &mut |p| {
+    let out = train_nonprivate_ctl_on(on, cfg, init, rng, &mut |p| {
         observer(p);
         ControlFlow::Continue(())
     })?;
@@ -322,21 +351,26 @@ pub fn train_nonprivate_ctl(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
 ) -> Result<Trained> {
-    train_nonprivate_ctl_on(&CpuEngine, net, data, norm, cfg, init, rng, observer)
+    let on = TrainInputs {
+        engine: &CpuEngine,
+        net,
+        data,
+        norm,
+    };
+    train_nonprivate_ctl_on(on, cfg, init, rng, observer)
 }
 
-/// [`train_nonprivate_ctl`] with the batch gradients from `engine`.
-#[allow(clippy::too_many_arguments)]
+/// [`train_nonprivate_ctl`] with the batch gradients from `on.engine`.
 pub fn train_nonprivate_ctl_on(
-    engine: &dyn GradientEngine,
-    net: &ResNet,
-    data: &ImageSet,
-    norm: &Normalization,
+    on: TrainInputs<'_>,
     cfg: &SgdConfig,
     init: Option<Vec<f32>>,
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
 ) -> Result<Trained> {
+    let TrainInputs {
+        engine, net, data, ..
+    } = on;
     cfg.validate()?;
     check_data(net, data)?;
     let n = data.len();
@@ -375,11 +409,7 @@ pub fn train_nonprivate_ctl_on(
         let st = engine.batch_gradient(
             net,
             &params,
-            Inputs {
-                data,
-                norm,
-                augment_seed: seed,
-            },
+            on.batch_inputs(seed),
             &batch,
             GradMode::Sum,
             &mut grad,
@@ -447,20 +477,22 @@ pub fn dp_gradient(
     st
 }
 
-/// [`dp_gradient`] with the clipped sum from `engine` (the noise is drawn here, on the CPU,
-/// from `rng`, whatever the engine).
-#[allow(clippy::too_many_arguments)]
+/// [`dp_gradient`] with the clipped sum from `on.engine` on `on.net` at `params`, over the
+/// examples `batch` of `on.data` (augmented with `augment_seed`, if any); the noise is drawn
+/// here, on the CPU, from `rng`, whatever the engine.
 pub fn dp_gradient_on(
-    engine: &dyn GradientEngine,
-    net: &ResNet,
+    on: TrainInputs<'_>,
     params: &[f32],
-    inputs: Inputs<'_>,
     batch: &[usize],
+    augment_seed: Option<u64>,
     cfg: &DpSgdConfig,
     rng: &mut impl Rng,
     out: &mut [f32],
 ) -> Result<BatchStats> {
-    let st = engine.batch_gradient(net, params, inputs, batch, cfg.grad_mode(), out)?;
+    let inputs = on.batch_inputs(augment_seed);
+    let st = on
+        .engine
+        .batch_gradient(on.net, params, inputs, batch, cfg.grad_mode(), out)?;
     noise_and_scale(cfg, rng, out);
     Ok(st)
 }
@@ -523,20 +555,13 @@ pub fn train_dpsgd_on(
             }
         };
         let seed = cfg.sgd.augment.then(|| rng.random::<u64>());
-        let st = dp_gradient_on(
+        let on = TrainInputs {
             engine,
             net,
-            &params,
-            Inputs {
-                data,
-                norm,
-                augment_seed: seed,
-            },
-            &batch,
-            cfg,
-            rng,
-            &mut grad,
-        )?;
+            data,
+            norm,
+        };
+        let st = dp_gradient_on(on, &params, &batch, seed, cfg, rng, &mut grad)?;
         let lr = cfg.sgd.lr_at(step, steps);
         opt.step(
             &mut params,
@@ -593,32 +618,32 @@ pub fn train_teachers(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(usize, &Progress),
 ) -> Result<TeacherEnsemble> {
-    train_teachers_on(&CpuEngine, net, data, norm, cfg, t, rng, observer)
+    let on = TrainInputs {
+        engine: &CpuEngine,
+        net,
+        data,
+        norm,
+    };
+    train_teachers_on(on, cfg, t, rng, observer)
 }
 
-/// [`train_teachers`] with the batch gradients from `engine`.
-#[allow(clippy::too_many_arguments)]
+/// [`train_teachers`] with the batch gradients from `on.engine`.
 pub fn train_teachers_on(
-    engine: &dyn GradientEngine,
-    net: &ResNet,
-    data: &ImageSet,
-    norm: &Normalization,
+    on: TrainInputs<'_>,
     cfg: &SgdConfig,
     t: usize,
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(usize, &Progress),
 ) -> Result<TeacherEnsemble> {
-    let part = partition(data.len(), t, rng)?;
+    let part = partition(on.data.len(), t, rng)?;
     let mut params = Vec::with_capacity(t);
     for (k, idx) in part.iter().enumerate() {
-        let shard = data.subset(idx);
+        let shard = on.data.subset(idx);
         let mut cfg_k = cfg.clone();
         cfg_k.batch_size = cfg.batch_size.min(shard.len());
+        let on_shard = TrainInputs { data: &shard, ..on };
         params.push(train_nonprivate_on(
-            engine,
-            net,
-            &shard,
-            norm,
+            on_shard,
             &cfg_k,
             None,
             rng,

@@ -302,6 +302,16 @@ impl Fig7Context {
         &*self.engine
     }
 
+    /// The engine, network, training set and normalisation every training run here uses.
+    fn train_inputs(&self) -> train::TrainInputs<'_> {
+        train::TrainInputs {
+            engine: &*self.engine,
+            net: &self.net,
+            data: &self.train,
+            norm: &self.norm,
+        }
+    }
+
     /// The cache key of an object: [`Fig7Config::key`], with the engine's name for engines
     /// other than the CPU one.
     fn cache_key(&self, what: &str, extra: &str) -> String {
@@ -357,10 +367,7 @@ impl Fig7Context {
                     let mut rng =
                         ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "teachers"));
                     let ens = train::train_teachers_on(
-                        &*self.engine,
-                        &self.net,
-                        &self.train,
-                        &self.norm,
+                        self.train_inputs(),
                         &self.cfg.teacher_sgd,
                         self.cfg.teachers,
                         &mut rng,
@@ -428,10 +435,7 @@ impl Fig7Context {
         }
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "reference"));
         let p = train::train_nonprivate_on(
-            &*self.engine,
-            &self.net,
-            &self.train,
-            &self.norm,
+            self.train_inputs(),
             &self.cfg.reference_sgd,
             None,
             &mut rng,

@@ -266,79 +266,127 @@ fn base(epsilon: f64, delta: f64, budget: u64) -> Setting {
     }
 }
 
+/// The definition of figure `id`, built by the function of its family.
 fn definition(id: FigureId) -> Figure {
-    let budget_grid = vec![
-        1., 2., 5., 10., 20., 30., 40., 50., 75., 100., 150., 200., 250., 300., 400., 500., 750.,
-        1000.,
-    ];
-    let (dataset, kind, grid, log, fixed, methods, series, title): (
-        _,
-        _,
-        Vec<f64>,
-        _,
-        _,
-        Vec<Method>,
-        Vec<f64>,
-        _,
-    ) = match id {
-        FigureId::Fig1a => (
+    match id {
+        FigureId::Fig1a | FigureId::Fig1b => epsilon_figure(id),
+        FigureId::Fig2a | FigureId::Fig2b => budget_figure(id),
+        FigureId::Fig3 | FigureId::Fig4 | FigureId::Fig5a | FigureId::Fig5b => problem_figure(id),
+        FigureId::Fig6a | FigureId::Fig6b => hyperparameter_figure(id),
+        FigureId::Fig7a | FigureId::Fig7b => cifar_figure(id),
+    }
+}
+
+/// A figure on one x-axis with one line per method and no ε series.
+fn line_figure(
+    id: FigureId,
+    dataset: &'static str,
+    axis: Axis,
+    fixed: Setting,
+    methods: Vec<Method>,
+    title: &'static str,
+) -> Figure {
+    Figure {
+        id,
+        dataset,
+        axis,
+        fixed,
+        methods,
+        series_epsilons: vec![],
+        title,
+    }
+}
+
+/// Figure 1, accuracy against ε on MNIST at B = 100: (a) δ = 0 on a log grid from 0.01 to 10
+/// without DP-SGD, (b) δ = 1e-5 on a linear grid from 0.05 to 1 with every method.
+fn epsilon_figure(id: FigureId) -> Figure {
+    let axis = |grid: Vec<f64>, log| Axis {
+        kind: AxisKind::Epsilon,
+        grid,
+        log,
+    };
+    if id == FigureId::Fig1a {
+        line_figure(
+            id,
             "mnist",
-            AxisKind::Epsilon,
-            vec![0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1., 2., 5., 10.],
-            true,
+            axis(vec![0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1., 2., 5., 10.], true),
             base(1., 0., 100),
             ALL_BUT_DPSGD.to_vec(),
-            vec![],
             "MNIST, B = 100, δ = 0",
-        ),
-        FigureId::Fig1b => (
+        )
+    } else {
+        line_figure(
+            id,
             "mnist",
-            AxisKind::Epsilon,
-            vec![0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-            false,
+            axis(
+                vec![0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+                false,
+            ),
             base(1., 1e-5, 100),
             Method::ALL.to_vec(),
-            vec![],
             "MNIST, B = 100, δ = 1e-5",
-        ),
-        FigureId::Fig2a => (
+        )
+    }
+}
+
+/// Figure 2, accuracy against the inference budget B (1 to 1000, log axis) on MNIST at ε = 1:
+/// (a) δ = 0 without DP-SGD, (b) δ = 1e-5 with every method.
+fn budget_figure(id: FigureId) -> Figure {
+    let axis = Axis {
+        kind: AxisKind::Budget,
+        grid: vec![
+            1., 2., 5., 10., 20., 30., 40., 50., 75., 100., 150., 200., 250., 300., 400., 500.,
+            750., 1000.,
+        ],
+        log: true,
+    };
+    if id == FigureId::Fig2a {
+        line_figure(
+            id,
             "mnist",
-            AxisKind::Budget,
-            budget_grid,
-            true,
+            axis,
             base(1., 0., 100),
             ALL_BUT_DPSGD.to_vec(),
-            vec![],
             "MNIST, ε = 1, δ = 0",
-        ),
-        FigureId::Fig2b => (
+        )
+    } else {
+        line_figure(
+            id,
             "mnist",
-            AxisKind::Budget,
-            budget_grid,
-            true,
+            axis,
             base(1., 1e-5, 100),
             Method::ALL.to_vec(),
-            vec![],
             "MNIST, ε = 1, δ = 1e-5",
-        ),
-        FigureId::Fig3 => (
+        )
+    }
+}
+
+/// Figures 3–5, accuracy against a property of the problem at ε = 1, B = 100: δ (fig3, every
+/// method), the training-set size on MNIST-1M (fig4), the PCA dimension (fig5a) and the number
+/// of classes (fig5b), the last three at δ = 0 without DP-SGD.
+fn problem_figure(id: FigureId) -> Figure {
+    if id == FigureId::Fig3 {
+        let axis = Axis {
+            kind: AxisKind::Delta,
+            grid: (2..=10).rev().map(|k| 10f64.powi(-k)).collect(),
+            log: true,
+        };
+        let title = "MNIST, ε = 1, B = 100";
+        return line_figure(
+            id,
             "mnist",
-            AxisKind::Delta,
-            (2..=10).rev().map(|k| 10f64.powi(-k)).collect(),
-            true,
+            axis,
             base(1., 1e-5, 100),
             Method::ALL.to_vec(),
-            vec![],
-            "MNIST, ε = 1, B = 100",
-        ),
+            title,
+        );
+    }
+    let (dataset, kind, grid, log, title): (_, _, Vec<f64>, _, _) = match id {
         FigureId::Fig4 => (
             "mnist1m",
             AxisKind::TrainSize,
             vec![1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6],
             true,
-            base(1., 0., 100),
-            ALL_BUT_DPSGD.to_vec(),
-            vec![],
             "MNIST-1M (InfiMNIST-style substitute), ε = 1, δ = 0, B = 100",
         ),
         FigureId::Fig5a => (
@@ -346,77 +394,87 @@ fn definition(id: FigureId) -> Figure {
             AxisKind::Dimension,
             vec![10., 20., 50., 100., 200., 400., 784.],
             true,
-            base(1., 0., 100),
-            ALL_BUT_DPSGD.to_vec(),
-            vec![],
             "MNIST (PCA), ε = 1, δ = 0, B = 100",
         ),
-        FigureId::Fig5b => (
+        // Fig5b (the only other figure of this family)
+        _ => (
             "mnist",
             AxisKind::Classes,
             (2..=10).map(f64::from).collect(),
             false,
-            base(1., 0., 100),
-            ALL_BUT_DPSGD.to_vec(),
-            vec![],
             "MNIST (first C digits), ε = 1, δ = 0, B = 100",
         ),
-        FigureId::Fig6a => (
-            "mnist",
-            AxisKind::Lambda,
-            LAMBDA_GRID.to_vec(),
-            true,
-            base(1., 0., 100),
-            vec![Method::LossPerturbation],
-            vec![0.1, 1., 10.],
-            "MNIST, loss perturbation, δ = 0, B = 100",
-        ),
-        FigureId::Fig6b => (
-            "mnist",
-            AxisKind::Teachers,
-            (1..=11).map(|k| f64::from(1u32 << k)).collect(),
-            true,
-            base(1., 0., 100),
-            vec![Method::SubsampleAggregate],
-            vec![0.1, 1., 10.],
-            "MNIST, subsample-and-aggregate, δ = 0, B = 100",
-        ),
-        FigureId::Fig7a => (
-            "cifar10",
-            AxisKind::Epsilon,
-            vec![0.1, 0.2, 0.5, 1., 2., 5.],
-            true,
-            Setting {
-                teachers: 16,
-                ..base(1., 1e-5, 10)
-            },
-            vec![Method::DpSgd, Method::SubsampleAggregate],
-            vec![],
-            "CIFAR-10 (JPEG copy), ResNet-20, B = 10, δ = 1e-5",
-        ),
-        FigureId::Fig7b => (
-            "cifar10",
-            AxisKind::Budget,
-            vec![1., 2., 5., 10., 20., 50., 100.],
-            true,
-            Setting {
-                teachers: 16,
-                ..base(1., 1e-5, 10)
-            },
-            vec![Method::DpSgd, Method::SubsampleAggregate],
-            vec![],
-            "CIFAR-10 (JPEG copy), ResNet-20, ε = 1, δ = 1e-5",
-        ),
     };
-    Figure {
+    let axis = Axis { kind, grid, log };
+    line_figure(
         id,
         dataset,
-        axis: Axis { kind, grid, log },
-        fixed,
-        methods,
-        series_epsilons: series,
+        axis,
+        base(1., 0., 100),
+        ALL_BUT_DPSGD.to_vec(),
         title,
+    )
+}
+
+/// Figure 6, accuracy against a method's hyper-parameter on MNIST at δ = 0, B = 100, one line
+/// per ε ∈ {0.1, 1, 10}: (a) loss perturbation's λ over [`LAMBDA_GRID`], (b) the number of
+/// subsample-and-aggregate teachers, 2 to 2048.
+fn hyperparameter_figure(id: FigureId) -> Figure {
+    let (axis, method, title) = if id == FigureId::Fig6a {
+        (
+            Axis {
+                kind: AxisKind::Lambda,
+                grid: LAMBDA_GRID.to_vec(),
+                log: true,
+            },
+            Method::LossPerturbation,
+            "MNIST, loss perturbation, δ = 0, B = 100",
+        )
+    } else {
+        (
+            Axis {
+                kind: AxisKind::Teachers,
+                grid: (1..=11).map(|k| f64::from(1u32 << k)).collect(),
+                log: true,
+            },
+            Method::SubsampleAggregate,
+            "MNIST, subsample-and-aggregate, δ = 0, B = 100",
+        )
+    };
+    Figure {
+        series_epsilons: vec![0.1, 1., 10.],
+        ..line_figure(id, "mnist", axis, base(1., 0., 100), vec![method], title)
     }
+}
+
+/// Figure 7, the ResNet-20 on the CIFAR-10 JPEG copy, DP-SGD against 16 teachers at
+/// δ = 1e-5: (a) against ε at B = 10, (b) against B at ε = 1.
+fn cifar_figure(id: FigureId) -> Figure {
+    let (axis, title) = if id == FigureId::Fig7a {
+        (
+            Axis {
+                kind: AxisKind::Epsilon,
+                grid: vec![0.1, 0.2, 0.5, 1., 2., 5.],
+                log: true,
+            },
+            "CIFAR-10 (JPEG copy), ResNet-20, B = 10, δ = 1e-5",
+        )
+    } else {
+        (
+            Axis {
+                kind: AxisKind::Budget,
+                grid: vec![1., 2., 5., 10., 20., 50., 100.],
+                log: true,
+            },
+            "CIFAR-10 (JPEG copy), ResNet-20, ε = 1, δ = 1e-5",
+        )
+    };
+    let fixed = Setting {
+        teachers: 16,
+        ..base(1., 1e-5, 10)
+    };
+    let methods = vec![Method::DpSgd, Method::SubsampleAggregate];
+    line_figure(id, "cifar10", axis, fixed, methods, title)
 }
 
 impl Figure {

@@ -131,6 +131,69 @@ impl plotters::coord::ranged1d::Ranged for KeyAxis {
     }
 }
 
+/// The plot area a spec needs: the transformed x range (`tlo..thi`, padded by `pad` on each
+/// side), the x ticks at the grid's key points and the bottom of the y axis (`y0`, in %).
+struct Frame {
+    tlo: f64,
+    thi: f64,
+    pad: f64,
+    keys: Vec<f64>,
+    y0: f64,
+}
+
+impl Frame {
+    /// The x range of every curve point (1..10 when there is none), ticks from [`ticks`], and
+    /// y from the lowest mean − std rounded down to 10 %.
+    fn of(spec: &PlotSpec) -> Frame {
+        let xs: Vec<f64> = spec
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.0))
+            .collect();
+        let (mut lo, mut hi) = xs
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        if !lo.is_finite() || !hi.is_finite() {
+            lo = 1.0;
+            hi = 10.0;
+        }
+        if hi <= lo {
+            hi = lo * 2.0 + 1.0;
+        }
+        let mut grid: Vec<f64> = xs.clone();
+        grid.sort_by(f64::total_cmp);
+        grid.dedup();
+        let keys: Vec<f64> = ticks(spec.log_x, lo, hi, &grid)
+            .into_iter()
+            .map(|v| tx(spec.log_x, v))
+            .collect();
+        let (tlo, thi) = (tx(spec.log_x, lo), tx(spec.log_x, hi));
+        let pad = (thi - tlo) * 0.02;
+        let ymin = spec
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1 - p.2))
+            .fold(1.0f64, f64::min)
+            .clamp(0.0, 1.0);
+        let y0 = ((ymin * 10.0).floor() / 10.0 * 100.0).max(0.0);
+        Frame {
+            tlo,
+            thi,
+            pad,
+            keys,
+            y0,
+        }
+    }
+}
+
+/// The chart every plot draws on: key-point x axis (transformed), accuracy in % on y.
+type Chart<'a, DB> =
+    ChartContext<'a, DB, Cartesian2d<KeyAxis, plotters::coord::types::RangedCoordf64>>;
+
+/// Draws the plot: the frame and mesh, each curve ([`draw_line`]), the non-private reference
+/// ([`draw_reference`]), the markers ([`draw_markers`]) and the legend in the emptiest corner.
 fn render<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     spec: &PlotSpec,
@@ -140,39 +203,13 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let xs: Vec<f64> = spec
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .collect();
-    let (mut lo, mut hi) = xs
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
-            (a.min(x), b.max(x))
-        });
-    if !lo.is_finite() || !hi.is_finite() {
-        lo = 1.0;
-        hi = 10.0;
-    }
-    if hi <= lo {
-        hi = lo * 2.0 + 1.0;
-    }
-    let mut grid: Vec<f64> = xs.clone();
-    grid.sort_by(f64::total_cmp);
-    grid.dedup();
-    let key: Vec<f64> = ticks(spec.log_x, lo, hi, &grid)
-        .into_iter()
-        .map(|v| tx(spec.log_x, v))
-        .collect();
-    let (tlo, thi) = (tx(spec.log_x, lo), tx(spec.log_x, hi));
-    let pad = (thi - tlo) * 0.02;
-    let ymin = spec
-        .lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1 - p.2))
-        .fold(1.0f64, f64::min)
-        .clamp(0.0, 1.0);
-    let y0 = ((ymin * 10.0).floor() / 10.0 * 100.0).max(0.0);
+    let Frame {
+        tlo,
+        thi,
+        pad,
+        keys,
+        y0,
+    } = Frame::of(spec);
     let mut chart = ChartBuilder::on(root)
         .caption(&spec.title, ("sans-serif", 20))
         .margin(12)
@@ -182,7 +219,7 @@ where
             KeyAxis {
                 lo: tlo - pad,
                 hi: thi + pad,
-                keys: key,
+                keys,
             },
             y0..100.0,
         )
@@ -200,88 +237,10 @@ where
         .draw()
         .map_err(e)?;
     for l in &spec.lines {
-        let c = PALETTE[l.color % PALETTE.len()];
-        if l.points.len() >= 2 {
-            let mut band: Vec<(f64, f64)> = l
-                .points
-                .iter()
-                .map(|p| (tx(log, p.0), (100.0 * (p.1 + p.2)).min(100.0)))
-                .collect();
-            band.extend(
-                l.points
-                    .iter()
-                    .rev()
-                    .map(|p| (tx(log, p.0), (100.0 * (p.1 - p.2)).max(y0))),
-            );
-            chart
-                .draw_series(std::iter::once(Polygon::new(band, c.mix(0.15).filled())))
-                .map_err(e)?;
-        }
-        let pts: Vec<(f64, f64)> = l
-            .points
-            .iter()
-            .map(|p| (tx(log, p.0), 100.0 * p.1))
-            .collect();
-        let style = c.stroke_width(2);
-        let anno = if l.dashed {
-            chart
-                .draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))
-                .map_err(e)?
-        } else {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), style))
-                .map_err(e)?
-        };
-        let dashed = l.dashed;
-        anno.label(l.label.as_str()).legend(move |(x, y)| {
-            if dashed {
-                PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
-            } else {
-                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-            }
-        });
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-            .map_err(e)?;
+        draw_line(&mut chart, l, log, y0).map_err(e)?;
     }
-    if !spec.reference.is_empty() {
-        let mut r: Vec<(f64, f64)> = spec
-            .reference
-            .iter()
-            .map(|p| (tx(log, p.0), 100.0 * p.1))
-            .collect();
-        r.sort_by(|a, b| a.0.total_cmp(&b.0));
-        if r.len() == 1 {
-            r.push((thi, r[0].1));
-            r[0].0 = tlo;
-        }
-        chart
-            .draw_series(DashedLineSeries::new(r, 6, 4, BLACK.stroke_width(1)))
-            .map_err(e)?
-            .label("non-private")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-    }
-    for (x, label) in &spec.markers {
-        let t = tx(log, *x);
-        if !t.is_finite() {
-            continue;
-        }
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(t, y0), (t, 100.0)],
-                4,
-                4,
-                RGBColor(90, 90, 90).stroke_width(2),
-            ))
-            .map_err(e)?;
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (t, 100.0 - (100.0 - y0) * 0.04),
-                ("sans-serif", 14).into_font().color(&BLACK),
-            )))
-            .map_err(e)?;
-    }
+    draw_reference(&mut chart, spec, tlo, thi).map_err(e)?;
+    draw_markers(&mut chart, spec, y0).map_err(e)?;
     chart
         .configure_series_labels()
         .position(legend_corner(spec, tlo, thi, y0))
@@ -291,6 +250,107 @@ where
         .draw()
         .map_err(e)?;
     root.present().map_err(e)?;
+    Ok(())
+}
+
+/// One curve: its ±1 std band (clipped to [y0, 100]), the line (dashed for the second
+/// calibration of an overlay) with its legend entry, and a dot per point.
+fn draw_line<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    l: &Line,
+    log: bool,
+    y0: f64,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let c = PALETTE[l.color % PALETTE.len()];
+    if l.points.len() >= 2 {
+        let mut band: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .map(|p| (tx(log, p.0), (100.0 * (p.1 + p.2)).min(100.0)))
+            .collect();
+        band.extend(
+            l.points
+                .iter()
+                .rev()
+                .map(|p| (tx(log, p.0), (100.0 * (p.1 - p.2)).max(y0))),
+        );
+        chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.15).filled())))?;
+    }
+    let pts: Vec<(f64, f64)> = l
+        .points
+        .iter()
+        .map(|p| (tx(log, p.0), 100.0 * p.1))
+        .collect();
+    let style = c.stroke_width(2);
+    let anno = if l.dashed {
+        chart.draw_series(DashedLineSeries::new(pts.clone(), 8, 5, style))?
+    } else {
+        chart.draw_series(LineSeries::new(pts.clone(), style))?
+    };
+    let dashed = l.dashed;
+    anno.label(l.label.as_str()).legend(move |(x, y)| {
+        if dashed {
+            PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+        } else {
+            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+        }
+    });
+    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+    Ok(())
+}
+
+/// The non-private reference as a thin dashed black line (a single point spans the whole
+/// x range), if the spec has one.
+fn draw_reference<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    spec: &PlotSpec,
+    tlo: f64,
+    thi: f64,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    if spec.reference.is_empty() {
+        return Ok(());
+    }
+    let mut r: Vec<(f64, f64)> = spec
+        .reference
+        .iter()
+        .map(|p| (tx(spec.log_x, p.0), 100.0 * p.1))
+        .collect();
+    r.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if r.len() == 1 {
+        r.push((thi, r[0].1));
+        r[0].0 = tlo;
+    }
+    chart
+        .draw_series(DashedLineSeries::new(r, 6, 4, BLACK.stroke_width(1)))?
+        .label("non-private")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+    Ok(())
+}
+
+/// The vertical markers (where `compare`'s recommendation changes): a dashed grey line from
+/// y0 to 100 % with its label near the top.
+fn draw_markers<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    spec: &PlotSpec,
+    y0: f64,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    for (x, label) in &spec.markers {
+        let t = tx(spec.log_x, *x);
+        if !t.is_finite() {
+            continue;
+        }
+        chart.draw_series(DashedLineSeries::new(
+            vec![(t, y0), (t, 100.0)],
+            4,
+            4,
+            RGBColor(90, 90, 90).stroke_width(2),
+        ))?;
+        chart.draw_series(std::iter::once(Text::new(
+            label.clone(),
+            (t, 100.0 - (100.0 - y0) * 0.04),
+            ("sans-serif", 14).into_font().color(&BLACK),
+        )))?;
+    }
     Ok(())
 }
 

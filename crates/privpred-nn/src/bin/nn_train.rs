@@ -27,7 +27,7 @@
 use clap::{Parser, ValueEnum};
 use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
 use privpred_nn::data::{self, ImageSet, Normalization};
-use privpred_nn::train::{self, Clipping, DpSgdConfig, GradMode, Inputs, SgdConfig};
+use privpred_nn::train::{self, Clipping, DpSgdConfig, GradMode, SgdConfig, TrainInputs};
 use privpred_nn::{GradientEngine, InitScheme, ResNet, ResNetConfig, engine};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -254,6 +254,10 @@ fn test_accuracy(
 /// Training losses of this many first steps go into the report one by one.
 const FIRST_STEPS: usize = 200;
 
+/// `--mode train`: non-private ResNet-20 training with a time limit. Steps: configure SGD and
+/// write the configuration into the report, train while [`EpochLog`] logs every epoch (and
+/// stops before the limit), measure the test accuracy, fill in the report
+/// ([`record_training`]), save the model if asked ([`save_trained_model`]), write the report.
 fn train_mode(
     a: &Args,
     eng: &dyn GradientEngine,
@@ -282,112 +286,34 @@ fn train_mode(
         "seed": a.seed,
     });
     let mut rng = ChaCha20Rng::seed_from_u64(a.seed);
-    let limit = a.time_limit_s.unwrap_or(f64::INFINITY);
-    let n = train_set.len() as f64;
-    // the test pass costs about a third of a training pass per example (forward only)
-    let mut per_example_s = 0.0f64;
-    let mut per_epoch: Vec<Value> = Vec::new();
-    let (mut loss, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
-    let mut epoch_done = 0usize;
-    let mut stopped = false;
-    let mut first_steps: Vec<f64> = Vec::new();
-    let train_start = Instant::now();
-    let mut last = Instant::now();
-    let trained = train::train_nonprivate_ctl_on(
-        eng,
-        &net,
-        train_set,
-        &norm,
-        &cfg,
-        None,
-        &mut rng,
-        &mut |p| {
-            let dt = last.elapsed().as_secs_f64();
-            last = Instant::now();
-            per_example_s = if per_example_s == 0.0 {
-                dt / p.batch.n.max(1) as f64
-            } else {
-                0.8 * per_example_s + 0.2 * dt / p.batch.n.max(1) as f64
-            };
-            loss += p.batch.loss_sum;
-            correct += p.batch.correct;
-            seen += p.batch.n;
-            if first_steps.len() < FIRST_STEPS {
-                first_steps.push(p.batch.loss_sum / p.batch.n.max(1) as f64);
-            }
-            // leave room for one more step, the test pass and the report
-            let eval_est = per_example_s * test_set.len() as f64 / 3.0 * 1.5 + 2.0;
-            let next_step = per_example_s * a.batch as f64 * 1.2;
-            stopped = t0.elapsed().as_secs_f64() + next_step + eval_est > limit;
-            let ep = p.epoch.floor() as usize;
-            if ep > epoch_done || p.step == p.steps || stopped {
-                epoch_done = ep;
-                let row = json!({
-                    "epoch": p.epoch,
-                    "train_loss": loss / seen.max(1) as f64,
-                    "train_accuracy_augmented": correct as f64 / seen.max(1) as f64,
-                    "lr": p.lr,
-                    "step": p.step,
-                    "elapsed_s": train_start.elapsed().as_secs_f64(),
-                });
-                eprintln!("{row}");
-                per_epoch.push(row);
-                (loss, correct, seen) = (0.0, 0, 0);
-                let mut r = report.clone();
-                r["per_epoch"] = json!(per_epoch);
-                r["finished"] = json!(false);
-                r["first_steps_train_loss"] = json!(first_steps);
-                let _ = write_json(&a.out, &r);
-            }
-            if stopped {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let train_s = train_start.elapsed().as_secs_f64();
+    let mut log = EpochLog::new(a, t0, test_set.len(), report.clone());
+    let on = TrainInputs {
+        engine: eng,
+        net: &net,
+        data: train_set,
+        norm: &norm,
+    };
+    let trained = train::train_nonprivate_ctl_on(on, &cfg, None, &mut rng, &mut |p| log.step(p))
+        .map_err(|e| e.to_string())?;
+    let train_s = log.train_start.elapsed().as_secs_f64();
     let te = Instant::now();
     let acc = test_accuracy(eng, &net, &trained.params, test_set, &norm)?;
-    let eval_s_total = te.elapsed().as_secs_f64();
+    let eval_s = te.elapsed().as_secs_f64();
+    let n = train_set.len() as f64;
     let epochs_done = trained.steps_done as f64 * a.batch.min(train_set.len()) as f64 / n;
-    report["steps_planned"] = json!(trained.steps_planned);
-    report["steps_done"] = json!(trained.steps_done);
-    report["epochs_planned"] = json!(a.epochs);
-    report["epochs_done"] = json!(epochs_done);
-    report["stopped_by_time_limit"] = json!(stopped);
-    report["train_s"] = json!(train_s);
-    report["epochs_per_s"] = json!(epochs_done / train_s);
-    report["examples_per_s"] = json!(epochs_done * n / train_s);
-    report["per_epoch"] = json!(per_epoch);
-    report["first_steps_train_loss"] = json!(first_steps);
+    record_training(&mut report, a, &trained, &log, train_s, epochs_done, n);
     report["test_accuracy"] = json!(acc);
     report["test_images"] = json!(test_set.len());
-    report["test_eval_s"] = json!(eval_s_total);
+    report["test_eval_s"] = json!(eval_s);
     report["total_s"] = json!(t0.elapsed().as_secs_f64());
     report["finished"] = json!(true);
-    report["note"] = json!(if stopped {
+    report["note"] = json!(if log.stopped {
         "stopped at the time limit: the learning-rate schedule was laid out over the planned epochs, so the later (lower) learning rates were not all reached"
     } else {
         "the full planned schedule ran"
     });
     if let Some(path) = &a.model_out {
-        let model = NnModel::new(
-            ModelHeader {
-                kind: ModelKind::NonPrivate,
-                config: *net.config(),
-                normalization: norm.clone(),
-                calibration: None,
-                members: 1,
-                class_names: None,
-                data_source: train_set.source.clone(),
-            },
-            vec![trained.params.clone()],
-            json!({"trained_with": "nn-train", "engine": eng.describe(), "sgd": cfg, "steps_done": trained.steps_done, "seed": a.seed}),
-        )
-        .map_err(|e| e.to_string())?;
-        artifact::save(path, &model).map_err(|e| e.to_string())?;
+        save_trained_model(path, a, on, &cfg, &trained)?;
         report["model_out"] = json!(path.display().to_string());
     }
     write_json(&a.out, &report)?;
@@ -398,6 +324,160 @@ fn train_mode(
         a.out.display()
     );
     Ok(())
+}
+
+/// The training log of `--mode train`: per-epoch loss and accuracy rows (each also written
+/// into a partial report), the first steps' losses, and the decision to stop before the time
+/// limit (leaving room for one more step, the test pass and the report).
+struct EpochLog<'a> {
+    a: &'a Args,
+    t0: Instant,
+    test_len: usize,
+    /// The report so far (configuration), the base of every partial report.
+    base_report: Value,
+    limit: f64,
+    /// Smoothed seconds per training example (the test pass costs about a third of it per
+    /// example: forward only).
+    per_example_s: f64,
+    per_epoch: Vec<Value>,
+    loss: f64,
+    correct: usize,
+    seen: usize,
+    epoch_done: usize,
+    stopped: bool,
+    first_steps: Vec<f64>,
+    train_start: Instant,
+    last: Instant,
+}
+
+impl<'a> EpochLog<'a> {
+    fn new(a: &'a Args, t0: Instant, test_len: usize, base_report: Value) -> Self {
+        EpochLog {
+            a,
+            t0,
+            test_len,
+            base_report,
+            limit: a.time_limit_s.unwrap_or(f64::INFINITY),
+            per_example_s: 0.0,
+            per_epoch: Vec::new(),
+            loss: 0.0,
+            correct: 0,
+            seen: 0,
+            epoch_done: 0,
+            stopped: false,
+            first_steps: Vec::new(),
+            train_start: Instant::now(),
+            last: Instant::now(),
+        }
+    }
+
+    /// Records one step; at the end of an epoch (or of the run, or at the time limit) logs
+    /// the epoch's row and writes the partial report. Breaks when the next step would not
+    /// leave time for the test pass.
+    fn step(&mut self, p: &train::Progress) -> ControlFlow<()> {
+        let dt = self.last.elapsed().as_secs_f64();
+        self.last = Instant::now();
+        self.per_example_s = if self.per_example_s == 0.0 {
+            dt / p.batch.n.max(1) as f64
+        } else {
+            0.8 * self.per_example_s + 0.2 * dt / p.batch.n.max(1) as f64
+        };
+        self.loss += p.batch.loss_sum;
+        self.correct += p.batch.correct;
+        self.seen += p.batch.n;
+        if self.first_steps.len() < FIRST_STEPS {
+            self.first_steps
+                .push(p.batch.loss_sum / p.batch.n.max(1) as f64);
+        }
+        // leave room for one more step, the test pass and the report
+        let eval_est = self.per_example_s * self.test_len as f64 / 3.0 * 1.5 + 2.0;
+        let next_step = self.per_example_s * self.a.batch as f64 * 1.2;
+        self.stopped = self.t0.elapsed().as_secs_f64() + next_step + eval_est > self.limit;
+        let ep = p.epoch.floor() as usize;
+        if ep > self.epoch_done || p.step == p.steps || self.stopped {
+            self.epoch_done = ep;
+            self.end_epoch(p);
+        }
+        if self.stopped {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
+    /// Logs the finished epoch's row, resets the running sums and writes the partial report.
+    fn end_epoch(&mut self, p: &train::Progress) {
+        let row = json!({
+            "epoch": p.epoch,
+            "train_loss": self.loss / self.seen.max(1) as f64,
+            "train_accuracy_augmented": self.correct as f64 / self.seen.max(1) as f64,
+            "lr": p.lr,
+            "step": p.step,
+            "elapsed_s": self.train_start.elapsed().as_secs_f64(),
+        });
+        eprintln!("{row}");
+        self.per_epoch.push(row);
+        (self.loss, self.correct, self.seen) = (0.0, 0, 0);
+        let mut r = self.base_report.clone();
+        r["per_epoch"] = json!(self.per_epoch);
+        r["finished"] = json!(false);
+        r["first_steps_train_loss"] = json!(self.first_steps);
+        let _ = write_json(&self.a.out, &r);
+    }
+}
+
+/// The training part of the final report: steps and epochs planned and done, the time limit's
+/// effect, throughput, and the log's per-epoch rows and first losses.
+fn record_training(
+    report: &mut Value,
+    a: &Args,
+    trained: &train::Trained,
+    log: &EpochLog<'_>,
+    train_s: f64,
+    epochs_done: f64,
+    n: f64,
+) {
+    report["steps_planned"] = json!(trained.steps_planned);
+    report["steps_done"] = json!(trained.steps_done);
+    report["epochs_planned"] = json!(a.epochs);
+    report["epochs_done"] = json!(epochs_done);
+    report["stopped_by_time_limit"] = json!(log.stopped);
+    report["train_s"] = json!(train_s);
+    report["epochs_per_s"] = json!(epochs_done / train_s);
+    report["examples_per_s"] = json!(epochs_done * n / train_s);
+    report["per_epoch"] = json!(log.per_epoch);
+    report["first_steps_train_loss"] = json!(log.first_steps);
+}
+
+/// Saves the network trained on `on` as a non-private model artifact at `path`.
+fn save_trained_model(
+    path: &Path,
+    a: &Args,
+    on: TrainInputs<'_>,
+    cfg: &SgdConfig,
+    trained: &train::Trained,
+) -> Result<(), String> {
+    let TrainInputs {
+        engine: eng,
+        net,
+        data: train_set,
+        norm,
+    } = on;
+    let model = NnModel::new(
+        ModelHeader {
+            kind: ModelKind::NonPrivate,
+            config: *net.config(),
+            normalization: norm.clone(),
+            calibration: None,
+            members: 1,
+            class_names: None,
+            data_source: train_set.source.clone(),
+        },
+        vec![trained.params.clone()],
+        json!({"trained_with": "nn-train", "engine": eng.describe(), "sgd": cfg, "steps_done": trained.steps_done, "seed": a.seed}),
+    )
+    .map_err(|e| e.to_string())?;
+    artifact::save(path, &model).map_err(|e| e.to_string())
 }
 
 fn throughput_mode(
@@ -433,11 +513,14 @@ fn throughput_mode(
         let idx: Vec<usize> = (0..b)
             .map(|_| rng.random_range(0..train_set.len()))
             .collect();
-        let inputs = Inputs {
+        let on = TrainInputs {
+            engine: eng,
+            net: &net,
             data: train_set,
             norm: &norm,
-            augment_seed: Some(rng.random()),
         };
+        let augment_seed = Some(rng.random());
+        let inputs = on.batch_inputs(augment_seed);
         for (k, s) in secs.iter_mut().enumerate() {
             let t = Instant::now();
             match k {
@@ -449,13 +532,25 @@ fn throughput_mode(
                 }
                 1 => {
                     train::dp_gradient_on(
-                        eng, &net, &params, inputs, &idx, &joint, &mut rng, &mut g,
+                        on,
+                        &params,
+                        &idx,
+                        augment_seed,
+                        &joint,
+                        &mut rng,
+                        &mut g,
                     )
                     .map_err(|e| e.to_string())?;
                 }
                 _ => {
                     train::dp_gradient_on(
-                        eng, &net, &params, inputs, &idx, &per_layer, &mut rng, &mut g,
+                        on,
+                        &params,
+                        &idx,
+                        augment_seed,
+                        &per_layer,
+                        &mut rng,
+                        &mut g,
                     )
                     .map_err(|e| e.to_string())?;
                 }

@@ -25,7 +25,13 @@ pub fn assert_learns_textures(engine: &dyn GradientEngine) {
     };
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let mut losses = Vec::new();
-    let p = train::train_nonprivate_on(engine, &net, &tr, &norm, &cfg, None, &mut rng, &mut |pr| {
+    let on = train::TrainInputs {
+        engine,
+        net: &net,
+        data: &tr,
+        norm: &norm,
+    };
+    let p = train::train_nonprivate_on(on, &cfg, None, &mut rng, &mut |pr| {
         losses.push(pr.batch.loss_sum / pr.batch.n as f64)
     })
     .unwrap();

@@ -66,91 +66,16 @@ enum DataCommand {
     },
 }
 
-/// Runs `privpred data`.
+/// Runs `privpred data`: one function per subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        DataCommand::Fetch { name, from } => {
-            let spec = DatasetSpec::parse(&name)?;
-            let r = privpred_data::fetch::fetch_with(&spec, from.as_deref())?;
-            println!(
-                "{}: installed in {} ({})",
-                spec.name(),
-                r.dir.display(),
-                r.method
-            );
-            for (f, h) in &r.files {
-                println!(
-                    "  {f}  sha256 {h}{}",
-                    if r.verified {
-                        "  verified"
-                    } else {
-                        "  (no reference checksum)"
-                    }
-                );
-            }
-            Ok(())
-        }
+        DataCommand::Fetch { name, from } => fetch(&name, from.as_deref()),
         DataCommand::Info {
             name,
             json,
             data_dir,
             no_fetch,
-        } => {
-            let spec = DatasetSpec::parse(&name)?;
-            let opts = LoadOptions {
-                data_dir,
-                fetch: !no_fetch,
-                ..Default::default()
-            };
-            let s = load(&spec, &opts)?;
-            let split = |d: &privpred_data::Dataset| serde_json::json!({"examples": d.n, "class_counts": d.class_counts(), "source": d.provenance.source});
-            let p = &s.train.provenance;
-            let v = serde_json::json!({
-                "name": spec.name(),
-                "source": p.source,
-                "verified": p.verified && s.test.provenance.verified,
-                "checksum": p.checksum,
-                "feature_shape": s.train.feature_shape(),
-                "dimension": s.train.d,
-                "classes": s.train.classes,
-                "class_names": p.class_names,
-                "labels": p.labels,
-                "steps": p.steps,
-                "splits": {"train": split(&s.train), "test": split(&s.test)},
-            });
-            if json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                println!("dataset       {}", spec.name());
-                println!("source        {}", p.source);
-                println!(
-                    "checksum      {} ({})",
-                    p.checksum.as_deref().unwrap_or("-"),
-                    if p.verified {
-                        "verified against the reference"
-                    } else {
-                        "no reference checksum"
-                    }
-                );
-                println!(
-                    "feature shape {:?} (dimension {})",
-                    s.train.feature_shape(),
-                    s.train.d
-                );
-                println!("classes       {}", s.train.classes);
-                for l in p.labels.iter().chain(p.steps.iter()) {
-                    println!("note          {l}");
-                }
-                for (nm, d) in [("train", &s.train), ("test", &s.test)] {
-                    println!(
-                        "{nm:<13} {} examples; per class {:?}",
-                        d.n,
-                        d.class_counts()
-                    );
-                }
-            }
-            Ok(())
-        }
+        } => info(&name, json, data_dir, no_fetch),
         DataCommand::Generate {
             name,
             n,
@@ -160,43 +85,145 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             alpha,
             sigma,
         } => {
-            if name != "mnist1m" {
-                return Err(crate::exit::usage(format!(
-                    "invalid dataset to generate = {name}: only mnist1m"
-                )));
-            }
-            let out = match out {
-                Some(o) => o,
-                None => privpred_data::load::cache_dir("mnist1m").ok_or_else(|| {
-                    crate::exit::usage("no cache directory (HOME unset): pass --out")
-                })?,
-            };
-            let mnist = load(
-                &DatasetSpec::Mnist,
-                &LoadOptions {
-                    data_dir,
-                    ..Default::default()
-                },
-            )
-            .context("loading MNIST")?;
             let params = DeformParams {
                 alpha,
                 sigma,
                 ..Default::default()
             };
-            let t = std::time::Instant::now();
-            let meta = generate_to_dir(&mnist.train, n, seed, &params, &out)?;
-            let secs = t.elapsed().as_secs_f64();
-            println!(
-                "mnist1m: {} digits (seed {}) in {:.1} s ({:.0} digits/s) → {}",
-                meta.n,
-                meta.seed,
-                secs,
-                meta.n as f64 / secs,
-                out.display()
-            );
-            println!("  {}", meta.substitute);
-            Ok(())
+            generate(&name, n, seed, out, data_dir, &params)
         }
     }
+}
+
+/// `data fetch`: obtains the dataset (from `from` if given) and lists its files with their
+/// checksums.
+fn fetch(name: &str, from: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let spec = DatasetSpec::parse(name)?;
+    let r = privpred_data::fetch::fetch_with(&spec, from)?;
+    println!(
+        "{}: installed in {} ({})",
+        spec.name(),
+        r.dir.display(),
+        r.method
+    );
+    for (f, h) in &r.files {
+        println!(
+            "  {f}  sha256 {h}{}",
+            if r.verified {
+                "  verified"
+            } else {
+                "  (no reference checksum)"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `data info`: loads the dataset and prints its description, as JSON or as text
+/// ([`print_info_text`]).
+fn info(name: &str, json: bool, data_dir: Option<PathBuf>, no_fetch: bool) -> anyhow::Result<()> {
+    let spec = DatasetSpec::parse(name)?;
+    let opts = LoadOptions {
+        data_dir,
+        fetch: !no_fetch,
+        ..Default::default()
+    };
+    let s = load(&spec, &opts)?;
+    if json {
+        let split = |d: &privpred_data::Dataset| serde_json::json!({"examples": d.n, "class_counts": d.class_counts(), "source": d.provenance.source});
+        let p = &s.train.provenance;
+        let v = serde_json::json!({
+            "name": spec.name(),
+            "source": p.source,
+            "verified": p.verified && s.test.provenance.verified,
+            "checksum": p.checksum,
+            "feature_shape": s.train.feature_shape(),
+            "dimension": s.train.d,
+            "classes": s.train.classes,
+            "class_names": p.class_names,
+            "labels": p.labels,
+            "steps": p.steps,
+            "splits": {"train": split(&s.train), "test": split(&s.test)},
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_info_text(&spec, &s);
+    }
+    Ok(())
+}
+
+/// The text form of `data info`: name, source, checksum status, shape, classes, the notes
+/// of the provenance, and per split the examples per class.
+fn print_info_text(spec: &DatasetSpec, s: &privpred_data::Splits) {
+    let p = &s.train.provenance;
+    println!("dataset       {}", spec.name());
+    println!("source        {}", p.source);
+    println!(
+        "checksum      {} ({})",
+        p.checksum.as_deref().unwrap_or("-"),
+        if p.verified {
+            "verified against the reference"
+        } else {
+            "no reference checksum"
+        }
+    );
+    println!(
+        "feature shape {:?} (dimension {})",
+        s.train.feature_shape(),
+        s.train.d
+    );
+    println!("classes       {}", s.train.classes);
+    for l in p.labels.iter().chain(p.steps.iter()) {
+        println!("note          {l}");
+    }
+    for (nm, d) in [("train", &s.train), ("test", &s.test)] {
+        println!(
+            "{nm:<13} {} examples; per class {:?}",
+            d.n,
+            d.class_counts()
+        );
+    }
+}
+
+/// `data generate mnist1m`: `n` elastically deformed MNIST training digits (seeded) written
+/// to `out` (default: the cache directory of mnist1m).
+fn generate(
+    name: &str,
+    n: usize,
+    seed: u64,
+    out: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    params: &DeformParams,
+) -> anyhow::Result<()> {
+    if name != "mnist1m" {
+        return Err(crate::exit::usage(format!(
+            "invalid dataset to generate = {name}: only mnist1m"
+        )));
+    }
+    let out = match out {
+        Some(o) => o,
+        None => privpred_data::load::cache_dir("mnist1m")
+            .ok_or_else(|| crate::exit::usage("no cache directory (HOME unset): pass --out"))?,
+    };
+    let mnist = load(
+        &DatasetSpec::Mnist,
+        &LoadOptions {
+            data_dir,
+            ..Default::default()
+        },
+    )
+    .context("loading MNIST")?;
+    let t = std::time::Instant::now();
+    let meta = generate_to_dir(&mnist.train, n, seed, params, &out)?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "mnist1m: {} digits (seed {}) in {:.1} s ({:.0} digits/s) → {}",
+        meta.n,
+        meta.seed,
+        secs,
+        meta.n as f64 / secs,
+        out.display()
+    );
+    println!("  {}", meta.substitute);
+    Ok(())
 }

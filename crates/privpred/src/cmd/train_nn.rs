@@ -297,24 +297,21 @@ fn train_teachers(
             "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
         )));
     }
-    let ens = train::train_teachers_on(
-        &*st.eng,
-        &im.net,
-        &im.set,
-        &im.norm,
-        &st.sgd,
-        teachers,
-        &mut st.rng,
-        &mut |k, p| {
-            if p.step == p.steps {
-                eprintln!(
-                    "  {label}: teacher {}/{teachers} done ({} steps)",
-                    k + 1,
-                    p.steps
-                );
-            }
-        },
-    )
+    let on = train::TrainInputs {
+        engine: &*st.eng,
+        net: &im.net,
+        data: &im.set,
+        norm: &im.norm,
+    };
+    let ens = train::train_teachers_on(on, &st.sgd, teachers, &mut st.rng, &mut |k, p| {
+        if p.step == p.steps {
+            eprintln!(
+                "  {label}: teacher {}/{teachers} done ({} steps)",
+                k + 1,
+                p.steps
+            );
+        }
+    })
     .map_err(nn_err)?;
     Ok(Trained {
         kind: ModelKind::Teachers,
@@ -329,11 +326,14 @@ fn train_method(req: &Request, st: &mut Setup, im: &Images) -> anyhow::Result<Tr
     let label = format!("{} {}", req.model.as_str(), req.method_name);
     match req.method {
         None => {
+            let on = train::TrainInputs {
+                engine: &*st.eng,
+                net: &im.net,
+                data: &im.set,
+                norm: &im.norm,
+            };
             let p = train::train_nonprivate_on(
-                &*st.eng,
-                &im.net,
-                &im.set,
-                &im.norm,
+                on,
                 &st.sgd,
                 None,
                 &mut st.rng,
