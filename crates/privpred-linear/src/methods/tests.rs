@@ -358,8 +358,21 @@ fn clip_selection_averages_k_private_runs() {
         assert_eq!(cv.scores[i].accuracy, mean, "ν = {nu}: {accs:?}");
     }
     assert!(distinct, "the k runs were not fresh draws");
-    let one = cv_clip_draws(&c, &ds, &hold, &grid, 1, &mut rand_chacha::ChaCha20Rng::seed_from_u64(9));
-    let old = cv_clip(&c, &ds, &hold, &grid, &mut rand_chacha::ChaCha20Rng::seed_from_u64(9));
+    let one = cv_clip_draws(
+        &c,
+        &ds,
+        &hold,
+        &grid,
+        1,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(9),
+    );
+    let old = cv_clip(
+        &c,
+        &ds,
+        &hold,
+        &grid,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(9),
+    );
     assert_eq!(format!("{one:?}"), format!("{old:?}"));
     for bad in [0, 1001] {
         assert!(matches!(
