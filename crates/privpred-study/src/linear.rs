@@ -75,8 +75,7 @@ pub struct LinearOptions {
     /// Hold-out fraction for cross-validation (SPEC §6: 0.1).
     pub holdout_fraction: f64,
     /// Private draws averaged per cross-validated λ (model sensitivity, prediction
-    /// sensitivity, loss perturbation; default [`CV_DRAWS_DEFAULT`]). DP-SGD's ν is selected
-    /// with one run per value.
+    /// sensitivity, loss perturbation) and per DP-SGD clip ν (default [`CV_DRAWS_DEFAULT`]).
     pub cv_draws: usize,
     /// The bias feature's value v ∈ [0, 1) (0 = none): rows [x·√(1 − v²), v] (default
     /// [`BIAS_DEFAULT`]).

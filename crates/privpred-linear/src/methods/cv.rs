@@ -1,7 +1,7 @@
 //! Hyper-parameter selection on a hold-out through the methods' shared fits and draws (SPEC
 //! §6; the privacy cost of the selection is ignored, as in the paper): λ for model
 //! sensitivity, loss perturbation and prediction sensitivity ([`cv_lambda_draws`]), DP-SGD's
-//! clip ν ([`cv_clip`]).
+//! clip ν ([`cv_clip_draws`]), each by the mean hold-out accuracy of several private draws.
 
 use super::{Fit, MethodConfig, Purpose, Reuse, SharedFit, calibrate, train_private};
 use crate::error::{LinearError, Result};
@@ -106,7 +106,8 @@ pub fn cv_lambda_draws<R: Rng + ?Sized>(
     })
 }
 
-/// Cross-validates DP-SGD's clip ν over `grid` on `holdout` (one private run per value).
+/// Cross-validates DP-SGD's clip ν over `grid` on `holdout` with one private run per value
+/// (the selection rule before issue #16; [`cv_clip_draws`] with one draw).
 pub fn cv_clip<R: Rng + ?Sized>(
     cfg: &MethodConfig,
     train: &UnitBallDataset,
@@ -114,11 +115,32 @@ pub fn cv_clip<R: Rng + ?Sized>(
     grid: &[f64],
     rng: &mut R,
 ) -> Result<train::CvResult> {
+    cv_clip_draws(cfg, train, holdout, grid, 1, rng)
+}
+
+/// Cross-validates DP-SGD's clip ν over `grid` on `holdout` by the **mean hold-out accuracy
+/// of `draws` independent private runs** per value (SPEC §6; issue #16, the rule of
+/// [`cv_lambda_draws`] applied to ν; the privacy cost of the selection is ignored, as in the
+/// paper). The runs of one value are drawn one after the other from `rng`. Cost: `draws`
+/// DP-SGD trainings per value (nothing is shared between DP-SGD runs).
+pub fn cv_clip_draws<R: Rng + ?Sized>(
+    cfg: &MethodConfig,
+    train: &UnitBallDataset,
+    holdout: &Dataset,
+    grid: &[f64],
+    draws: usize,
+    rng: &mut R,
+) -> Result<train::CvResult> {
+    let draws = check_cv_draws(draws)?;
     train::select_best(grid, |nu| {
         let mut c = cfg.clone();
         c.method = Method::DpSgd;
         c.dp_sgd.clip = Some(nu);
-        let p = train_private(&c, train, rng)?;
-        p.accuracy(holdout, rng)
+        let mut total = 0.0;
+        for _ in 0..draws {
+            let p = train_private(&c, train, rng)?;
+            total += p.accuracy(holdout, rng)?;
+        }
+        Ok(total / draws as f64)
     })
 }

@@ -34,7 +34,8 @@ fn run<R: Rng + ?Sized>(fit: &Fit<'_>, rng: &mut R) -> Result<(LinearModel, DpSg
     let clip = cfg.dp_sgd.clip.unwrap_or(0.1);
     let sigma = noise_of(fit.calibration)?;
     let t = fit.train;
-    let design = Design::new(&t.features, &t.labels, t.d, t.classes);
+    // the dataset's shared padded copy (Design::new would copy N × D floats per run)
+    let design = Design::of(t);
     let (model, stats) = dpsgd::train_dpsgd(&design, &cfg.dp_sgd, clip, sigma, rng)?;
     Ok((model, stats, clip))
 }

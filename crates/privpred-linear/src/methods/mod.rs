@@ -57,7 +57,10 @@ pub mod teachers;
 mod tests;
 
 pub use config::{MethodConfig, SeedPolicy, teacher_lbfgs_options};
-pub use cv::{CV_DRAWS_DEFAULT, CV_DRAWS_MAX, check_cv_draws, cv_clip, cv_lambda, cv_lambda_draws};
+pub use cv::{
+    CV_DRAWS_DEFAULT, CV_DRAWS_MAX, check_cv_draws, cv_clip, cv_clip_draws, cv_lambda,
+    cv_lambda_draws,
+};
 pub use dp_sgd::DpSgd;
 pub use loss_perturbation::{
     LossPerturbation, LossPerturbationPreconditioner, LpShared, LpStart, loss_perturbation_fit,

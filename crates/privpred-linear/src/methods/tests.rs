@@ -328,3 +328,56 @@ fn the_predictor_keeps_its_serialised_form() {
         assert!(e.to_string().contains(add.0), "{m}: {e}");
     }
 }
+
+/// DP-SGD's clip ν is scored by the mean hold-out accuracy of k private runs (issue #16): each
+/// ν's score equals the mean of k runs trained by hand from the same generator stream, the k
+/// runs are distinct draws (their accuracies differ for some ν), one draw per value is
+/// [`cv_clip`], and k outside 1..=1000 is refused.
+#[test]
+fn clip_selection_averages_k_private_runs() {
+    let ds = toy(300, 5, 3, 21);
+    let hold = toy(200, 5, 3, 22);
+    let c = small(Method::DpSgd);
+    let grid = [1e-2, 1e-1, 1.0];
+    let k = 3;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+    let cv = cv_clip_draws(&c, &ds, &hold, &grid, k, &mut rng).unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+    let mut distinct = false;
+    for (i, &nu) in grid.iter().enumerate() {
+        let mut cn = c.clone();
+        cn.dp_sgd.clip = Some(nu);
+        let accs: Vec<f64> = (0..k)
+            .map(|_| {
+                let p = train_private(&cn, &ds, &mut rng).unwrap();
+                p.accuracy(&hold, &mut rng).unwrap()
+            })
+            .collect();
+        distinct |= accs.windows(2).any(|w| w[0] != w[1]);
+        let mean = accs.iter().sum::<f64>() / k as f64;
+        assert_eq!(cv.scores[i].accuracy, mean, "ν = {nu}: {accs:?}");
+    }
+    assert!(distinct, "the k runs were not fresh draws");
+    let one = cv_clip_draws(
+        &c,
+        &ds,
+        &hold,
+        &grid,
+        1,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(9),
+    );
+    let old = cv_clip(
+        &c,
+        &ds,
+        &hold,
+        &grid,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(9),
+    );
+    assert_eq!(format!("{one:?}"), format!("{old:?}"));
+    for bad in [0, 1001] {
+        assert!(matches!(
+            cv_clip_draws(&c, &ds, &hold, &grid, bad, &mut rng),
+            Err(LinearError::InvalidArgument { .. })
+        ));
+    }
+}

@@ -47,9 +47,9 @@ pub struct Args {
     /// Continue an interrupted run in --out, skipping finished units.
     #[arg(long)]
     pub resume: bool,
-    /// Private draws averaged per cross-validated λ (1..=1000; default 5, chosen on the
-    /// training hold-out, docs/study.md). λ is selected once per setting and shared by its
-    /// repetitions.
+    /// Private draws averaged per cross-validated λ or DP-SGD clip ν (1..=1000; default 5,
+    /// chosen on the training hold-out, docs/study.md). λ and ν are selected once per setting
+    /// and shared by its repetitions.
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// The bias feature's value v in [0, 1): rows become [x·√(1 − v²), v]; 0 = none (the

@@ -137,8 +137,9 @@ pub struct Args {
     /// parameter.
     #[arg(long, num_args = 0..=1, default_missing_value = "0.7071067811865476", allow_negative_numbers = true)]
     pub bias: Option<String>,
-    /// Private draws averaged per cross-validated λ (1..=1000; default 5, chosen on the
-    /// training hold-out, docs/study.md). DP-SGD's clip ν is selected with one run per value.
+    /// Private draws averaged per cross-validated λ or DP-SGD clip ν (1..=1000; default 5,
+    /// chosen on the training hold-out, docs/study.md): each value is scored by the mean
+    /// hold-out accuracy of this many private runs.
     #[arg(long, default_value_t = methods::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
@@ -349,7 +350,7 @@ struct LinearPlan {
     seed_policy: SeedPolicy,
     /// The bias feature's value (0 = none).
     bias: f64,
-    /// Private draws averaged per cross-validated λ.
+    /// Private draws averaged per cross-validated λ or clip ν.
     cv_draws: usize,
 }
 
@@ -411,8 +412,9 @@ fn fit_private(
         // `--clip cv`: the clip is selected on a hold-out with the otherwise checked params
         let cv_cfg = params.clone().check().map_err(lin)?;
         let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
-        let cv = methods::cv_clip(&cv_cfg, &tr, &ho, &CLIP_GRID, rng).map_err(lin)?;
-        *cv_record = cv_json("clip", 1, &cv.scores, cv.best);
+        let cv = methods::cv_clip_draws(&cv_cfg, &tr, &ho, &CLIP_GRID, plan.cv_draws, rng)
+            .map_err(lin)?;
+        *cv_record = cv_json("clip", plan.cv_draws, &cv.scores, cv.best);
         params = params.clip(cv.best);
     }
     let cfg = params.check_for(train.n).map_err(lin)?;
