@@ -168,6 +168,55 @@ pub(crate) fn rows_pass(
     rows_portable(sp, labels, c, theta, rows, acc)
 }
 
+/// [`rows_pass`] for several θ at once (multiple right-hand sides): each row's nonzeros are
+/// read once from memory for every problem, and each problem's loss and `accs[q]` are
+/// computed by exactly the operations of a [`rows_pass`] call of its own (the same kernel per
+/// row, in the same order), so the results are bit-identical to `thetas.len()` separate
+/// passes (tested: `multi_pass_is_bit_identical`). `padded[q]` is `pad_theta(thetas[q])`.
+pub(crate) fn rows_pass_multi(
+    sp: &SparseRows,
+    labels: &[u32],
+    c: usize,
+    thetas: &[&[f64]],
+    padded: &[Option<Vec<f64>>],
+    rows: std::ops::Range<usize>,
+    accs: &mut [Vec<f64>],
+) -> Vec<f64> {
+    assert!(thetas.len() == padded.len() && thetas.len() == accs.len());
+    #[cfg(target_arch = "x86_64")]
+    if padded.iter().all(|p| p.is_some()) && vector::available() {
+        let cp = padded_classes(c);
+        let d = accs.first().map_or(0, |a| a.len() / c);
+        let mut accp = vec![vec![0f64; d * cp]; thetas.len()];
+        let mut loss = vec![0f64; thetas.len()];
+        for i in rows {
+            for ((tp, ap), lq) in padded.iter().zip(accp.iter_mut()).zip(loss.iter_mut()) {
+                let tp = tp.as_deref().unwrap_or(&[]);
+                // SAFETY: AVX2+FMA detected; the layouts are checked inside.
+                *lq += unsafe {
+                    match cp / 4 {
+                        1 => vector::rows::<1>(sp, labels, c, tp, i..i + 1, ap),
+                        2 => vector::rows::<2>(sp, labels, c, tp, i..i + 1, ap),
+                        3 => vector::rows::<3>(sp, labels, c, tp, i..i + 1, ap),
+                        _ => vector::rows::<4>(sp, labels, c, tp, i..i + 1, ap),
+                    }
+                };
+            }
+        }
+        for (acc, ap) in accs.iter_mut().zip(&accp) {
+            for (a, p) in acc.chunks_exact_mut(c).zip(ap.chunks_exact(cp)) {
+                a.iter_mut().zip(p).for_each(|(x, y)| *x += y);
+            }
+        }
+        return loss;
+    }
+    thetas
+        .iter()
+        .zip(accs.iter_mut())
+        .map(|(t, acc)| rows_portable(sp, labels, c, t, rows.clone(), acc))
+        .collect()
+}
+
 /// C rounded up to the vector width (4 f64 lanes).
 fn padded_classes(c: usize) -> usize {
     c.div_ceil(4) * 4

@@ -258,18 +258,35 @@ impl LinearRunner {
             });
         }
         let k = self.opts.cv_draws.max(1);
-        let scores: Vec<f64> = LAMBDA_GRID
+        let cals = LAMBDA_GRID
+            .iter()
+            .map(|&l| self.calibration(g, p, p.train90.n, Some(l)))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = mechanism_ids(g.method, &cals, p.train90.n, p.train90.classes);
+        // λ values defining the same mechanism share the draws of the first of them (as in
+        // `crate::holdout`): computed once, with that λ's generator
+        let distinct: Vec<usize> = (0..LAMBDA_GRID.len())
+            .filter(|&i| ids[..i].iter().all(|id| *id != ids[i]))
+            .collect();
+        let computed: Vec<f64> = distinct
             .par_iter()
-            .map(|&l| {
-                let cal = self.calibration(g, p, p.train90.n, Some(l))?;
+            .map(|&i| {
+                let l = LAMBDA_GRID[i];
                 let mut rng = rng_for(seed, &format!("{rid}/cv/lambda={l}"));
                 let mut acc = 0.0;
                 for _ in 0..k {
-                    acc += self.holdout_draw(g.method, key, p, &cal, l, &mut rng)?;
+                    acc += self.holdout_draw(g.method, key, p, &cals[i], l, &mut rng)?;
                 }
                 Ok(acc / k as f64)
             })
             .collect::<Result<_>>()?;
+        let scores: Vec<f64> = ids
+            .iter()
+            .map(|id| {
+                let at = distinct.iter().position(|&i| ids[i] == *id).unwrap_or(0);
+                computed[at]
+            })
+            .collect();
         Ok(Selected {
             lambda: Some(LAMBDA_GRID[argmax_first(&scores)]),
             clip: None,
@@ -395,12 +412,96 @@ impl LinearRunner {
     }
 }
 
+/// The mechanism each λ of a cross-validation grid defines (`cals[i]` calibrated at the grid's
+/// i-th λ, on `n` examples of `c` classes): for loss perturbation, the regulariser
+/// ρ_eff = max(ρ, Nλ) that the objective uses together with the calibration's mechanism,
+/// certificate and constants (the calibration's noise b, γ and AMP's output noise), so that
+/// equal ids are the same objective with the same noise — the calibration may raise the
+/// regulariser to a floor that does not depend on λ; for every other method λ itself (each
+/// value its own mechanism).
+fn mechanism_ids(method: Method, cals: &[Calibration], n: usize, c: usize) -> Vec<String> {
+    cals.iter()
+        .zip(LAMBDA_GRID)
+        .map(|(cal, l)| match method {
+            Method::LossPerturbation => {
+                let rho = loss_perturbation_rho_eff(cal, l, n, c);
+                // the constants without λ, which the objective sees only through ρ_eff
+                let mut constants = cal.assumptions.clone();
+                constants.lambda = None;
+                let what = serde_json::to_string(&(&cal.mechanism, &cal.certified, &constants))
+                    .unwrap_or_else(|_| format!("lambda={l}"));
+                format!("rho={:x}/{what}", rho.to_bits())
+            }
+            _ => format!("lambda={l}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::LinearOptions;
     use super::*;
     use crate::sweep::Runner;
     use std::sync::Mutex;
+
+    /// Loss perturbation's λ values share a mechanism id exactly when they share ρ_eff (the
+    /// floor ρ = 2LC/ε above Nλ; e.g. at ε = 0.01 on 54,000 examples in `paper`, ρ =
+    /// 2·(1/2)·10/0.01 = 1,000 > Nλ = 540 for λ ≤ 1e-2, < 2,700 for λ = 5e-2, by hand) and the calibration's noise; every other method's
+    /// λ values stay distinct.
+    #[test]
+    fn mechanism_ids_tie_exactly_the_floored_lambdas() {
+        use privpred_core::{CalibrationMode, CalibrationRequest, Privacy};
+        let (n, c) = (54_000, 10);
+        for mode in [
+            CalibrationMode::Paper,
+            CalibrationMode::Corrected,
+            CalibrationMode::Tight,
+        ] {
+            for (method, eps) in [
+                (Method::LossPerturbation, 0.01),
+                (Method::LossPerturbation, 10.0),
+                (Method::ModelSensitivity, 0.01),
+            ] {
+                let cals: Vec<Calibration> = LAMBDA_GRID
+                    .iter()
+                    .map(|&l| {
+                        let mut r =
+                            CalibrationRequest::new(method, mode, Privacy::new(eps, 0.0).unwrap());
+                        (r.n, r.lambda, r.classes) = (Some(n), Some(l), c);
+                        privpred_core::certify::calibrate_certified(&r).unwrap()
+                    })
+                    .collect();
+                let ids = mechanism_ids(method, &cals, n, c);
+                for i in 0..ids.len() {
+                    for j in 0..ids.len() {
+                        let same_rho = method == Method::LossPerturbation
+                            && loss_perturbation_rho_eff(&cals[i], LAMBDA_GRID[i], n, c)
+                                == loss_perturbation_rho_eff(&cals[j], LAMBDA_GRID[j], n, c)
+                            && cals[i].noise() == cals[j].noise();
+                        assert_eq!(
+                            ids[i] == ids[j],
+                            i == j || same_rho,
+                            "{mode:?} {method} {eps}: {i} {j}"
+                        );
+                    }
+                }
+                let distinct = (0..ids.len())
+                    .filter(|&i| ids[..i].iter().all(|id| *id != ids[i]))
+                    .count();
+                eprintln!(
+                    "{mode:?} {method} ε = {eps}: {distinct} distinct of {}",
+                    ids.len()
+                );
+                if method == Method::LossPerturbation
+                    && eps == 0.01
+                    && mode == CalibrationMode::Paper
+                {
+                    // λ ≤ 1e-2 (7 values) share ρ = 1,000; 5e-2, 1e-1, 5e-1 have their own
+                    assert_eq!(distinct, 4);
+                }
+            }
+        }
+    }
 
     /// Runs `reps` repetitions of `method`'s fig1a group (ε = 1) on digits with a fresh runner;
     /// returns the shared fits it built and the accuracies.
