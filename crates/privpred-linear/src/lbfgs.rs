@@ -214,102 +214,31 @@ where
     let mut g = g0;
     let mut fx = f0;
     let mut evals = 1;
-    let m = opts.memory.max(1);
-    let mut s_hist: Vec<Vec<f64>> = Vec::with_capacity(m);
-    let mut y_hist: Vec<Vec<f64>> = Vec::with_capacity(m);
-    let mut rho_hist: Vec<f64> = Vec::with_capacity(m);
-    let mut alpha = vec![0.0; m];
+    let mut hist = History::new(opts.memory.max(1), n, pre.is_some());
     let mut d = vec![0.0; n];
     let mut xt = vec![0.0; n];
     let mut gt = vec![0.0; n];
-    // preconditioner scratch: P·q, and P·y of the newest pair (scaled mode)
-    let mut pq = if pre.is_some() {
-        vec![0.0; n]
-    } else {
-        Vec::new()
-    };
-    let mut y_p_y = 0.0;
     let mut iter = 0;
     let mut stalls = 0;
     let termination = loop {
-        let gn = gnorm(&g, opts.norm);
-        if gn <= opts.grad_tol {
-            break Termination::Converged;
+        if let Some(t) = stop_before_step(&g, fx, iter, evals, opts) {
+            break t;
         }
-        if !fx.is_finite() {
-            break Termination::LineSearchStalled;
-        }
-        if iter >= opts.max_iter {
-            break Termination::MaxIterations;
-        }
-        if evals >= opts.max_evals {
-            break Termination::MaxEvaluations;
-        }
-        // two-loop recursion: d = −H g
-        d.iter_mut().zip(&g).for_each(|(di, gi)| *di = -gi);
-        let k = s_hist.len();
-        for i in (0..k).rev() {
-            alpha[i] = rho_hist[i] * dot(&s_hist[i], &d);
-            let a = alpha[i];
-            d.iter_mut()
-                .zip(&y_hist[i])
-                .for_each(|(di, yi)| *di -= a * yi);
-        }
-        match &pre {
-            None => {
-                if k > 0 {
-                    let gamma = 1.0 / (rho_hist[k - 1] * dot(&y_hist[k - 1], &y_hist[k - 1]));
-                    d.iter_mut().for_each(|di| *di *= gamma);
-                }
-            }
-            Some(pc) => {
-                pc.p.apply(&d, &mut pq);
-                let gamma = match pc.scaling {
-                    PrecondScaling::Scaled if k > 0 && y_p_y > 0.0 => {
-                        1.0 / (rho_hist[k - 1] * y_p_y)
-                    }
-                    _ => 1.0,
-                };
-                d.iter_mut().zip(&pq).for_each(|(di, pi)| *di = gamma * pi);
-            }
-        }
-        for i in 0..k {
-            let b = rho_hist[i] * dot(&y_hist[i], &d);
-            let a = alpha[i] - b;
-            d.iter_mut()
-                .zip(&s_hist[i])
-                .for_each(|(di, si)| *di += a * si);
-        }
-        let mut dg = dot(&d, &g);
-        if dg.is_nan() || dg >= 0.0 {
-            // not a descent direction (numerical trouble): restart from steepest descent
-            s_hist.clear();
-            y_hist.clear();
-            rho_hist.clear();
-            match &pre {
-                None => d.iter_mut().zip(&g).for_each(|(di, gi)| *di = -gi),
-                Some(pc) => {
-                    pc.p.apply(&g, &mut pq);
-                    d.iter_mut().zip(&pq).for_each(|(di, pi)| *di = -pi);
-                }
-            }
-            dg = dot(&d, &g);
-        }
+        let dg = hist.direction(&g, &mut d, pre.as_ref());
         let t0 = if pre.is_some() {
             1.0
-        } else if s_hist.is_empty() {
+        } else if hist.is_empty() {
             (1.0 / dot(&g, &g).sqrt()).min(1.0)
         } else {
             1.0
         };
-        let budget = opts.max_evals - evals;
         let start = LineStart {
             x: &x,
             f0: fx,
             dg0: dg,
             d: &d,
             t_init: t0,
-            budget,
+            budget: opts.max_evals - evals,
         };
         let ls = if opts.gradient_only {
             gradient_search(&mut f, &start, opts.c2, &mut xt, &mut gt)
@@ -322,28 +251,12 @@ where
                 // accept: s = t d, y = g_t − g
                 let s: Vec<f64> = d.iter().map(|di| t * di).collect();
                 let y: Vec<f64> = gt.iter().zip(&g).map(|(a, b)| a - b).collect();
-                let sy = dot(&s, &y);
                 x.copy_from_slice(&xt);
                 g.copy_from_slice(&gt);
                 let improved = ft < fx;
                 let change = fx - ft;
                 fx = ft;
-                if sy > 1e-10 * dot(&y, &y).max(f64::MIN_POSITIVE) {
-                    if s_hist.len() == m {
-                        s_hist.remove(0);
-                        y_hist.remove(0);
-                        rho_hist.remove(0);
-                    }
-                    if let Some(pc) = &pre
-                        && pc.scaling == PrecondScaling::Scaled
-                    {
-                        pc.p.apply(&y, &mut pq);
-                        y_p_y = dot(&y, &pq);
-                    }
-                    s_hist.push(s);
-                    y_hist.push(y);
-                    rho_hist.push(1.0 / sy);
-                }
+                hist.push(s, y, pre.as_ref());
                 iter += 1;
                 if opts.f_tol > 0.0 && change < opts.f_tol && gnorm(&g, opts.norm) > opts.grad_tol {
                     break Termination::ValueConverged;
@@ -358,13 +271,11 @@ where
                 }
             }
             _ => {
-                if s_hist.is_empty() {
+                if hist.is_empty() {
                     break Termination::LineSearchStalled;
                 }
                 // retry once from steepest descent with a fresh memory
-                s_hist.clear();
-                y_hist.clear();
-                rho_hist.clear();
+                hist.clear();
                 stalls += 1;
                 if stalls >= 3 {
                     break Termination::LineSearchStalled;
@@ -380,6 +291,145 @@ where
         termination,
     };
     (x, g, report)
+}
+
+/// The stopping tests checked before each step, in order: converged (gradient norm ≤ the
+/// tolerance), non-finite value, iteration and evaluation budgets.
+fn stop_before_step(
+    g: &[f64],
+    fx: f64,
+    iter: usize,
+    evals: usize,
+    opts: &LbfgsOptions,
+) -> Option<Termination> {
+    if gnorm(g, opts.norm) <= opts.grad_tol {
+        Some(Termination::Converged)
+    } else if !fx.is_finite() {
+        Some(Termination::LineSearchStalled)
+    } else if iter >= opts.max_iter {
+        Some(Termination::MaxIterations)
+    } else if evals >= opts.max_evals {
+        Some(Termination::MaxEvaluations)
+    } else {
+        None
+    }
+}
+
+/// The L-BFGS memory: the newest m pairs (s, y) with ρ = 1/sᵀy, the two-loop recursion's
+/// scratch, and (with a preconditioner) P·q and yᵀPy of the newest pair (scaled mode).
+struct History {
+    m: usize,
+    s: Vec<Vec<f64>>,
+    y: Vec<Vec<f64>>,
+    rho: Vec<f64>,
+    alpha: Vec<f64>,
+    pq: Vec<f64>,
+    y_p_y: f64,
+}
+
+impl History {
+    fn new(m: usize, n: usize, preconditioned: bool) -> Self {
+        History {
+            m,
+            s: Vec::with_capacity(m),
+            y: Vec::with_capacity(m),
+            rho: Vec::with_capacity(m),
+            alpha: vec![0.0; m],
+            pq: if preconditioned {
+                vec![0.0; n]
+            } else {
+                Vec::new()
+            },
+            y_p_y: 0.0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.s.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.s.clear();
+        self.y.clear();
+        self.rho.clear();
+    }
+
+    /// The search direction d = −H g by the two-loop recursion (H₀ = γI, or P), restarting
+    /// from (preconditioned) steepest descent with a fresh memory when that is not a descent
+    /// direction (numerical trouble). Returns dᵀg.
+    fn direction(&mut self, g: &[f64], d: &mut [f64], pre: Option<&Preconditioned<'_>>) -> f64 {
+        d.iter_mut().zip(g).for_each(|(di, gi)| *di = -gi);
+        let k = self.s.len();
+        for i in (0..k).rev() {
+            self.alpha[i] = self.rho[i] * dot(&self.s[i], d);
+            let a = self.alpha[i];
+            d.iter_mut()
+                .zip(&self.y[i])
+                .for_each(|(di, yi)| *di -= a * yi);
+        }
+        match pre {
+            None => {
+                if k > 0 {
+                    let gamma = 1.0 / (self.rho[k - 1] * dot(&self.y[k - 1], &self.y[k - 1]));
+                    d.iter_mut().for_each(|di| *di *= gamma);
+                }
+            }
+            Some(pc) => {
+                pc.p.apply(d, &mut self.pq);
+                let gamma = match pc.scaling {
+                    PrecondScaling::Scaled if k > 0 && self.y_p_y > 0.0 => {
+                        1.0 / (self.rho[k - 1] * self.y_p_y)
+                    }
+                    _ => 1.0,
+                };
+                d.iter_mut()
+                    .zip(&self.pq)
+                    .for_each(|(di, pi)| *di = gamma * pi);
+            }
+        }
+        for i in 0..k {
+            let b = self.rho[i] * dot(&self.y[i], d);
+            let a = self.alpha[i] - b;
+            d.iter_mut()
+                .zip(&self.s[i])
+                .for_each(|(di, si)| *di += a * si);
+        }
+        let dg = dot(d, g);
+        if !(dg.is_nan() || dg >= 0.0) {
+            return dg;
+        }
+        self.clear();
+        match pre {
+            None => d.iter_mut().zip(g).for_each(|(di, gi)| *di = -gi),
+            Some(pc) => {
+                pc.p.apply(g, &mut self.pq);
+                d.iter_mut().zip(&self.pq).for_each(|(di, pi)| *di = -pi);
+            }
+        }
+        dot(d, g)
+    }
+
+    /// Stores the accepted pair (s, y) when sᵀy is safely positive, dropping the oldest when
+    /// full.
+    fn push(&mut self, s: Vec<f64>, y: Vec<f64>, pre: Option<&Preconditioned<'_>>) {
+        let sy = dot(&s, &y);
+        if sy > 1e-10 * dot(&y, &y).max(f64::MIN_POSITIVE) {
+            if self.s.len() == self.m {
+                self.s.remove(0);
+                self.y.remove(0);
+                self.rho.remove(0);
+            }
+            if let Some(pc) = pre
+                && pc.scaling == PrecondScaling::Scaled
+            {
+                pc.p.apply(&y, &mut self.pq);
+                self.y_p_y = dot(&y, &self.pq);
+            }
+            self.s.push(s);
+            self.y.push(y);
+            self.rho.push(1.0 / sy);
+        }
+    }
 }
 
 struct LineSearch {

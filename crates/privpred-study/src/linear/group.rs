@@ -426,7 +426,7 @@ fn mechanism_ids(method: Method, cals: &[Calibration], n: usize, c: usize) -> Ve
             Method::LossPerturbation => {
                 let rho = loss_perturbation_rho_eff(cal, l, n, c);
                 // the constants without λ, which the objective sees only through ρ_eff
-                let mut constants = cal.assumptions.clone();
+                let mut constants = cal.assumptions;
                 constants.lambda = None;
                 let what = serde_json::to_string(&(&cal.mechanism, &cal.certified, &constants))
                     .unwrap_or_else(|_| format!("lambda={l}"));
