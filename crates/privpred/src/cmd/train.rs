@@ -405,8 +405,8 @@ fn fit_private(
     let mut cfg = method_config(args, m, privacy, plan.budget, lambda, plan.seed_policy);
     if m == Method::DpSgd && cfg.dp_sgd.clip.is_none() {
         let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
-        let cv = methods::cv_clip_draws(&cfg, &tr, &ho, &CLIP_GRID, plan.cv_draws, rng)
-            .map_err(lin)?;
+        let cv =
+            methods::cv_clip_draws(&cfg, &tr, &ho, &CLIP_GRID, plan.cv_draws, rng).map_err(lin)?;
         *cv_record = cv_json("clip", plan.cv_draws, &cv.scores, cv.best);
         cfg.dp_sgd.clip = Some(cv.best);
     }
