@@ -11,6 +11,15 @@ use privpred_linear::train::accuracy;
 use rand::SeedableRng;
 use std::time::Instant;
 
+/// This thread's time on a CPU in seconds (Linux `/proc/thread-self/schedstat`; NaN elsewhere):
+/// under a shared load it says more than the wall time.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |ns| ns * 1e-9)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reps: usize = std::env::args()
         .skip(1)
@@ -32,16 +41,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     for r in 0..reps {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r as u64);
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), cpu_seconds());
         let (m, stats) = train_dpsgd(&design, &cfg, 0.1, 1.0, &mut rng)?;
         let s = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu;
         let sum: f64 = m.theta.iter().map(|v| v.to_bits() as f64).sum();
         let bits = m
             .theta
             .iter()
             .fold(0u64, |h, v| h.rotate_left(5) ^ v.to_bits());
         println!(
-            "run {r}: {s:.3} s, {} steps, {} examples, clipped {:.4}, test acc {:.2} %, theta hash {bits:016x} ({sum:e})",
+            "run {r}: {s:.3} s wall, {cpu:.3} s CPU, {} steps, {} examples, clipped {:.4}, test acc {:.2} %, theta hash {bits:016x} ({sum:e})",
             stats.steps,
             stats.examples,
             stats.clipped_fraction,

@@ -17,8 +17,6 @@ use rand::{Rng, RngExt};
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-mod sparse;
-
 /// DP-SGD hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DpSgdConfig {
@@ -136,22 +134,16 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     let dp = padded_dim(d);
     let q = cfg.batch_size as f64 / n as f64;
     let steps = cfg.steps(n);
-    // sparse rows (with their norms) when the data are sparse enough: the same sums, faster
-    let rows = sparse::SparseRows::of(design);
-    let norms: Vec<f64> = match &rows {
-        Some(r) => r.norms.clone(),
-        None => (0..n)
-            .map(|i| {
-                design
-                    .row(i)
-                    .iter()
-                    .map(|&v| (v as f64) * (v as f64))
-                    .sum::<f64>()
-                    .sqrt()
-            })
-            .collect(),
-    };
-    let mut ws = rows.as_ref().map(|_| sparse::Workspace::new(c, d, dp));
+    let norms: Vec<f64> = (0..n)
+        .map(|i| {
+            design
+                .row(i)
+                .iter()
+                .map(|&v| (v as f64) * (v as f64))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
     // class-major parameters (f64 master, an f32 copy per step for the kernel), padding at 0
     let mut w = vec![0f64; c * dp];
     let mut vel = vec![0f64; c * dp];
@@ -163,6 +155,8 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     let mut kp = KernelParams::from_class_major(&w, c, dp);
     for step in 0..steps {
         let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
+        kp.set_class_major(&w);
+        gsum.iter_mut().for_each(|v| *v = 0.0);
         // Poisson sampling by geometric gaps: P(gap = k) = (1 − q)^k q
         batch.clear();
         let mut i = if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
@@ -170,20 +164,8 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
             batch.push(i);
             i += 1 + if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
         }
-        // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν); the sparse pass
-        // gives the dense kernel's floats exactly while the weights are bounded
-        match (&rows, &mut ws) {
-            (Some(r), Some(ws)) if sparse::weights_bounded(&w) => {
-                ws.set_weights(&w);
-                clipped += sparse::clipped_grad_sum(r, &design.y, ws, &batch, clip);
-                ws.gradient_into(&mut gsum);
-            }
-            _ => {
-                kp.set_class_major(&w);
-                gsum.iter_mut().for_each(|v| *v = 0.0);
-                clipped += clipped_grad_sum(design, &kp, &batch, &norms, clip, &mut gsum);
-            }
-        }
+        // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
+        clipped += clipped_grad_sum(design, &kp, &batch, &norms, clip, &mut gsum);
         examples += batch.len() as u64;
         let inv_b = 1.0 / cfg.batch_size as f64;
         for k in 0..c {

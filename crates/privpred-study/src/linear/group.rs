@@ -337,7 +337,7 @@ impl LinearRunner {
             clip: Some(CLIP_GRID[argmax_first(&scores)]),
             source: "none (DP-SGD without L2)",
             note: Some(format!(
-                "clip ν cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {k} private runs per value, once per setting (privacy cost not accounted, as in the paper)",
+                "clip ν cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {k} private run(s) per value, once per setting (privacy cost not accounted, as in the paper)",
                 100.0 * self.opts.holdout_fraction
             )),
         })
