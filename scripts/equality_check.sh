@@ -26,6 +26,13 @@
 #   - train --json: "seconds" (wall time) and "out" (the output path, which differs per
 #     binary's work directory);
 #   - evaluate --json: "seconds" (wall time) and "model" (the path of the model file).
+#
+# Comparing across a change of defaults (e.g. issue #16's study --bias √½ → 0 and --cv-draws
+# 1 → 5 between 20c5d53 and the issue #17 work), AFTER is given the old defaults explicitly:
+#   EQ_AFTER_ARGS            extra arguments for AFTER's reproduce and train commands;
+#   EQ_AFTER_REPRODUCE_ARGS  extra arguments for AFTER's reproduce commands only;
+#   EQ_AFTER_TRAIN_ARGS      extra arguments for AFTER's train commands only.
+# (BEFORE's commands and every evaluate command are unchanged.)
 # Exit 0 when everything compared is equal, 1 otherwise (the differing files are listed).
 set -u -o pipefail
 
@@ -67,11 +74,14 @@ print("tensor bytes sha256", hashlib.sha256(b[8 + n:]).hexdigest(), len(b) - 8 -
 PY
 }
 
-run_all() { # BIN DIR
+run_all() { # BIN DIR [REPRODUCE_ARGS [TRAIN_ARGS]] (extra arguments, word-split)
     local bin=$1 dir=$2
+    local -a rargs targs
+    read -r -a rargs <<<"${3:-}"
+    read -r -a targs <<<"${4:-}"
     mkdir -p "$dir"
     for fig in $FIGURES; do
-        "$bin" reproduce "$fig" --quick --seed 7 --out "$dir/$fig" >"$dir/$fig.log" 2>&1 ||
+        "$bin" reproduce "$fig" --quick --seed 7 "${rargs[@]}" --out "$dir/$fig" >"$dir/$fig.log" 2>&1 ||
             { echo "reproduce $fig failed with $bin (see $dir/$fig.log)" >&2; return 1; }
     done
     for m in $METHODS; do
@@ -81,7 +91,7 @@ run_all() { # BIN DIR
             dp-sgd) extra=(--epsilon 1 --delta 1e-5) ;;
             *) extra=(--epsilon 1) ;;
         esac
-        "$bin" train "$m" --dataset digits --seed 3 "${extra[@]}" \
+        "$bin" train "$m" --dataset digits --seed 3 "${extra[@]}" "${targs[@]}" \
             --out "$dir/$m.safetensors" --json >"$dir/train-$m.json" 2>"$dir/train-$m.err" ||
             { echo "train $m failed with $bin (see $dir/train-$m.err)" >&2; return 1; }
         "$bin" evaluate --model "$dir/$m.safetensors" --dataset digits --repetitions 3 --seed 5 \
@@ -94,7 +104,11 @@ echo "before: $BEFORE"
 echo "after:  $AFTER"
 echo "work:   $WORK"
 run_all "$BEFORE" "$WORK/before" || exit 1
-run_all "$AFTER" "$WORK/after" || exit 1
+AFTER_R="${EQ_AFTER_ARGS:-} ${EQ_AFTER_REPRODUCE_ARGS:-}"
+AFTER_T="${EQ_AFTER_ARGS:-} ${EQ_AFTER_TRAIN_ARGS:-}"
+[ -n "${AFTER_R// /}" ] && echo "after's reproduce also gets: $AFTER_R"
+[ -n "${AFTER_T// /}" ] && echo "after's train also gets: $AFTER_T"
+run_all "$AFTER" "$WORK/after" "$AFTER_R" "$AFTER_T" || exit 1
 
 fail=0
 same() { # LABEL FILE_A FILE_B

@@ -354,7 +354,7 @@ mod tests {
         // DP-SGD's clip may be left to cross-validation, but not when training
         let m = Method::DpSgd;
         assert!(params(m).without_clip().check().is_ok());
-        let e = refusal(params(m).without_clip().check_for(100));
+        let e = refusal(params(m).without_clip().batch_size(10).check_for(100));
         assert!(e.contains("clip"), "{e}");
     }
 
