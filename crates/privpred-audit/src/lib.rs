@@ -341,7 +341,7 @@ fn permute_and_flip_votes_pair(req: &AuditRequest, noise: Noise, beta: f64) -> R
 fn logits_selection_pair(req: &AuditRequest, cal: &Calibration, beta: f64) -> Result<AuditedPair> {
     let s = &req.setting;
     let noise = cal.noise();
-    let shift = 2.0 * cal.assumptions.k / (s.n as f64 * s.lambda);
+    let shift = sensitivity_shift(req, cal);
     let m = selection::Selection::logits_pair(
         noise,
         s.classes,
@@ -361,6 +361,13 @@ fn logits_selection_pair(req: &AuditRequest, cal: &Calibration, beta: f64) -> Re
     Ok((Box::new(m), desc))
 }
 
+/// The largest move of θ (or of a unit-norm query's logits) one replaced example causes:
+/// the replace-one sensitivity 2K/(Nλ) of the regularised minimiser (Chaudhuri et al. 2011,
+/// Corollary 8), which the logit-selection and additive-release pairs shift by.
+fn sensitivity_shift(req: &AuditRequest, cal: &Calibration) -> f64 {
+    2.0 * cal.assumptions.k / (req.setting.n as f64 * req.setting.lambda)
+}
+
 /// Model sensitivity's perturbed θ or prediction sensitivity's noisy logits: an additive
 /// release shifted by the full sensitivity 2K/(Nλ).
 fn additive_release_pair(
@@ -369,7 +376,7 @@ fn additive_release_pair(
     additive: VectorNoise,
 ) -> Result<AuditedPair> {
     let s = &req.setting;
-    let shift = 2.0 * cal.assumptions.k / (s.n as f64 * s.lambda);
+    let shift = sensitivity_shift(req, cal);
     let (dim, answers, what) = if req.method == Method::ModelSensitivity {
         (s.features * s.classes, 1, "θ ∈ R^{D·C}")
     } else {

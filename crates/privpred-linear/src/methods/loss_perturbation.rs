@@ -653,6 +653,21 @@ mod tests {
         );
     }
 
+    /// A sparse toy set like MNIST's case (4 of 5 features zero): 900 rows, D = 20, C = 4.
+    fn sparse_toy() -> UnitBallDataset {
+        let dense = toy(900, 20, 4, 12);
+        let f: Vec<f32> = dense
+            .features
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i % 5 == 0 { v } else { 0.0 })
+            .collect();
+        UnitBallDataset::new(
+            Dataset::new(20, 4, f, dense.labels.clone(), Default::default()).unwrap(),
+        )
+        .unwrap()
+    }
+
     /// Uncertified fits on sparse data (`paper` mode's release; a `corrected` selection fit,
     /// whose output noise is drawn after the fit) run on the f64 pass over the nonzeros: the
     /// same objective and stopping rule as the dense f32 route (`sparse_f64 = false`, the
@@ -661,17 +676,7 @@ mod tests {
     #[test]
     fn uncertified_fits_on_sparse_data_match_the_f32_route() {
         use privpred_core::{Budget, CalibrationMode, Privacy};
-        let dense = toy(900, 20, 4, 12);
-        let f: Vec<f32> = dense
-            .features
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| if i % 5 == 0 { v } else { 0.0 })
-            .collect();
-        let ds = UnitBallDataset::new(
-            Dataset::new(20, 4, f, dense.labels.clone(), Default::default()).unwrap(),
-        )
-        .unwrap();
+        let ds = sparse_toy();
         let lambda = 1e-2;
         // the f32 kernel's gradient has a noise floor near 1e-5: stop well above it
         let tol = 1e-4;
@@ -733,17 +738,7 @@ mod tests {
     /// output noise (whose norm is Gamma(DC, 1/β₂): 10× its mean is never reached).
     #[test]
     fn certified_loss_perturbation_on_sparse_data_runs_in_f64() {
-        let dense = toy(900, 20, 4, 12);
-        let f: Vec<f32> = dense
-            .features
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| if i % 5 == 0 { v } else { 0.0 })
-            .collect();
-        let ds = UnitBallDataset::new(
-            Dataset::new(20, 4, f, dense.labels.clone(), Default::default()).unwrap(),
-        )
-        .unwrap();
+        let ds = sparse_toy();
         let c = cfg(Method::LossPerturbation, 1.0, 0.0, 1);
         let calib = shim::calibrate(&c.request(ds.n, ds.classes)).unwrap();
         let gamma = calib.certified.unwrap().gradient_norm_bound;
