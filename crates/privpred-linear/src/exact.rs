@@ -387,11 +387,11 @@ mod tests {
     fn sparse_design(n: usize, d: usize, c: usize, seed: u64) -> (Vec<f32>, Vec<u32>) {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
-        let dp = crate::kernel::padded_dim(d);
-        let mut f = vec![0f32; n * dp];
+        // row-major n × d, as `Design::new` reads it (it pads to a multiple of 8 itself)
+        let mut f = vec![0f32; n * d];
         let mut y = Vec::with_capacity(n);
         for i in 0..n {
-            let row = &mut f[i * dp..i * dp + d];
+            let row = &mut f[i * d..(i + 1) * d];
             for v in row.iter_mut().take(d - 1) {
                 if rng.random::<f64>() < 0.19 {
                     *v = rng.random::<f32>();
@@ -420,8 +420,7 @@ mod tests {
             (50, 6, 17, 6),
         ] {
             let (mut f, y) = sparse_design(n, d, c, seed);
-            let dp = crate::kernel::padded_dim(d);
-            f[3 * dp..4 * dp].iter_mut().for_each(|v| *v = 0.0); // an empty row
+            f[3 * d..4 * d].iter_mut().for_each(|v| *v = 0.0); // an empty row
             let design = Design::new(&f, &y, d, c);
             let sp = SparseRows::new(&design);
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);

@@ -37,6 +37,25 @@ pub struct ImageSet {
 }
 
 impl ImageSet {
+    /// `n` RGB images of `size`×`size` uniformly random pixels (nothing to learn: shapes,
+    /// batching and plumbing in tests), labels cycling 0, 1, …, `classes` − 1; the same
+    /// arguments give the same images.
+    pub fn synthetic_noise(n: usize, size: usize, classes: usize, seed: u64) -> ImageSet {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+        ImageSet {
+            channels: 3,
+            height: size,
+            width: size,
+            classes,
+            pixels: (0..n * 3 * size * size)
+                .map(|_| rng.random::<u8>())
+                .collect(),
+            labels: (0..n).map(|i| (i % classes.max(1)) as u32).collect(),
+            source: "random test images".into(),
+        }
+    }
+
     /// A small learnable synthetic set for tests and smoke checks: four texture classes on 8×8
     /// RGB images — horizontal stripes, vertical stripes, a checkerboard, no pattern — with
     /// random phase, contrast, per-channel brightness and pixel noise, so only spatial

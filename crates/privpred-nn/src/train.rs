@@ -515,20 +515,24 @@ pub fn train_dpsgd(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
-    train_dpsgd_on(&CpuEngine, net, data, norm, cfg, rng, observer)
+    let on = TrainInputs {
+        engine: &CpuEngine,
+        net,
+        data,
+        norm,
+    };
+    train_dpsgd_on(on, cfg, rng, observer)
 }
 
-/// [`train_dpsgd`] with the clipped gradient sums from `engine`; sampling, augmentation seeds,
-/// noise, the optimiser and the schedule are the same code for every engine.
+/// [`train_dpsgd`] with the clipped gradient sums from `on.engine`; sampling, augmentation
+/// seeds, noise, the optimiser and the schedule are the same code for every engine.
 pub fn train_dpsgd_on(
-    engine: &dyn GradientEngine,
-    net: &ResNet,
-    data: &ImageSet,
-    norm: &Normalization,
+    on: TrainInputs<'_>,
     cfg: &DpSgdConfig,
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
+    let (net, data) = (on.net, on.data);
     check_data(net, data)?;
     let n = data.len();
     cfg.validate(n)?;
@@ -555,12 +559,6 @@ pub fn train_dpsgd_on(
             }
         };
         let seed = cfg.sgd.augment.then(|| rng.random::<u64>());
-        let on = TrainInputs {
-            engine,
-            net,
-            data,
-            norm,
-        };
         let st = dp_gradient_on(on, &params, &batch, seed, cfg, rng, &mut grad)?;
         let lr = cfg.sgd.lr_at(step, steps);
         opt.step(

@@ -8,7 +8,7 @@ use privpred_nn::calib;
 use privpred_nn::data::{self, ImageSet, Normalization};
 use privpred_nn::train::{self, DpSgdConfig, GradMode, Inputs, SgdConfig};
 use privpred_nn::{ResNet, ResNetConfig};
-use rand::{RngExt, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
@@ -18,18 +18,7 @@ mod common;
 const ALPHA: f64 = 1e-6;
 
 fn random_images(n: usize, size: usize, seed: u64) -> ImageSet {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    ImageSet {
-        channels: 3,
-        height: size,
-        width: size,
-        classes: 4,
-        pixels: (0..n * 3 * size * size)
-            .map(|_| rng.random::<u8>())
-            .collect(),
-        labels: (0..n).map(|i| (i % 4) as u32).collect(),
-        source: "random test images".into(),
-    }
+    ImageSet::synthetic_noise(n, size, 4, seed)
 }
 
 fn norm2(v: &[f32]) -> f64 {

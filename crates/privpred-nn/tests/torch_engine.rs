@@ -31,18 +31,7 @@ fn engine() -> TorchEngine {
 }
 
 fn random_images(n: usize, size: usize, classes: usize, seed: u64) -> ImageSet {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    ImageSet {
-        channels: 3,
-        height: size,
-        width: size,
-        classes,
-        pixels: (0..n * 3 * size * size)
-            .map(|_| rng.random::<u8>())
-            .collect(),
-        labels: (0..n).map(|i| (i % classes) as u32).collect(),
-        source: "random test images".into(),
-    }
+    ImageSet::synthetic_noise(n, size, classes, seed)
 }
 
 fn textures(n: usize, seed: u64) -> ImageSet {
@@ -318,12 +307,18 @@ fn dp_sgd_through_the_torch_engine_learns_textures() {
         4,
     )
     .unwrap();
-    let sigma = cal.noise_multiplier.unwrap();
+    let sigma = cal.mechanism.noise_multiplier().unwrap();
     let cfg = DpSgdConfig::corrected(sgd, 1.0, sigma);
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let mut sizes = Vec::new();
     let mut clipped = 0usize;
-    let p = train::train_dpsgd_on(&torch, &net, &tr, &norm, &cfg, &mut rng, &mut |pr| {
+    let on = train::TrainInputs {
+        engine: &torch,
+        net: &net,
+        data: &tr,
+        norm: &norm,
+    };
+    let p = train::train_dpsgd_on(on, &cfg, &mut rng, &mut |pr| {
         sizes.push(pr.batch.n);
         clipped += pr.batch.clipped;
     })

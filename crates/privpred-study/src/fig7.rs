@@ -196,25 +196,13 @@ pub struct Fig7Measurement {
 /// Loads the data (the CIFAR-10 JPEG copy or the binary batches, or a subset) and sets up
 /// the network.
 pub fn prepare(cfg: Fig7Config) -> Result<Fig7Context> {
-    if cfg.teachers < 2 {
-        return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
-    }
+    check_teacher_count(&cfg)?;
     check_schedules(&cfg)?;
     let dataset_checksum = data::source_sha256(&cfg.data_path)?;
     let (train, test) = data::load_cifar10(&cfg.data_path, cfg.per_class)?;
-    check_teachers(&cfg, train.len())?;
-    let net = ResNet::new(cfg.net)?;
-    std::fs::create_dir_all(&cfg.cache_dir).map_err(|e| NnError::io(&cfg.cache_dir, e))?;
-    Ok(Fig7Context {
-        cfg,
-        train,
-        test,
-        net,
-        norm: Normalization::cifar10(),
-        votes: None,
-        dataset_checksum,
-        engine: Box::new(CpuEngine),
-    })
+    let mut ctx = prepare_with(cfg, train, test, Normalization::cifar10())?;
+    ctx.set_dataset_checksum(dataset_checksum);
+    Ok(ctx)
 }
 
 /// Builds a context from already-loaded images (e.g. tests, other datasets). Their source's
@@ -225,6 +213,7 @@ pub fn prepare_with(
     test: ImageSet,
     norm: Normalization,
 ) -> Result<Fig7Context> {
+    check_teacher_count(&cfg)?;
     check_schedules(&cfg)?;
     check_teachers(&cfg, train.len())?;
     let net = ResNet::new(cfg.net)?;
@@ -249,6 +238,14 @@ fn check_schedules(cfg: &Fig7Config) -> Result<()> {
         SgdParams::from(sgd.clone()).check()?;
     }
     privpred_core::params::positive("clip", cfg.clip)?;
+    Ok(())
+}
+
+/// Subsample-and-aggregate needs at least two teachers (one vote cannot be outvoted).
+fn check_teacher_count(cfg: &Fig7Config) -> Result<()> {
+    if cfg.teachers < 2 {
+        return Err(NnError::invalid("teachers", cfg.teachers, "must be ≥ 2"));
+    }
     Ok(())
 }
 
@@ -495,15 +492,9 @@ impl Fig7Context {
         };
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &seed_key));
         let label = format!("dp-sgd ε={epsilon}");
-        let p = train::train_dpsgd_on(
-            &*self.engine,
-            &self.net,
-            &self.train,
-            &self.norm,
-            &dcfg,
-            &mut rng,
-            &mut |pr| observer(&label, pr),
-        )?;
+        let p = train::train_dpsgd_on(self.train_inputs(), &dcfg, &mut rng, &mut |pr| {
+            observer(&label, pr)
+        })?;
         let pred = train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
         let acc = train::accuracy(&pred, &self.test.labels);
         let model = NnModel::new(

@@ -13,12 +13,10 @@
 
 use crate::error::{Result, StudyError};
 use crate::figures::{FigureId, Setting};
-use crate::linear::{CalibrationInput, LinearRunner, calibrate};
+use crate::linear::{CalibrationInput, LinearRunner, calibrate, mechanism_id};
 use crate::units::{Group, rng_for};
 use privpred_core::{CalibrationMode, Mechanism, Method};
-use privpred_linear::methods::{
-    VoteMatrix, loss_perturbation_rho_eff, teacher_lbfgs_options, train_teachers,
-};
+use privpred_linear::methods::{VoteMatrix, teacher_lbfgs_options, train_teachers};
 use privpred_linear::train::accuracy_of;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -86,18 +84,12 @@ pub fn lambda_draws(
             neighbours,
         })
     };
-    // loss perturbation: λ values defining the same mechanism (same ρ_eff and noise) share draws
+    // loss perturbation: λ values defining the same mechanism (same ρ_eff, noise, certificate
+    // and constants: `mechanism_id`, as cross-validation ties them) share draws
     let mut mechanism = Vec::with_capacity(lambdas.len());
     for &l in lambdas {
         let cal = cal_at(l)?;
-        let id = match g.method {
-            Method::LossPerturbation => {
-                let noise = cal.mechanism.scale();
-                let rho = loss_perturbation_rho_eff(&cal, l, n90, c);
-                format!("rho={:x}/noise={:x}", rho.to_bits(), noise.to_bits())
-            }
-            _ => format!("lambda={l}"),
-        };
+        let id = mechanism_id(g.method, &cal, l, n90, c);
         mechanism.push((l, cal, id));
     }
     let mut first: HashMap<&str, f64> = HashMap::new();

@@ -176,6 +176,7 @@ pub struct Prepared {
 pub(crate) type Key = String;
 
 mod group;
+pub(crate) use group::mechanism_id;
 
 /// The runner of fig1–fig6 (linear models).
 pub struct LinearRunner {
@@ -549,7 +550,7 @@ impl Runner for LinearRunner {
         let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
         let sel = train_clock.time(|| self.select(g, &key, &p, seed, &rid))?;
         let cal = self.calibration(g, &p, p.train.n, sel.lambda)?;
-        let cfg = self.method_config(&cal, sel.lambda, sel.clip, g.setting.teachers);
+        let cfg = self.method_config(&cal, sel.lambda, sel.clip, g.setting.teachers)?;
         let fit = Fit {
             cfg: &cfg,
             train: &p.train,

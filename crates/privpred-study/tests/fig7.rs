@@ -9,26 +9,13 @@ use privpred_nn::artifact;
 use privpred_nn::data::{ImageSet, Normalization};
 use privpred_nn::train::SgdConfig;
 use privpred_study::fig7;
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha20Rng;
 
 fn cifar_path(test: &str) -> Option<std::path::PathBuf> {
     privpred_data::testdata::cifar10_jpeg_or_skip(&format!("fig7::{test}"))
 }
 
 fn random_images(n: usize, size: usize, seed: u64) -> ImageSet {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    ImageSet {
-        channels: 3,
-        height: size,
-        width: size,
-        classes: 4,
-        pixels: (0..n * 3 * size * size)
-            .map(|_| rng.random::<u8>())
-            .collect(),
-        labels: (0..n).map(|i| (i % 4) as u32).collect(),
-        source: "random test images".into(),
-    }
+    ImageSet::synthetic_noise(n, size, 4, seed)
 }
 
 #[test]

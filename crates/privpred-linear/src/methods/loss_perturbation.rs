@@ -8,16 +8,15 @@
 //! data moment, a Kronecker-factored preconditioner ([`LossPerturbationPreconditioner`]); each
 //! draw is one fit with a fresh b (exact: the objective is strictly convex).
 
-use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
+use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
 use crate::error::{LinearError, Result};
 use crate::kernel::Design;
 use crate::lbfgs::{LbfgsOptions, LbfgsReport, PrecondScaling, Preconditioned, Preconditioner};
 use crate::model::LinearModel;
 use crate::precond::{DataMoment, KfacPreconditioner};
-use crate::shim;
 use crate::train::{self, Objective, Optimization, check_lambda};
-use privpred_core::{Calibration, Method, Noise};
+use privpred_core::{Calibration, Method};
 use privpred_data::{Dataset, UnitBallDataset};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -26,12 +25,6 @@ use std::sync::Arc;
 /// The method's module (see [`PrivateMethod`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LossPerturbation;
-
-/// The noise b of the objective (the one read of its calibration's noise; AMP's output noise
-/// comes from `privpred_core::certify::loss_perturbation_residual`).
-fn noise_of(calibration: &Calibration) -> Noise {
-    calibration.noise()
-}
 
 /// ρ_eff = max(ρ, Nλ) of loss perturbation (SPEC §3): the regulariser actually used, with ρ
 /// from the calibration (2LC/ε when it records none) and the floor Nλ.
@@ -297,7 +290,9 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
         ));
     }
     let mut b = vec![0.0; d * c];
-    shim::add_noise(&noise_of(calibration), rng, &mut b)?;
+    // b: one draw of the objective perturbation's noise (AMP's output noise, below, comes
+    // from `privpred_core::certify::loss_perturbation_residual`)
+    calibration.mechanism.perturb(rng, &mut b)?;
     let obj = Objective {
         design: Design::of(train),
         lambda: rho_eff / n as f64,
@@ -349,7 +344,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     if !certify {
         // selection only: the fast fit and the released mechanism's output noise
         let (mut model, report) = uncertified_fit(&obj, &warm, start, opts, pc)?;
-        shim::add_noise(&output_noise, rng, &mut model.theta)?;
+        output_noise.add_to(rng, &mut model.theta)?;
         return Ok((model, report, None));
     }
     let sparse = match &warm {
@@ -380,7 +375,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     };
     let (theta, cert, report) = obj.certify_report(start, gamma, opts, pc, Some(&sparse))?;
     let mut model = LinearModel { d, c, theta };
-    shim::add_noise(&output_noise, rng, &mut model.theta)?;
+    output_noise.add_to(rng, &mut model.theta)?;
     Ok((model, report, Some(cert)))
 }
 
@@ -478,15 +473,11 @@ impl PrivateMethod for LossPerturbation {
             rng,
             true,
         )?;
-        Ok(PrivatePredictor {
-            calibration: fit.calibration.clone(),
-            seed_policy: fit.cfg.seed_policy,
-            params: MethodParams::Regularised {
-                lambda: fit.cfg.lambda,
-                optimization: cert,
-            },
-            kind: PredictorKind::Released { model },
-        })
+        Ok(PrivatePredictor::regularised(
+            fit,
+            cert,
+            PredictorKind::Released { model },
+        ))
     }
 
     /// One fit (certified for a release, the fast fit for a selection), then its predictions.
@@ -521,7 +512,9 @@ impl PrivateMethod for LossPerturbation {
 mod tests {
     use super::super::tests::cfg;
     use super::*;
+    use crate::shim;
     use crate::train::tests::toy;
+    use privpred_core::Noise;
     use privpred_data::Dataset;
     use rand::SeedableRng;
 

@@ -62,14 +62,15 @@ impl LinearRunner {
     /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]), built through the
     /// checked params ([`TrainParams`]). Every value is in range before it gets here (the
     /// study's options are checked by `LinearParams`, T ≥ 1 by the CLI, λ and ν come from the
-    /// grids of SPEC §6), so a refusal is a bug in the study, not a user error.
+    /// grids of SPEC §6), so a refusal is a bug in the study, not a user error: it is
+    /// returned as [`StudyError::Compute`] naming the out-of-range value, never a panic.
     pub(crate) fn method_config(
         &self,
         cal: &Calibration,
         lambda: Option<f64>,
         clip: Option<f64>,
         teachers: usize,
-    ) -> MethodConfig {
+    ) -> Result<MethodConfig> {
         let mut params = TrainParams::new(cal.method(), cal.mode(), cal.privacy(), cal.budget())
             .neighbours(cal.neighbours())
             .teachers(teachers)
@@ -81,9 +82,10 @@ impl LinearRunner {
         if let Some(l) = lambda {
             params = params.lambda(l);
         }
-        params
-            .check()
-            .unwrap_or_else(|e| panic!("the study's method configuration is out of range: {e}"))
+        params.check().map_err(|e| StudyError::Compute {
+            context: "the study's method configuration".into(),
+            message: e.to_string(),
+        })
     }
 
     /// The shared fit of `fit` on the whole training set or its 90 % part (`which90`), from
@@ -192,7 +194,7 @@ impl LinearRunner {
                 message: format!("{method} has no λ to cross-validate"),
             });
         }
-        let cfg = self.method_config(cal, Some(lambda), None, 0);
+        let cfg = self.method_config(cal, Some(lambda), None, 0)?;
         let fit = Fit {
             cfg: &cfg,
             train: &p.train90,
@@ -315,7 +317,7 @@ impl LinearRunner {
         let scores: Vec<f64> = CLIP_GRID
             .par_iter()
             .map(|&nu| {
-                let cfg = self.method_config(&cal90, None, Some(nu), g.setting.teachers);
+                let cfg = self.method_config(&cal90, None, Some(nu), g.setting.teachers)?;
                 let fit = Fit {
                     cfg: &cfg,
                     train: &p.train90,
@@ -422,19 +424,33 @@ impl LinearRunner {
 fn mechanism_ids(method: Method, cals: &[Calibration], n: usize, c: usize) -> Vec<String> {
     cals.iter()
         .zip(LAMBDA_GRID)
-        .map(|(cal, l)| match method {
-            Method::LossPerturbation => {
-                let rho = loss_perturbation_rho_eff(cal, l, n, c);
-                // the constants without λ, which the objective sees only through ρ_eff
-                let mut constants = cal.assumptions;
-                constants.lambda = None;
-                let what = serde_json::to_string(&(&cal.mechanism, &cal.certified, &constants))
-                    .unwrap_or_else(|_| format!("lambda={l}"));
-                format!("rho={:x}/{what}", rho.to_bits())
-            }
-            _ => format!("lambda={l}"),
-        })
+        .map(|(cal, l)| mechanism_id(method, cal, l, n, c))
         .collect()
+}
+
+/// The id of the mechanism that `method` at λ = `lambda` with `cal` on `n` examples and `c`
+/// classes releases (see [`mechanism_ids`]): equal ids are the same objective with the same
+/// noise, so their draws may be shared (cross-validation here, the hold-out table in
+/// `holdout.rs`).
+pub(crate) fn mechanism_id(
+    method: Method,
+    cal: &Calibration,
+    lambda: f64,
+    n: usize,
+    c: usize,
+) -> String {
+    match method {
+        Method::LossPerturbation => {
+            let rho = loss_perturbation_rho_eff(cal, lambda, n, c);
+            // the constants without λ, which the objective sees only through ρ_eff
+            let mut constants = cal.assumptions;
+            constants.lambda = None;
+            let what = serde_json::to_string(&(&cal.mechanism, &cal.certified, &constants))
+                .unwrap_or_else(|_| format!("lambda={lambda}"));
+            format!("rho={:x}/{what}", rho.to_bits())
+        }
+        _ => format!("lambda={lambda}"),
+    }
 }
 
 #[cfg(test)]

@@ -161,6 +161,18 @@ struct Images {
     net: ResNet,
 }
 
+impl Images {
+    /// The training inputs of every run here: `engine` with this network, set and normalisation.
+    fn inputs<'a>(&'a self, engine: &'a dyn GradientEngine) -> train::TrainInputs<'a> {
+        train::TrainInputs {
+            engine,
+            net: &self.net,
+            data: &self.set,
+            norm: &self.norm,
+        }
+    }
+}
+
 /// Loads the training images and builds the network for their shape.
 fn load_images(req: &Request, rng: &mut PrivRng) -> anyhow::Result<Images> {
     let spec = DatasetSpec::parse(req.dataset)?;
@@ -256,16 +268,9 @@ fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyho
         DpSgdConfig::corrected(st.sgd.clone(), st.clip, sigma)
     };
     dcfg.validate(n).map_err(usage)?;
-    let p = train::train_dpsgd_on(
-        &*st.eng,
-        &im.net,
-        &im.set,
-        &im.norm,
-        &dcfg,
-        &mut st.rng,
-        &mut progress_printer(label),
-    )
-    .map_err(nn_err)?;
+    let on = im.inputs(&*st.eng);
+    let p = train::train_dpsgd_on(on, &dcfg, &mut st.rng, &mut progress_printer(label))
+        .map_err(nn_err)?;
     Ok(Trained {
         kind: ModelKind::DpSgd,
         members: vec![p],
@@ -297,12 +302,7 @@ fn train_teachers(
             "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
         )));
     }
-    let on = train::TrainInputs {
-        engine: &*st.eng,
-        net: &im.net,
-        data: &im.set,
-        norm: &im.norm,
-    };
+    let on = im.inputs(&*st.eng);
     let ens = train::train_teachers_on(on, &st.sgd, teachers, &mut st.rng, &mut |k, p| {
         if p.step == p.steps {
             eprintln!(
@@ -326,12 +326,7 @@ fn train_method(req: &Request, st: &mut Setup, im: &Images) -> anyhow::Result<Tr
     let label = format!("{} {}", req.model.as_str(), req.method_name);
     match req.method {
         None => {
-            let on = train::TrainInputs {
-                engine: &*st.eng,
-                net: &im.net,
-                data: &im.set,
-                norm: &im.norm,
-            };
+            let on = im.inputs(&*st.eng);
             let p = train::train_nonprivate_on(
                 on,
                 &st.sgd,
