@@ -199,29 +199,67 @@ pub struct LinearRunner {
     /// Shared fits computed so far (each is computed once per key and reused by every
     /// repetition and group that needs it).
     shared_built: AtomicUsize,
-    /// Measurements of budget-independent groups (private-training methods on a B axis), by
-    /// (budget-free id, repetition): every B of fig2a/fig2b reuses them (exact: the released
-    /// model's guarantee covers any number of answers, and its noise is seeded without B).
-    budget_free: Mutex<HashMap<(String, u32), Measurement>>,
+    /// Measurements that other groups replay, by (draws id [`rng_id`], repetition): every B
+    /// of fig2a/fig2b reuses the budget-independent groups' (exact: the released model's
+    /// guarantee covers any number of answers, and its noise is seeded without B), and `tight`
+    /// model sensitivity and loss perturbation reuse the `corrected` ones ([`draws_mode`]).
+    replays: Mutex<HashMap<(String, u32), Measurement>>,
+}
+
+/// The calibration mode whose draws a group's repetitions use: `corrected` for `tight` model
+/// sensitivity and loss perturbation, whose `tight` calibration is the `corrected` one (the
+/// core's notes "tight = corrected for a single release" and "tight = corrected for loss
+/// perturbation": SPEC §5 has no tighter analysis of one output or objective perturbation);
+/// otherwise the group's own mode. The same mechanism, certificate and validity at every
+/// setting of the study (test `tight_shares_the_corrected_mechanism_where_it_shares_draws`,
+/// and checked again when such a group computes), so the two modes' rows of these methods are
+/// the same draws, computed once.
+pub fn draws_mode(method: Method, mode: CalibrationMode) -> CalibrationMode {
+    match (method, mode) {
+        (Method::ModelSensitivity | Method::LossPerturbation, CalibrationMode::Tight) => {
+            CalibrationMode::Corrected
+        }
+        _ => mode,
+    }
 }
 
 /// The label that seeds a group's random draws. For a private-training method (model
 /// sensitivity, loss perturbation, DP-SGD) on a budget axis the released model does not
 /// depend on B, so its draws are seeded from an id without B and every B reuses them;
-/// otherwise the group id.
+/// otherwise the group id — both with the mode of [`draws_mode`], so that `tight` model
+/// sensitivity and loss perturbation reuse the `corrected` draws.
 pub fn rng_id(g: &Group) -> String {
+    let mode = draws_mode(g.method, g.calibration);
     if g.method.is_private_training() && g.figure.definition().axis.kind == AxisKind::Budget {
         format!(
             "{}/{}/{}/any-budget:epsilon={},delta={}",
             g.figure.name(),
-            g.calibration.name(),
+            mode.name(),
             g.method.name(),
             fmt_num(g.setting.epsilon),
             fmt_num(g.setting.delta)
         )
     } else {
-        g.id()
+        Group {
+            calibration: mode,
+            ..g.clone()
+        }
+        .id()
     }
+}
+
+/// Whether a group's measurements are kept for other groups to replay: those whose draws are
+/// seeded by another group's id ([`rng_id`]: every B of a budget axis, `tight` groups that
+/// use the `corrected` draws) and the groups whose draws another mode reuses.
+fn memoised(g: &Group) -> bool {
+    rng_id(g) != g.id()
+        || [
+            CalibrationMode::Paper,
+            CalibrationMode::Corrected,
+            CalibrationMode::Tight,
+        ]
+        .into_iter()
+        .any(|m| m != g.calibration && draws_mode(g.method, m) == g.calibration)
 }
 
 /// The study's solver: L-BFGS to max|∇ᵢ| ≤ 1e-4 — the reference's stopping rule (PyTorch's
@@ -293,7 +331,7 @@ impl LinearRunner {
             shared: Cache::new(),
             scores: Cache::new(),
             shared_built: AtomicUsize::new(0),
-            budget_free: Mutex::new(HashMap::new()),
+            replays: Mutex::new(HashMap::new()),
         }
     }
 
@@ -540,8 +578,8 @@ impl Runner for LinearRunner {
         done: &Done<'_>,
     ) -> Result<GroupTiming> {
         let rid = rng_id(g);
-        let budget_free = rid != g.id();
-        let todo = self.replay(&rid, budget_free, reps, done)?;
+        let memo = memoised(g);
+        let todo = self.replay(&rid, memo, reps, done)?;
         if todo.is_empty() {
             return Ok(GroupTiming::default());
         }
@@ -550,6 +588,7 @@ impl Runner for LinearRunner {
         let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
         let sel = train_clock.time(|| self.select(g, &key, &p, seed, &rid))?;
         let cal = self.calibration(g, &p, p.train.n, sel.lambda)?;
+        self.check_shared_draws(g, &p, &cal, sel.lambda)?;
         let cfg = self.method_config(&cal, sel.lambda, sel.clip, g.setting.teachers)?;
         let fit = Fit {
             cfg: &cfg,
@@ -568,8 +607,8 @@ impl Runner for LinearRunner {
             predict_clock.add(draw.answer_seconds);
             let mut m = row.clone();
             m.accuracy = accuracy_of(&draw.labels, &p.test.labels);
-            if budget_free {
-                self.budget_free
+            if memo {
+                self.replays
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert((rid.clone(), r), m.clone());

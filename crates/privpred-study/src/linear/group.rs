@@ -58,6 +58,39 @@ impl LinearRunner {
         })
     }
 
+    /// For a group that uses another mode's draws ([`super::draws_mode`]): an error unless
+    /// that mode's calibration at this setting has the same mechanism, certificate and validity
+    /// as `cal` (a bug in the sharing rule, never a user error).
+    pub(crate) fn check_shared_draws(
+        &self,
+        g: &Group,
+        p: &Prepared,
+        cal: &Calibration,
+        lambda: Option<f64>,
+    ) -> Result<()> {
+        let mode = super::draws_mode(g.method, g.calibration);
+        if mode == g.calibration {
+            return Ok(());
+        }
+        let source = Group {
+            calibration: mode,
+            ..g.clone()
+        };
+        let other = self.calibration(&source, p, p.train.n, lambda)?;
+        if same_release(cal, &other) {
+            return Ok(());
+        }
+        Err(StudyError::Compute {
+            context: g.id(),
+            message: format!(
+                "{} shares the {} draws of {}, but their calibrations differ",
+                g.calibration.name(),
+                mode.name(),
+                g.method.name()
+            ),
+        })
+    }
+
     /// The configuration the study trains `cal`'s method with: λ, the clip, T teachers
     /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]), built through the
     /// checked params ([`TrainParams`]). Every value is in range before it gets here (the
@@ -387,21 +420,22 @@ impl LinearRunner {
         }
     }
 
-    /// Replays the repetitions of a budget-independent group (`budget_free`) that another B
-    /// already computed, and returns the repetitions still to do.
+    /// Replays the repetitions of a memoised group (`memo`: see `memoised`) that another group
+    /// with the same draws id `rid` already computed (another B of a budget axis, the other
+    /// mode of [`super::draws_mode`]), and returns the repetitions still to do.
     pub(crate) fn replay(
         &self,
         rid: &str,
-        budget_free: bool,
+        memo: bool,
         reps: &[u32],
         done: &Done<'_>,
     ) -> Result<Vec<u32>> {
         let mut todo = Vec::with_capacity(reps.len());
         let mut hits = Vec::new();
         {
-            let m = self.budget_free.lock().unwrap_or_else(|e| e.into_inner());
+            let m = self.replays.lock().unwrap_or_else(|e| e.into_inner());
             for &r in reps {
-                match m.get(&(rid.to_string(), r)).filter(|_| budget_free) {
+                match m.get(&(rid.to_string(), r)).filter(|_| memo) {
                     Some(v) => hits.push((r, v.clone())),
                     None => todo.push(r),
                 }
@@ -412,6 +446,15 @@ impl LinearRunner {
         }
         Ok(todo)
     }
+}
+
+/// Whether two calibrations release the same thing: the same mechanism (with its
+/// parameters), certificate, assumptions and validity (their notes and modes may differ).
+pub(crate) fn same_release(a: &Calibration, b: &Calibration) -> bool {
+    let key = |c: &Calibration| {
+        serde_json::to_string(&(&c.mechanism, &c.certified, &c.assumptions, c.is_valid()))
+    };
+    matches!((key(a), key(b)), (Ok(x), Ok(y)) if x == y)
 }
 
 /// The mechanism each λ of a cross-validation grid defines (`cals[i]` calibrated at the grid's
@@ -554,5 +597,96 @@ mod tests {
             assert_eq!(a[..], b[..2], "{method}");
             assert!(b.windows(2).any(|w| w[0].1 != w[1].1), "{method}: {b:?}");
         }
+    }
+
+    /// The sharing rule of `draws_mode` holds at every setting of the study: wherever a mode
+    /// uses another mode's draws, the two calibrations release the same mechanism with the same
+    /// certificate, assumptions and validity — for every group of the ten linear figures, at the
+    /// training sizes its runs calibrate for (the setting's N or MNIST's 60,000, the 90 % part
+    /// the selection runs on, and N = 10³ … 10⁶ besides), every λ of the grid, the setting's
+    /// fixed λ and none, under both neighbouring relations. It fails if the core's `tight`
+    /// calibration of model sensitivity or loss perturbation ever stops being the `corrected`
+    /// one (e.g. a tighter analysis added to `tight`) while the study still shares their draws.
+    #[test]
+    fn tight_shares_the_corrected_mechanism_where_it_shares_draws() {
+        use crate::figures::FigureId;
+        use crate::units::groups;
+        use privpred_core::{CalibrationMode, Neighbours};
+        let modes = [
+            CalibrationMode::Paper,
+            CalibrationMode::Corrected,
+            CalibrationMode::Tight,
+        ];
+        let dpsgd = privpred_linear::dpsgd::DpSgdConfig::default();
+        let mut compared = 0;
+        for g in groups(&FigureId::LINEAR, &modes) {
+            let mode = super::super::draws_mode(g.method, g.calibration);
+            if mode == g.calibration {
+                continue;
+            }
+            let s = g.setting;
+            let full = s.n.unwrap_or(60_000);
+            let sizes = [full, full - full / 10, 1_000, 10_000, 100_000, 1_000_000];
+            let lambdas = LAMBDA_GRID.iter().map(|&l| Some(l)).chain([s.lambda, None]);
+            for lambda in lambdas {
+                for n in sizes {
+                    for neighbours in [Neighbours::ReplaceOne, Neighbours::AddRemove] {
+                        let cal = |m| {
+                            calibrate(&CalibrationInput {
+                                method: g.method,
+                                mode: m,
+                                epsilon: s.epsilon,
+                                delta: s.delta,
+                                budget: s.budget,
+                                n,
+                                classes: s.classes.unwrap_or(10),
+                                lambda,
+                                dpsgd: &dpsgd,
+                                neighbours,
+                            })
+                        };
+                        let (a, b) = (cal(g.calibration), cal(mode));
+                        match (a, b) {
+                            (Ok(a), Ok(b)) => assert!(
+                                same_release(&a, &b),
+                                "{}: n = {n}, λ = {lambda:?}, {neighbours:?}",
+                                g.id()
+                            ),
+                            (Err(_), Err(_)) => {}
+                            (a, b) => panic!("{}: one mode refused: {a:?} / {b:?}", g.id()),
+                        }
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        // fig1a–fig6b's tight model-sensitivity and loss-perturbation groups, each at 72 points
+        assert!(compared > 10_000, "{compared} comparisons");
+    }
+
+    /// `same_release` tells different noise apart (the comparison above is not vacuous).
+    #[test]
+    fn same_release_separates_different_noise() {
+        use privpred_core::{CalibrationMode, Neighbours};
+        let dpsgd = privpred_linear::dpsgd::DpSgdConfig::default();
+        let cal = |mode, epsilon| {
+            calibrate(&CalibrationInput {
+                method: Method::LossPerturbation,
+                mode,
+                epsilon,
+                delta: 0.0,
+                budget: 100,
+                n: 54_000,
+                classes: 10,
+                lambda: Some(1e-3),
+                dpsgd: &dpsgd,
+                neighbours: Neighbours::ReplaceOne,
+            })
+            .unwrap()
+        };
+        let c = cal(CalibrationMode::Corrected, 1.0);
+        assert!(same_release(&c, &cal(CalibrationMode::Tight, 1.0)));
+        assert!(!same_release(&c, &cal(CalibrationMode::Corrected, 2.0)));
+        assert!(!same_release(&c, &cal(CalibrationMode::Paper, 1.0)));
     }
 }
