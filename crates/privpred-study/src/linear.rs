@@ -567,6 +567,17 @@ impl Runner for LinearRunner {
         Ok(())
     }
 
+    /// Keeps a resumed run's finished measurement of a memoised group for the groups that
+    /// replay it ([`rng_id`], `memoised`).
+    fn resumed(&self, g: &Group, repetition: u32, m: &Measurement) {
+        if memoised(g) {
+            self.replays
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((rng_id(g), repetition), m.clone());
+        }
+    }
+
     /// The group's λ or clip is selected on the hold-out (unless fixed), its release's shared
     /// fit taken from the cache, and each repetition is one draw from it
     /// ([`SharedFit::draw`]), seeded by the repetition.

@@ -9,7 +9,7 @@ use crate::results::{self, Manifest, Measurement, ResultStore, Row, Timing, file
 use crate::summary;
 use crate::units::{Group, Shard, groups};
 use privpred_core::CalibrationMode;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -47,6 +47,11 @@ pub trait Runner: Sync {
     fn prepare(&self, _figure: FigureId, _observer: &dyn Observer) -> Result<()> {
         Ok(())
     }
+    /// A unit that finished before this run (`--resume`): its group, repetition and
+    /// measurement, so that the runner can replay it to groups that use the same draws
+    /// (another B of a budget axis, `tight` loss perturbation from `corrected`) instead of
+    /// computing them again. Default: ignored.
+    fn resumed(&self, _group: &Group, _repetition: u32, _m: &Measurement) {}
     /// The neighbouring relation every method of this runner is calibrated for (SPEC §1: one
     /// study, one relation).
     fn neighbours(&self) -> privpred_core::Neighbours {
@@ -149,6 +154,14 @@ pub fn run(cfg: &SweepConfig, runner: &dyn Runner, observer: &dyn Observer) -> R
     let (store, existing) = ResultStore::open(&cfg.out, &man, cfg.resume)?;
     let done: BTreeSet<String> = existing.iter().map(|r| r.unit_id.clone()).collect();
     let all = groups(&man.figures, &man.calibrations);
+    let finished: HashMap<&str, &Row> = existing.iter().map(|r| (r.unit_id.as_str(), r)).collect();
+    for g in &all {
+        for rep in 0..cfg.repetitions {
+            if let Some(row) = finished.get(g.unit_id(rep).as_str()) {
+                runner.resumed(g, rep, &row.m);
+            }
+        }
+    }
     let mine: Vec<&Group> = all
         .iter()
         .enumerate()

@@ -378,4 +378,52 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
         ps_differs,
         "tight prediction sensitivity has its own mechanism"
     );
+
+    // Resumed after the corrected groups finished but before the tight model-sensitivity and
+    // loss-perturbation ones: the finished corrected draws are replayed (nothing computed for
+    // those groups) and the result files equal the uninterrupted run's byte for byte.
+    let full = tmp.path().join("both");
+    let cut = tmp.path().join("cut");
+    std::fs::create_dir_all(&cut).unwrap();
+    std::fs::copy(full.join("manifest.json"), cut.join("manifest.json")).unwrap();
+    let partial = std::fs::read_to_string(full.join("results.partial.jsonl")).unwrap();
+    let shared_method = |l: &str| {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        r["calibration"] == "tight"
+            && (r["method"] == "model-sensitivity" || r["method"] == "loss-perturbation")
+    };
+    let kept: String = partial
+        .lines()
+        .filter(|l| !shared_method(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(cut.join("results.partial.jsonl"), kept).unwrap();
+    let cut_s = cut.to_string_lossy().into_owned();
+    ok(&[
+        "reproduce",
+        "fig1a",
+        "--dataset",
+        "digits",
+        "--repetitions",
+        "2",
+        "--calibration",
+        "corrected,tight",
+        "--seed",
+        "4",
+        "--out",
+        &cut_s,
+        "--resume",
+    ]);
+    for f in FILES {
+        same(&full.join(f), &cut.join(f));
+    }
+    let timings = std::fs::read_to_string(cut.join("timings.jsonl")).unwrap();
+    let resumed: Vec<serde_json::Value> = timings
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(resumed.len(), 20, "the 20 tight groups resumed: {timings}");
+    for t in &resumed {
+        assert_eq!(t["train_s"], 0.0, "{t}: replayed, not computed");
+    }
 }
