@@ -146,6 +146,19 @@ pub fn manifest(cfg: &SweepConfig, runner: &dyn Runner) -> Manifest {
     }
 }
 
+/// Hands each finished unit of a resumed run (`existing`) to the runner ([`Runner::resumed`]),
+/// so that it can replay them to the groups that share their draws.
+fn hand_finished_units(runner: &dyn Runner, all: &[Group], existing: &[Row], repetitions: u32) {
+    let finished: HashMap<&str, &Row> = existing.iter().map(|r| (r.unit_id.as_str(), r)).collect();
+    for g in all {
+        for rep in 0..repetitions {
+            if let Some(row) = finished.get(g.unit_id(rep).as_str()) {
+                runner.resumed(g, rep, &row.m);
+            }
+        }
+    }
+}
+
 /// Runs a sweep.
 pub fn run(cfg: &SweepConfig, runner: &dyn Runner, observer: &dyn Observer) -> Result<SweepReport> {
     validate(cfg)?;
@@ -154,14 +167,7 @@ pub fn run(cfg: &SweepConfig, runner: &dyn Runner, observer: &dyn Observer) -> R
     let (store, existing) = ResultStore::open(&cfg.out, &man, cfg.resume)?;
     let done: BTreeSet<String> = existing.iter().map(|r| r.unit_id.clone()).collect();
     let all = groups(&man.figures, &man.calibrations);
-    let finished: HashMap<&str, &Row> = existing.iter().map(|r| (r.unit_id.as_str(), r)).collect();
-    for g in &all {
-        for rep in 0..cfg.repetitions {
-            if let Some(row) = finished.get(g.unit_id(rep).as_str()) {
-                runner.resumed(g, rep, &row.m);
-            }
-        }
-    }
+    hand_finished_units(runner, &all, &existing, cfg.repetitions);
     let mine: Vec<&Group> = all
         .iter()
         .enumerate()
