@@ -311,10 +311,10 @@ fn fig2a_private_training_rows_are_shared_across_budgets() {
 #[test]
 fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let tmp = tempfile::tempdir().unwrap();
-    let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
-        let dir = tmp.path().join(out);
+    // fig1a on digits, 2 repetitions, seed 4, in `modes`, into `dir` (plus `extra`)
+    let reproduce = |dir: &std::path::Path, modes: &str, extra: &[&str]| {
         let dir_s = dir.to_string_lossy().into_owned();
-        ok(&[
+        let mut args = vec![
             "reproduce",
             "fig1a",
             "--dataset",
@@ -327,7 +327,13 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
             "4",
             "--out",
             &dir_s,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+    };
+    let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
+        let dir = tmp.path().join(out);
+        reproduce(&dir, modes, &[]);
         std::fs::read_to_string(dir.join("results.jsonl"))
             .unwrap()
             .lines()
@@ -398,22 +404,7 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(cut.join("results.partial.jsonl"), kept).unwrap();
-    let cut_s = cut.to_string_lossy().into_owned();
-    ok(&[
-        "reproduce",
-        "fig1a",
-        "--dataset",
-        "digits",
-        "--repetitions",
-        "2",
-        "--calibration",
-        "corrected,tight",
-        "--seed",
-        "4",
-        "--out",
-        &cut_s,
-        "--resume",
-    ]);
+    reproduce(&cut, "corrected,tight", &["--resume"]);
     for f in FILES {
         same(&full.join(f), &cut.join(f));
     }
