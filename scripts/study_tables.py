@@ -15,7 +15,8 @@ thread-seconds per group. Writes markdown to stdout:
    with each line prefixed by a Unix time, as scripts/rerun_study.sh writes it) the wall time
    of each figure;
 4. with --previous, the differences against the tables of an earlier docs/study.md (matched by
-   figure, calibration mode, row and column): mean and largest |Δ| in points per table.
+   figure, calibration mode, row and column): mean and largest |Δ| in points per table, and
+   mean, smallest and largest Δ per method.
 
 Standard library only. Nothing here decides a result: it only reads what the run wrote.
 """
@@ -251,6 +252,7 @@ def print_diff(tables, prev):
     print("## Against the previous tables\n")
     print("| figure | mode | previous reps | cells | mean Δ (points) | mean |Δ| | largest |Δ| (setting, series: before → after) |")
     print("|---|---|---|---|---|---|---|")
+    by_series = []
     for fig in FIGURES:
         for mode in MODES:
             t = tables.get((fig, mode))
@@ -274,6 +276,17 @@ def print_diff(tables, prev):
             big = max(deltas, key=lambda d: abs(d[0]))
             print(f"| {fig} | {mode} | {reps} | {len(deltas)} | {md:+.2f} | {ma:.2f} | "
                   f"{big[1]}, {big[2]}: {big[3]:.2f} → {big[4]:.2f} |")
+            by_series.extend((fig, mode, reps, d) for d in deltas)
+    print()
+    print("By method (the same cells, per series): mean, smallest and largest Δ in points\n")
+    print("| figure | mode | series | cells | mean Δ | smallest Δ | largest Δ |")
+    print("|---|---|---|---|---|---|---|")
+    groups = collections.OrderedDict()
+    for fig, mode, _, d in by_series:
+        groups.setdefault((fig, mode, d[2]), []).append(d[0])
+    for (fig, mode, s), ds in groups.items():
+        print(f"| {fig} | {mode} | {s} | {len(ds)} | {sum(ds) / len(ds):+.2f} | "
+              f"{min(ds):+.2f} | {max(ds):+.2f} |")
     print()
 
 
