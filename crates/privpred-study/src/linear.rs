@@ -34,7 +34,7 @@ use crate::results::Measurement;
 use crate::sweep::{Done, GroupTiming, Runner};
 use crate::units::{Group, rng_for, seed_for};
 use privpred_core::ParamGuard;
-use privpred_core::{Budget, Calibration, CalibrationMode, Method, Privacy};
+use privpred_core::{Budget, Calibration, CalibrationMode, Method, Neighbours, Privacy};
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, UnitBallDataset};
 use privpred_linear::dpsgd::DpSgdConfig;
 use privpred_linear::kernel::Design;
@@ -201,35 +201,45 @@ pub struct LinearRunner {
     shared_built: AtomicUsize,
     /// Measurements that other groups replay, by (draws id [`rng_id`], repetition): every B
     /// of fig2a/fig2b reuses the budget-independent groups' (exact: the released model's
-    /// guarantee covers any number of answers, and its noise is seeded without B), and `tight`
-    /// model sensitivity and loss perturbation reuse the `corrected` ones ([`draws_mode`]).
+    /// guarantee covers any number of answers, and its noise is seeded without B), and the
+    /// `tight` groups of [`draws_mode`] reuse the `corrected` ones.
     replays: Mutex<HashMap<(String, u32), Measurement>>,
 }
 
 /// The calibration mode whose draws a group's repetitions use: `corrected` for `tight` model
 /// sensitivity and loss perturbation, whose `tight` calibration is the `corrected` one (the
 /// core's notes "tight = corrected for a single release" and "tight = corrected for loss
-/// perturbation": SPEC §5 has no tighter analysis of one output or objective perturbation);
-/// otherwise the group's own mode. The same mechanism, certificate and validity at every
-/// setting of the study (test `tight_shares_the_corrected_mechanism_where_it_shares_draws`,
-/// and checked again when such a group computes), so the two modes' rows of these methods are
-/// the same draws, computed once.
-pub fn draws_mode(method: Method, mode: CalibrationMode) -> CalibrationMode {
+/// perturbation": SPEC §5 has no tighter analysis of one output or objective perturbation),
+/// and for `tight` DP-SGD under replace-one neighbours, where both modes use the PLD
+/// accountant of the replace-one dominating pair (`privpred_core::calibrate::dp_sgd`; under
+/// add-remove `tight` takes the better of RDP and PLD and keeps its own draws); otherwise the
+/// group's own mode. The same mechanism, certificate and validity at every setting of the
+/// study (test `tight_shares_the_corrected_mechanism_where_it_shares_draws`, and checked again
+/// when such a group computes), so the two modes' rows of these methods are the same draws,
+/// computed once.
+pub fn draws_mode(
+    method: Method,
+    mode: CalibrationMode,
+    neighbours: Neighbours,
+) -> CalibrationMode {
     match (method, mode) {
         (Method::ModelSensitivity | Method::LossPerturbation, CalibrationMode::Tight) => {
+            CalibrationMode::Corrected
+        }
+        (Method::DpSgd, CalibrationMode::Tight) if neighbours == Neighbours::ReplaceOne => {
             CalibrationMode::Corrected
         }
         _ => mode,
     }
 }
 
-/// The label that seeds a group's random draws. For a private-training method (model
-/// sensitivity, loss perturbation, DP-SGD) on a budget axis the released model does not
-/// depend on B, so its draws are seeded from an id without B and every B reuses them;
-/// otherwise the group id — both with the mode of [`draws_mode`], so that `tight` model
-/// sensitivity and loss perturbation reuse the `corrected` draws.
-pub fn rng_id(g: &Group) -> String {
-    let mode = draws_mode(g.method, g.calibration);
+/// The label that seeds a group's random draws under the sweep's neighbouring relation. For a
+/// private-training method (model sensitivity, loss perturbation, DP-SGD) on a budget axis the
+/// released model does not depend on B, so its draws are seeded from an id without B and every
+/// B reuses them; otherwise the group id — both with the mode of [`draws_mode`], so that the
+/// `tight` groups it maps to `corrected` reuse the `corrected` draws.
+pub fn rng_id(g: &Group, neighbours: Neighbours) -> String {
+    let mode = draws_mode(g.method, g.calibration, neighbours);
     if g.method.is_private_training() && g.figure.definition().axis.kind == AxisKind::Budget {
         format!(
             "{}/{}/{}/any-budget:epsilon={},delta={}",
@@ -251,15 +261,15 @@ pub fn rng_id(g: &Group) -> String {
 /// Whether a group's measurements are kept for other groups to replay: those whose draws are
 /// seeded by another group's id ([`rng_id`]: every B of a budget axis, `tight` groups that
 /// use the `corrected` draws) and the groups whose draws another mode reuses.
-fn memoised(g: &Group) -> bool {
-    rng_id(g) != g.id()
+fn memoised(g: &Group, neighbours: Neighbours) -> bool {
+    rng_id(g, neighbours) != g.id()
         || [
             CalibrationMode::Paper,
             CalibrationMode::Corrected,
             CalibrationMode::Tight,
         ]
         .into_iter()
-        .any(|m| m != g.calibration && draws_mode(g.method, m) == g.calibration)
+        .any(|m| m != g.calibration && draws_mode(g.method, m, neighbours) == g.calibration)
 }
 
 /// The study's solver: L-BFGS to max|∇ᵢ| ≤ 1e-4 — the reference's stopping rule (PyTorch's
@@ -570,11 +580,11 @@ impl Runner for LinearRunner {
     /// Keeps a resumed run's finished measurement of a memoised group for the groups that
     /// replay it ([`rng_id`], `memoised`).
     fn resumed(&self, g: &Group, repetition: u32, m: &Measurement) {
-        if memoised(g) {
+        if memoised(g, self.opts.neighbours) {
             self.replays
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert((rng_id(g), repetition), m.clone());
+                .insert((rng_id(g, self.opts.neighbours), repetition), m.clone());
         }
     }
 
@@ -588,8 +598,8 @@ impl Runner for LinearRunner {
         seed: u64,
         done: &Done<'_>,
     ) -> Result<GroupTiming> {
-        let rid = rng_id(g);
-        let memo = memoised(g);
+        let rid = rng_id(g, self.opts.neighbours);
+        let memo = memoised(g, self.opts.neighbours);
         let todo = self.replay(&rid, memo, reps, done)?;
         if todo.is_empty() {
             return Ok(GroupTiming::default());

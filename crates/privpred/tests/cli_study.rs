@@ -418,3 +418,64 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
         assert_eq!(t["train_s"], 0.0, "{t}: replayed, not computed");
     }
 }
+
+/// Under replace-one neighbours `tight` DP-SGD is the `corrected` mechanism (both use the PLD
+/// accountant of the replace-one dominating pair), so the study draws it once: every `tight`
+/// DP-SGD row of fig2b equals its `corrected` row but for the unit id and calibration, in a
+/// run of both modes and in a run of `tight` alone (which computes the shared draws itself).
+#[test]
+fn tight_dp_sgd_rows_are_the_corrected_draws_under_replace_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
+        let dir = tmp.path().join(out);
+        let dir_s = dir.to_string_lossy().into_owned();
+        ok(&[
+            "reproduce",
+            "fig2b",
+            "--dataset",
+            "digits",
+            "--quick",
+            "--repetitions",
+            "2",
+            "--calibration",
+            modes,
+            "--seed",
+            "5",
+            "--out",
+            &dir_s,
+        ]);
+        std::fs::read_to_string(dir.join("results.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let both = run_fig("both", "corrected,tight");
+    let tight_only = run_fig("tight", "tight");
+    let strip = |r: &serde_json::Value| {
+        let mut r = r.clone();
+        let o = r.as_object_mut().unwrap();
+        o.remove("unit_id");
+        o.remove("calibration");
+        r
+    };
+    let mut shared = 0;
+    for rows in [&both, &tight_only] {
+        for r in rows
+            .iter()
+            .filter(|r| r["calibration"] == "tight" && r["method"] == "dp-sgd")
+        {
+            let id = r["unit_id"]
+                .as_str()
+                .unwrap()
+                .replace("/tight/", "/corrected/");
+            let c = both
+                .iter()
+                .find(|c| c["unit_id"] == id.as_str())
+                .unwrap_or_else(|| panic!("no corrected row {id}"));
+            assert_eq!(strip(r), strip(c), "{}", r["unit_id"]);
+            shared += 1;
+        }
+    }
+    assert_eq!(shared, 2 * 18 * 2, "18 B × 2 repetitions, in both runs");
+}

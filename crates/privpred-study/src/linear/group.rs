@@ -68,7 +68,7 @@ impl LinearRunner {
         cal: &Calibration,
         lambda: Option<f64>,
     ) -> Result<()> {
-        let mode = super::draws_mode(g.method, g.calibration);
+        let mode = super::draws_mode(g.method, g.calibration, self.opts.neighbours);
         if mode == g.calibration {
             return Ok(());
         }
@@ -604,9 +604,11 @@ mod tests {
     /// certificate, assumptions and validity — for every group of the ten linear figures, at the
     /// training sizes its runs calibrate for (the setting's N or MNIST's 60,000, the 90 % part
     /// the selection runs on, and N = 10³ … 10⁶ besides), every λ of the grid, the setting's
-    /// fixed λ and none, under both neighbouring relations. It fails if the core's `tight`
-    /// calibration of model sensitivity or loss perturbation ever stops being the `corrected`
-    /// one (e.g. a tighter analysis added to `tight`) while the study still shares their draws.
+    /// fixed λ and none (DP-SGD: its N and 90 % part, no λ), under both neighbouring
+    /// relations (each with the sharing rule of that relation). It fails if the core's `tight`
+    /// calibration of model sensitivity, loss perturbation or replace-one DP-SGD ever stops
+    /// being the `corrected` one (e.g. a tighter analysis added to `tight`) while the study
+    /// still shares their draws.
     #[test]
     fn tight_shares_the_corrected_mechanism_where_it_shares_draws() {
         use crate::figures::FigureId;
@@ -618,19 +620,36 @@ mod tests {
             CalibrationMode::Tight,
         ];
         let dpsgd = privpred_linear::dpsgd::DpSgdConfig::default();
-        let mut compared = 0;
-        for g in groups(&FigureId::LINEAR, &modes) {
-            let mode = super::super::draws_mode(g.method, g.calibration);
-            if mode == g.calibration {
-                continue;
-            }
-            let s = g.setting;
-            let full = s.n.unwrap_or(60_000);
-            let sizes = [full, full - full / 10, 1_000, 10_000, 100_000, 1_000_000];
-            let lambdas = LAMBDA_GRID.iter().map(|&l| Some(l)).chain([s.lambda, None]);
-            for lambda in lambdas {
-                for n in sizes {
-                    for neighbours in [Neighbours::ReplaceOne, Neighbours::AddRemove] {
+        let mut compared = std::collections::HashMap::new();
+        for neighbours in [Neighbours::ReplaceOne, Neighbours::AddRemove] {
+            let mut dpsgd_seen = std::collections::HashSet::new();
+            for g in groups(&FigureId::LINEAR, &modes) {
+                let mode = super::super::draws_mode(g.method, g.calibration, neighbours);
+                if mode == g.calibration {
+                    continue;
+                }
+                let s = g.setting;
+                let full = s.n.unwrap_or(60_000);
+                let (sizes, lambdas): (Vec<usize>, Vec<Option<f64>>) = if g.method == Method::DpSgd
+                {
+                    // DP-SGD runs at the setting's N and on the 90 % part only (no fig4); its
+                    // calibration depends on (ε, δ, N) alone, each computed once.
+                    if !dpsgd_seen.insert((s.epsilon.to_bits(), s.delta.to_bits())) {
+                        continue;
+                    }
+                    (vec![full, full - full / 10], vec![None])
+                } else {
+                    (
+                        vec![full, full - full / 10, 1_000, 10_000, 100_000, 1_000_000],
+                        LAMBDA_GRID
+                            .iter()
+                            .map(|&l| Some(l))
+                            .chain([s.lambda, None])
+                            .collect(),
+                    )
+                };
+                for lambda in lambdas {
+                    for &n in &sizes {
                         let cal = |m| {
                             calibrate(&CalibrationInput {
                                 method: g.method,
@@ -645,8 +664,7 @@ mod tests {
                                 neighbours,
                             })
                         };
-                        let (a, b) = (cal(g.calibration), cal(mode));
-                        match (a, b) {
+                        match (cal(g.calibration), cal(mode)) {
                             (Ok(a), Ok(b)) => assert!(
                                 same_release(&a, &b),
                                 "{}: n = {n}, λ = {lambda:?}, {neighbours:?}",
@@ -655,13 +673,24 @@ mod tests {
                             (Err(_), Err(_)) => {}
                             (a, b) => panic!("{}: one mode refused: {a:?} / {b:?}", g.id()),
                         }
-                        compared += 1;
+                        *compared.entry((g.method, neighbours)).or_insert(0) += 1;
                     }
                 }
             }
         }
         // fig1a–fig6b's tight model-sensitivity and loss-perturbation groups, each at 72 points
-        assert!(compared > 10_000, "{compared} comparisons");
+        // per relation; the 19 distinct (ε, δ) of the 38 tight DP-SGD groups of fig1b, fig2b
+        // and fig3 at 2 sizes, under replace-one only (add-remove DP-SGD keeps its own draws).
+        for neighbours in [Neighbours::ReplaceOne, Neighbours::AddRemove] {
+            for m in [Method::ModelSensitivity, Method::LossPerturbation] {
+                assert!(
+                    compared[&(m, neighbours)] > 2_500,
+                    "{m} {neighbours:?}: {compared:?}"
+                );
+            }
+        }
+        assert_eq!(compared[&(Method::DpSgd, Neighbours::ReplaceOne)], 19 * 2);
+        assert!(!compared.contains_key(&(Method::DpSgd, Neighbours::AddRemove)));
     }
 
     /// `same_release` tells different noise apart (the comparison above is not vacuous).
