@@ -76,9 +76,9 @@ def fmt(v):
 
 def print_tables(tables):
     print("## Mean ± std test accuracy (%) of every setting\n")
-    print("`tight` model sensitivity and loss perturbation are the `corrected` draws (their "
-          "`tight` calibration is the `corrected` one; `draws_mode` in the study), so their "
-          "`tight` columns repeat the `corrected` ones.\n")
+    print("`tight` model sensitivity, loss perturbation and (under replace-one) DP-SGD are the "
+          "`corrected` draws (their `tight` calibration is the `corrected` one; `draws_mode` in "
+          "the study), so their `tight` columns repeat the `corrected` ones.\n")
     for fig in FIGURES:
         for mode in MODES:
             t = tables.get((fig, mode))
