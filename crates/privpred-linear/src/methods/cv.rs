@@ -93,7 +93,7 @@ pub fn cv_lambda_draws<R: Rng + ?Sized>(
         };
         let reuse = Reuse {
             nonprivate: Some(theta),
-            moment: None,
+            ..Reuse::default()
         };
         let shared = SharedFit::fit(&fit, &reuse, rng)?;
         let scores = shared.score(holdout)?;

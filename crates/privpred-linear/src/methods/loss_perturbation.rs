@@ -11,6 +11,7 @@
 use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
 use crate::error::{LinearError, Result};
+use crate::exact::NonzerosCell;
 use crate::kernel::Design;
 use crate::lbfgs::{LbfgsOptions, LbfgsReport, PrecondScaling, Preconditioned, Preconditioner};
 use crate::model::LinearModel;
@@ -95,9 +96,11 @@ pub struct LossPerturbationPreconditioner {
     /// nonzeros when the data are sparse, like the certified ones (default: true; false: the
     /// dense f32 kernel, the route before, kept for comparison).
     pub sparse_f64: bool,
-    /// The training set's nonzeros for the f64 certification pass (erratum 4.8), built on the
-    /// first certified fit and shared by the others.
-    sparse: std::sync::OnceLock<Arc<train::SparseRows>>,
+    /// The training set's nonzeros for the f64 passes (erratum 4.8's certification, the
+    /// uncertified fits on sparse data), built on the first fit that needs them and shared by
+    /// the others — and by other preconditioners on the same training set given the same cell
+    /// ([`Self::sharing_nonzeros`]).
+    sparse: Arc<NonzerosCell>,
 }
 
 impl LossPerturbationPreconditioner {
@@ -152,8 +155,21 @@ impl LossPerturbationPreconditioner {
             start: LpStart::Newton,
             scaling: PrecondScaling::None,
             sparse_f64: true,
-            sparse: std::sync::OnceLock::new(),
+            sparse: Arc::new(NonzerosCell::default()),
         })
+    }
+
+    /// Takes the training set's nonzeros from `cell`, shared with the other preconditioners
+    /// on the same training set (`cell` must belong to the training set this one was built
+    /// on: a cell holding another shape is refused when used).
+    pub fn sharing_nonzeros(mut self, cell: Arc<NonzerosCell>) -> Self {
+        self.sparse = cell;
+        self
+    }
+
+    /// Whether this preconditioner and `other` share their nonzeros cell.
+    pub fn shares_nonzeros_with(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.sparse, &other.sparse)
     }
 
     /// The ρ_eff it was built for.
@@ -348,10 +364,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
         return Ok((model, report, None));
     }
     let sparse = match &warm {
-        Warm::Preconditioned(pre) => pre
-            .sparse
-            .get_or_init(|| Arc::new(train::SparseRows::new(&obj.design)))
-            .clone(),
+        Warm::Preconditioned(pre) => pre.sparse.get_or_build(&obj.design)?,
         Warm::Plain(_) => Arc::new(train::SparseRows::new(&obj.design)),
     };
     // With the shared preconditioner on sparse data (MNIST: 19 % nonzeros; the f64 pass over
@@ -396,10 +409,7 @@ fn uncertified_fit(
     if let (Warm::Preconditioned(pre), Some(_)) = (warm, pc)
         && pre.sparse_f64
     {
-        let sparse = pre
-            .sparse
-            .get_or_init(|| Arc::new(train::SparseRows::new(&obj.design)))
-            .clone();
+        let sparse = pre.sparse.get_or_build(&obj.design)?;
         if 2 * sparse.nonzeros() <= obj.design.n * obj.design.d {
             let local = pre.precond.rebuilt_at(&obj.design, &start)?;
             let pc = Preconditioned {
@@ -447,12 +457,11 @@ impl PrivateMethod for LossPerturbation {
                 let t = fit.train;
                 let rho_eff =
                     loss_perturbation_rho_eff(fit.calibration, fit.cfg.lambda, t.n, t.classes);
-                LpShared::Preconditioned(Arc::new(LossPerturbationPreconditioner::new(
-                    t,
-                    moment.clone(),
-                    warm,
-                    rho_eff,
-                )?))
+                let pre = LossPerturbationPreconditioner::new(t, moment.clone(), warm, rho_eff)?;
+                LpShared::Preconditioned(Arc::new(match &reuse.nonzeros {
+                    Some(cell) => pre.sharing_nonzeros(cell.clone()),
+                    None => pre,
+                }))
             }
             (_, warm) => LpShared::Plain(warm.clone()),
         })
@@ -722,6 +731,59 @@ mod tests {
             let moved = dist(&a.theta, &np.theta);
             assert!(moved > 20.0 * tol / mu, "{mode:?}: ‖θ_LP − θ*‖ = {moved}");
         }
+    }
+
+    /// Preconditioners on one training set given the same nonzeros cell share one
+    /// `SparseRows` (built by the first fit that needs it), and their certified fits are bit
+    /// for bit those of preconditioners with cells of their own; a cell holding the nonzeros
+    /// of a training set of another shape is refused.
+    #[test]
+    fn preconditioners_share_the_training_sets_nonzeros() {
+        let ds = sparse_toy();
+        let c = cfg(Method::LossPerturbation, 1.0, 0.0, 1);
+        let calib = shim::calibrate(&c.request(ds.n, ds.classes)).unwrap();
+        let opts = LbfgsOptions::default();
+        let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
+        let moment = Arc::new(DataMoment::new(&design).unwrap());
+        let cell = Arc::new(NonzerosCell::default());
+        let run = |shared: bool| {
+            let mut pres = Vec::new();
+            let mut thetas = Vec::new();
+            for lambda in [1e-2, 1e-1] {
+                let np = train::fit_logistic(&ds, lambda, None, &opts).unwrap().model;
+                let rho_eff = loss_perturbation_rho_eff(&calib, lambda, ds.n, ds.classes);
+                let mut pre =
+                    LossPerturbationPreconditioner::new(&ds, moment.clone(), &np, rho_eff).unwrap();
+                if shared {
+                    pre = pre.sharing_nonzeros(cell.clone());
+                }
+                let (model, _, cert) = loss_perturbation_fit_certified(
+                    &ds,
+                    &calib,
+                    lambda,
+                    Some(&pre),
+                    &opts,
+                    &mut rand_chacha::ChaCha20Rng::seed_from_u64(3),
+                )
+                .unwrap();
+                assert!(cert.is_some());
+                pres.push(pre);
+                thetas.push(model.theta);
+            }
+            (pres, thetas)
+        };
+        let (own, own_thetas) = run(false);
+        let (shared, shared_thetas) = run(true);
+        assert!(!own[0].shares_nonzeros_with(&own[1]));
+        assert!(shared[0].shares_nonzeros_with(&shared[1]));
+        assert_eq!(own_thetas, shared_thetas);
+        let sp = cell.get_or_build(&design).unwrap();
+        assert_eq!(sp.rows(), ds.n);
+        // one SparseRows, held by the cell and this handle (the fits kept no copy)
+        assert_eq!(Arc::strong_count(&sp), 2);
+        let other = toy(50, 20, 4, 1);
+        let other_design = Design::new(&other.features, &other.labels, other.d, other.classes);
+        assert!(cell.get_or_build(&other_design).is_err());
     }
 
     /// Erratum 4.8 on sparse data (the study's MNIST case): a certified loss-perturbation fit

@@ -127,6 +127,12 @@ pub struct Reuse {
     /// The training set's data moment: with `nonprivate`, loss perturbation builds its shared
     /// Kronecker-factored preconditioner ([`LossPerturbationPreconditioner`]).
     pub moment: Option<Arc<DataMoment>>,
+    /// The training set's nonzeros cell ([`crate::exact::NonzerosCell`]): loss
+    /// perturbation's preconditioners on the same training set share one [`SparseRows`]
+    /// through it (without it each preconditioner builds its own).
+    ///
+    /// [`SparseRows`]: crate::exact::SparseRows
+    pub nonzeros: Option<Arc<crate::exact::NonzerosCell>>,
 }
 
 /// The noise-independent part of answering a fixed query set, shared by every repetition:

@@ -14,6 +14,7 @@ use privpred_core::{Calibration, Method};
 use privpred_data::Dataset;
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::dpsgd::DpSgdConfig;
+use privpred_linear::exact::NonzerosCell;
 use privpred_linear::methods::{Fit, Purpose, Reuse, Scores, SharedFit, loss_perturbation_rho_eff};
 use privpred_linear::train::accuracy_of;
 use privpred_linear::{MethodConfig, TrainParams};
@@ -163,6 +164,13 @@ impl LinearRunner {
                     nonprivate: Some(self.fit(which90, key, p, lambda)?),
                     moment: match method {
                         Method::LossPerturbation => Some(self.moment(key, p)?),
+                        _ => None,
+                    },
+                    nonzeros: match method {
+                        Method::LossPerturbation => Some(
+                            self.nonzeros
+                                .get(&(key.clone(), part), || Ok(NonzerosCell::default()))?,
+                        ),
                         _ => None,
                     },
                 },
