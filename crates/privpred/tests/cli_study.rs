@@ -308,6 +308,25 @@ fn fig2a_private_training_rows_are_shared_across_budgets() {
 /// unit id and the calibration column — in a run with both modes (where the `tight` groups
 /// replay the computed draws) and in a `tight`-only run (where they compute them afresh from
 /// the `corrected` seeds). The other methods keep their own `tight` mechanism and draws.
+/// The rows of a run's `results.jsonl`.
+fn result_rows(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A result row without the fields that name its unit and calibration mode (what two modes
+/// sharing draws may differ in).
+fn without_id_and_calibration(r: &serde_json::Value) -> serde_json::Value {
+    let mut r = r.clone();
+    let o = r.as_object_mut().unwrap();
+    o.remove("unit_id");
+    o.remove("calibration");
+    r
+}
+
 #[test]
 fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let tmp = tempfile::tempdir().unwrap();
@@ -334,21 +353,11 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
         let dir = tmp.path().join(out);
         reproduce(&dir, modes, &[]);
-        std::fs::read_to_string(dir.join("results.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        result_rows(&dir)
     };
     let both = run_fig("both", "corrected,tight");
     let tight_only = run_fig("tight", "tight");
-    let strip = |r: &serde_json::Value| {
-        let mut r = r.clone();
-        let o = r.as_object_mut().unwrap();
-        o.remove("unit_id");
-        o.remove("calibration");
-        r
-    };
+    let strip = without_id_and_calibration;
     let corrected_of = |r: &serde_json::Value| {
         let id = r["unit_id"]
             .as_str()
@@ -444,21 +453,11 @@ fn tight_dp_sgd_rows_are_the_corrected_draws_under_replace_one() {
             "--out",
             &dir_s,
         ]);
-        std::fs::read_to_string(dir.join("results.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        result_rows(&dir)
     };
     let both = run_fig("both", "corrected,tight");
     let tight_only = run_fig("tight", "tight");
-    let strip = |r: &serde_json::Value| {
-        let mut r = r.clone();
-        let o = r.as_object_mut().unwrap();
-        o.remove("unit_id");
-        o.remove("calibration");
-        r
-    };
+    let strip = without_id_and_calibration;
     let mut shared = 0;
     for rows in [&both, &tight_only] {
         for r in rows
