@@ -29,12 +29,19 @@ pub struct NonzerosCell(std::sync::OnceLock<std::sync::Arc<SparseRows>>);
 
 impl NonzerosCell {
     /// The nonzeros of `design`, built on the first call. An error if the cell already holds
-    /// the nonzeros of a design of another shape (a cell handed to preconditioners of two
-    /// training sets: a bug of the caller, never silently the wrong rows).
+    /// the nonzeros of another design — of another shape, or of the same shape with any
+    /// feature different (a cell handed to preconditioners of two training sets: a bug of the
+    /// caller; the certificate's f64 pass and rounding bound read these rows, so they are
+    /// checked against `design` entry by entry on every call, never trusted by shape: one
+    /// read of the design, which the fit it serves reads many times over).
     pub fn get_or_build(&self, design: &Design<'_>) -> crate::Result<std::sync::Arc<SparseRows>> {
+        let mut built = false;
         let sp = self
             .0
-            .get_or_init(|| std::sync::Arc::new(SparseRows::new(design)))
+            .get_or_init(|| {
+                built = true;
+                std::sync::Arc::new(SparseRows::new(design))
+            })
             .clone();
         if sp.rows() != design.n || sp.col_abs.len() != design.d {
             return Err(crate::LinearError::Dimension(format!(
@@ -43,6 +50,12 @@ impl NonzerosCell {
                 sp.col_abs.len(),
                 design.n,
                 design.d
+            )));
+        }
+        if !built && let Some(i) = sp.first_mismatch(design) {
+            return Err(crate::LinearError::Dimension(format!(
+                "shared nonzeros used for another {} × {} design (row {i} differs): one cell per training set",
+                design.n, design.d
             )));
         }
         Ok(sp)
@@ -112,6 +125,41 @@ impl SparseRows {
             val,
             col_abs,
             col_weighted,
+        }
+    }
+
+    /// The first row of `design` (its first `d` columns) whose nonzeros are not exactly these
+    /// rows' (same features, same f32 values, bit for bit), or `None` when every row matches.
+    /// Parallel over blocks of rows unless the caller runs kernels sequentially.
+    pub fn first_mismatch(&self, design: &Design<'_>) -> Option<usize> {
+        use rayon::prelude::*;
+        let d = design.d;
+        if self.rows() != design.n || self.col_abs.len() != d {
+            return Some(0);
+        }
+        let block = |b: usize| -> Option<usize> {
+            (b * F64_BLOCK..((b + 1) * F64_BLOCK).min(design.n)).find(|&i| {
+                let (idx, val) = self.row(i);
+                let row = &design.row(i)[..d];
+                let mut k = 0usize;
+                for (j, &x) in row.iter().enumerate() {
+                    // `new` stores exactly the x != 0.0 (±0 skipped, NaN kept)
+                    if x != 0.0 {
+                        if k >= idx.len() || idx[k] as usize != j || val[k].to_bits() != x.to_bits()
+                        {
+                            return true;
+                        }
+                        k += 1;
+                    }
+                }
+                k != idx.len()
+            })
+        };
+        let blocks = design.n.div_ceil(F64_BLOCK);
+        if crate::kernel::parallel_allowed() {
+            (0..blocks).into_par_iter().find_map_first(block)
+        } else {
+            (0..blocks).find_map(block)
         }
     }
 
@@ -434,6 +482,52 @@ mod tests {
             y.push(rng.random_range(0..c as u32));
         }
         (f, y)
+    }
+
+    /// A shared nonzeros cell serves only the design it was built from: the same rows pass
+    /// (in parallel and sequentially), and a design of the same shape with one feature changed,
+    /// a zero made nonzero, or a nonzero made zero — in the first, a middle, or the last block
+    /// of rows — is refused with the row named, so the certificate never reads another
+    /// training set's rows.
+    #[test]
+    fn shared_nonzeros_refuse_another_design_of_the_same_shape() {
+        let (n, d, c) = (2 * F64_BLOCK + 37, 27, 3);
+        let (f, y) = sparse_design(n, d, c, 11);
+        let design = Design::new(&f, &y, d, c);
+        let cell = NonzerosCell::default();
+        let sp = cell.get_or_build(&design).unwrap();
+        assert_eq!(sp.first_mismatch(&design), None);
+        assert_eq!(
+            crate::kernel::sequential(|| sp.first_mismatch(&design)),
+            None
+        );
+        assert!(cell.get_or_build(&Design::new(&f, &y, d, c)).is_ok());
+        for row in [0, F64_BLOCK + 5, n - 1] {
+            let nz = (0..d - 1).find(|&j| f[row * d + j] != 0.0).unwrap();
+            let z = (0..d - 1).find(|&j| f[row * d + j] == 0.0).unwrap();
+            let edits: [(usize, f32); 3] = [
+                (nz, f32::from_bits(f[row * d + nz].to_bits() ^ 1)), // one ulp
+                (z, 1e-3),
+                (nz, 0.0),
+            ];
+            for (j, v) in edits {
+                let mut g = f.clone();
+                g[row * d + j] = v;
+                let other = Design::new(&g, &y, d, c);
+                assert_eq!(sp.first_mismatch(&other), Some(row));
+                assert_eq!(
+                    crate::kernel::sequential(|| sp.first_mismatch(&other)),
+                    Some(row)
+                );
+                let err = cell.get_or_build(&other).unwrap_err().to_string();
+                assert!(err.contains(&format!("row {row} differs")), "{err}");
+            }
+        }
+        // −0.0 is a zero, as `SparseRows::new` reads it
+        let mut g = f.clone();
+        let z = (0..d - 1).find(|&j| f[j] == 0.0).unwrap();
+        g[z] = -0.0;
+        assert_eq!(sp.first_mismatch(&Design::new(&g, &y, d, c)), None);
     }
 
     /// The vector path computes the portable pass's loss and gradient (different summation
