@@ -192,6 +192,20 @@ impl Frame {
 type Chart<'a, DB> =
     ChartContext<'a, DB, Cartesian2d<KeyAxis, plotters::coord::types::RangedCoordf64>>;
 
+/// The caption's font size: 20, or smaller (not below 11) when the title would be wider than
+/// the plot less its margins (fig6b's title is ≈ 1,000 px at 20 on the 960 px plot).
+fn caption_size<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str) -> f64 {
+    let room = root.dim_in_pixel().0.saturating_sub(2 * 12 + 8) as f64;
+    let mut size = 20.0;
+    while size > 11.0 {
+        match root.estimate_text_size(title, &("sans-serif", size).into_text_style(root)) {
+            Ok((w, _)) if (w as f64) > room => size -= 1.0,
+            _ => break,
+        }
+    }
+    size
+}
+
 /// Draws the plot: the frame and mesh, each curve ([`draw_line`]), the non-private reference
 /// ([`draw_reference`]), the markers ([`draw_markers`]) and the legend in the emptiest corner.
 fn render<DB: DrawingBackend>(
@@ -211,7 +225,7 @@ where
         y0,
     } = Frame::of(spec);
     let mut chart = ChartBuilder::on(root)
-        .caption(&spec.title, ("sans-serif", 20))
+        .caption(&spec.title, ("sans-serif", caption_size(root, &spec.title)))
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(55)
@@ -548,4 +562,36 @@ pub fn plot_specs(points: &[Point], quick: bool) -> Vec<(String, PlotSpec)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A title that fits keeps the 20 px caption; fig6b's, ≈ 1,000 px at 20 px on the 960 px
+    /// plot, is set smaller until it fits inside the margins (it was cut at both ends).
+    #[test]
+    fn long_titles_shrink_to_fit_the_plot() {
+        register_font();
+        let mut out = String::new();
+        let root = SVGBackend::with_string(&mut out, (960, 620)).into_drawing_area();
+        let short = "fig1a: MNIST, B = 100, δ = 0 — paper (solid) vs tight (dashed), replace-one neighbours";
+        let long = "fig6b: MNIST, subsample-and-aggregate, δ = 0, B = 100 — paper (solid) vs tight (dashed), replace-one neighbours";
+        assert_eq!(caption_size(&root, short), 20.0);
+        let at20 = root
+            .estimate_text_size(long, &("sans-serif", 20.0).into_text_style(&root))
+            .unwrap()
+            .0;
+        assert!(
+            at20 > 960 - 32,
+            "the long title fits at 20 px ({at20}): test is vacuous"
+        );
+        let s = caption_size(&root, long);
+        assert!((11.0..20.0).contains(&s), "{s}");
+        let w = root
+            .estimate_text_size(long, &("sans-serif", s).into_text_style(&root))
+            .unwrap()
+            .0;
+        assert!(w <= 960 - 32, "{w} px at {s}");
+    }
 }
