@@ -8,7 +8,7 @@
 //! `LAMBDA=0 cargo run --release -p privpred-linear --example teacher_probe`.
 use privpred_data::{DatasetSpec, LoadOptions, Preprocessing, load};
 use privpred_linear::methods::config::teacher_lbfgs_options;
-use privpred_linear::train::{accuracy, fit_logistic};
+use privpred_linear::train::{accuracy, accuracy_of, fit_logistic, predict_all};
 use rayon::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,8 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         let preds: Vec<Vec<u32>> = fits
             .iter()
-            .map(|(f, _)| (0..test.n).map(|i| f.model.predict(test.row(i))).collect())
-            .collect();
+            .map(|(f, _)| predict_all(&f.model, &test))
+            .collect::<Result<_, _>>()?;
         let mut agree = 0.0;
         let mut pairs = 0.0;
         for a in 0..preds.len() {
@@ -57,10 +57,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 pairs += 1.0;
             }
         }
-        let accs: Vec<f64> = fits
-            .iter()
-            .map(|(f, _)| accuracy(&f.model, &test).unwrap())
-            .collect();
+        let accs: Vec<f64> = preds.iter().map(|p| accuracy_of(p, &test.labels)).collect();
         let trs: Vec<f64> = fits.iter().map(|(_, t)| *t).collect();
         let its: Vec<usize> = fits.iter().map(|(f, _)| f.lbfgs.iterations).collect();
         let norms: Vec<f64> = fits

@@ -33,7 +33,8 @@ impl NonzerosCell {
     /// feature different (a cell handed to preconditioners of two training sets: a bug of the
     /// caller; the certificate's f64 pass and rounding bound read these rows, so they are
     /// checked against `design` entry by entry on every call, never trusted by shape: one
-    /// read of the design, which the fit it serves reads many times over).
+    /// read of the design. A loss-perturbation preconditioner calls it once and keeps the
+    /// checked rows for its later fits).
     pub fn get_or_build(&self, design: &Design<'_>) -> crate::Result<std::sync::Arc<SparseRows>> {
         let mut built = false;
         let sp = self
@@ -43,11 +44,11 @@ impl NonzerosCell {
                 std::sync::Arc::new(SparseRows::new(design))
             })
             .clone();
-        if sp.rows() != design.n || sp.col_abs.len() != design.d {
+        if sp.rows() != design.n || sp.cols() != design.d {
             return Err(crate::LinearError::Dimension(format!(
                 "shared nonzeros of a {} × {} design used for a {} × {} one",
                 sp.rows(),
-                sp.col_abs.len(),
+                sp.cols(),
                 design.n,
                 design.d
             )));
@@ -134,7 +135,7 @@ impl SparseRows {
     pub fn first_mismatch(&self, design: &Design<'_>) -> Option<usize> {
         use rayon::prelude::*;
         let d = design.d;
-        if self.rows() != design.n || self.col_abs.len() != d {
+        if self.rows() != design.n || self.cols() != d {
             return Some(0);
         }
         let block = |b: usize| -> Option<usize> {
@@ -161,6 +162,11 @@ impl SparseRows {
         } else {
             (0..blocks).find_map(block)
         }
+    }
+
+    /// Number of features per row (the design's `d`).
+    pub fn cols(&self) -> usize {
+        self.col_abs.len()
     }
 
     /// Number of rows.

@@ -303,11 +303,6 @@ fn fig2a_private_training_rows_are_shared_across_budgets() {
     }
 }
 
-/// `tight` model sensitivity and loss perturbation are the `corrected` mechanism
-/// (`draws_mode`), so their `tight` rows are the `corrected` draws: every field equal but the
-/// unit id and the calibration column — in a run with both modes (where the `tight` groups
-/// replay the computed draws) and in a `tight`-only run (where they compute them afresh from
-/// the `corrected` seeds). The other methods keep their own `tight` mechanism and draws.
 /// The rows of a run's `results.jsonl`.
 fn result_rows(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("results.jsonl"))
@@ -327,29 +322,54 @@ fn without_id_and_calibration(r: &serde_json::Value) -> serde_json::Value {
     r
 }
 
+/// The `corrected` row of `rows` that a `tight` row `r` shares its draws with (same unit id
+/// but the mode).
+fn corrected_row<'a>(
+    rows: &'a [serde_json::Value],
+    r: &serde_json::Value,
+) -> &'a serde_json::Value {
+    let id = r["unit_id"]
+        .as_str()
+        .unwrap()
+        .replace("/tight/", "/corrected/");
+    rows.iter()
+        .find(|c| c["unit_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no corrected row {id}"))
+}
+
+/// `reproduce FIG --dataset digits --repetitions 2 --calibration MODES --seed SEED --out DIR`
+/// and `extra`.
+fn reproduce_modes(dir: &Path, fig: &str, modes: &str, seed: &str, extra: &[&str]) {
+    let dir_s = dir.to_string_lossy().into_owned();
+    let mut args = vec![
+        "reproduce",
+        fig,
+        "--dataset",
+        "digits",
+        "--repetitions",
+        "2",
+        "--calibration",
+        modes,
+        "--seed",
+        seed,
+        "--out",
+        &dir_s,
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
+}
+
+/// `tight` model sensitivity and loss perturbation are the `corrected` mechanism
+/// (`draws_mode`), so their `tight` rows are the `corrected` draws: every field equal but the
+/// unit id and the calibration column — in a run with both modes (where the `tight` groups
+/// replay the computed draws) and in a `tight`-only run (where they compute them afresh from
+/// the `corrected` seeds). The other methods keep their own `tight` mechanism and draws.
 #[test]
 fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let tmp = tempfile::tempdir().unwrap();
     // fig1a on digits, 2 repetitions, seed 4, in `modes`, into `dir` (plus `extra`)
-    let reproduce = |dir: &std::path::Path, modes: &str, extra: &[&str]| {
-        let dir_s = dir.to_string_lossy().into_owned();
-        let mut args = vec![
-            "reproduce",
-            "fig1a",
-            "--dataset",
-            "digits",
-            "--repetitions",
-            "2",
-            "--calibration",
-            modes,
-            "--seed",
-            "4",
-            "--out",
-            &dir_s,
-        ];
-        args.extend_from_slice(extra);
-        ok(&args);
-    };
+    let reproduce =
+        |dir: &Path, modes: &str, extra: &[&str]| reproduce_modes(dir, "fig1a", modes, "4", extra);
     let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
         let dir = tmp.path().join(out);
         reproduce(&dir, modes, &[]);
@@ -358,22 +378,13 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let both = run_fig("both", "corrected,tight");
     let tight_only = run_fig("tight", "tight");
     let strip = without_id_and_calibration;
-    let corrected_of = |r: &serde_json::Value| {
-        let id = r["unit_id"]
-            .as_str()
-            .unwrap()
-            .replace("/tight/", "/corrected/");
-        both.iter()
-            .find(|c| c["unit_id"] == id.as_str())
-            .unwrap_or_else(|| panic!("no corrected row {id}"))
-            .clone()
-    };
+    let corrected_of = |r: &serde_json::Value| corrected_row(&both, r);
     let mut shared = 0;
     for rows in [&both, &tight_only] {
         for r in rows.iter().filter(|r| r["calibration"] == "tight") {
             let c = corrected_of(r);
             if r["method"] == "model-sensitivity" || r["method"] == "loss-perturbation" {
-                assert_eq!(strip(r), strip(&c), "{}", r["unit_id"]);
+                assert_eq!(strip(r), strip(c), "{}", r["unit_id"]);
                 shared += 1;
             }
         }
@@ -387,7 +398,7 @@ fn tight_model_and_loss_perturbation_rows_are_the_corrected_draws() {
     let ps_differs = both.iter().any(|r| {
         r["calibration"] == "tight"
             && r["method"] == "prediction-sensitivity"
-            && strip(r) != strip(&corrected_of(r))
+            && strip(r) != strip(corrected_of(r))
     });
     assert!(
         ps_differs,
@@ -437,42 +448,24 @@ fn tight_dp_sgd_rows_are_the_corrected_draws_under_replace_one() {
     let tmp = tempfile::tempdir().unwrap();
     let run_fig = |out: &str, modes: &str| -> Vec<serde_json::Value> {
         let dir = tmp.path().join(out);
-        let dir_s = dir.to_string_lossy().into_owned();
-        ok(&[
-            "reproduce",
-            "fig2b",
-            "--dataset",
-            "digits",
-            "--quick",
-            "--repetitions",
-            "2",
-            "--calibration",
-            modes,
-            "--seed",
-            "5",
-            "--out",
-            &dir_s,
-        ]);
+        reproduce_modes(&dir, "fig2b", modes, "5", &["--quick"]);
         result_rows(&dir)
     };
     let both = run_fig("both", "corrected,tight");
     let tight_only = run_fig("tight", "tight");
-    let strip = without_id_and_calibration;
     let mut shared = 0;
     for rows in [&both, &tight_only] {
         for r in rows
             .iter()
             .filter(|r| r["calibration"] == "tight" && r["method"] == "dp-sgd")
         {
-            let id = r["unit_id"]
-                .as_str()
-                .unwrap()
-                .replace("/tight/", "/corrected/");
-            let c = both
-                .iter()
-                .find(|c| c["unit_id"] == id.as_str())
-                .unwrap_or_else(|| panic!("no corrected row {id}"));
-            assert_eq!(strip(r), strip(c), "{}", r["unit_id"]);
+            let c = corrected_row(&both, r);
+            assert_eq!(
+                without_id_and_calibration(r),
+                without_id_and_calibration(c),
+                "{}",
+                r["unit_id"]
+            );
             shared += 1;
         }
     }

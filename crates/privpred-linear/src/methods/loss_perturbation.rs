@@ -101,6 +101,11 @@ pub struct LossPerturbationPreconditioner {
     /// the others — and by other preconditioners on the same training set given the same cell
     /// ([`Self::sharing_nonzeros`]).
     sparse: Arc<NonzerosCell>,
+    /// `sparse`'s rows once the cell has checked them entry by entry against the design of
+    /// this preconditioner's first fit that needs them ([`NonzerosCell::get_or_build`]); its
+    /// later fits — on the training set it was built for, as its factors are — take them
+    /// after a shape check instead of reading the whole design again on every fit.
+    checked: std::sync::OnceLock<Arc<train::SparseRows>>,
 }
 
 impl LossPerturbationPreconditioner {
@@ -156,6 +161,7 @@ impl LossPerturbationPreconditioner {
             scaling: PrecondScaling::None,
             sparse_f64: true,
             sparse: Arc::new(NonzerosCell::default()),
+            checked: std::sync::OnceLock::new(),
         })
     }
 
@@ -164,7 +170,21 @@ impl LossPerturbationPreconditioner {
     /// on: a cell holding another shape is refused when used).
     pub fn sharing_nonzeros(mut self, cell: Arc<NonzerosCell>) -> Self {
         self.sparse = cell;
+        self.checked = std::sync::OnceLock::new();
         self
+    }
+
+    /// The training set's nonzeros for a fit on `design`: from the cell (built, or checked
+    /// against `design`) on the first call, then the kept rows after a shape check.
+    fn nonzeros(&self, design: &Design<'_>) -> Result<Arc<train::SparseRows>> {
+        match self.checked.get() {
+            Some(sp) if sp.rows() == design.n && sp.cols() == design.d => Ok(sp.clone()),
+            _ => {
+                let sp = self.sparse.get_or_build(design)?;
+                let _ = self.checked.set(sp.clone());
+                Ok(sp)
+            }
+        }
     }
 
     /// Whether this preconditioner and `other` share their nonzeros cell.
@@ -364,7 +384,7 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
         return Ok((model, report, None));
     }
     let sparse = match &warm {
-        Warm::Preconditioned(pre) => pre.sparse.get_or_build(&obj.design)?,
+        Warm::Preconditioned(pre) => pre.nonzeros(&obj.design)?,
         Warm::Plain(_) => Arc::new(train::SparseRows::new(&obj.design)),
     };
     // With the shared preconditioner on sparse data (MNIST: 19 % nonzeros; the f64 pass over
@@ -409,7 +429,7 @@ fn uncertified_fit(
     if let (Warm::Preconditioned(pre), Some(_)) = (warm, pc)
         && pre.sparse_f64
     {
-        let sparse = pre.sparse.get_or_build(&obj.design)?;
+        let sparse = pre.nonzeros(&obj.design)?;
         if 2 * sparse.nonzeros() <= obj.design.n * obj.design.d {
             let local = pre.precond.rebuilt_at(&obj.design, &start)?;
             let pc = Preconditioned {
@@ -670,6 +690,19 @@ mod tests {
         .unwrap()
     }
 
+    /// A certified loss-perturbation fit with the shared preconditioner `pre`, its noise drawn
+    /// from seed 3 (the sparse-data tests below compare fits on the same draw).
+    fn certified_seed3(
+        ds: &UnitBallDataset,
+        calib: &Calibration,
+        lambda: f64,
+        pre: &LossPerturbationPreconditioner,
+        opts: &LbfgsOptions,
+    ) -> (LinearModel, LbfgsReport, Option<Optimization>) {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        loss_perturbation_fit_certified(ds, calib, lambda, Some(pre), opts, &mut rng).unwrap()
+    }
+
     /// Uncertified fits on sparse data (`paper` mode's release; a `corrected` selection fit,
     /// whose output noise is drawn after the fit) run on the f64 pass over the nonzeros: the
     /// same objective and stopping rule as the dense f32 route (`sparse_f64 = false`, the
@@ -757,15 +790,7 @@ mod tests {
                 if shared {
                     pre = pre.sharing_nonzeros(cell.clone());
                 }
-                let (model, _, cert) = loss_perturbation_fit_certified(
-                    &ds,
-                    &calib,
-                    lambda,
-                    Some(&pre),
-                    &opts,
-                    &mut rand_chacha::ChaCha20Rng::seed_from_u64(3),
-                )
-                .unwrap();
+                let (model, _, cert) = certified_seed3(&ds, &calib, lambda, &pre, &opts);
                 assert!(cert.is_some());
                 pres.push(pre);
                 thetas.push(model.theta);
@@ -777,6 +802,8 @@ mod tests {
         assert!(!own[0].shares_nonzeros_with(&own[1]));
         assert!(shared[0].shares_nonzeros_with(&shared[1]));
         assert_eq!(own_thetas, shared_thetas);
+        // the preconditioners keep the checked rows for their later fits: let them go first
+        drop((own, shared));
         let sp = cell.get_or_build(&design).unwrap();
         assert_eq!(sp.rows(), ds.n);
         // one SparseRows, held by the cell and this handle (the fits kept no copy)
@@ -806,15 +833,7 @@ mod tests {
         assert!(2 * train::SparseRows::new(&design).nonzeros() <= ds.n * ds.d);
         let moment = Arc::new(DataMoment::new(&design).unwrap());
         let pre = LossPerturbationPreconditioner::new(&ds, moment, &np, rho_eff).unwrap();
-        let (model, rep, cert) = loss_perturbation_fit_certified(
-            &ds,
-            &calib,
-            lambda,
-            Some(&pre),
-            &opts,
-            &mut rand_chacha::ChaCha20Rng::seed_from_u64(3),
-        )
-        .unwrap();
+        let (model, rep, cert) = certified_seed3(&ds, &calib, lambda, &pre, &opts);
         let cert = cert.expect("corrected mode certifies");
         assert!(
             cert.gradient_norm + cert.rounding_bound <= gamma,
