@@ -400,19 +400,19 @@ mod vector {
     ) -> f64 {
         let cp = 4 * NV;
         assert!(c <= cp && tp.len() == accp.len() && tp.len().is_multiple_of(cp));
-        let d = tp.len() / cp;
+        // every stored index is < sp.cols() (SparseRows::new), so j < d for every nonzero
+        assert!(sp.cols() <= tp.len() / cp);
         let mut loss = 0.0;
         let mut l = [0f64; 16];
         for i in rows {
             let (ix, xv) = sp.row(i);
-            assert!(ix.iter().all(|&j| (j as usize) < d));
             let mut a0 = [_mm256_setzero_pd(); NV];
             let mut a1 = [_mm256_setzero_pd(); NV];
             let tptr = tp.as_ptr();
             let pairs = ix.len() / 2;
             for t in 0..pairs {
                 let (j0, j1) = (ix[2 * t] as usize, ix[2 * t + 1] as usize);
-                // SAFETY: j < d (asserted), so j·cp + 4v + 4 ≤ tp.len().
+                // SAFETY: j < sp.cols() ≤ d (asserted above), so j·cp + 4v + 4 ≤ tp.len().
                 unsafe {
                     let x0 = _mm256_set1_pd(xv[2 * t] as f64);
                     let x1 = _mm256_set1_pd(xv[2 * t + 1] as f64);
