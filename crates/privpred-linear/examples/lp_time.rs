@@ -18,19 +18,21 @@ use rand::SeedableRng;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The environment variable `name` parsed, or `default` when unset (an unparsable value is
+/// an error, not a silent default).
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v} is not a valid value")),
+        Err(_) => default,
+    }
+}
+
 fn main() {
-    let eps: f64 = std::env::var("EPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0);
-    let lambda: f64 = std::env::var("LAMBDA")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.05);
-    let reps: usize = std::env::var("REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
+    let eps: f64 = env_or("EPS", 1.0);
+    let lambda: f64 = env_or("LAMBDA", 0.05);
+    let reps: usize = env_or("REPS", 4);
     let ds = mnist();
     let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
     let moment = Arc::new(DataMoment::new(&design).unwrap());
