@@ -7,11 +7,11 @@
 //!
 //! Run: `EPS=10 LAMBDA=1e-4 REPS=3 cargo run --release -p privpred-linear --example lp_time`
 //! (defaults ε = 1, λ = 0.05, 4 fits per mode).
-use privpred_core::calibrate::CalibrationRequest;
-use privpred_core::certify as shim;
 use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+use privpred_linear::TrainParams;
 use privpred_linear::kernel::Design;
 use privpred_linear::lbfgs::LbfgsOptions;
+use privpred_linear::methods::calibrate;
 use privpred_linear::methods::loss_perturbation::*;
 use privpred_linear::precond::DataMoment;
 use rand::SeedableRng;
@@ -42,16 +42,14 @@ fn main() {
         .model;
     let cell = Arc::new(privpred_linear::exact::NonzerosCell::default());
     for mode in [CalibrationMode::Paper, CalibrationMode::Corrected] {
-        let mut req = CalibrationRequest::new(
-            Method::LossPerturbation,
-            mode,
-            Privacy::new(eps, 0.0).unwrap(),
-        );
-        req.budget = Budget::Unlimited;
-        req.n = Some(ds.n);
-        req.lambda = Some(lambda);
-        req.classes = ds.classes;
-        let calib = shim::calibrate_certified(&req).unwrap();
+        // the study's route: checked parameters, then the method's calibration (certified in
+        // `corrected`, erratum 4.8)
+        let privacy = Privacy::new(eps, 0.0).unwrap();
+        let cfg = TrainParams::new(Method::LossPerturbation, mode, privacy, Budget::Unlimited)
+            .lambda(lambda)
+            .check_for(ds.n)
+            .unwrap();
+        let calib = calibrate(&cfg, ds.n, ds.classes).unwrap();
         let rho_eff = loss_perturbation_rho_eff(&calib, lambda, ds.n, ds.classes);
         let pre = LossPerturbationPreconditioner::new(&ds, moment.clone(), &np, rho_eff)
             .unwrap()
@@ -60,7 +58,14 @@ fn main() {
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(r as u64);
             let t = Instant::now();
             let (_, rep, cert) = privpred_linear::kernel::sequential(|| {
-                loss_perturbation_fit_certified(&ds, &calib, lambda, Some(&pre), &opts, &mut rng)
+                loss_perturbation_fit_certified(
+                    &ds,
+                    &calib,
+                    lambda,
+                    Some(&pre),
+                    cfg.lbfgs(),
+                    &mut rng,
+                )
             })
             .unwrap();
             println!(
