@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the PyTorch wheel that the `torch` feature of privpred / privpred-nn builds against
-# (tch 0.26 needs torch==2.13.0 exactly) into a Python virtual environment, then prints the
+# (tch 0.24 needs torch==2.11.0 exactly: the PyTorch of the lent GPU machines) into a Python virtual environment, then prints the
 # environment variables that building and running with `--features torch` need.
 #
 # Usage:  bash scripts/install_torch.sh          # install (idempotent) and print the exports
@@ -15,7 +15,7 @@
 # a GPU and driver are present (no nvcc needed) and on the CPU otherwise.
 set -euo pipefail
 
-TORCH_VERSION="2.13.0"
+TORCH_VERSION="2.11.0"
 VENV="${PRIVPRED_TORCH_VENV:-$HOME/.cache/privpred/torch-venv}"
 PYTHON="${PRIVPRED_PYTHON:-python3}"
 
@@ -45,7 +45,7 @@ fi
 TORCH_LIB="$(PYTHONWARNINGS=ignore "$VENV/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)"
 [ -d "$TORCH_LIB" ] || die "torch library folder $TORCH_LIB not found"
 
-# torch-sys 0.26 (the build script of tch) runs `python` when VIRTUAL_ENV is set, else
+# torch-sys 0.24 (the build script of tch) runs `python` when VIRTUAL_ENV is set, else
 # `python3`, from PATH, and with LIBTORCH_USE_PYTORCH=1 asks it where torch lives.
 echo "# build and run with --features torch after these (or: source scripts/torch_env.sh)" >&2
 cat <<EXPORTS

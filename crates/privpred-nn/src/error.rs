@@ -39,6 +39,9 @@ pub enum NnError {
     /// driver error): not the user's input.
     #[error("gradient engine failed: {0}")]
     Engine(String),
+    /// A resumable training run reached its deadline; its checkpoint continues it.
+    #[error("stopped: {0}")]
+    Stopped(String),
     /// An error from the privacy core.
     #[error(transparent)]
     Core(#[from] privpred_core::CoreError),

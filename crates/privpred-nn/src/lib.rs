@@ -17,6 +17,7 @@ pub mod gradient;
 pub mod ops;
 pub mod params;
 pub mod resnet;
+pub mod resume;
 pub mod teachers;
 #[cfg(feature = "torch")]
 pub mod torch;

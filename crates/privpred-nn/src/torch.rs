@@ -305,7 +305,7 @@ impl GradientEngine for TorchEngine {
     }
 
     fn describe(&self) -> String {
-        format!("libtorch (tch 0.26) on {}", self.device())
+        format!("libtorch (tch 0.24) on {}", self.device())
     }
 
     fn batch_gradient(

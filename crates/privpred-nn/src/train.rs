@@ -15,6 +15,7 @@ use crate::data::{ImageSet, Normalization};
 use crate::error::{NnError, Result};
 use crate::gradient::{CpuEngine, GradientEngine, check_image_shape};
 use crate::resnet::{InitScheme, ResNet};
+use crate::resume::{self, Checkpoint, LoopRng, Resume};
 
 pub use crate::gradient::{
     BatchStats, GradMode, Inputs, accuracy, batch_gradient, clip_in_place, per_example_gradients,
@@ -368,6 +369,35 @@ pub fn train_nonprivate_ctl_on(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
 ) -> Result<Trained> {
+    nonprivate_loop(on, cfg, init, rng, None, observer)
+}
+
+/// [`train_nonprivate_on`] that checkpoints and stops as `resume` says (see
+/// [`crate::resume`]): a run stopped at its deadline returns [`NnError::Stopped`], and the
+/// same call later continues it to the parameters an uninterrupted run gives. The checkpoint
+/// is left in place; remove it ([`Resume::remove`]) once the result is stored.
+pub fn train_nonprivate_resumable_on(
+    on: TrainInputs<'_>,
+    cfg: &SgdConfig,
+    rng: &mut impl Rng,
+    resume: &Resume,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    let t = nonprivate_loop(on, cfg, None, rng, Some(resume), &mut |p| {
+        observer(p);
+        ControlFlow::Continue(())
+    })?;
+    Ok(t.params)
+}
+
+fn nonprivate_loop(
+    on: TrainInputs<'_>,
+    cfg: &SgdConfig,
+    init: Option<Vec<f32>>,
+    rng: &mut impl Rng,
+    resume: Option<&Resume>,
+    observer: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
+) -> Result<Trained> {
     let TrainInputs {
         engine, net, data, ..
     } = on;
@@ -394,11 +424,20 @@ pub fn train_nonprivate_ctl_on(
     let mut perm: Vec<usize> = (0..n).collect();
     let mut pos = n; // forces a shuffle at the first step
     let mut done = 0;
-    for step in 0..steps {
+    let ck = match resume {
+        Some(r) => r.load(steps, params.len())?,
+        None => None,
+    };
+    let mut rng = LoopRng::start(rng, resume, ck.as_ref().map(|c| c.seed));
+    if let Some(c) = ck {
+        (done, params, opt.v, pos) = (c.step, c.params, c.velocity, c.pos);
+        perm = restore_perm(c.perm, n)?;
+    }
+    for step in done..steps {
         let mut batch = Vec::with_capacity(b);
         while batch.len() < b {
             if pos == n {
-                shuffle(&mut perm, rng);
+                shuffle(&mut perm, &mut rng);
                 pos = 0;
             }
             let take = (b - batch.len()).min(n - pos);
@@ -419,6 +458,15 @@ pub fn train_nonprivate_ctl_on(
         let lr = cfg.lr_at(step, steps);
         opt.step(&mut params, &grad, lr, cfg.momentum, cfg.weight_decay)?;
         done = step + 1;
+        resume::boundary(resume, &mut rng, done, steps, |seed| Checkpoint {
+            step: done,
+            steps,
+            seed,
+            pos,
+            perm: perm.iter().map(|&i| i as u32).collect(),
+            params: params.clone(),
+            velocity: opt.v.clone(),
+        })?;
         let flow = observer(&Progress {
             step: step + 1,
             steps,
@@ -435,6 +483,17 @@ pub fn train_nonprivate_ctl_on(
         steps_done: done,
         steps_planned: steps,
     })
+}
+
+/// A checkpoint's shuffle order over `n` examples (the training set the run was started on).
+fn restore_perm(perm: Vec<u32>, n: usize) -> Result<Vec<usize>> {
+    if perm.len() != n {
+        return Err(NnError::Shape(format!(
+            "checkpoint shuffles {} examples, the training set has {n}",
+            perm.len()
+        )));
+    }
+    Ok(perm.into_iter().map(|i| i as usize).collect())
 }
 
 /// Fisher–Yates shuffle.
@@ -532,6 +591,29 @@ pub fn train_dpsgd_on(
     rng: &mut impl Rng,
     observer: &mut dyn FnMut(&Progress),
 ) -> Result<Vec<f32>> {
+    dpsgd_loop(on, cfg, rng, None, observer)
+}
+
+/// [`train_dpsgd_on`] that checkpoints and stops as `resume` says (see [`crate::resume`]),
+/// like [`train_nonprivate_resumable_on`]. The privacy of the result is that of the whole
+/// planned run: stopping and resuming changes no step.
+pub fn train_dpsgd_resumable_on(
+    on: TrainInputs<'_>,
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    resume: &Resume,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
+    dpsgd_loop(on, cfg, rng, Some(resume), observer)
+}
+
+fn dpsgd_loop(
+    on: TrainInputs<'_>,
+    cfg: &DpSgdConfig,
+    rng: &mut impl Rng,
+    resume: Option<&Resume>,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<Vec<f32>> {
     let (net, data) = (on.net, on.data);
     check_data(net, data)?;
     let n = data.len();
@@ -546,12 +628,22 @@ pub fn train_dpsgd_on(
     let mut grad = vec![0.0f32; params.len()];
     let mut perm: Vec<usize> = (0..n).collect();
     let mut pos = n;
-    for step in 0..steps {
+    let mut first = 0;
+    let ck = match resume {
+        Some(r) => r.load(steps, params.len())?,
+        None => None,
+    };
+    let mut rng = LoopRng::start(rng, resume, ck.as_ref().map(|c| c.seed));
+    if let Some(c) = ck {
+        (first, params, opt.v, pos) = (c.step, c.params, c.velocity, c.pos);
+        perm = restore_perm(c.perm, n)?;
+    }
+    for step in first..steps {
         let batch = match cfg.sampling {
-            Sampling::Poisson => poisson_batch(n, q, rng),
+            Sampling::Poisson => poisson_batch(n, q, &mut rng),
             Sampling::Shuffle => {
                 if pos + b > n {
-                    shuffle(&mut perm, rng);
+                    shuffle(&mut perm, &mut rng);
                     pos = 0;
                 }
                 pos += b;
@@ -559,7 +651,7 @@ pub fn train_dpsgd_on(
             }
         };
         let seed = cfg.sgd.augment.then(|| rng.random::<u64>());
-        let st = dp_gradient_on(on, &params, &batch, seed, cfg, rng, &mut grad)?;
+        let st = dp_gradient_on(on, &params, &batch, seed, cfg, &mut rng, &mut grad)?;
         let lr = cfg.sgd.lr_at(step, steps);
         opt.step(
             &mut params,
@@ -568,6 +660,15 @@ pub fn train_dpsgd_on(
             cfg.sgd.momentum,
             cfg.sgd.weight_decay,
         )?;
+        resume::boundary(resume, &mut rng, step + 1, steps, |seed| Checkpoint {
+            step: step + 1,
+            steps,
+            seed,
+            pos,
+            perm: perm.iter().map(|&i| i as u32).collect(),
+            params: params.clone(),
+            velocity: opt.v.clone(),
+        })?;
         observer(&Progress {
             step: step + 1,
             steps,

@@ -586,3 +586,91 @@ fn cifar10_binary_batches_load_as_image_sets() {
     let (tr, te) = data::load_cifar10(&b, Some((1, 1))).unwrap();
     assert_eq!((tr.len(), te.len()), (2, 3));
 }
+
+/// Runs `train` with a checkpoint file and an already-passed deadline until it finishes: every
+/// call stops at the first segment boundary, so the run is cut into as many pieces as it has
+/// segments. Returns the parameters and the number of calls.
+fn train_in_pieces(
+    dir: &std::path::Path,
+    every: usize,
+    train: &mut dyn FnMut(&privpred_nn::resume::Resume) -> privpred_nn::Result<Vec<f32>>,
+) -> (Vec<f32>, usize) {
+    let ckpt = dir.join("run.ckpt");
+    let past = std::time::Instant::now();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        assert!(calls < 1000, "the run never finished");
+        let r = privpred_nn::resume::Resume::new(&ckpt, every, Some(past)).unwrap();
+        match train(&r) {
+            Ok(p) => return (p, calls),
+            Err(privpred_nn::NnError::Stopped(m)) => assert!(m.contains("step"), "{m}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_stopped_and_resumed_training_equals_the_uninterrupted_one() {
+    use privpred_nn::resume::Resume;
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let data = random_images(40, 8, 2);
+    let norm = Normalization::generic(3);
+    let on = train::TrainInputs {
+        engine: &privpred_nn::CpuEngine,
+        net: &net,
+        data: &data,
+        norm: &norm,
+    };
+    let sgd = SgdConfig {
+        epochs: 3.0,
+        batch_size: 8,
+        lr: 0.05,
+        ..SgdConfig::paper_teacher()
+    };
+    // non-private (shuffled batches, augmentation): 15 steps in segments of 4
+    let dir = tempfile::tempdir().unwrap();
+    let whole = {
+        let r = Resume::new(dir.path().join("whole.ckpt"), 4, None).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {}).unwrap()
+    };
+    let (pieces, calls) = train_in_pieces(dir.path(), 4, &mut |r| {
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        train::train_nonprivate_resumable_on(on, &sgd, &mut rng, r, &mut |_| {})
+    });
+    assert_eq!(calls, 4, "15 steps in segments of 4 stop 3 times");
+    assert_eq!(whole, pieces, "non-private: resumed run differs");
+
+    // DP-SGD (Poisson sampling, noise): bit-identical too
+    let dcfg = DpSgdConfig::corrected(sgd.clone(), 1.0, 1.1);
+    let dir = tempfile::tempdir().unwrap();
+    let whole = {
+        let r = Resume::new(dir.path().join("whole.ckpt"), 3, None).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        train::train_dpsgd_resumable_on(on, &dcfg, &mut rng, &r, &mut |_| {}).unwrap()
+    };
+    let (pieces, calls) = train_in_pieces(dir.path(), 3, &mut |r| {
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        train::train_dpsgd_resumable_on(on, &dcfg, &mut rng, r, &mut |_| {})
+    });
+    assert!(calls > 2, "{calls}");
+    assert_eq!(whole, pieces, "DP-SGD: resumed run differs");
+    // a checkpoint of another run is refused, naming the file
+    let r = Resume::new(dir.path().join("run.ckpt"), 3, None).unwrap();
+    let other = SgdConfig {
+        epochs: 4.0,
+        ..sgd.clone()
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(6);
+    let e = train::train_dpsgd_resumable_on(
+        on,
+        &DpSgdConfig::corrected(other, 1.0, 1.1),
+        &mut rng,
+        &r,
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("run.ckpt"), "{e}");
+}

@@ -22,12 +22,14 @@ use privpred_nn::engine::{CpuEngine, GradientEngine};
 use privpred_nn::error::{NnError, Result};
 use privpred_nn::params::SgdParams;
 use privpred_nn::resnet::{ResNet, ResNetConfig};
+use privpred_nn::resume::Resume;
 use privpred_nn::teachers::VoteMatrix;
 use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Settings of a figure-7 run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,8 +118,8 @@ impl Fig7Config {
         // a short content hash of everything that determines the cached object
         use sha2::{Digest, Sha256};
         let s = format!(
-            "{what}|{extra}|{:?}|{:?}|{:?}|{}",
-            self.data_path, self.per_class, self.net, self.seed
+            "v2-resumable|{what}|{extra}|{:?}|{:?}|{}",
+            self.per_class, self.net, self.seed
         );
         let full = match what {
             "teachers" => format!("{s}|{}|{:?}", self.teachers, self.teacher_sgd),
@@ -148,6 +150,7 @@ pub struct Fig7Context {
     votes: Option<VoteMatrix>,
     dataset_checksum: String,
     engine: Box<dyn GradientEngine>,
+    deadline: Option<Instant>,
 }
 
 /// One repetition's measurement (field names follow `privpred_study::results::Measurement`).
@@ -227,6 +230,7 @@ pub fn prepare_with(
         votes: None,
         dataset_checksum: String::new(),
         engine: Box::new(CpuEngine),
+        deadline: None,
     })
 }
 
@@ -279,6 +283,24 @@ fn write_json<T: Serialize>(p: &Path, v: &T) -> Result<()> {
     std::fs::rename(&tmp, p).map_err(|e| NnError::io(p, e))
 }
 
+/// A trained network's parameters as raw little-endian f32 (atomically written).
+fn write_params(p: &Path, v: &[f32]) -> Result<()> {
+    let tmp = p.with_extension("params.tmp");
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(&tmp, bytes).map_err(|e| NnError::io(&tmp, e))?;
+    std::fs::rename(&tmp, p).map_err(|e| NnError::io(p, e))
+}
+
+/// Parameters written by [`write_params`], when the file is there with `n` values.
+fn read_params(p: &Path, n: usize) -> Option<Vec<f32>> {
+    let b = std::fs::read(p).ok()?;
+    (b.len() == 4 * n).then(|| {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect()
+    })
+}
+
 #[derive(Serialize, Deserialize)]
 struct CachedPredictions {
     predictions: Vec<u32>,
@@ -292,6 +314,25 @@ impl Fig7Context {
     /// the engine's name (the random seeds do not depend on the engine).
     pub fn set_engine(&mut self, engine: Box<dyn GradientEngine>) {
         self.engine = engine;
+    }
+
+    /// Stops every training run cleanly at the first epoch boundary after `deadline` with
+    /// [`NnError::Stopped`], keeping its checkpoint in the cache directory: the same call on a
+    /// context over the same cache continues it (see [`privpred_nn::resume`]). Results do not
+    /// depend on where runs were stopped.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// The checkpoint of the training run cached as `key`, written once per epoch of `n`
+    /// examples at batch size `b`.
+    fn resume(&self, key: &str, n: usize, b: usize) -> Result<Resume> {
+        let every = n.div_ceil(b.max(1)).max(1);
+        Resume::new(
+            self.cfg.cache_dir.join(format!("{key}.ckpt")),
+            every,
+            self.deadline,
+        )
     }
 
     /// The engine that trains and predicts.
@@ -309,12 +350,14 @@ impl Fig7Context {
         }
     }
 
-    /// The cache key of an object: [`Fig7Config::key`], with the engine's name for engines
-    /// other than the CPU one.
+    /// The cache key of an object: [`Fig7Config::key`] with the data's checksum, and the
+    /// engine's name for engines other than the CPU one.
     fn cache_key(&self, what: &str, extra: &str) -> String {
+        // the data by its content (its checksum), not by where it lies
+        let data: String = self.dataset_checksum.chars().take(12).collect();
         match self.engine.name() {
-            "cpu" => self.cfg.key(what, extra),
-            other => self.cfg.key(what, &format!("{extra}-{other}")),
+            "cpu" => self.cfg.key(what, &format!("{extra}-{data}")),
+            other => self.cfg.key(what, &format!("{extra}-{data}-{other}")),
         }
     }
 
@@ -361,56 +404,9 @@ impl Fig7Context {
             let v = match read_json::<VoteMatrix>(&path) {
                 Some(v) if v.n == self.test.len() && v.teachers == self.cfg.teachers => v,
                 _ => {
-                    let mut rng =
-                        ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "teachers"));
-                    let ens = train::train_teachers_on(
-                        self.train_inputs(),
-                        &self.cfg.teacher_sgd,
-                        self.cfg.teachers,
-                        &mut rng,
-                        &mut |k, p| {
-                            observer(&format!("teacher {}/{}", k + 1, self.cfg.teachers), p)
-                        },
-                    )?;
-                    let preds: Vec<Vec<u32>> = ens
-                        .params
-                        .iter()
-                        .map(|p| {
-                            train::predict_labels_on(
-                                &*self.engine,
-                                &self.net,
-                                p,
-                                &self.test,
-                                &self.norm,
-                            )
-                        })
-                        .collect::<Result<_>>()?;
+                    let preds = self.teacher_predictions(&key, observer)?;
                     let v = VoteMatrix::from_predictions(&preds, self.net.classes())?;
-                    // the ensemble as an artifact (B = 10, ε = 1 as a default guarantee label;
-                    // serve re-calibrates β for its own (ε, δ, B))
-                    let cal = calib::subsample_aggregate(
-                        self.cfg.mode,
-                        Privacy::new(1.0, 1e-5)?,
-                        10,
-                        self.net.classes(),
-                    )?;
-                    let model = NnModel::new(
-                        ModelHeader {
-                            kind: ModelKind::Teachers,
-                            config: self.cfg.net,
-                            normalization: self.norm.clone(),
-                            calibration: Some(cal),
-                            members: ens.params.len(),
-                            class_names: None,
-                            data_source: self.train.source.clone(),
-                        },
-                        ens.params,
-                        serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed", "engine": self.engine.describe()}),
-                    )?;
-                    artifact::save(
-                        &self.cfg.cache_dir.join(format!("{key}.safetensors")),
-                        &model,
-                    )?;
+                    self.save_ensemble(&key)?;
                     write_json(&path, &v)?;
                     v
                 }
@@ -418,6 +414,97 @@ impl Fig7Context {
             self.votes = Some(v);
         }
         Ok(self.votes.as_ref().expect("just set"))
+    }
+
+    /// Every teacher's test predictions, each trained (resumably) and cached on its own:
+    /// teacher k trains on slice k of a partition seeded by the run seed, from a generator
+    /// seeded by (run seed, k), so teachers can be trained in any order and across runs.
+    fn teacher_predictions(
+        &mut self,
+        key: &str,
+        observer: &mut dyn FnMut(&str, &Progress),
+    ) -> Result<Vec<Vec<u32>>> {
+        let t = self.cfg.teachers;
+        let mut prng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "partition"));
+        let part = train::partition(self.train.len(), t, &mut prng)?;
+        let mut preds = Vec::with_capacity(t);
+        for (k, idx) in part.iter().enumerate() {
+            let path = self.cfg.cache_dir.join(format!("{key}-t{k}.json"));
+            if let Some(c) = read_json::<CachedPredictions>(&path) {
+                if c.predictions.len() == self.test.len() {
+                    preds.push(c.predictions);
+                    continue;
+                }
+            }
+            let shard = self.train.subset(idx);
+            let mut cfg_k = self.cfg.teacher_sgd.clone();
+            cfg_k.batch_size = cfg_k.batch_size.min(shard.len());
+            let resume = self.resume(&format!("{key}-t{k}"), shard.len(), cfg_k.batch_size)?;
+            let mut rng =
+                ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &format!("teacher-{k}")));
+            let on = train::TrainInputs {
+                data: &shard,
+                ..self.train_inputs()
+            };
+            let tag = format!("teacher {}/{t}", k + 1);
+            let p = train::train_nonprivate_resumable_on(on, &cfg_k, &mut rng, &resume, &mut |p| {
+                observer(&tag, p)
+            })?;
+            let pred =
+                train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
+            let acc = train::accuracy(&pred, &self.test.labels);
+            write_params(&self.cfg.cache_dir.join(format!("{key}-t{k}.params")), &p)?;
+            write_json(
+                &path,
+                &CachedPredictions {
+                    predictions: pred.clone(),
+                    accuracy: acc,
+                    calibration: None,
+                },
+            )?;
+            resume.remove()?;
+            preds.push(pred);
+        }
+        Ok(preds)
+    }
+
+    /// The ensemble as an artifact under the cache directory, when every teacher's
+    /// parameters are there (teachers trained on another machine keep only their predictions).
+    /// B = 10, ε = 1 as a default guarantee label: serve re-calibrates β for its own (ε, δ, B).
+    fn save_ensemble(&self, key: &str) -> Result<()> {
+        let mut params = Vec::with_capacity(self.cfg.teachers);
+        for k in 0..self.cfg.teachers {
+            match read_params(
+                &self.cfg.cache_dir.join(format!("{key}-t{k}.params")),
+                self.net.num_params(),
+            ) {
+                Some(p) => params.push(p),
+                None => return Ok(()),
+            }
+        }
+        let cal = calib::subsample_aggregate(
+            self.cfg.mode,
+            Privacy::new(1.0, 1e-5)?,
+            10,
+            self.net.classes(),
+        )?;
+        let model = NnModel::new(
+            ModelHeader {
+                kind: ModelKind::Teachers,
+                config: self.cfg.net,
+                normalization: self.norm.clone(),
+                calibration: Some(cal),
+                members: params.len(),
+                class_names: None,
+                data_source: self.train.source.clone(),
+            },
+            params,
+            serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed", "engine": self.engine.describe()}),
+        )?;
+        artifact::save(
+            &self.cfg.cache_dir.join(format!("{key}.safetensors")),
+            &model,
+        )
     }
 
     /// Test accuracy of the non-private reference network on the full training set (cached).
@@ -431,11 +518,16 @@ impl Fig7Context {
             return Ok(c.accuracy);
         }
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "reference"));
-        let p = train::train_nonprivate_on(
+        let resume = self.resume(
+            &key,
+            self.train.len(),
+            self.cfg.reference_sgd.batch_size,
+        )?;
+        let p = train::train_nonprivate_resumable_on(
             self.train_inputs(),
             &self.cfg.reference_sgd,
-            None,
             &mut rng,
+            &resume,
             &mut |p| observer("non-private", p),
         )?;
         let pred = train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
@@ -448,6 +540,7 @@ impl Fig7Context {
                 calibration: None,
             },
         )?;
+        resume.remove()?;
         Ok(acc)
     }
 
@@ -492,9 +585,14 @@ impl Fig7Context {
         };
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &seed_key));
         let label = format!("dp-sgd ε={epsilon}");
-        let p = train::train_dpsgd_on(self.train_inputs(), &dcfg, &mut rng, &mut |pr| {
-            observer(&label, pr)
-        })?;
+        let resume = self.resume(&key, n, self.cfg.dpsgd_sgd.batch_size)?;
+        let p = train::train_dpsgd_resumable_on(
+            self.train_inputs(),
+            &dcfg,
+            &mut rng,
+            &resume,
+            &mut |pr| observer(&label, pr),
+        )?;
         let pred = train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
         let acc = train::accuracy(&pred, &self.test.labels);
         let model = NnModel::new(
@@ -522,6 +620,7 @@ impl Fig7Context {
                 calibration: Some(cal.clone()),
             },
         )?;
+        resume.remove()?;
         Ok((pred, cal))
     }
 }

@@ -32,7 +32,7 @@ pub fn needs_nn_feature(path: &Path) -> anyhow::Error {
 pub fn nn_err(e: privpred_nn::NnError) -> anyhow::Error {
     use privpred_nn::NnError;
     match e {
-        NnError::Diverged(_) | NnError::Engine(_) => anyhow::Error::new(e),
+        NnError::Diverged(_) | NnError::Engine(_) | NnError::Stopped(_) => anyhow::Error::new(e),
         _ => usage(e),
     }
 }

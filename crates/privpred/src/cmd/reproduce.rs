@@ -14,8 +14,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// What to reproduce: fig1a, fig1b, fig2a, fig2b, fig3, fig4, fig5a, fig5b, fig6a, fig6b,
-    /// fig7a, fig7b (these two need `--features nn`), table1 (derives the trend table from
-    /// the figures it needs) or all.
+    /// fig7a, fig7b (these two need `--features nn`; fig7 is both), table1 (derives the trend
+    /// table from the figures it needs), all, or a comma-separated list of figures.
     pub target: String,
     /// Dataset for every figure (default: mnist; fig4 uses the mnist1m substitute).
     #[arg(long)]
@@ -61,6 +61,11 @@ pub struct Args {
     /// study compares methods under one relation; DP-SGD included). Recorded in every row.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// Figure 7 only: stop training cleanly after this many seconds (at the next epoch
+    /// boundary), keeping the run's checkpoint under `<out>/nn-cache`; `--resume` continues
+    /// it with the same result as an uninterrupted run.
+    #[arg(long, value_name = "SECONDS")]
+    pub nn_time_limit_s: Option<f64>,
     /// Also write one self-contained HTML report of the run here (every figure's plots and
     /// table, the guarantees, provenance).
     #[arg(long)]
@@ -93,7 +98,18 @@ fn targets(t: &str) -> anyhow::Result<(Vec<FigureId>, bool)> {
             (v, true)
         }
         "table1" => (table1::needed_figures(), true),
-        f => (vec![FigureId::parse(f).map_err(crate::exit::usage)?], false),
+        // both panels of figure 7 in one run: they share the trained networks
+        "fig7" => (vec![FigureId::Fig7a, FigureId::Fig7b], false),
+        list => {
+            let mut v = Vec::new();
+            for f in list.split(',').map(str::trim) {
+                let id = FigureId::parse(f).map_err(crate::exit::usage)?;
+                if !v.contains(&id) {
+                    v.push(id);
+                }
+            }
+            (v, false)
+        }
     })
 }
 
@@ -309,6 +325,8 @@ mod nn {
         /// The engine until the context takes it on the first group.
         engine: Mutex<Option<Box<dyn GradientEngine>>>,
         engine_name: &'static str,
+        /// When training stops (`--nn-time-limit-s` after the start).
+        deadline: Option<Instant>,
     }
 
     impl Fig7Runner {
@@ -342,7 +360,19 @@ mod nn {
             if let Some(p) = privpred_data::load::find_cifar10(args.data_dir.as_deref()) {
                 cfg.data_path = p;
             }
+            let deadline = match args.nn_time_limit_s {
+                Some(t) if t.is_finite() && t > 0.0 => {
+                    Some(Instant::now() + std::time::Duration::from_secs_f64(t))
+                }
+                Some(t) => {
+                    return Err(crate::exit::usage(format!(
+                        "invalid --nn-time-limit-s = {t}: must be a positive number of seconds"
+                    )));
+                }
+                None => None,
+            };
             Ok(Fig7Runner {
+                deadline,
                 cfg,
                 ctx: Mutex::new(None),
                 engine_name: engine.name(),
@@ -365,6 +395,8 @@ mod nn {
                 // where the cache lives and which mode is first do not change results
                 o.remove("cache_dir");
                 o.remove("mode");
+                // the data is identified by the checksum in every row, not by its path
+                o.remove("data_path");
                 // engines other than the CPU one are named (shards must use the same engine;
                 // CPU runs keep the options they always had)
                 if self.engine_name != "cpu" {
@@ -401,6 +433,7 @@ mod nn {
                     )));
                     ctx.set_engine(e);
                 }
+                ctx.set_deadline(self.deadline);
                 *guard = Some(ctx);
             }
             Ok(())
