@@ -68,7 +68,11 @@ impl Resume {
     /// `deadline`, if any.
     pub fn new(path: impl Into<PathBuf>, every: usize, deadline: Option<Instant>) -> Result<Self> {
         if every == 0 {
-            return Err(NnError::invalid("checkpoint interval", every, "must be ≥ 1 step"));
+            return Err(NnError::invalid(
+                "checkpoint interval",
+                every,
+                "must be ≥ 1 step",
+            ));
         }
         Ok(Resume {
             path: path.into(),
@@ -146,9 +150,15 @@ fn encode(c: &Checkpoint) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(hj.len() as u64).to_le_bytes());
     out.extend_from_slice(&hj);
-    c.perm.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-    c.params.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-    c.velocity.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    c.perm
+        .iter()
+        .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    c.params
+        .iter()
+        .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    c.velocity
+        .iter()
+        .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
     out

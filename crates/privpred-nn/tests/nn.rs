@@ -674,3 +674,30 @@ fn a_stopped_and_resumed_training_equals_the_uninterrupted_one() {
     .to_string();
     assert!(e.contains("run.ckpt"), "{e}");
 }
+
+/// The prepared GPU run (scripts/gpu_fig7_run.sh) parses and passes `nn-train` only options
+/// that exist.
+#[test]
+fn the_prepared_gpu_run_passes_nn_train_options_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = root.join("scripts/gpu_fig7_run.sh");
+    let o = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(root.join("benches/resnet20_gn_reference.py").is_file());
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_nn-train"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for opt in [
+        "--mode", "--engine", "--data", "--batch", "--steps", "--out",
+    ] {
+        assert!(text.contains(opt), "{opt} not in the script");
+        assert!(help.contains(opt), "{opt} not in nn-train --help");
+    }
+}

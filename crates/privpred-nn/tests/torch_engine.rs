@@ -20,7 +20,7 @@ use privpred_nn::engine::{CpuEngine, GradientEngine};
 use privpred_nn::torch::TorchEngine;
 use privpred_nn::train::{self, BatchStats, DpSgdConfig, GradMode, Inputs, SgdConfig};
 use privpred_nn::{ResNet, ResNetConfig, calib};
-use rand::{RngExt, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
 /// Relative L2 tolerance between the engines (see the module documentation).

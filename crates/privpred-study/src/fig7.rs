@@ -447,9 +447,10 @@ impl Fig7Context {
                 ..self.train_inputs()
             };
             let tag = format!("teacher {}/{t}", k + 1);
-            let p = train::train_nonprivate_resumable_on(on, &cfg_k, &mut rng, &resume, &mut |p| {
-                observer(&tag, p)
-            })?;
+            let p =
+                train::train_nonprivate_resumable_on(on, &cfg_k, &mut rng, &resume, &mut |p| {
+                    observer(&tag, p)
+                })?;
             let pred =
                 train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
             let acc = train::accuracy(&pred, &self.test.labels);
@@ -518,11 +519,7 @@ impl Fig7Context {
             return Ok(c.accuracy);
         }
         let mut rng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "reference"));
-        let resume = self.resume(
-            &key,
-            self.train.len(),
-            self.cfg.reference_sgd.batch_size,
-        )?;
+        let resume = self.resume(&key, self.train.len(), self.cfg.reference_sgd.batch_size)?;
         let p = train::train_nonprivate_resumable_on(
             self.train_inputs(),
             &self.cfg.reference_sgd,

@@ -612,3 +612,99 @@ fn seeded_resnet_artifacts_are_experiments() {
         assert_eq!(o.status.code(), Some(0), "{method}: {}", stderr(&o));
     }
 }
+
+/// `reproduce fig7 --nn-time-limit-s`: a run stopped at its time limit keeps a checkpoint and
+/// exits 1 saying so; `--resume` continues the training from it (not from the start); a bad
+/// limit exits 2. Skips when the CIFAR-10 JPEG copy is absent.
+#[cfg(feature = "nn")]
+#[test]
+fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
+    let o = Command::new(BIN)
+        .args(["reproduce", "fig7", "--quick", "--nn-time-limit-s", "0"])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--nn-time-limit-s"), "{}", stderr(&o));
+    let Some(tarball) = common::cifar_or_skip(
+        "cli_nn::fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint",
+    ) else {
+        return;
+    };
+    let data_dir = tarball.parent().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fig7");
+    let run = || {
+        Command::new(BIN)
+            .env("PRIVPRED_NN_ENGINE", "cpu")
+            .args([
+                "reproduce",
+                "fig7",
+                "--quick",
+                "--resume",
+                "--nn-time-limit-s",
+                "1",
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("runs")
+    };
+    let stopped_at = |o: &std::process::Output| -> usize {
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+        let e = stderr(o);
+        let at = e
+            .split("time limit reached at step ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no stop message: {e}"));
+        at.split('/').next().unwrap().parse().unwrap()
+    };
+    let first = stopped_at(&run());
+    let ckpts: Vec<_> = std::fs::read_dir(out.join("nn-cache"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    assert_eq!(ckpts.len(), 1, "one checkpoint of the training in progress");
+    let second = stopped_at(&run());
+    assert_eq!(
+        second,
+        2 * first,
+        "the second run continues from step {first}"
+    );
+}
+
+/// The prepared GPU run (scripts/gpu_fig7_run.sh) parses, and every option it passes to
+/// `privpred reproduce` exists.
+#[cfg(feature = "nn")]
+#[test]
+fn the_prepared_gpu_run_uses_options_that_exist() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu_fig7_run.sh");
+    let o = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(
+        text.contains("reproduce fig7 "),
+        "the script runs both panels"
+    );
+    let help = Command::new(BIN)
+        .args(["reproduce", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for opt in [
+        "--quick",
+        "--resume",
+        "--data-dir",
+        "--out",
+        "--nn-time-limit-s",
+    ] {
+        assert!(text.contains(opt), "{opt} not in the script");
+        assert!(help.contains(opt), "{opt} not in reproduce --help");
+    }
+}
