@@ -59,6 +59,10 @@ pub struct NativeModel {
     /// if one was attached by `load(..., ledger=…)` or `save(..., ledger=…)`; it replaces the
     /// in-memory ledger.
     durable: Mutex<Option<DurableLedger>>,
+    /// What the trainer measured on the private data (the fit's certificate, DP-SGD's run
+    /// statistics, the hold-out scores of a private model's selection): private to the data
+    /// owner, never saved, pickled or reported by `info_json`; null for a loaded model.
+    diagnostics: serde_json::Value,
 }
 
 /// Copies a C- or F-ordered numpy matrix into a row-major vector (one copy: preprocessing
@@ -163,6 +167,11 @@ pub fn train(
         None => Budget::Unlimited,
     };
     let unit_ball: UnitBall = unit_ball.parse().map_err(data)?;
+    if method.is_some() && unit_ball == UnitBall::MaxNorm {
+        return Err(PyValueError::new_err(
+            "invalid unit_ball = max-norm for a private method: it divides every query by the private training set's largest norm, which the model would release un-noised, outside the guarantee; use the data-independent 'normalize' (the default) or 'clip:R' (the non-private model may use max-norm)",
+        ));
+    }
     let extra: serde_json::Value = match extra {
         Some(s) => serde_json::from_str(s)
             .map_err(|e| invalid("extra", s, &format!("not a JSON object ({e})")))?,
@@ -290,23 +299,46 @@ fn train_impl(
             ))
         }
     };
-    let extra = json!({
+    // a private model keeps only data-independent facts (the artifact module's rule): its
+    // preprocessing without the subsample's seed, its hold-out scores in the diagnostics
+    let private = args.method.is_some();
+    let prep = if private {
+        fitted.for_release()
+    } else {
+        fitted
+    };
+    let mut extra = json!({
         "dataset": "python",
         "dataset_provenance": {"name": "python", "checksum": null, "verified": false, "labels": []},
-        "preprocessing_steps": fitted.steps(),
-        "cross_validation": cv_record,
+        "preprocessing_steps": prep.steps(),
         "seed": args.seed,
         "trained_with": format!("privpred-python {}", env!("CARGO_PKG_VERSION")),
         "python": caller_extra,
     });
+    if !private {
+        extra["cross_validation"] = cv_record.clone();
+    }
+    let diagnostics = private_diagnostics(&model, &cv_record);
     Ok(NativeModel {
         model,
-        prep: fitted,
+        prep,
         extra,
         spent: Mutex::new(0),
         loaded: false,
         rng: Mutex::new(rng),
         durable: Mutex::new(None),
+        diagnostics,
+    })
+}
+
+/// The trainer's measurements of the private data, marked private to the data owner.
+fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> serde_json::Value {
+    let p = model.private();
+    json!({
+        "notice": "private to the data owner: measured on the private training data without noise; not part of the release (saved files and pickles do not hold it), do not publish",
+        "optimization": p.and_then(|p| p.optimization()),
+        "dp_sgd": p.and_then(|p| p.dp_sgd()),
+        "cross_validation": cv_record,
     })
 }
 
@@ -364,6 +396,7 @@ pub fn load(
         loaded: true,
         rng: Mutex::new(release_rng().map_err(errors::core)?),
         durable: Mutex::new(None),
+        diagnostics: serde_json::Value::Null,
     };
     if let Some(l) = ledger {
         native.attach(py, l, model_id, init_ledger)?;
@@ -578,8 +611,16 @@ impl NativeModel {
         Ok((total, spent))
     }
 
+    /// The trainer's measurements of the private data (measured certificate, DP-SGD's run
+    /// statistics, hold-out scores), as JSON text marked private to the data owner; `null`
+    /// for a loaded model. Never part of what `save` writes or a pickle holds.
+    fn private_diagnostics_json(&self) -> String {
+        self.diagnostics.to_string()
+    }
+
     /// Everything but the weights, as JSON text: method, release label, λ, T, ν, seed,
-    /// certificate, DP-SGD statistics, shapes, preprocessing, the artifact's extra metadata.
+    /// the certificate's bound, DP-SGD's steps, shapes, preprocessing, the artifact's extra
+    /// metadata — data-independent facts only (see `private_diagnostics_json`).
     fn info_json(&self) -> String {
         let p = self.model.private();
         json!({
@@ -590,8 +631,11 @@ impl NativeModel {
             "teachers": p.and_then(|p| p.teachers()),
             "clip": p.and_then(|p| p.clip()),
             "seed_policy": p.map(|p| p.seed_policy),
-            "optimization": p.and_then(|p| p.optimization()),
-            "dp_sgd": p.and_then(|p| p.dp_sgd()),
+            "optimization": p.and_then(|p| p.certificate()).map(|c| json!({
+                "gradient_norm_bound": c.gradient_norm_bound,
+                "certified": true,
+            })),
+            "dp_sgd": p.and_then(|p| p.dp_sgd_steps()).map(|s| json!({"steps": s})),
             "input_dim": self.prep.input_dim,
             "features": self.model.input_dim(),
             "classes": self.model.classes(),

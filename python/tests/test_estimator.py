@@ -156,3 +156,44 @@ def test_pickle_round_trip_of_a_released_model(digits):
     back = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(back.predict_proba(Xte), est.predict_proba(Xte))
     assert back.guarantee_ == est.guarantee_
+
+
+@pytest.mark.parametrize(
+    "method,kw",
+    [
+        ("model-sensitivity", {"epsilon": 1.0, "lam": 1e-2}),
+        ("loss-perturbation", {"epsilon": 1.0, "lam": 1e-2}),
+        ("dp-sgd", {"epsilon": 1.0, "delta": 1e-5, "clip": 0.5, "epochs": 1.0}),
+    ],
+)
+def test_released_state_is_the_same_on_neighbouring_datasets(digits, method, kw, tmp_path):
+    """What leaves the process (info_, the saved file's metadata, a pickle's state) holds no
+    statistic of the private data: trained with one seed on D and on D' (one row replaced)
+    it is the same apart from the noisy weights; the measurements stay in
+    private_diagnostics_, which is neither saved nor pickled."""
+    import json as _json
+    import struct
+
+    Xtr, _, ytr, _ = digits
+    Xn = Xtr.copy()
+    Xn[0] = Xtr[1] * 0.5
+    fits = [PLR(method=method, random_state=3, **kw).fit(X, ytr) for X in (Xtr, Xn)]
+    assert fits[0].info_ == fits[1].info_
+    assert fits[0].private_diagnostics_["notice"].startswith("private to the data owner")
+    metas = []
+    for i, est in enumerate(fits):
+        p = tmp_path / f"{i}.safetensors"
+        est.save(p)
+        raw = p.read_bytes()
+        (n,) = struct.unpack("<Q", raw[:8])
+        meta = _json.loads(raw[8 : 8 + n])["__metadata__"]
+        # random by design: the checksums cover the noisy weights
+        meta.pop("weights_sha256")
+        meta.pop("checksum", None)
+        metas.append(meta)
+        text = _json.dumps(meta)
+        for private in ("gradient_norm\"", "clipped_fraction", "cross_validation", "rounding_bound"):
+            assert private not in text, (method, private)
+        state = pickle.loads(pickle.dumps(est)).__dict__
+        assert state.get("private_diagnostics_") is None
+    assert metas[0] == metas[1]

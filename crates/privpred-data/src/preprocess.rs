@@ -205,9 +205,13 @@ pub struct PcaBasis {
     pub mean: Vec<f32>,
     /// Components as rows, `k × input_dim`, row-major, orthonormal.
     pub components: Vec<f32>,
-    /// The top-k eigenvalues (variances along the components).
+    /// The top-k eigenvalues (variances along the components); empty when not recorded
+    /// ([`FittedPreprocessing::for_release`]): they are statistics of the data it was fitted
+    /// on and are not needed to map queries.
+    #[serde(default)]
     pub explained_variance: Vec<f64>,
-    /// Total variance (trace of the covariance).
+    /// Total variance (trace of the covariance); 0 when not recorded.
+    #[serde(default)]
     pub total_variance: f64,
 }
 
@@ -454,7 +458,7 @@ impl FittedPreprocessing {
                 }
                 if p.mean.len() != d
                     || Some(p.components.len()) != k.checked_mul(d)
-                    || p.explained_variance.len() != k
+                    || !(p.explained_variance.is_empty() || p.explained_variance.len() == k)
                 {
                     return invalid(
                         "PCA basis",
@@ -464,7 +468,10 @@ impl FittedPreprocessing {
                             p.components.len(),
                             p.explained_variance.len()
                         ),
-                        format!("mean {d}, components {k}×{d} = {}, variances {k}", k * d),
+                        format!(
+                            "mean {d}, components {k}×{d} = {}, variances {k} or none",
+                            k * d
+                        ),
                     );
                 }
                 if p.mean.iter().chain(&p.components).any(|v| !v.is_finite())
@@ -524,24 +531,28 @@ impl FittedPreprocessing {
             s.push(format!("classes:0..{c}"));
         }
         if let Some(n) = r.subsample {
-            s.push(format!("subsample:{n} (seed {})", self.seed));
+            s.push(format!("subsample:{n} (seeded random subset)"));
         }
         if let (Some(k), Some(p)) = (r.pca, &self.pca) {
-            let kept: f64 = p.explained_variance.iter().sum();
+            let variance = if p.explained_variance.is_empty() {
+                String::new()
+            } else {
+                let kept: f64 = p.explained_variance.iter().sum();
+                format!(
+                    ", {:.1}% variance",
+                    100.0 * kept / p.total_variance.max(f64::MIN_POSITIVE)
+                )
+            };
             s.push(format!(
-                "pca:{}->{} (centred, fitted on the training split, {:.1}% variance; privacy cost not accounted)",
-                self.input_dim,
-                k,
-                100.0 * kept / p.total_variance.max(f64::MIN_POSITIVE)
+                "pca:{}->{} (centred, fitted on the training split{variance}; privacy cost not accounted)",
+                self.input_dim, k,
             ));
         }
         s.push(match r.unit_ball {
             UnitBall::Normalize => "unit-ball:normalize (x/‖x‖, data-independent)".into(),
             UnitBall::Clip { radius } => format!("unit-ball:clip:{radius} (x/R clipped to ‖x‖ ≤ 1, data-independent)"),
-            UnitBall::MaxNorm => format!(
-                "unit-ball:max-norm (divide by the training maximum norm {:.6}; DATA-DEPENDENT, reproduction only)",
-                self.max_norm.unwrap_or(f64::NAN)
-            ),
+            // the statistic itself is not repeated in the text (`/v1/model` shows the steps)
+            UnitBall::MaxNorm => "unit-ball:max-norm (divide by the training set's maximum norm; DATA-DEPENDENT, reproduction only)".into(),
         });
         if r.bias_feature().is_some() {
             s.push(format!(
@@ -550,6 +561,35 @@ impl FittedPreprocessing {
             ));
         }
         s
+    }
+
+    /// This preprocessing without the statistics of the training data that mapping queries
+    /// does not need: the subsample's seed (it tells which rows were used; set to 0) and the
+    /// PCA's variances. What an artifact of a private model records (the PCA basis and the
+    /// max-norm statistic, which queries do need, are refused for private training instead:
+    /// see [`Self::private_statistics`]).
+    pub fn for_release(&self) -> FittedPreprocessing {
+        let mut p = self.clone();
+        p.seed = 0;
+        if let Some(b) = &mut p.pca {
+            b.explained_variance = Vec::new();
+            b.total_variance = 0.0;
+        }
+        p
+    }
+
+    /// The steps that map queries with a statistic of the training data itself (a PCA basis
+    /// fitted on it, the max-norm scale), with why each may not be released with a private
+    /// model and what to use instead; empty when none.
+    pub fn private_statistics(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.recipe.pca.is_some() {
+            v.push("a PCA basis fitted on the private training data (its components and mean are statistics of that data, released without noise); project the data yourself with a basis fitted on public data, or train without PCA".to_string());
+        }
+        if self.recipe.unit_ball == UnitBall::MaxNorm {
+            v.push("the max-norm rule (it divides every query by the training set's largest norm, a statistic of the private data released without noise); use the data-independent `normalize` or `clip:R`".to_string());
+        }
+        v
     }
 
     /// The data-dependent steps whose privacy cost is not accounted (empty when none).
@@ -599,5 +639,92 @@ fn fmt_scale(s: f64) -> String {
         format!("1/{}", inv.round())
     } else {
         format!("{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Provenance;
+
+    fn toy(n: usize, d: usize) -> Dataset {
+        let features = (0..n * d).map(|i| ((i * 37 % 101) as f32) / 50.0).collect();
+        let labels = (0..n).map(|i| (i % 2) as u32).collect();
+        let prov = Provenance {
+            name: "toy".into(),
+            ..Default::default()
+        };
+        Dataset::new(d, 2, features, labels, prov).unwrap()
+    }
+
+    /// The released preprocessing keeps what maps queries (the PCA basis) and drops the
+    /// training data's statistics it does not need (the subsample's seed, the PCA's
+    /// variances); it still validates and maps every query exactly as before.
+    #[test]
+    fn the_released_preprocessing_drops_what_queries_do_not_need() {
+        let ds = toy(40, 5);
+        let recipe = Preprocessing {
+            scale: 1.0,
+            subsample: Some(30),
+            pca: Some(3),
+            ..Preprocessing::default()
+        };
+        let fitted = recipe.fit(&ds, 77).unwrap();
+        let rel = fitted.for_release();
+        assert_eq!(rel.seed, 0);
+        let (a, b) = (fitted.pca.as_ref().unwrap(), rel.pca.as_ref().unwrap());
+        assert!(b.explained_variance.is_empty() && b.total_variance == 0.0);
+        assert_eq!((&a.mean, &a.components), (&b.mean, &b.components));
+        rel.validate().unwrap();
+        let back: FittedPreprocessing =
+            serde_json::from_str(&serde_json::to_string(&rel).unwrap()).unwrap();
+        assert_eq!(back, rel);
+        let row = ds.row(3);
+        assert_eq!(fitted.apply_row(row).unwrap(), rel.apply_row(row).unwrap());
+        let steps = rel.steps().join(" ");
+        assert!(
+            !steps.contains("variance") && !steps.contains("77"),
+            "{steps}"
+        );
+        // a PCA whose variance list is neither empty nor k long is still refused
+        let mut bad = rel.clone();
+        bad.pca.as_mut().unwrap().explained_variance = vec![1.0];
+        assert!(bad.validate().is_err());
+    }
+
+    /// PCA and max-norm map queries with statistics of the training data: named (with what
+    /// to use instead) so that private training can refuse them; the data-independent rules
+    /// are not.
+    #[test]
+    fn private_statistics_name_pca_and_max_norm_only() {
+        let ds = toy(20, 4);
+        for (recipe, want) in [
+            (Preprocessing::default(), 0),
+            (
+                Preprocessing {
+                    unit_ball: UnitBall::Clip { radius: 2.0 },
+                    ..Preprocessing::default()
+                },
+                0,
+            ),
+            (
+                Preprocessing {
+                    unit_ball: UnitBall::MaxNorm,
+                    ..Preprocessing::default()
+                },
+                1,
+            ),
+            (
+                Preprocessing {
+                    pca: Some(2),
+                    unit_ball: UnitBall::MaxNorm,
+                    ..Preprocessing::default()
+                },
+                2,
+            ),
+        ] {
+            let v = recipe.fit(&ds, 1).unwrap().private_statistics();
+            assert_eq!(v.len(), want, "{v:?}");
+        }
     }
 }

@@ -10,6 +10,15 @@
 //! Metadata keys: `format` = `privpred-linear`, `format_version`, `model` (JSON: kind and
 //! guarantee), `preprocessing` (JSON [`FittedPreprocessing`]), `extra` (JSON, caller's),
 //! `weights_sha256`, `privacy_notes`.
+//!
+//! An artifact of a private model is meant for release, so it holds only data-independent
+//! facts and the noisy release: [`save_model`] writes the predictor's public record (the
+//! certificate's bound, not the measured norm; DP-SGD's steps, not its clipped fraction),
+//! the preprocessing without the subsample's seed or the PCA's variances
+//! ([`FittedPreprocessing::for_release`]) and the caller's `extra` without the keys in
+//! [`PRIVATE_EXTRA_KEYS`]. [`load`] drops the same from files written by earlier builds
+//! (after checking their checksum over the bytes as stored), so nothing read from an old
+//! artifact passes those statistics on either.
 
 use crate::error::{LinearError, Result};
 use crate::methods::{PredictorKind, PrivatePredictor, SeedPolicy, Teachers};
@@ -28,6 +37,21 @@ use std::path::{Path, PathBuf};
 pub const FORMAT: &str = "privpred-linear";
 /// The artifact format version this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Keys of an artifact's `extra` object that hold statistics of the private data
+/// (cross-validation hold-out scores): never written into, nor read from, the artifact of a
+/// private model.
+pub const PRIVATE_EXTRA_KEYS: &[&str] = &["cross_validation"];
+
+/// `extra` without the [`PRIVATE_EXTRA_KEYS`].
+fn public_extra(mut extra: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = extra.as_object_mut() {
+        for k in PRIVATE_EXTRA_KEYS {
+            o.remove(*k);
+        }
+    }
+    extra
+}
 
 /// What an artifact holds: a non-private reference model or a private predictor.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,11 +255,17 @@ pub fn save_model(
         v.to_json()
             .map_err(|e| err(path, format!("cannot serialise the header: {e}")))
     };
+    // a private model's artifact is a release: no statistics of the private data beyond the
+    // noisy weights (module documentation)
+    let (preprocessing, extra) = match model {
+        StoredModel::Private(_) => (preprocessing.for_release(), public_extra(extra)),
+        StoredModel::NonPrivate(_) => (preprocessing.clone(), extra),
+    };
     let mut meta = HashMap::new();
     meta.insert("format".to_string(), FORMAT.to_string());
     meta.insert("format_version".to_string(), FORMAT_VERSION.to_string());
     meta.insert("model".to_string(), json(&header)?);
-    meta.insert("preprocessing".to_string(), json(preprocessing)?);
+    meta.insert("preprocessing".to_string(), json(&preprocessing)?);
     meta.insert("extra".to_string(), json(&extra)?);
     meta.insert("weights_sha256".to_string(), sha256_hex(&weights));
     meta.insert("release".to_string(), release_label(model).to_string());
@@ -429,6 +459,12 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;
     let model = stored_model(path, &header, meta_get(path, &meta, "model")?, &t)?;
     check_preprocessing_fits(path, &preprocessing, &model)?;
+    // files of earlier builds may still carry statistics of the private data: dropped here
+    // (the checksum above covers the bytes as stored)
+    let (preprocessing, extra) = match model {
+        StoredModel::Private(_) => (preprocessing.for_release(), public_extra(extra)),
+        StoredModel::NonPrivate(_) => (preprocessing, extra),
+    };
     Ok(LoadedModel {
         model,
         preprocessing,
@@ -719,8 +755,10 @@ mod tests {
 
     /// Artifacts written before `PrivatePredictor`'s per-method fields became an enum (the
     /// fuzz seed corpus, written by an earlier build and checked in) load, and writing them
-    /// again gives the same `model` header, value for value (apart from the relation label
-    /// the loader adds to files older than issue 14): the format is unchanged.
+    /// again gives the same `model` header, value for value, apart from the relation label
+    /// the loader adds to files older than issue 14 and the measured statistics of the
+    /// private data earlier builds recorded (dropped: the certificate keeps its bound γ and
+    /// says it was met; DP-SGD keeps its steps).
     #[test]
     fn artifacts_of_earlier_builds_load_and_rewrite_identically() {
         let dir =
@@ -737,7 +775,21 @@ mod tests {
             let l = load(&old).unwrap_or_else(|e| panic!("{name}: {e}"));
             let again = out.path().join(format!("{name}.safetensors"));
             save_model(&again, &l.model, &l.preprocessing, l.extra.clone()).unwrap();
-            let (mut new, old_h) = (header(&again), header(&old));
+            let (mut new, mut old_h) = (header(&again), header(&old));
+            if let Some(o) = old_h.pointer_mut("/predictor/optimization")
+                && let Some(o) = o.as_object_mut()
+            {
+                for k in ["gradient_norm", "rounding_bound", "refinement_evaluations"] {
+                    o.remove(k);
+                }
+                o.insert("certified".into(), true.into());
+            }
+            if let Some(o) = old_h
+                .pointer_mut("/predictor/dp_sgd")
+                .and_then(|o| o.as_object_mut())
+            {
+                o.retain(|k, _| k == "steps");
+            }
             if old_h.pointer("/predictor/calibration/neighbours").is_none() {
                 // written before guarantees named their relation: the loader labels it
                 // (issue 14, tested above); everything else must be as written
@@ -753,6 +805,106 @@ mod tests {
             kinds.push(l.private().map(|p| p.method()));
         }
         assert!(kinds.iter().all(Option::is_some), "{kinds:?}");
+    }
+
+    /// A private artifact holds no statistics of the private data: the caller's
+    /// cross-validation record, the subsample's seed and the PCA's variances are not written,
+    /// and a file of an earlier build that holds them (with the measured certificate) loads,
+    /// checksum and all, without them.
+    #[test]
+    fn private_statistics_are_neither_written_nor_read_back() {
+        let raw = toy(300, 6, 3, 4);
+        let fitted = Preprocessing {
+            scale: 1.0,
+            pca: Some(4),
+            subsample: Some(250),
+            ..Preprocessing::default()
+        }
+        .fit(&raw, 1234)
+        .unwrap();
+        let ds = fitted.apply_train(&raw).unwrap();
+        let mut cfg = MethodConfig::new(
+            Method::ModelSensitivity,
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, 0.0).unwrap(),
+            Budget::Unlimited,
+        );
+        cfg.lambda = 1e-2;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let p = train_private(&cfg, &ds, &mut rng).unwrap();
+        assert!(p.optimization().is_some());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        let extra = serde_json::json!({"k": 1, "cross_validation": {"scores": [0.5]}});
+        save(&path, &p, &fitted, extra).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+        let meta = md.metadata().clone().unwrap();
+        let all: String = meta.values().cloned().collect();
+        for private in [
+            "cross_validation",
+            "\"gradient_norm\"",
+            "rounding_bound",
+            "refinement_evaluations",
+            "1234",
+        ] {
+            assert!(!all.contains(private), "{private} written");
+        }
+        let prep: serde_json::Value = serde_json::from_str(&meta["preprocessing"]).unwrap();
+        assert_eq!(prep["pca"]["explained_variance"], serde_json::json!([]));
+        let l = load(&path).unwrap();
+        assert_eq!(l.extra, serde_json::json!({"k": 1}));
+        assert_eq!(l.preprocessing, fitted.for_release());
+        assert_eq!(l.private(), Some(&p));
+        // an earlier build's file: the measured values, the seed, the variances and the
+        // cross-validation record present, with a valid checksum over them
+        let old = dir.path().join("old.safetensors");
+        let opt = serde_json::json!({
+            "gradient_norm": 1e-9,
+            "gradient_norm_bound": p.certificate().unwrap().gradient_norm_bound,
+            "rounding_bound": 1e-12,
+            "refinement_evaluations": 2,
+        });
+        let full = serde_json::to_value(&fitted).unwrap();
+        let edit = move |m: &mut serde_json::Value, pr: &mut serde_json::Value, _: &mut Tensors| {
+            m["predictor"]["optimization"] = opt.clone();
+            *pr = full.clone();
+        };
+        rewrite(&path, &old, &edit, true);
+        let mut meta_old = {
+            let b = std::fs::read(&old).unwrap();
+            SafeTensors::read_metadata(&b)
+                .unwrap()
+                .1
+                .metadata()
+                .clone()
+                .unwrap()
+        };
+        assert!(meta_old["model"].contains("rounding_bound"));
+        assert!(meta_old["preprocessing"].contains("1234"));
+        meta_old.insert(
+            "extra".into(),
+            serde_json::json!({"k": 1, "cross_validation": {"scores": [0.5]}}).to_string(),
+        );
+        let b = std::fs::read(&old).unwrap();
+        let st = SafeTensors::deserialize(&b).unwrap();
+        let t = st.tensor("theta").unwrap();
+        let refs = [("theta", "F64", t.shape(), t.data())];
+        meta_old.insert(
+            artifact::CHECKSUM_KEY.into(),
+            artifact::checksum(&meta_old, &refs),
+        );
+        let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
+        std::fs::write(
+            &old,
+            safetensors::tensor::serialize([("theta", view)], Some(meta_old)).unwrap(),
+        )
+        .unwrap();
+        let lo = load(&old).unwrap();
+        assert_eq!(lo.private(), Some(&p));
+        assert_eq!(lo.private().unwrap().optimization(), None);
+        assert_eq!(lo.extra, serde_json::json!({"k": 1}));
+        assert_eq!(lo.preprocessing, fitted.for_release());
     }
 
     /// Issue 14: an artifact written before guarantees named their relation (no

@@ -533,8 +533,10 @@ fn l2(g: &[f64]) -> f64 {
     g.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
-/// The certificate of a released fit (SPEC erratum 4.8): `train --json` reports it as
-/// `"optimization"` and artifacts carry it in their metadata.
+/// The certificate of a released fit as measured (SPEC erratum 4.8). Its measured values
+/// (`gradient_norm`, `rounding_bound`, `refinement_evaluations`) are statistics of the
+/// private data: `train --json` reports them to the data owner, but a released artifact
+/// carries only the public [`Certificate`] (the bound γ and that it was met).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Optimization {
     /// ‖∇J(θ̂)‖₂ computed in f64 on the released iterate (≤ `gradient_norm_bound` −
@@ -550,6 +552,24 @@ pub struct Optimization {
     /// evaluations).
     #[serde(default)]
     pub refinement_evaluations: usize,
+}
+
+impl Optimization {
+    /// The public part of the certificate: the bound γ the released fit was certified to meet.
+    pub fn certificate(&self) -> Certificate {
+        Certificate {
+            gradient_norm_bound: self.gradient_norm_bound,
+        }
+    }
+}
+
+/// The public part of a released fit's certificate (SPEC erratum 4.8): the bound γ on
+/// ‖∇J(θ̂)‖₂ that the released iterate was certified to meet. γ is a function of the method,
+/// the loss's constants and N only, so it may be released; the measured norm may not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Certificate {
+    /// γ: the bound the calibration assumed and the released fit met.
+    pub gradient_norm_bound: f64,
 }
 
 /// A fitted model and how the fit went.

@@ -552,9 +552,13 @@ fn released_fits_carry_their_certificate() {
         ];
         args.extend_from_slice(extra);
         let j: Value = serde_json::from_str(&ok(&args)).unwrap();
+        // the bound is public; the measured norm is the data owner's (not in the artifact)
         let o = &j["optimization"];
+        assert_eq!(o["certified"], true, "{m}: {o}");
         let (g, gamma) = (
-            o["gradient_norm"].as_f64().unwrap(),
+            j["private_diagnostics"]["optimization"]["gradient_norm"]
+                .as_f64()
+                .unwrap(),
             o["gradient_norm_bound"].as_f64().unwrap(),
         );
         assert!(g <= gamma && gamma > 0.0, "{m}: {o}");
@@ -689,6 +693,9 @@ fn bias_value_and_cv_draws_are_checked_and_recorded() {
     .unwrap();
     let b = s["bias"].as_f64().unwrap();
     assert!((b - 0.1).abs() < 1e-6, "{s}");
-    assert_eq!(s["cross_validation"]["draws"], 3, "{s}");
+    assert_eq!(
+        s["private_diagnostics"]["cross_validation"]["draws"], 3,
+        "{s}"
+    );
     assert!(out.exists());
 }

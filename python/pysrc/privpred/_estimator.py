@@ -118,7 +118,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         The weights after preprocessing, for models whose weights are public (private
         training, non-private); None for private-prediction methods (secret).
     cross_validation_ : dict or None
-        The hold-out scores of the lambda or clip selection.
+        The hold-out scores of the lambda selection of the non-private model (None for
+        private methods: their scores are statistics of the private data, see
+        ``private_diagnostics_``).
+    private_diagnostics_ : dict or None
+        What training measured on the private data without noise (the certificate's
+        gradient norm, DP-SGD's clipped fraction, the hold-out scores of the lambda or
+        clip selection): private to the data owner. Not saved, not pickled; None for a
+        loaded or unpickled model.
 
     Notes
     -----
@@ -258,6 +265,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.info_ = info
         self.release_ = info["release"]
         self.cross_validation_ = (info.get("extra") or {}).get("cross_validation")
+        self.private_diagnostics_ = json.loads(native.private_diagnostics_json())
         self.lambda_ = info["lambda"]
         if self.lambda_ is None and info["method"] == "non-private":
             cv = self.cross_validation_ or {}
@@ -395,6 +403,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
+        # measured on the private data without noise: never leaves the process in a pickle
+        state.pop("private_diagnostics_", None)
         native = state.pop("_native", None)
         if native is not None:
             if _canonical(self.method) in BUDGETED:
@@ -411,6 +421,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     def __setstate__(self, state: Dict[str, Any]) -> None:
         blob = state.pop("_artifact", None)
         self.__dict__.update(state)
+        self.private_diagnostics_ = None
         if blob is not None:
             with tempfile.TemporaryDirectory() as d:
                 p = os.path.join(d, "model.safetensors")

@@ -5,7 +5,7 @@
 //!
 //! Nothing is shared across repetitions: each draw is one private SGD run.
 
-use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
+use super::{Diagnostics, Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
 use super::{Reuse, Scores};
 use crate::dpsgd::{self, DpSgdStats};
 use crate::error::{LinearError, Result};
@@ -58,8 +58,15 @@ impl PrivateMethod for DpSgd {
         Ok(PrivatePredictor {
             calibration: fit.calibration.clone(),
             seed_policy: fit.cfg.seed_policy,
-            params: MethodParams::DpSgd { clip, stats },
+            params: MethodParams::DpSgd {
+                clip,
+                steps: stats.steps,
+            },
             kind: PredictorKind::Released { model },
+            diagnostics: Diagnostics {
+                optimization: None,
+                dp_sgd: Some(stats),
+            },
         })
     }
 

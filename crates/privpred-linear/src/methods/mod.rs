@@ -69,7 +69,7 @@ pub use loss_perturbation::{
 };
 pub use model_sensitivity::{ModelFit, ModelSensitivity, perturb_model};
 pub use prediction_sensitivity::{PredictionSensitivity, prediction_sensitivity_labels};
-pub use predictor::{MethodParams, PredictorKind, PrivatePredictor, check_query};
+pub use predictor::{Diagnostics, MethodParams, PredictorKind, PrivatePredictor, check_query};
 #[cfg(test)]
 pub(crate) use shared::shared_fits_built;
 pub use shared::{SharedFit, calibrate};

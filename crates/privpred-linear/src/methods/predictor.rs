@@ -8,7 +8,7 @@ use super::teachers::Teachers;
 use crate::dpsgd::DpSgdStats;
 use crate::error::{LinearError, Result};
 use crate::model::{LinearModel, argmax};
-use crate::train::{self, Optimization};
+use crate::train::{self, Certificate, Optimization};
 use privpred_core::{Answer, Calibration, Method};
 use privpred_data::Dataset;
 use rand::Rng;
@@ -45,16 +45,16 @@ pub enum MethodParams {
     Regularised {
         /// λ used for training.
         lambda: f64,
-        /// The certificate of the released fit (SPEC erratum 4.8): ‖∇J(θ̂)‖₂ and the bound γ
-        /// the guarantee assumed, in `corrected`/`tight`; `None` in `paper`.
-        optimization: Option<Optimization>,
+        /// The public certificate of the released fit (SPEC erratum 4.8): the bound γ the
+        /// released fit met, in `corrected`/`tight`; `None` in `paper`.
+        certificate: Option<Certificate>,
     },
     /// DP-SGD.
     DpSgd {
         /// The clip ν.
         clip: f64,
-        /// The run's statistics.
-        stats: DpSgdStats,
+        /// Steps taken, ⌈epochs·N/b⌉ (a function of the public schedule and N).
+        steps: u64,
     },
     /// Subsample-and-aggregate.
     Teachers {
@@ -65,32 +65,85 @@ pub enum MethodParams {
     },
 }
 
+/// What the trainer measured on the private data while fitting a predictor, without noise:
+/// the certificate's measured gradient norm, rounding bound and refinement count, DP-SGD's
+/// run statistics (clipped fraction, examples sampled). These are for the data owner only
+/// (`train` prints them and `train --json` reports them, marked private): they are never
+/// serialised, so no artifact, model endpoint or pickled estimator carries them, and a
+/// loaded predictor has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Diagnostics {
+    /// The measured certificate of the released fit (regularised methods, certified modes).
+    pub optimization: Option<Optimization>,
+    /// DP-SGD's run statistics.
+    pub dp_sgd: Option<DpSgdStats>,
+}
+
 /// A trained private predictor: its guarantee, its method's parameters and the weights it
 /// answers with. Serialised in the artifact format of before the per-method record was an
 /// enum (flat optional `lambda`, `teachers`, `clip`, `dp_sgd`, `optimization`; see
-/// [`wire::Predictor`]), so artifacts written by earlier builds load unchanged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// [`wire::Predictor`]), so artifacts written by earlier builds load (their measured
+/// statistics of the private data are dropped on load).
+///
+/// Equality compares what is released (guarantee, parameters, weights), not the trainer's
+/// private [`Diagnostics`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(into = "wire::Predictor", try_from = "wire::Predictor")]
 pub struct PrivatePredictor {
     /// The guarantee (method, mode, ε, δ, B, N, λ, noise).
     pub calibration: Calibration,
     /// How the randomness was seeded.
     pub seed_policy: SeedPolicy,
-    /// The method's parameters (λ and certificate, clip and run statistics, or T).
+    /// The method's parameters (λ and certificate bound, clip and steps, or T).
     pub params: MethodParams,
     /// The weights.
     pub kind: PredictorKind,
+    /// What the trainer measured on the private data (never serialised; see [`Diagnostics`]).
+    pub diagnostics: Diagnostics,
+}
+
+impl PartialEq for PrivatePredictor {
+    fn eq(&self, other: &Self) -> bool {
+        self.calibration == other.calibration
+            && self.seed_policy == other.seed_policy
+            && self.params == other.params
+            && self.kind == other.kind
+    }
 }
 
 pub mod wire {
     //! The serialised form of a [`PrivatePredictor`](super::PrivatePredictor): the artifact
-    //! header's `predictor` object, field for field as written since format version 1.
+    //! header's `predictor` object, field for field as written since format version 1,
+    //! except that `optimization` and `dp_sgd` hold only data-independent facts. Fields of
+    //! earlier builds that measured the private data (`gradient_norm`, `rounding_bound`,
+    //! `refinement_evaluations`, `examples`, `clipped_fraction`) are ignored when read.
 
-    use super::{MethodParams, PredictorKind, PrivatePredictor, SeedPolicy};
-    use crate::dpsgd::DpSgdStats;
-    use crate::train::Optimization;
+    use super::{Diagnostics, MethodParams, PredictorKind, PrivatePredictor, SeedPolicy};
+    use crate::train::Certificate;
     use privpred_core::{Calibration, Method};
     use serde::{Deserialize, Serialize};
+
+    /// The public certificate: the bound γ the released fit met.
+    #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+    pub struct CertificateRecord {
+        /// γ: the bound on ‖∇J(θ̂)‖₂ the calibration assumed.
+        pub gradient_norm_bound: f64,
+        /// Always true: a fit that misses γ is never released (absent in earlier builds'
+        /// files, which carried the measured norm instead).
+        #[serde(default = "certified_default")]
+        pub certified: bool,
+    }
+
+    fn certified_default() -> bool {
+        true
+    }
+
+    /// DP-SGD's public run record.
+    #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+    pub struct DpSgdRecord {
+        /// Steps taken, ⌈epochs·N/b⌉.
+        pub steps: u64,
+    }
 
     /// The flat record (every per-method field optional).
     #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -103,13 +156,13 @@ pub mod wire {
         pub teachers: Option<usize>,
         /// DP-SGD clip ν.
         pub clip: Option<f64>,
-        /// DP-SGD run statistics.
-        pub dp_sgd: Option<DpSgdStats>,
+        /// DP-SGD's public run record (steps).
+        pub dp_sgd: Option<DpSgdRecord>,
         /// How the randomness was seeded.
         pub seed_policy: SeedPolicy,
-        /// The certificate of the released fit (erratum 4.8).
+        /// The public certificate of the released fit (erratum 4.8).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub optimization: Option<Optimization>,
+        pub optimization: Option<CertificateRecord>,
         /// The weights.
         pub kind: PredictorKind,
     }
@@ -127,10 +180,15 @@ pub mod wire {
                 kind: p.kind,
             };
             match p.params {
-                MethodParams::Regularised { optimization, .. } => w.optimization = optimization,
-                MethodParams::DpSgd { clip, stats } => {
+                MethodParams::Regularised { certificate, .. } => {
+                    w.optimization = certificate.map(|c| CertificateRecord {
+                        gradient_norm_bound: c.gradient_norm_bound,
+                        certified: true,
+                    });
+                }
+                MethodParams::DpSgd { clip, steps } => {
                     w.clip = Some(clip);
-                    w.dp_sgd = Some(stats);
+                    w.dp_sgd = Some(DpSgdRecord { steps });
                 }
                 MethodParams::Teachers { teachers, .. } => w.teachers = Some(teachers),
             }
@@ -171,9 +229,10 @@ pub mod wire {
             let params = match method {
                 Method::DpSgd => MethodParams::DpSgd {
                     clip: need(w.clip, "clip")?,
-                    stats: w
+                    steps: w
                         .dp_sgd
-                        .ok_or_else(|| format!("a {method} predictor without its dp_sgd stats"))?,
+                        .ok_or_else(|| format!("a {method} predictor without its dp_sgd record"))?
+                        .steps,
                 },
                 Method::SubsampleAggregate => MethodParams::Teachers {
                     teachers: w
@@ -183,7 +242,16 @@ pub mod wire {
                 },
                 _ => MethodParams::Regularised {
                     lambda: need(w.lambda, "lambda")?,
-                    optimization: w.optimization,
+                    certificate: match w.optimization {
+                        Some(c) if !c.certified => {
+                            return Err(format!(
+                                "a {method} predictor whose fit is recorded as not certified"
+                            ));
+                        }
+                        c => c.map(|c| Certificate {
+                            gradient_norm_bound: c.gradient_norm_bound,
+                        }),
+                    },
                 },
             };
             Ok(PrivatePredictor {
@@ -191,6 +259,7 @@ pub mod wire {
                 seed_policy: w.seed_policy,
                 params,
                 kind: w.kind,
+                diagnostics: Diagnostics::default(),
             })
         }
     }
@@ -239,8 +308,8 @@ pub fn check_query(x: &[f32], d: usize) -> Result<()> {
 impl PrivatePredictor {
     /// The predictor of a method that releases (a noisy version of) an L2-regularised fit —
     /// model sensitivity, prediction sensitivity, loss perturbation: `fit`'s calibration and
-    /// seed policy, its λ and the fit's certificate `optimization` (erratum 4.8), answering
-    /// with `kind`.
+    /// seed policy, its λ and the fit's certificate `optimization` (erratum 4.8: its bound is
+    /// recorded, its measured values kept as private [`Diagnostics`]), answering with `kind`.
     pub(crate) fn regularised(
         fit: &super::Fit<'_>,
         optimization: Option<Optimization>,
@@ -251,9 +320,13 @@ impl PrivatePredictor {
             seed_policy: fit.cfg.seed_policy,
             params: MethodParams::Regularised {
                 lambda: fit.cfg.lambda,
-                optimization,
+                certificate: optimization.map(|o| o.certificate()),
             },
             kind,
+            diagnostics: Diagnostics {
+                optimization,
+                dp_sgd: None,
+            },
         }
     }
 
@@ -299,21 +372,34 @@ impl PrivatePredictor {
         }
     }
 
-    /// DP-SGD's run statistics.
-    pub fn dp_sgd(&self) -> Option<DpSgdStats> {
+    /// DP-SGD's steps ⌈epochs·N/b⌉.
+    pub fn dp_sgd_steps(&self) -> Option<u64> {
         match self.params {
-            MethodParams::DpSgd { stats, .. } => Some(stats),
+            MethodParams::DpSgd { steps, .. } => Some(steps),
             _ => None,
         }
     }
 
-    /// The certificate of the released fit (SPEC erratum 4.8): model sensitivity, loss
-    /// perturbation and prediction sensitivity in `corrected`/`tight`; `None` otherwise.
-    pub fn optimization(&self) -> Option<Optimization> {
+    /// DP-SGD's measured run statistics (private to the data owner: see [`Diagnostics`];
+    /// `None` for a loaded predictor).
+    pub fn dp_sgd(&self) -> Option<DpSgdStats> {
+        self.diagnostics.dp_sgd
+    }
+
+    /// The public certificate of the released fit (SPEC erratum 4.8): the bound γ it met, for
+    /// model sensitivity, loss perturbation and prediction sensitivity in `corrected`/`tight`;
+    /// `None` otherwise.
+    pub fn certificate(&self) -> Option<Certificate> {
         match self.params {
-            MethodParams::Regularised { optimization, .. } => optimization,
+            MethodParams::Regularised { certificate, .. } => certificate,
             _ => None,
         }
+    }
+
+    /// The certificate as measured by the trainer (private to the data owner: see
+    /// [`Diagnostics`]; `None` for a loaded predictor and outside certified modes).
+    pub fn optimization(&self) -> Option<Optimization> {
+        self.diagnostics.optimization
     }
 
     /// Whether each answer consumes the inference budget (prediction sensitivity,

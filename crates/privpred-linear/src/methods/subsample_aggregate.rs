@@ -8,7 +8,7 @@
 //! the queries; each draw is one selection per answer.
 
 use super::teachers::{Teachers, train_teachers};
-use super::{Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
+use super::{Diagnostics, Draw, Fit, MethodParams, PredictorKind, PrivateMethod, PrivatePredictor};
 use super::{Reuse, Scores};
 use crate::error::{LinearError, Result};
 use privpred_core::{Answer, Calibration, Mechanism, Method};
@@ -85,6 +85,7 @@ impl PrivateMethod for SubsampleAggregate {
             kind: PredictorKind::Teachers {
                 teachers: shared.clone(),
             },
+            diagnostics: Diagnostics::default(),
         })
     }
 

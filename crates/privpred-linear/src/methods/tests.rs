@@ -298,7 +298,7 @@ fn the_predictor_keeps_its_serialised_form() {
             "seed_policy",
             "teachers",
         ];
-        if p.optimization().is_some() {
+        if p.certificate().is_some() {
             want.push("optimization");
             want.sort_unstable();
         }
@@ -310,7 +310,7 @@ fn the_predictor_keeps_its_serialised_form() {
             p.teachers().map(|t| t as u64),
             "{m}"
         );
-        assert_eq!(v["dp_sgd"].is_null(), p.dp_sgd().is_none(), "{m}");
+        assert_eq!(v["dp_sgd"].is_null(), p.dp_sgd_steps().is_none(), "{m}");
         let back: PrivatePredictor = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, p, "{m}");
         let (drop, add) = match m {
@@ -379,5 +379,67 @@ fn clip_selection_averages_k_private_runs() {
             cv_clip_draws(&c, &ds, &hold, &grid, bad, &mut rng),
             Err(LinearError::InvalidArgument { .. })
         ));
+    }
+}
+
+/// What the trainer measured on the private data (the certificate's gradient norm, rounding
+/// bound and refinement count; DP-SGD's examples and clipped fraction) stays in the trained
+/// predictor's private diagnostics and is never serialised; records written by earlier
+/// builds, which carried it, read back without it.
+#[test]
+fn the_serialised_predictor_holds_no_measured_statistics() {
+    let ds = toy(300, 5, 3, 16);
+    for m in ALL {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        let p = train_private(&small(m), &ds, &mut rng).unwrap();
+        let v = serde_json::to_value(&p).unwrap();
+        let text = v.to_string();
+        for measured in [
+            "gradient_norm\"",
+            "rounding_bound",
+            "refinement_evaluations",
+            "clipped_fraction",
+            "examples",
+        ] {
+            assert!(!text.contains(measured), "{m}: {measured} in {text}");
+        }
+        match m {
+            Method::DpSgd => {
+                assert!(
+                    p.dp_sgd().is_some(),
+                    "{m}: the trainer keeps its statistics"
+                );
+                assert_eq!(
+                    v["dp_sgd"],
+                    serde_json::json!({"steps": p.dp_sgd_steps().unwrap()})
+                );
+            }
+            _ if p.certificate().is_some() => {
+                let o = p.optimization().expect("the trainer keeps its measurement");
+                assert_eq!(
+                    v["optimization"],
+                    serde_json::json!({"gradient_norm_bound": o.gradient_norm_bound, "certified": true}),
+                    "{m}"
+                );
+            }
+            _ => {}
+        }
+        // an earlier build's record with the measured values: they are dropped on read
+        let mut legacy = v.clone();
+        if !legacy["optimization"].is_null() {
+            legacy["optimization"] = serde_json::json!({
+                "gradient_norm": 1e-9, "gradient_norm_bound": v["optimization"]["gradient_norm_bound"],
+                "rounding_bound": 1e-12, "refinement_evaluations": 3,
+            });
+        }
+        if !legacy["dp_sgd"].is_null() {
+            legacy["dp_sgd"] = serde_json::json!({
+                "steps": v["dp_sgd"]["steps"], "examples": 1234, "clipped_fraction": 0.5,
+            });
+        }
+        let back: PrivatePredictor = serde_json::from_value(legacy).unwrap();
+        assert_eq!(back, p, "{m}");
+        assert_eq!(back.diagnostics, Default::default(), "{m}");
+        assert_eq!(serde_json::to_value(&back).unwrap(), v, "{m}");
     }
 }

@@ -434,14 +434,55 @@ fn fit_private(
         "mechanism": p.calibration.mechanism.name(),
         "valid_guarantee": p.calibration.is_valid(),
         "notes": p.calibration.notes,
-        "optimization": p.optimization().map(|o| json!({
+        "optimization": p.certificate().map(|c| json!({
+            "gradient_norm_bound": c.gradient_norm_bound,
+            "certified": true,
+        })),
+        "steps": p.dp_sgd_steps(),
+    });
+    Ok((StoredModel::Private(Box::new(p)), s))
+}
+
+/// What `train` tells the data owner and never writes into the artifact: the fit's measured
+/// certificate, DP-SGD's run statistics and the cross-validation's hold-out scores, all
+/// computed from the private data without noise.
+const PRIVATE_NOTICE: &str = "private to the data owner: measured on the private training data without noise; not part of the release (the artifact does not hold it), do not publish";
+
+/// The `private_diagnostics` object of `train --json` (see [`PRIVATE_NOTICE`]).
+fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> serde_json::Value {
+    let p = model.private();
+    json!({
+        "notice": PRIVATE_NOTICE,
+        "optimization": p.and_then(|p| p.optimization()).map(|o| json!({
             "gradient_norm": o.gradient_norm,
             "gradient_norm_bound": o.gradient_norm_bound,
             "rounding_bound": o.rounding_bound,
             "refinement_evaluations": o.refinement_evaluations,
         })),
-    });
-    Ok((StoredModel::Private(Box::new(p)), s))
+        "dp_sgd": p.and_then(|p| p.dp_sgd()),
+        "cross_validation": cv_record,
+    })
+}
+
+/// Refuses, for a private method, a preprocessing step that would map every query with an
+/// un-noised statistic of the private training data and so release it with the model.
+fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
+    if args.method.method().is_none() {
+        return Ok(());
+    }
+    if args.pca.is_some() {
+        return Err(usage(format!(
+            "--pca is refused for {}: the basis would be fitted on the private training data and released, un-noised, with the model (every query is projected with it), outside the guarantee. Project the data beforehand with a basis fitted on public data, or train without --pca (non-private training may use it)",
+            args.method.name()
+        )));
+    }
+    if args.unit_ball == UnitBall::MaxNorm {
+        return Err(usage(format!(
+            "--unit-ball max-norm is refused for {}: it divides every query by the private training set's largest norm, which the model would release un-noised, outside the guarantee. Use the data-independent `normalize` (the default) or `clip:R` (non-private training may use max-norm)",
+            args.method.name()
+        )));
+    }
+    Ok(())
 }
 
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
@@ -453,6 +494,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         None => 0.0,
     };
     let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
+    check_public_preprocessing(args)?;
     super::shared::check_out_dir(&args.out)?;
 
     // ---- randomness: experiment seed or release generator
@@ -487,22 +529,38 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         Some(m) => fit_private(args, &plan, m, &data, lambda, &mut cv_record, &mut rng)?,
     };
     let prov = &data.provenance;
-    let extra = json!({
+    // only data-independent facts: the hold-out scores stay with the data owner
+    // (`private_diagnostics`), and a private model's preprocessing is recorded without the
+    // subsample's seed
+    let released_prep = match method {
+        Some(_) => data.fitted.for_release(),
+        None => data.fitted.clone(),
+    };
+    // a file's hash identifies its content: a private model records it only for a dataset
+    // verified against a published checksum (public data), never for the caller's own file
+    let checksum = match method {
+        Some(_) if !prov.verified => None,
+        _ => prov.checksum.clone(),
+    };
+    let mut extra = json!({
         "dataset": args.dataset,
-        "dataset_provenance": {"name": prov.name, "checksum": prov.checksum, "verified": prov.verified, "labels": prov.labels},
-        "preprocessing_steps": data.fitted.steps(),
+        "dataset_provenance": {"name": prov.name, "checksum": checksum, "verified": prov.verified, "labels": prov.labels},
+        "preprocessing_steps": released_prep.steps(),
         "bias": data.fitted.recipe.bias(),
-        "cross_validation": cv_record,
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
     });
+    if method.is_none() {
+        // the non-private reference releases nothing under a guarantee: it keeps its record
+        extra["cross_validation"] = cv_record.clone();
+    }
     save_model(&args.out, &model, &data.fitted, extra).map_err(lin)?;
     let mut summary = summary;
     // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
     summary["release"] = json!(privpred_linear::artifact::release_label(&model));
     summary["out"] = json!(args.out.display().to_string());
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
-    summary["cross_validation"] = cv_record;
+    summary["private_diagnostics"] = private_diagnostics(&model, &cv_record);
     summary["bias"] = json!(data.fitted.recipe.bias());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -510,6 +568,35 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         print_linear_summary(args, &model, &data.train, &summary, started);
     }
     Ok(())
+}
+
+/// The trainer's measurements of the private data, on stderr under [`PRIVATE_NOTICE`] (none
+/// for a non-private model without cross-validation).
+fn print_private_diagnostics(model: &StoredModel, cv: &serde_json::Value) {
+    let p = model.private();
+    let mut lines = Vec::new();
+    if let Some(o) = p.and_then(|p| p.optimization()) {
+        lines.push(format!(
+            "measured ||grad J||_2 = {:.3e} (rounding bound {:.1e}, {} refinement evaluations)",
+            o.gradient_norm, o.rounding_bound, o.refinement_evaluations
+        ));
+    }
+    if let Some(s) = p.and_then(|p| p.dp_sgd()) {
+        lines.push(format!(
+            "DP-SGD: {} examples sampled over {} steps, {:.2e} of per-example gradients clipped",
+            s.examples, s.steps, s.clipped_fraction
+        ));
+    }
+    if let (Some(param), Some(scores)) = (cv["parameter"].as_str(), cv.get("scores")) {
+        lines.push(format!("cross-validated {param}: hold-out scores {scores}"));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    eprintln!("{PRIVATE_NOTICE}:");
+    for l in lines {
+        eprintln!("  {l}");
+    }
 }
 
 /// The human-readable summary of a trained linear model.
@@ -530,7 +617,7 @@ fn print_linear_summary(
     );
     super::shared::print_guarantee(model.private().map(|p| &p.calibration));
     let cv_note = |p: &str| {
-        if summary["cross_validation"]["parameter"] == p {
+        if summary["private_diagnostics"]["cross_validation"]["parameter"] == p {
             " (cross-validated)"
         } else {
             ""
@@ -548,12 +635,13 @@ fn print_linear_summary(
             "{s} (experiment: its noise can be regenerated from the seed; predict and serve refuse it)"
         ))
     );
-    if let Some(o) = model.private().and_then(|p| p.optimization()) {
+    if let Some(c) = model.private().and_then(|p| p.certificate()) {
         println!(
-            "certified fit: ||grad J||_2 = {:.3e} <= gamma = {:.3e} (erratum 4.8)",
-            o.gradient_norm, o.gradient_norm_bound
+            "certified fit: ||grad J||_2 <= gamma = {:.3e} (erratum 4.8)",
+            c.gradient_norm_bound
         );
     }
+    print_private_diagnostics(model, &summary["private_diagnostics"]["cross_validation"]);
     println!(
         "wrote {} in {:.1} s",
         args.out.display(),

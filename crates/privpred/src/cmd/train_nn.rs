@@ -366,7 +366,9 @@ fn save(req: &Request, st: &Setup, im: &Images, t: Trained) -> anyhow::Result<()
         t.members,
         json!({
             "dataset": req.dataset,
-            "dataset_provenance": {"name": prov.name, "checksum": prov.checksum, "verified": prov.verified, "labels": prov.labels},
+            // a private model records a file's hash only for data verified against a
+            // published checksum: the hash of the caller's own files identifies their content
+            "dataset_provenance": {"name": prov.name, "checksum": if req.method.is_none() || prov.verified { prov.checksum.clone() } else { None }, "verified": prov.verified, "labels": prov.labels},
             "n_train": im.set.len(),
             "subsample": req.subsample,
             "method": t.method_extra,

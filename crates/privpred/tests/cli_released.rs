@@ -1,0 +1,357 @@
+//! What a released model contains: only data-independent facts and the noisy release. Two
+//! trainings with the same seed on neighbouring datasets D and D′ (one row replaced, same
+//! file name) give artifacts whose metadata are byte-identical apart from the fields random
+//! by design, and `privpred serve`'s `GET /v1/model` is identical apart from the model id;
+//! the trainer's measurements go to `train --json` and stderr, marked private. Data-dependent
+//! preprocessing (max-norm, PCA fitted on the private data) is refused for private methods.
+
+mod common;
+
+use common::{capture, code, ok};
+use privpred_serve::client::Client;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+
+/// Metadata entries random by design: both hash the noisy weights (the file's `checksum`
+/// covers every entry and the weights; `weights_sha256` the weights alone).
+const RANDOM_BY_DESIGN: &[&str] = &["checksum", "weights_sha256"];
+
+/// The toy CSV (300 rows, 8 pixel-like features, 3 classes) at `path`; with `neighbour`, row
+/// 0 is replaced by an outlier of another class (D′).
+fn write_csv(path: &Path, neighbour: bool) {
+    let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
+    let mut state = 4242u64;
+    for i in 0..300 {
+        let y = i % 3;
+        let mut row: Vec<u32> = (0..8)
+            .map(|j| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 33) % 60) as u32 + if j % 3 == y { 180 } else { 0 }
+            })
+            .collect();
+        let mut label = y;
+        if neighbour && i == 0 {
+            row = vec![255, 0, 3, 255, 7, 0, 255, 1];
+            label = 2;
+        }
+        let cells: Vec<String> = row.iter().map(|v| v.to_string()).collect();
+        s.push_str(&format!("{},{label}\n", cells.join(",")));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// The safetensors header's `__metadata__` of an artifact.
+fn metadata(path: &Path) -> BTreeMap<String, String> {
+    let bytes = std::fs::read(path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    serde_json::from_value(header["__metadata__"].clone()).unwrap()
+}
+
+/// Every method `train` supports, with arguments that keep the test fast. λ and DP-SGD's
+/// clip are given (public values): a value selected on the private data differs between D
+/// and D′ by design of the selection, whose cost is accounted with the guarantee, not here
+/// (`cross_validation_scores_stay_with_the_data_owner` checks that its scores are not
+/// released).
+const METHODS: [(&str, &[&str]); 5] = [
+    ("model-sensitivity", &["--epsilon", "1", "--lambda", "0.01"]),
+    ("loss-perturbation", &["--epsilon", "1", "--lambda", "0.01"]),
+    (
+        "dp-sgd",
+        &[
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--epochs",
+            "2",
+            "--clip",
+            "0.5",
+            "--batch-size",
+            "32",
+        ],
+    ),
+    (
+        "prediction-sensitivity",
+        &["--epsilon", "1", "--budget", "10", "--lambda", "0.01"],
+    ),
+    (
+        "subsample-aggregate",
+        &["--epsilon", "1", "--budget", "10", "--teachers", "8"],
+    ),
+];
+
+/// `csv:PATH,TEST`: every row of `csv` is a training row (a CSV alone is split into train
+/// and test, and the replaced row could land in the test split); the test file is a copy of
+/// the first training file written.
+fn dataset(csv: &Path) -> String {
+    let test = csv.with_file_name("test.csv");
+    if !test.exists() {
+        std::fs::copy(csv, &test).unwrap();
+    }
+    format!("csv:{},{}", csv.display(), test.display())
+}
+
+/// Trains `method` on `csv` ([`dataset`]) into `out` with `args`, returning `train --json`.
+fn train(method: &str, csv: &Path, out: &Path, args: &[&str]) -> Value {
+    let ds = dataset(csv);
+    let mut all = vec![
+        "train",
+        method,
+        "--dataset",
+        &ds,
+        "--cv-draws",
+        "1",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(&all)).unwrap()
+}
+
+/// Per method: the same seed on D and on D′ (the same file name, one row replaced) gives
+/// artifacts whose metadata differ only in the entries random by design; the measurements
+/// that tell D from D′ (the certificate's gradient norm, DP-SGD's clipped fraction, the
+/// hold-out scores) are in `train --json`'s `private_diagnostics` and nowhere in the file.
+#[test]
+fn artifacts_of_neighbouring_datasets_have_identical_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    for (method, args) in METHODS {
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--seed", "11"]);
+        let mut metas = Vec::new();
+        let mut diagnostics = Vec::new();
+        for (i, neighbour) in [false, true].into_iter().enumerate() {
+            write_csv(&csv, neighbour);
+            let out = tmp.path().join(format!("{method}-{i}.safetensors"));
+            let j = train(method, &csv, &out, &args);
+            let diag = j["private_diagnostics"].clone();
+            assert!(
+                diag["notice"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("private to the data owner"),
+                "{method}: {j}"
+            );
+            diagnostics.push(diag);
+            let mut meta = metadata(&out);
+            let all: String = meta.values().cloned().collect();
+            for private in [
+                "\"gradient_norm\"",
+                "rounding_bound",
+                "refinement_evaluations",
+                "clipped_fraction",
+                "cross_validation",
+                "explained_variance\":[0",
+            ] {
+                assert!(!all.contains(private), "{method}: {private} in {all}");
+            }
+            for k in RANDOM_BY_DESIGN {
+                assert!(meta.remove(*k).is_some(), "{method}: {k}");
+            }
+            metas.push(meta);
+        }
+        // the data owner does see what differs (so the comparison below is not vacuous);
+        // subsample-and-aggregate measures nothing
+        if method != "subsample-aggregate" {
+            assert_ne!(diagnostics[0], diagnostics[1], "{method}");
+        }
+        for (k, v) in &metas[0] {
+            assert_eq!(Some(v), metas[1].get(k), "{method}: metadata `{k}` differs");
+        }
+        assert_eq!(metas[0], metas[1], "{method}");
+        let model: Value = serde_json::from_str(&metas[0]["model"]).unwrap();
+        match method {
+            "dp-sgd" => assert!(model["predictor"]["dp_sgd"]["steps"].is_u64(), "{model}"),
+            "subsample-aggregate" => {}
+            _ => assert_eq!(
+                model["predictor"]["optimization"]["certified"], true,
+                "{method}: {model}"
+            ),
+        }
+    }
+}
+
+/// `--lambda cv` and `--clip cv` measure hold-out scores on the private data: they are in
+/// `train --json`'s `private_diagnostics`, not in the artifact (which names only the chosen
+/// value, a parameter of the guarantee).
+#[test]
+fn cross_validation_scores_stay_with_the_data_owner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_csv(&csv, false);
+    for (method, args) in [
+        ("model-sensitivity", &["--epsilon", "1"][..]),
+        (
+            "dp-sgd",
+            &[
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--epochs",
+                "1",
+                "--batch-size",
+                "32",
+            ][..],
+        ),
+    ] {
+        let out = tmp.path().join(format!("{method}.safetensors"));
+        let j = train(method, &csv, &out, args);
+        let cv = &j["private_diagnostics"]["cross_validation"];
+        assert!(cv["scores"].is_array(), "{method}: {j}");
+        assert!(j.get("cross_validation").is_none(), "{method}: {j}");
+        let all: String = metadata(&out).values().cloned().collect();
+        assert!(!all.contains("cross_validation"), "{method}: {all}");
+        assert!(!all.contains("holdout_fraction"), "{method}: {all}");
+    }
+}
+
+/// `privpred serve` on an artifact; killed on drop.
+struct Serve {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(model: &Path) -> Serve {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--model", model.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--init-ledger"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("serve did not start: {line}"))
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while out.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    Serve { child, addr }
+}
+
+/// `GET /v1/model` of a release trained on D and of one trained on D′ (release generator:
+/// `serve` refuses seeded experiments) are identical apart from the model id (the file's
+/// hash, random by design) and the ledger's location (the operator's path).
+#[test]
+fn the_model_endpoint_is_the_same_for_neighbouring_datasets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    for (method, args) in METHODS {
+        let mut infos = Vec::new();
+        for (i, neighbour) in [false, true].into_iter().enumerate() {
+            write_csv(&csv, neighbour);
+            let dir = tmp.path().join(format!("{method}-{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let out = dir.join("model.safetensors");
+            train(method, &csv, &out, args);
+            let s = serve(&out);
+            let mut c = Client::new(s.addr, None);
+            let mut info = c.get("/v1/model").unwrap().json();
+            let o = info.as_object_mut().unwrap();
+            assert!(o.remove("model_id").is_some(), "{method}");
+            o.remove("ledger");
+            infos.push(info);
+        }
+        assert_eq!(infos[0], infos[1], "{method}");
+    }
+}
+
+/// Without `--json` the measurements go to stderr under the private notice, never stdout.
+#[test]
+fn the_trainers_measurements_go_to_stderr_marked_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_csv(&csv, false);
+    let ds = dataset(&csv);
+    let out: PathBuf = tmp.path().join("m.safetensors");
+    let (rc, stdout, stderr) = capture(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &ds,
+        "--epsilon",
+        "1",
+        "--lambda",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(
+        stderr.contains("private to the data owner") && stderr.contains("measured ||grad J||_2"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("measured"), "{stdout}");
+}
+
+/// A private method refuses a preprocessing step that maps queries with an un-noised
+/// statistic of the private data (exit 2, saying why and what to use instead, nothing
+/// written); the non-private model may use it.
+#[test]
+fn private_methods_refuse_data_dependent_preprocessing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_csv(&csv, false);
+    let ds = dataset(&csv);
+    let out = tmp.path().join("m.safetensors");
+    let o = out.to_str().unwrap();
+    for (extra, needle, instead) in [
+        (&["--unit-ball", "max-norm"][..], "max-norm", "clip:R"),
+        (&["--pca", "4"][..], "--pca", "public data"),
+    ] {
+        for method in ["model-sensitivity", "prediction-sensitivity", "dp-sgd"] {
+            let mut args = vec![
+                "train",
+                method,
+                "--dataset",
+                &ds,
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--out",
+                o,
+            ];
+            args.extend_from_slice(extra);
+            let (rc, err) = code(&args);
+            assert_eq!(rc, 2, "{method} {extra:?}: {err}");
+            assert!(
+                err.contains(needle) && err.contains("private") && err.contains(instead),
+                "{method} {extra:?}: {err}"
+            );
+            assert!(!out.exists());
+        }
+        let mut args = vec!["train", "non-private", "--dataset", &ds, "--out", o];
+        args.extend_from_slice(extra);
+        ok(&args);
+        assert!(out.exists());
+        std::fs::remove_file(&out).unwrap();
+    }
+}
