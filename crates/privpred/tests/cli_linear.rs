@@ -200,11 +200,9 @@ fn predict_spends_the_budget_and_refuses_past_it() {
         "--init-ledger",
     ]);
     assert_eq!(labels.lines().count(), 3);
-    let ledger: Value =
-        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
-            .unwrap();
+    let ledger = common::ledger_record(&out);
     assert_eq!(ledger["spent"], 3);
-    assert_eq!(ledger["budget"], 5);
+    assert_eq!(ledger["total"], 5);
     // 3 more would exceed B = 5: refused, nothing answered, ledger unchanged
     let o = run(&[
         "predict",
@@ -216,14 +214,11 @@ fn predict_spends_the_budget_and_refuses_past_it() {
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
     assert!(String::from_utf8_lossy(&o.stderr).contains("budget exhausted"));
-    let ledger: Value =
-        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
-            .unwrap();
-    assert_eq!(ledger["spent"], 3);
-    // two more fit exactly
+    assert_eq!(common::ledger_record(&out)["spent"], 3);
+    // two more fit exactly (new rows: a repeated row gets its stored answer at no cost)
     let q2 = queries(
         &e.dir,
-        &["200,10,10,200,10,10,200,10", "10,200,10,10,200,10,10,200"],
+        &["201,10,10,200,10,10,200,10", "11,200,10,10,200,10,10,200"],
     );
     assert_eq!(
         ok(&[
