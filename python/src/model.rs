@@ -339,7 +339,8 @@ fn config(
 
 /// Loads a model artifact written by `privpred train` or `NativeModel.save`. With `ledger`
 /// (a path or `sqlite:PATH`), a private-prediction model answers through that durable ledger,
-/// the one `privpred serve --ledger` uses for the same file (keyed by the file's SHA-256);
+/// the one `privpred serve --ledger` uses for the same model (keyed by the ledger id the file
+/// records; a file of an earlier build without one, by the file's SHA-256);
 /// `init_ledger` creates the file and the model's record (refused if the record exists).
 #[pyfunction]
 #[pyo3(signature = (path, ledger=None, init_ledger=false))]
@@ -349,11 +350,16 @@ pub fn load(
     ledger: Option<&str>,
     init_ledger: bool,
 ) -> PyResult<NativeModel> {
-    // one read: the ledger's model id is the SHA-256 of exactly the bytes that were loaded
+    // the ledger's model id is the ledger id the file records (as for `privpred serve`)
     let (m, model_id) = py
         .detach(|| {
-            artifact::load_with_bytes(&path)
-                .map(|(m, bytes)| (m, privpred_serve::model::sha256_hex(&bytes)))
+            artifact::load_with_bytes(&path).map(|(m, bytes)| {
+                let id = m
+                    .ledger_id
+                    .clone()
+                    .unwrap_or_else(|| privpred_serve::model::sha256_hex(&bytes));
+                (m, id)
+            })
         })
         .map_err(linear)?;
     let native = NativeModel {
@@ -637,7 +643,11 @@ impl NativeModel {
                     source,
                 })
             })?;
-            self.attach(py, l, privpred_serve::model::sha256_hex(&bytes), true)?;
+            let id = artifact::load_from_bytes(&path, &bytes)
+                .map_err(linear)?
+                .ledger_id
+                .unwrap_or_else(|| privpred_serve::model::sha256_hex(&bytes));
+            self.attach(py, l, id, true)?;
         }
         Ok(())
     }

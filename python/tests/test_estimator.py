@@ -89,6 +89,19 @@ def test_budgeted_methods_spend_and_refuse_past_b(digits, method):
         est.save("unused.safetensors")
 
 
+@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate"])
+def test_the_pickle_guard_reads_the_models_kind_not_the_method_parameter(digits, method):
+    # formerly set_params(method="model-sensitivity") let a fitted budgeted estimator pickle
+    # with its secret parameters (un-noised theta*, or every teacher) and a fresh budget
+    Xtr, Xte, ytr, yte = digits
+    kw = {"teachers": 16} if method == "subsample-aggregate" else {}
+    est = PLR(method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
+    est.set_params(method="model-sensitivity")
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(est)
+    assert not hasattr(est, "predict_proba") and not hasattr(est, "decision_function")
+
+
 def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
     Xtr, Xte, ytr, yte = digits
     # per answer epsilon / B; prediction sensitivity needs a large epsilon (the paper's finding)

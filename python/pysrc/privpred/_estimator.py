@@ -34,8 +34,18 @@ def _canonical(method: str) -> str:
     return "subsample-aggregate" if method == "subsample-and-aggregate" else method
 
 
+def _spends_budget(est: "PrivateLogisticRegression") -> bool:
+    """Whether the estimator's answers spend a budget: the fitted model's own kind (never the
+    user-settable ``method`` parameter, which ``set_params`` can change after the fit); the
+    parameter only before a fit, when there is nothing to release."""
+    native = est.__dict__.get("_native")
+    if native is not None:
+        return bool(json.loads(native.info_json())["spends_budget"])
+    return _canonical(est.method) in BUDGETED
+
+
 def _releases_scores(est: "PrivateLogisticRegression") -> bool:
-    return _canonical(est.method) not in BUDGETED
+    return not _spends_budget(est)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -397,7 +407,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         state = self.__dict__.copy()
         native = state.pop("_native", None)
         if native is not None:
-            if _canonical(self.method) in BUDGETED:
+            if bool(json.loads(native.info_json())["spends_budget"]):
                 raise TypeError(
                     "a private-prediction model cannot be pickled: the copy would carry its secret parameters with a fresh budget; use save() before any answer and `privpred serve`"
                 )
