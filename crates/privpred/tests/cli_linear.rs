@@ -203,13 +203,32 @@ fn predict_spends_the_budget_and_refuses_past_it() {
     let ledger = common::ledger_record(&out);
     assert_eq!(ledger["spent"], 3);
     assert_eq!(ledger["total"], 5);
-    // 3 more would exceed B = 5: refused, nothing answered, ledger unchanged
+    // the same 3 rows again: their stored answers, at no cost
+    assert_eq!(
+        ok(&[
+            "predict",
+            "--model",
+            out.to_str().unwrap(),
+            "--input",
+            q3.to_str().unwrap()
+        ]),
+        labels
+    );
+    // 3 new rows would exceed B = 5: refused, nothing answered, ledger unchanged
+    let q3_new = queries(
+        &e.dir,
+        &[
+            "202,10,10,200,10,10,200,10",
+            "12,200,10,10,200,10,10,200",
+            "12,10,200,10,10,200,10,10",
+        ],
+    );
     let o = run(&[
         "predict",
         "--model",
         out.to_str().unwrap(),
         "--input",
-        q3.to_str().unwrap(),
+        q3_new.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
