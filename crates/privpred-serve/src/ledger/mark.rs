@@ -140,9 +140,12 @@ impl SpendMark {
         r.map_err(io_err(&self.path, "writing"))
     }
 
-    /// Refuses a ledger whose recorded `spent` is below the mark: it went backwards.
-    pub fn check(&self, model_id: &str, spent: u64, ledger: &str) -> Result<()> {
-        let mark = self.read(model_id)?;
+    /// Refuses a ledger whose recorded `spent` is below `mark`: it went backwards. The mark
+    /// must be read ([`SpendMark::read`]) **before** the ledger's `spent`: every value of the
+    /// mark was a committed `spent`, so a mark read first can never exceed a `spent` read
+    /// after it, while other processes keep spending (read the other way round, a spend in
+    /// between would look like a ledger gone backwards).
+    pub fn check(&self, model_id: &str, mark: u64, spent: u64, ledger: &str) -> Result<()> {
         if spent >= mark {
             return Ok(());
         }
@@ -182,15 +185,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = SpendMark::new(dir.path().join("m.ledger-mark.json"));
         assert_eq!(m.read("a").unwrap(), 0);
-        m.check("a", 0, "ledger").unwrap();
+        m.check("a", m.read("a").unwrap(), 0, "ledger").unwrap();
         m.raise("a", 5).unwrap();
         m.raise("a", 3).unwrap();
         m.raise("b", 7).unwrap();
         assert_eq!(m.read("a").unwrap(), 5);
         assert_eq!(m.read("b").unwrap(), 7);
-        m.check("a", 5, "ledger").unwrap();
-        m.check("a", 9, "ledger").unwrap();
-        let e = m.check("a", 0, "ledger").unwrap_err();
+        let mark = m.read("a").unwrap();
+        m.check("a", mark, 5, "ledger").unwrap();
+        m.check("a", mark, 9, "ledger").unwrap();
+        let e = m.check("a", mark, 0, "ledger").unwrap_err();
         assert!(e.is_config(), "{e}");
         assert!(e.to_string().contains("5 were already released"), "{e}");
         std::fs::write(m.path(), "{").unwrap();

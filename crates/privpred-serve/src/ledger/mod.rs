@@ -361,12 +361,13 @@ impl Ledger {
             mark: None,
         };
         if let Some(mark) = opts.spend_mark {
-            let st = ledger.status().await?;
-            let m = mark.clone();
-            let (id, desc) = (model_id.to_string(), ledger.description.clone());
-            tokio::task::spawn_blocking(move || m.check(&id, st.spent, &desc))
+            // the mark first, then the ledger (see `SpendMark::check`)
+            let (m, id) = (mark.clone(), model_id.to_string());
+            let high = tokio::task::spawn_blocking(move || m.read(&id))
                 .await
                 .map_err(|e| ServeError::Ledger(e.to_string()))??;
+            let st = ledger.status().await?;
+            mark.check(model_id, high, st.spent, &ledger.description)?;
             ledger.mark = Some(Arc::new(MarkState {
                 mark,
                 written: tokio::sync::Mutex::new(0),

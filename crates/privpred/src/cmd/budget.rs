@@ -192,7 +192,13 @@ impl Spend<'_> {
         if carried.is_some() {
             let lp = beside(self.model, ".ledger.json");
             let done = beside(self.model, ".ledger.json.migrated");
-            std::fs::rename(&lp, &done).map_err(|e| {
+            // NotFound: a concurrent run migrated it first (its count is carried either way)
+            std::fs::rename(&lp, &done)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(|e| {
                 usage(format!(
                     "{}: its count was carried into {}, but it could not be renamed to {} ({e}); move it away",
                     lp.display(),
