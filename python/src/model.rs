@@ -59,6 +59,10 @@ pub struct NativeModel {
     /// if one was attached by `load(..., ledger=…)` or `save(..., ledger=…)`; it replaces the
     /// in-memory ledger.
     durable: Mutex<Option<DurableLedger>>,
+    /// The model's ledger id: the one its file records (read by `load`), or drawn at its
+    /// first `save`; every save writes the same one, so one fitted model is one identity
+    /// with one budget however often it is saved.
+    ledger_id: Mutex<Option<String>>,
 }
 
 /// Copies a C- or F-ordered numpy matrix into a row-major vector (one copy: preprocessing
@@ -307,6 +311,7 @@ fn train_impl(
         loaded: false,
         rng: Mutex::new(rng),
         durable: Mutex::new(None),
+        ledger_id: Mutex::new(None),
     })
 }
 
@@ -370,6 +375,7 @@ pub fn load(
         loaded: true,
         rng: Mutex::new(release_rng().map_err(errors::core)?),
         durable: Mutex::new(None),
+        ledger_id: Mutex::new(m.ledger_id),
     };
     if let Some(l) = ledger {
         native.attach(py, l, model_id, init_ledger)?;
@@ -634,19 +640,30 @@ impl NativeModel {
                 "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
             ));
         }
-        py.detach(|| artifact::save_model(&path, &self.model, &self.prep, self.extra.clone()))
-            .map_err(linear)?;
-        if let Some(l) = ledger {
-            let bytes = std::fs::read(&path).map_err(|source| {
-                linear(privpred_linear::LinearError::Io {
-                    path: path.clone(),
-                    source,
-                })
-            })?;
-            let id = artifact::load_from_bytes(&path, &bytes)
-                .map_err(linear)?
+        let id = {
+            let mut g = self
                 .ledger_id
-                .unwrap_or_else(|| privpred_serve::model::sha256_hex(&bytes));
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("ledger id poisoned"))?;
+            if g.is_none() {
+                *g = Some(
+                    privpred_data::artifact::new_ledger_id().map_err(PyRuntimeError::new_err)?,
+                );
+            }
+            g.clone().unwrap_or_default()
+        };
+        py.detach(|| {
+            artifact::save_model_with_id(
+                &path,
+                &self.model,
+                &self.prep,
+                self.extra.clone(),
+                Some(&id),
+            )
+        })
+        .map_err(linear)?;
+        if let Some(l) = ledger {
+            // the ledger id just written is the record's key (as for `privpred serve`)
             self.attach(py, l, id, true)?;
         }
         Ok(())

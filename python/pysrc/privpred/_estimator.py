@@ -262,6 +262,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def _set_native(self, native) -> None:
         self._native = native
+        self.__dict__.pop("_saved_to", None)  # a new fit is a new model, not the saved one
         g = native.guarantee_json()
         self.guarantee_ = None if g is None else json.loads(g)
         info = json.loads(native.info_json())
@@ -301,6 +302,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         privpred.BudgetExhausted
             When the batch needs more answers than remain of the budget B.
         """
+        saved = self.__dict__.get("_saved_to")
+        if saved is not None:
+            raise RuntimeError(
+                f"this private-prediction model was saved to {saved} and answers only through that "
+                f"file's budget ledger: privpred.load({saved!r}, ledger=...) or `privpred serve`"
+            )
         X = self._queries(X)
         labels, _ = self._native.predict(X)
         return self.classes_[labels]
@@ -402,6 +409,11 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         self._native.save(os.fspath(path), None if ledger is None else os.fspath(ledger))
+        if ledger is None and _spends_budget(self):
+            # the saved file now carries this model's identity and budget: answering from the
+            # in-memory ledger as well would give a second budget (answers here, then B more
+            # through the file's ledger)
+            self._saved_to = os.fspath(path)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
