@@ -63,6 +63,10 @@ pub struct NativeModel {
     /// statistics, the hold-out scores of a private model's selection): private to the data
     /// owner, never saved, pickled or reported by `info_json`; null for a loaded model.
     diagnostics: serde_json::Value,
+    /// The model's ledger id: the one its file records (read by `load`), or drawn at its
+    /// first `save`; every save writes the same one, so one fitted model is one identity
+    /// with one budget however often it is saved.
+    ledger_id: Mutex<Option<String>>,
 }
 
 /// Copies a C- or F-ordered numpy matrix into a row-major vector (one copy: preprocessing
@@ -328,6 +332,7 @@ fn train_impl(
         rng: Mutex::new(rng),
         durable: Mutex::new(None),
         diagnostics,
+        ledger_id: Mutex::new(None),
     })
 }
 
@@ -371,7 +376,8 @@ fn config(
 
 /// Loads a model artifact written by `privpred train` or `NativeModel.save`. With `ledger`
 /// (a path or `sqlite:PATH`), a private-prediction model answers through that durable ledger,
-/// the one `privpred serve --ledger` uses for the same file (keyed by the file's SHA-256);
+/// the one `privpred serve --ledger` uses for the same model (keyed by the ledger id the file
+/// records; a file of an earlier build without one, by the file's SHA-256);
 /// `init_ledger` creates the file and the model's record (refused if the record exists).
 #[pyfunction]
 #[pyo3(signature = (path, ledger=None, init_ledger=false))]
@@ -381,11 +387,16 @@ pub fn load(
     ledger: Option<&str>,
     init_ledger: bool,
 ) -> PyResult<NativeModel> {
-    // one read: the ledger's model id is the SHA-256 of exactly the bytes that were loaded
+    // the ledger's model id is the ledger id the file records (as for `privpred serve`)
     let (m, model_id) = py
         .detach(|| {
-            artifact::load_with_bytes(&path)
-                .map(|(m, bytes)| (m, privpred_serve::model::sha256_hex(&bytes)))
+            artifact::load_with_bytes(&path).map(|(m, bytes)| {
+                let id = m
+                    .ledger_id
+                    .clone()
+                    .unwrap_or_else(|| privpred_serve::model::sha256_hex(&bytes));
+                (m, id)
+            })
         })
         .map_err(linear)?;
     let native = NativeModel {
@@ -397,6 +408,7 @@ pub fn load(
         rng: Mutex::new(release_rng().map_err(errors::core)?),
         durable: Mutex::new(None),
         diagnostics: serde_json::Value::Null,
+        ledger_id: Mutex::new(m.ledger_id),
     };
     if let Some(l) = ledger {
         native.attach(py, l, model_id, init_ledger)?;
@@ -672,16 +684,31 @@ impl NativeModel {
                 "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
             ));
         }
-        py.detach(|| artifact::save_model(&path, &self.model, &self.prep, self.extra.clone()))
-            .map_err(linear)?;
+        let id = {
+            let mut g = self
+                .ledger_id
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("ledger id poisoned"))?;
+            if g.is_none() {
+                *g = Some(
+                    privpred_data::artifact::new_ledger_id().map_err(PyRuntimeError::new_err)?,
+                );
+            }
+            g.clone().unwrap_or_default()
+        };
+        py.detach(|| {
+            artifact::save_model_with_id(
+                &path,
+                &self.model,
+                &self.prep,
+                self.extra.clone(),
+                Some(&id),
+            )
+        })
+        .map_err(linear)?;
         if let Some(l) = ledger {
-            let bytes = std::fs::read(&path).map_err(|source| {
-                linear(privpred_linear::LinearError::Io {
-                    path: path.clone(),
-                    source,
-                })
-            })?;
-            self.attach(py, l, privpred_serve::model::sha256_hex(&bytes), true)?;
+            // the ledger id just written is the record's key (as for `privpred serve`)
+            self.attach(py, l, id, true)?;
         }
         Ok(())
     }

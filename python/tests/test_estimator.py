@@ -89,6 +89,41 @@ def test_budgeted_methods_spend_and_refuse_past_b(digits, method):
         est.save("unused.safetensors")
 
 
+@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate"])
+def test_the_pickle_guard_reads_the_models_kind_not_the_method_parameter(digits, method):
+    # formerly set_params(method="model-sensitivity") let a fitted budgeted estimator pickle
+    # with its secret parameters (un-noised theta*, or every teacher) and a fresh budget
+    Xtr, Xte, ytr, yte = digits
+    kw = {"teachers": 16} if method == "subsample-aggregate" else {}
+    est = PLR(method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
+    est.set_params(method="model-sensitivity")
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(est)
+    assert not hasattr(est, "predict_proba") and not hasattr(est, "decision_function")
+
+
+@pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate"])
+def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_path, digits, method):
+    # formerly fit -> save(p) -> 3 in-memory answers -> load(p, ledger=new, init_ledger=True)
+    # -> 3 more: two budgets for one model
+    Xtr, Xte, ytr, yte = digits
+    kw = {"teachers": 16} if method == "subsample-aggregate" else {}
+    est = PLR(method=method, epsilon=10.0, budget=5, **kw).fit(Xtr, ytr)
+    p = tmp_path / "m.safetensors"
+    est.save(p)
+    with pytest.raises(RuntimeError, match="answers only through"):
+        est.predict(Xte[:3])
+    est.save(tmp_path / "again.safetensors")  # the same identity, not a second budget
+
+    def ledger_id(path):
+        b = path.read_bytes()
+        n = int.from_bytes(b[:8], "little")
+        return json.loads(b[8 : 8 + n])["__metadata__"]["ledger_id"]
+
+    assert ledger_id(p) == ledger_id(tmp_path / "again.safetensors")
+    assert len(ledger_id(p)) == 32
+
+
 def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
     Xtr, Xte, ytr, yte = digits
     # per answer epsilon / B; prediction sensitivity needs a large epsilon (the paper's finding)

@@ -24,6 +24,52 @@ use std::path::Path;
 /// The metadata key of the whole-artifact checksum.
 pub const CHECKSUM_KEY: &str = "checksum";
 
+/// The metadata key of a model's ledger id: the identity its inference budget is recorded
+/// under in every ledger (see [`new_ledger_id`]).
+pub const LEDGER_ID_KEY: &str = "ledger_id";
+
+/// Hex digits of a ledger id (128 bits).
+pub const LEDGER_ID_HEX_LEN: usize = 32;
+
+/// A fresh ledger id: 128 bits from the operating system's random source, as 32 lower-case
+/// hex digits. It is written into an artifact when the model is trained and covered by the
+/// checksum, so the budget ledger never depends on the file's bytes (header padding or a
+/// re-serialisation cannot make a new model of an old one).
+pub fn new_ledger_id() -> std::result::Result<String, String> {
+    use rand::TryRng;
+    let mut b = [0u8; LEDGER_ID_HEX_LEN / 2];
+    rand::rngs::SysRng
+        .try_fill_bytes(&mut b)
+        .map_err(|e| format!("the operating system's random source failed: {e}"))?;
+    Ok(crate::fsutil::hex(&b))
+}
+
+/// The ledger id an artifact's metadata records: `Ok(None)` for a file written before ledger
+/// ids existed, `Err` (the reason) for a malformed id, or for an id in a file without the
+/// whole-file checksum (an id is only trusted where the checksum covers it).
+pub fn read_ledger_id(
+    meta: &HashMap<String, String>,
+) -> std::result::Result<Option<String>, String> {
+    let Some(id) = meta.get(LEDGER_ID_KEY) else {
+        return Ok(None);
+    };
+    if !meta.contains_key(CHECKSUM_KEY) {
+        return Err(format!(
+            "`{LEDGER_ID_KEY}` without the whole-file checksum: the file was edited"
+        ));
+    }
+    let ok = id.len() == LEDGER_ID_HEX_LEN
+        && id
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+    if !ok {
+        return Err(format!(
+            "`{LEDGER_ID_KEY}` must be {LEDGER_ID_HEX_LEN} lower-case hex digits"
+        ));
+    }
+    Ok(Some(id.clone()))
+}
+
 /// One tensor as the checksum sees it: name, dtype name (e.g. `F64`), shape, little-endian
 /// bytes.
 pub type TensorRef<'a> = (&'a str, &'a str, &'a [usize], &'a [u8]);
@@ -188,6 +234,28 @@ pub fn read_artifact_bytes(path: &Path) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn ledger_ids_are_random_128_bit_hex_and_trusted_only_under_the_checksum() {
+        let a = new_ledger_id().unwrap();
+        let b = new_ledger_id().unwrap();
+        assert_eq!(a.len(), LEDGER_ID_HEX_LEN);
+        assert_ne!(a, b, "two trainings never share an identity");
+        let mut meta = HashMap::new();
+        assert_eq!(
+            read_ledger_id(&meta),
+            Ok(None),
+            "a file of an earlier build"
+        );
+        meta.insert(LEDGER_ID_KEY.to_string(), a.clone());
+        assert!(read_ledger_id(&meta).unwrap_err().contains("checksum"));
+        meta.insert(CHECKSUM_KEY.to_string(), "sha256:00".to_string());
+        assert_eq!(read_ledger_id(&meta), Ok(Some(a.clone())));
+        for bad in ["", "xyz", &a.to_uppercase(), &format!("{a}0")] {
+            meta.insert(LEDGER_ID_KEY.to_string(), bad.to_string());
+            assert!(read_ledger_id(&meta).is_err(), "{bad:?}");
+        }
+    }
     use super::*;
 
     #[test]

@@ -9,7 +9,9 @@
 //!
 //! Metadata keys: `format` = `privpred-linear`, `format_version`, `model` (JSON: kind and
 //! guarantee), `preprocessing` (JSON [`FittedPreprocessing`]), `extra` (JSON, caller's),
-//! `weights_sha256`, `privacy_notes`.
+//! `weights_sha256`, `privacy_notes`, `ledger_id` (the model's identity in budget ledgers: 128
+//! random bits drawn when the model is saved after training, covered by the checksum; absent
+//! in files of earlier builds).
 //!
 //! An artifact of a private model is meant for release, so it holds only data-independent
 //! facts and the noisy release: [`save_model`] writes the predictor's public record (the
@@ -99,8 +101,11 @@ pub struct LoadedModel {
     pub extra: serde_json::Value,
     /// The format version read.
     pub format_version: u32,
-    /// SHA-256 (hex) of the weight bytes (identifies the model, e.g. for budget ledgers).
+    /// SHA-256 (hex) of the weight bytes.
     pub weights_sha256: String,
+    /// The model's ledger id ([`privpred_data::artifact::new_ledger_id`]): the key of its
+    /// budget in every ledger. `None` for files written before ledger ids existed.
+    pub ledger_id: Option<String>,
 }
 
 impl LoadedModel {
@@ -178,13 +183,38 @@ pub fn save(
     )
 }
 
-/// Writes an artifact atomically (temporary file in the same directory, then rename).
+/// Writes an artifact atomically (temporary file in the same directory, then rename), with a
+/// fresh ledger id: every call makes a new model identity with its own budget (use
+/// [`save_model_with_id`] to write a model again under the id it already has).
 pub fn save_model(
     path: &Path,
     model: &StoredModel,
     preprocessing: &FittedPreprocessing,
     extra: serde_json::Value,
 ) -> Result<()> {
+    save_model_with_id(path, model, preprocessing, extra, None)
+}
+
+/// [`save_model`] under a given ledger id (`None`: a fresh one). An id that is not 32
+/// lower-case hex digits is refused.
+pub fn save_model_with_id(
+    path: &Path,
+    model: &StoredModel,
+    preprocessing: &FittedPreprocessing,
+    extra: serde_json::Value,
+    ledger_id: Option<&str>,
+) -> Result<()> {
+    let ledger_id = match ledger_id {
+        Some(id) => {
+            let m = HashMap::from([
+                (artifact::LEDGER_ID_KEY.to_string(), id.to_string()),
+                (artifact::CHECKSUM_KEY.to_string(), String::new()),
+            ]);
+            artifact::read_ledger_id(&m).map_err(|e| err(path, e))?;
+            id.to_string()
+        }
+        None => artifact::new_ledger_id().map_err(|e| err(path, e))?,
+    };
     if preprocessing.output_dim() != model.input_dim() {
         return Err(LinearError::Dimension(format!(
             "the preprocessing outputs {} features, the model expects {}",
@@ -269,6 +299,7 @@ pub fn save_model(
     meta.insert("extra".to_string(), json(&extra)?);
     meta.insert("weights_sha256".to_string(), sha256_hex(&weights));
     meta.insert("release".to_string(), release_label(model).to_string());
+    meta.insert(artifact::LEDGER_ID_KEY.to_string(), ledger_id);
     let mut notes = vec![
         "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
     ];
@@ -456,6 +487,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let names =
         artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
     let (header, preprocessing, extra) = read_headers(path, &meta)?;
+    let ledger_id = artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?;
     let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;
     let model = stored_model(path, &header, meta_get(path, &meta, "model")?, &t)?;
     check_preprocessing_fits(path, &preprocessing, &model)?;
@@ -471,6 +503,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
         extra,
         format_version: version,
         weights_sha256,
+        ledger_id,
     })
 }
 
@@ -955,6 +988,7 @@ mod tests {
             meta.insert("model".into(), model.to_string());
             // Old artifacts carry no checksum either (they load on weights_sha256 alone).
             meta.remove(artifact::CHECKSUM_KEY);
+            meta.remove(artifact::LEDGER_ID_KEY);
             let t = st.tensor("theta").unwrap();
             let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
             let out = safetensors::tensor::serialize([("theta", view)], Some(meta)).unwrap();
@@ -1214,6 +1248,7 @@ mod tests {
         let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
         let mut meta = md.metadata().clone().unwrap();
         assert!(meta.remove(artifact::CHECKSUM_KEY).is_some());
+        assert!(meta.remove(artifact::LEDGER_ID_KEY).is_some());
         let t = st.tensor("theta").unwrap();
         let old = dir.path().join("old.safetensors");
         std::fs::write(
@@ -1221,7 +1256,57 @@ mod tests {
             safetensors::serialize([("theta", t.clone())], Some(meta)).unwrap(),
         )
         .unwrap();
-        assert_eq!(load(&old).unwrap().model, StoredModel::NonPrivate(m));
+        let l = load(&old).unwrap();
+        assert_eq!(l.model, StoredModel::NonPrivate(m));
+        assert_eq!(
+            l.ledger_id, None,
+            "no ledger id in a file of an earlier build"
+        );
+    }
+
+    /// The ledger id is the model's identity: drawn at save, read back, kept by
+    /// `save_model_with_id`, unchanged by header padding (which changes the file's bytes and
+    /// so, formerly, its ledger key) and covered by the checksum.
+    #[test]
+    fn the_ledger_id_is_random_kept_and_covered_by_the_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let fitted = prep(4, 2);
+        let m = StoredModel::NonPrivate(LinearModel::new(4, 2, vec![0.5; 8]).unwrap());
+        let (a, b) = (dir.path().join("a.st"), dir.path().join("b.st"));
+        save_model(&a, &m, &fitted, serde_json::Value::Null).unwrap();
+        save_model(&b, &m, &fitted, serde_json::Value::Null).unwrap();
+        let id = load(&a).unwrap().ledger_id.expect("an id is written");
+        assert_ne!(Some(id.clone()), load(&b).unwrap().ledger_id);
+        let c = dir.path().join("c.st");
+        save_model_with_id(&c, &m, &fitted, serde_json::Value::Null, Some(&id)).unwrap();
+        assert_eq!(load(&c).unwrap().ledger_id.as_deref(), Some(id.as_str()));
+        assert!(save_model_with_id(&c, &m, &fitted, serde_json::Value::Null, Some("x")).is_err());
+        // 8 spaces of header padding: other bytes, a valid checksum, the same identity
+        let bytes = std::fs::read(&a).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut padded = ((n + 8) as u64).to_le_bytes().to_vec();
+        padded.extend_from_slice(&bytes[8..8 + n]);
+        padded.extend_from_slice(b"        ");
+        padded.extend_from_slice(&bytes[8 + n..]);
+        let p = dir.path().join("padded.st");
+        std::fs::write(&p, &padded).unwrap();
+        assert_ne!(padded, bytes);
+        assert_eq!(load(&p).unwrap().ledger_id.as_deref(), Some(id.as_str()));
+        // another id without a new checksum is refused
+        let other = "0".repeat(32);
+        let at = bytes
+            .windows(id.len())
+            .position(|w| w == id.as_bytes())
+            .unwrap();
+        let mut edited = bytes.clone();
+        edited[at..at + id.len()].copy_from_slice(other.as_bytes());
+        let e = dir.path().join("edited.st");
+        std::fs::write(&e, &edited).unwrap();
+        let r = load(&e);
+        assert!(
+            matches!(&r, Err(LinearError::Artifact { reason, .. }) if reason.contains("checksum")),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! stacks the T teachers along a leading axis (`[T, ...shape]`).
 //!
 //! Metadata keys: `format` = `privpred-nn`, `format_version`, `model` (JSON [`ModelHeader`]),
-//! `extra` (JSON, the caller's), `weights_sha256`.
+//! `extra` (JSON, the caller's), `weights_sha256`, `ledger_id` (the model's identity in budget
+//! ledgers, drawn when the trained model is built, covered by the checksum; absent in files of
+//! earlier builds).
 
 use crate::data::Normalization;
 use crate::error::{NnError, Result};
@@ -73,6 +75,10 @@ pub struct NnModel {
     pub extra: serde_json::Value,
     /// SHA-256 (hex) of the weight bytes, filled by [`load`] (and [`save`]).
     pub weights_sha256: String,
+    /// The model's identity in budget ledgers: 128 random bits drawn when the model is built
+    /// after training ([`NnModel::new`]), written by [`save`] (covered by the checksum) and
+    /// read back by [`load`]; `None` for files written before ledger ids existed.
+    pub ledger_id: Option<String>,
 }
 
 /// One answer (defined once, in `privpred-core`).
@@ -116,11 +122,16 @@ impl NnModel {
                 )));
             }
         }
+        let ledger_id = artifact::new_ledger_id().map_err(|e| NnError::Io {
+            path: "the operating system's random source".into(),
+            source: std::io::Error::other(e),
+        })?;
         let mut m = NnModel {
             header,
             members,
             extra,
             weights_sha256: String::new(),
+            ledger_id: Some(ledger_id),
         };
         m.weights_sha256 = sha256_hex(&m.weight_bytes());
         Ok(m)
@@ -336,6 +347,11 @@ pub fn save(path: &Path, model: &NnModel) -> Result<()> {
         serde_json::to_string(&model.header).map_err(|e| err(path, e.to_string()))?,
     );
     meta.insert("extra".to_string(), model.extra.to_string());
+    let ledger_id = match &model.ledger_id {
+        Some(id) => id.clone(),
+        None => artifact::new_ledger_id().map_err(|e| err(path, e))?,
+    };
+    meta.insert(artifact::LEDGER_ID_KEY.to_string(), ledger_id);
     meta.insert(
         "weights_sha256".to_string(),
         sha256_hex(&model.weight_bytes()),
@@ -486,7 +502,8 @@ pub fn load(path: &Path) -> Result<NnModel> {
         checked_tensor(path, &st, ti, stacked, members)?;
     }
     let members = read_members(path, &st, &net, stacked, members)?;
-    let model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
+    let mut model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
+    model.ledger_id = artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?;
     if &model.weights_sha256 != meta_get(path, &meta, "weights_sha256")? {
         return Err(err(
             path,

@@ -22,6 +22,6 @@ pub mod server;
 
 pub use auth::TokenSet;
 pub use error::{Result, ServeError};
-pub use ledger::{BudgetState, Ledger, LedgerSpec};
+pub use ledger::{BudgetState, Ledger, LedgerSpec, SpendMark};
 pub use model::{Answer, FixtureModel, FixtureSpec, ModelInfo, ServedModel};
 pub use server::{ServeConfig, Server, run_until_signal, shutdown_signal};

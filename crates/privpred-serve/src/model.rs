@@ -18,7 +18,9 @@ pub use privpred_core::Answer;
 /// Public description of a served model (no weights).
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelInfo {
-    /// Identity of the model: hex SHA-256 of the model file. The budget ledger is keyed by it.
+    /// Identity of the model, the key of its budget in the ledger: the ledger id written into
+    /// a trained artifact (the CLI refuses a budgeted artifact without one); for the test
+    /// fixture, the hex SHA-256 of its file.
     pub model_id: String,
     /// The privacy method.
     pub method: Method,

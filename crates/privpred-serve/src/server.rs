@@ -139,6 +139,10 @@ pub struct ServeConfig {
     /// Create the ledger and the model's budget record (refused if the record exists).
     /// Without it, a missing ledger or record is an error (`--init-ledger`).
     pub init_ledger: bool,
+    /// The spend mark mirrored outside the ledger (the CLI keeps it beside the model file): a
+    /// ledger whose `spent` is below it is refused at start, and every spending commit raises
+    /// it before the answers are sent. `None`: no mark.
+    pub spend_mark: Option<crate::ledger::SpendMark>,
     /// Connection limits and timeouts.
     pub limits: ConnLimits,
 }
@@ -155,6 +159,7 @@ impl ServeConfig {
             answer_store: true,
             share_answer_store: false,
             init_ledger: false,
+            spend_mark: None,
             limits: ConnLimits::default(),
         }
     }
@@ -244,14 +249,13 @@ async fn open_ledger(
                     ),
                 )
             })?;
-            let l = Ledger::open(
-                spec,
-                &info.model_id,
-                b.get(),
-                cfg.answer_store,
-                cfg.init_ledger,
-            )
-            .await?;
+            let opts = crate::ledger::OpenOptions {
+                answer_store: cfg.answer_store,
+                init: cfg.init_ledger,
+                carry_spent: None,
+                spend_mark: cfg.spend_mark.clone(),
+            };
+            let l = Ledger::open_with(spec, &info.model_id, b.get(), opts).await?;
             let st = l.status().await?;
             if cfg.init_ledger {
                 notes.push(format!(

@@ -37,7 +37,8 @@ enum Command {
     Merge(cmd::merge::Args),
     /// Serve a model over HTTP with an enforced, durable inference budget.
     Serve(cmd::serve::Args),
-    /// Inspect or back up the budget ledger of `serve` (show, backup).
+    /// Inspect, back up or reconcile the budget ledger of `predict` and `serve` (show, backup,
+    /// reconcile).
     Ledger(cmd::ledger::Args),
     /// Empirically audit a method's privacy guarantee (lower bound on ε).
     Audit(cmd::audit::Args),

@@ -200,30 +200,44 @@ fn predict_spends_the_budget_and_refuses_past_it() {
         "--init-ledger",
     ]);
     assert_eq!(labels.lines().count(), 3);
-    let ledger: Value =
-        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
-            .unwrap();
+    let ledger = common::ledger_record(&out);
     assert_eq!(ledger["spent"], 3);
-    assert_eq!(ledger["budget"], 5);
-    // 3 more would exceed B = 5: refused, nothing answered, ledger unchanged
+    assert_eq!(ledger["total"], 5);
+    // the same 3 rows again: their stored answers, at no cost
+    assert_eq!(
+        ok(&[
+            "predict",
+            "--model",
+            out.to_str().unwrap(),
+            "--input",
+            q3.to_str().unwrap()
+        ]),
+        labels
+    );
+    // 3 new rows would exceed B = 5: refused, nothing answered, ledger unchanged
+    let q3_new = queries(
+        &e.dir,
+        &[
+            "202,10,10,200,10,10,200,10",
+            "12,200,10,10,200,10,10,200",
+            "12,10,200,10,10,200,10,10",
+        ],
+    );
     let o = run(&[
         "predict",
         "--model",
         out.to_str().unwrap(),
         "--input",
-        q3.to_str().unwrap(),
+        q3_new.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
     assert!(String::from_utf8_lossy(&o.stderr).contains("budget exhausted"));
-    let ledger: Value =
-        serde_json::from_slice(&std::fs::read(e.dir.join("sa.safetensors.ledger.json")).unwrap())
-            .unwrap();
-    assert_eq!(ledger["spent"], 3);
-    // two more fit exactly
+    assert_eq!(common::ledger_record(&out)["spent"], 3);
+    // two more fit exactly (new rows: a repeated row gets its stored answer at no cost)
     let q2 = queries(
         &e.dir,
-        &["200,10,10,200,10,10,200,10", "10,200,10,10,200,10,10,200"],
+        &["201,10,10,200,10,10,200,10", "11,200,10,10,200,10,10,200"],
     );
     assert_eq!(
         ok(&[

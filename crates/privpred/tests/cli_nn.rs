@@ -103,6 +103,11 @@ impl Drop for Served {
 
 #[cfg(feature = "nn")]
 fn serve(model: &Path) -> Result<Served, (Option<i32>, String)> {
+    serve_with(model, &["--init-ledger"])
+}
+
+#[cfg(feature = "nn")]
+fn serve_with(model: &Path, extra: &[&str]) -> Result<Served, (Option<i32>, String)> {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let err = model.with_extension("serve.stderr");
@@ -113,8 +118,8 @@ fn serve(model: &Path) -> Result<Served, (Option<i32>, String)> {
             model.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
-            "--init-ledger",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&err).unwrap())
         .stdin(Stdio::null())
@@ -319,6 +324,7 @@ fn teacher_ensemble_spends_its_budget() {
     assert_eq!(e["accuracy"]["repetitions"], 3);
     // predict: label-only answers; 2 + 2 > B = 3 is refused with nothing answered
     let q = pixel_csv(dir.path(), "q.csv", 2, 3072);
+    let q2 = pixel_csv(dir.path(), "q2.csv", 4, 3072);
     let p = json_of(&privpred(&[
         "predict",
         "--model",
@@ -330,26 +336,42 @@ fn teacher_ensemble_spends_its_budget() {
     ]));
     assert_eq!(p["answers"].as_array().unwrap().len(), 2);
     assert!(p["answers"][0]["scores"].is_null());
-    let o = privpred(&["predict", "--model", m, "--input", q.to_str().unwrap()]);
+    // the same two rows again: their stored answers, at no cost
+    let again = json_of(&privpred(&[
+        "predict",
+        "--model",
+        m,
+        "--input",
+        q.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(again["answers"], p["answers"]);
+    // two new rows (of four) when one answer is left: refused whole
+    let o = privpred(&["predict", "--model", m, "--input", q2.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("budget exhausted"), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
-    // serve: a finite budget of 3 distinct answers, then refused
-    let s = serve(&model).unwrap_or_else(|e| panic!("serve: {e:?}"));
+    // serve shares predict's ledger (one budget per model): the record exists, so
+    // --init-ledger is refused, and without it one answer is left
+    let (code, err) = serve(&model).err().expect("the record exists");
+    assert_eq!(code, Some(2), "{err}");
+    let s = serve_with(&model, &[]).unwrap_or_else(|e| panic!("serve: {e:?}"));
     let mut c = privpred_serve::client::Client::new(s.addr, None);
     let info = c.get("/v1/model").unwrap().json();
     assert_eq!(info["method"], "subsample-aggregate", "{info}");
     assert_eq!(info["releases_scores"], false, "{info}");
-    for i in 0..3 {
-        let (st, v) = post(&s, &[row(i)]);
-        assert_eq!(st, 200, "{v}");
-        assert!(
-            v["answers"][0].get("scores").is_none_or(|s| s.is_null()),
-            "{v}"
-        );
-    }
+    let (st, v) = post(&s, &[row(0)]);
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        v["answers"][0].get("scores").is_none_or(|s| s.is_null()),
+        "{v}"
+    );
     let (st, v) = post(&s, &[row(3)]);
     assert!(st >= 400 && st != 422, "answer beyond B: {st} {v}");
+    assert!(
+        !dir.path().join("sa.safetensors.ledger.json").exists(),
+        "no JSON ledger is written"
+    );
 }
 
 #[cfg(feature = "nn")]

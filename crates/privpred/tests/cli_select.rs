@@ -123,12 +123,9 @@ fn trained_artifacts_predict_and_spend_with_the_selection() {
             "--init-ledger",
         ]);
         assert_eq!(labels.lines().count(), 2, "{labels}");
-        let ledger: Value = serde_json::from_slice(
-            &std::fs::read(dir.join(format!("{method}.safetensors.ledger.json"))).unwrap(),
-        )
-        .unwrap();
+        let ledger = common::ledger_record(&out);
         assert_eq!(ledger["spent"], 2);
-        assert_eq!(ledger["budget"], 6);
+        assert_eq!(ledger["total"], 6);
     }
 }
 

@@ -34,8 +34,18 @@ def _canonical(method: str) -> str:
     return "subsample-aggregate" if method == "subsample-and-aggregate" else method
 
 
+def _spends_budget(est: "PrivateLogisticRegression") -> bool:
+    """Whether the estimator's answers spend a budget: the fitted model's own kind (never the
+    user-settable ``method`` parameter, which ``set_params`` can change after the fit); the
+    parameter only before a fit, when there is nothing to release."""
+    native = est.__dict__.get("_native")
+    if native is not None:
+        return bool(json.loads(native.info_json())["spends_budget"])
+    return _canonical(est.method) in BUDGETED
+
+
 def _releases_scores(est: "PrivateLogisticRegression") -> bool:
-    return _canonical(est.method) not in BUDGETED
+    return not _spends_budget(est)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -259,6 +269,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def _set_native(self, native) -> None:
         self._native = native
+        self.__dict__.pop("_saved_to", None)  # a new fit is a new model, not the saved one
         g = native.guarantee_json()
         self.guarantee_ = None if g is None else json.loads(g)
         info = json.loads(native.info_json())
@@ -299,6 +310,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         privpred.BudgetExhausted
             When the batch needs more answers than remain of the budget B.
         """
+        saved = self.__dict__.get("_saved_to")
+        if saved is not None:
+            raise RuntimeError(
+                f"this private-prediction model was saved to {saved} and answers only through that "
+                f"file's budget ledger: privpred.load({saved!r}, ledger=...) or `privpred serve`"
+            )
         X = self._queries(X)
         labels, _ = self._native.predict(X)
         return self.classes_[labels]
@@ -400,6 +417,11 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         self._native.save(os.fspath(path), None if ledger is None else os.fspath(ledger))
+        if ledger is None and _spends_budget(self):
+            # the saved file now carries this model's identity and budget: answering from the
+            # in-memory ledger as well would give a second budget (answers here, then B more
+            # through the file's ledger)
+            self._saved_to = os.fspath(path)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
@@ -407,7 +429,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         state.pop("private_diagnostics_", None)
         native = state.pop("_native", None)
         if native is not None:
-            if _canonical(self.method) in BUDGETED:
+            if bool(json.loads(native.info_json())["spends_budget"]):
                 raise TypeError(
                     "a private-prediction model cannot be pickled: the copy would carry its secret parameters with a fresh budget; use save() before any answer and `privpred serve`"
                 )

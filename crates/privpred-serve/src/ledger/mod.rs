@@ -37,18 +37,27 @@
 //!   write-ahead log into the main file (`PRAGMA wal_checkpoint(TRUNCATE)`), so after a
 //!   clean shutdown the `.sqlite` file alone holds the whole ledger and can be copied. While
 //!   the server runs, back up with `privpred ledger backup` (the SQLite online backup API).
+//! * **Cannot go backwards silently.** With a [`SpendMark`] (the CLI keeps one beside the
+//!   model file), the ledger's new `spent` is mirrored into the mark after every spending
+//!   commit and before any answer is released, and a ledger whose `spent` is below the mark is
+//!   refused when opened: a restored older backup, a re-created ledger or a lost `-wal` file
+//!   cannot hand out released answers again ([`mark`] says what it cannot see).
 //! * **Group commit.** Requests that arrive while a transaction is in flight are decided one
 //!   by one, in arrival order, inside the next single transaction: one fsync serves many
 //!   requests (throughput), without changing any per-request decision.
 
+pub mod mark;
 mod postgres;
 mod sqlite;
+
+pub use mark::SpendMark;
 
 use crate::error::{Result, ServeError};
 use crate::model::Answer;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 /// The most rows decided in one group transaction.
@@ -163,7 +172,7 @@ pub(crate) fn bare_message(e: &ServeError) -> String {
 /// One model's budget record, as `privpred ledger show` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerRecord {
-    /// The model's id (SHA-256 of its file).
+    /// The model's id (the ledger id its artifact records).
     pub model_id: String,
     /// B.
     pub total: u64,
@@ -254,12 +263,35 @@ impl Job {
     }
 }
 
+/// How [`Ledger::open_with`] opens a model's budget record.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Serve repeated identical queries from the answer store without spending.
+    pub answer_store: bool,
+    /// Create the ledger and the record (`--init-ledger`); refused if the record exists.
+    pub init: bool,
+    /// Raise the record's `spent` to at least this many units (never lowers it), creating the
+    /// record with this count if it is missing: carries the count of an older ledger (a
+    /// migrated `predict` ledger, a spend mark being reconciled) into this one.
+    pub carry_spent: Option<u64>,
+    /// The spend mark to check at open and to raise before every release.
+    pub spend_mark: Option<SpendMark>,
+}
+
+/// The spend mark of an open ledger and the highest value this process wrote to it.
+struct MarkState {
+    mark: SpendMark,
+    written: tokio::sync::Mutex<u64>,
+}
+
 /// A handle on an open ledger (cheap to clone). A single writer (a thread for SQLite, a task
 /// for PostgreSQL) owns the connection and commits requests in groups.
 #[derive(Clone)]
 pub struct Ledger {
     tx: mpsc::Sender<Job>,
     description: String,
+    model_id: String,
+    mark: Option<Arc<MarkState>>,
 }
 
 impl Ledger {
@@ -276,7 +308,27 @@ impl Ledger {
         answer_store: bool,
         init: bool,
     ) -> Result<Ledger> {
+        let opts = OpenOptions {
+            answer_store,
+            init,
+            ..OpenOptions::default()
+        };
+        Self::open_with(spec, model_id, total, opts).await
+    }
+
+    /// [`Ledger::open`] with every option: `carry_spent` raises the record's count (creating
+    /// a missing record with it), and with a `spend_mark` a ledger whose `spent` is below the
+    /// mark is refused (a configuration error) and every spending commit raises the mark
+    /// before its answers are returned.
+    pub async fn open_with(
+        spec: &LedgerSpec,
+        model_id: &str,
+        total: u64,
+        opts: OpenOptions,
+    ) -> Result<Ledger> {
         db_count("the budget B", total)?;
+        let carry = opts.carry_spent.map(|c| c.min(total));
+        let (answer_store, init) = (opts.answer_store, opts.init);
         let (tx, rx) = mpsc::channel::<Job>(4096);
         match spec {
             LedgerSpec::Sqlite(path) => {
@@ -285,7 +337,7 @@ impl Ledger {
                     model_id.to_string(),
                     total,
                     answer_store,
-                    init,
+                    (init, carry),
                     rx,
                 )
                 .await?
@@ -296,16 +348,32 @@ impl Ledger {
                     model_id.to_string(),
                     total,
                     answer_store,
-                    init,
+                    (init, carry),
                     rx,
                 )
                 .await?
             }
         }
-        Ok(Ledger {
+        let mut ledger = Ledger {
             tx,
             description: spec.describe(),
-        })
+            model_id: model_id.to_string(),
+            mark: None,
+        };
+        if let Some(mark) = opts.spend_mark {
+            // the mark first, then the ledger (see `SpendMark::check`)
+            let (m, id) = (mark.clone(), model_id.to_string());
+            let high = tokio::task::spawn_blocking(move || m.read(&id))
+                .await
+                .map_err(|e| ServeError::Ledger(e.to_string()))??;
+            let st = ledger.status().await?;
+            mark.check(model_id, high, st.spent, &ledger.description)?;
+            ledger.mark = Some(Arc::new(MarkState {
+                mark,
+                written: tokio::sync::Mutex::new(0),
+            }));
+        }
+        Ok(ledger)
     }
 
     /// Where the ledger lives (no credentials).
@@ -325,9 +393,25 @@ impl Ledger {
             .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
     }
 
-    /// Decides and durably records one request (see the module docs).
+    /// Decides and durably records one request (see the module docs). With a spend mark, the
+    /// mark is raised to the new `spent` before the answers are returned; if that fails the
+    /// request fails closed (its units stay spent, nothing is released).
     pub async fn spend(&self, req: SpendRequest) -> Result<SpendOutcome> {
-        self.ask(|r| Job::Spend(req, r)).await
+        let out = self.ask(|r| Job::Spend(req, r)).await?;
+        if let (Some(m), SpendOutcome::Answered { state, .. }) = (&self.mark, &out) {
+            let mut written = m.written.lock().await;
+            if *written < state.spent {
+                let (mark, id, spent) = (m.mark.clone(), self.model_id.clone(), state.spent);
+                tokio::task::spawn_blocking(move || mark.raise(&id, spent))
+                    .await
+                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| {
+                        ServeError::Ledger(format!("{}; nothing released", bare_message(&e)))
+                    })?;
+                *written = spent;
+            }
+        }
+        Ok(out)
     }
 
     /// The current budget as recorded.
@@ -605,6 +689,53 @@ pub mod blocking {
     /// See [`admin::backup`].
     pub fn backup(spec: &LedgerSpec, out: &std::path::Path) -> Result<usize> {
         rt()?.block_on(admin::backup(spec, out))
+    }
+
+    /// Opens the ledger with `opts`, decides and records one request, and lets the ledger go
+    /// (no checkpoint: other processes may be using it). The answers of an `Answered` outcome
+    /// were committed (and the spend mark raised) before this returns. For a command that
+    /// answers once and exits (`privpred predict`).
+    pub fn spend_once(
+        spec: &LedgerSpec,
+        model_id: &str,
+        total: u64,
+        opts: OpenOptions,
+        req: SpendRequest,
+    ) -> Result<SpendOutcome> {
+        rt()?.block_on(async {
+            let l = Ledger::open_with(spec, model_id, total, opts).await?;
+            l.spend(req).await
+        })
+    }
+
+    /// Raises the record of `model_id` to the spend mark (creating it with the mark's count
+    /// if it is missing); never lowers it. Returns the count before (None: no record) and the
+    /// budget after.
+    pub fn reconcile(
+        spec: &LedgerSpec,
+        model_id: &str,
+        total: u64,
+        mark: &SpendMark,
+    ) -> Result<(Option<BudgetState>, BudgetState)> {
+        let before = admin_state(spec, model_id).ok().flatten();
+        let carry = mark.read(model_id)?;
+        rt()?.block_on(async {
+            let opts = OpenOptions {
+                answer_store: true,
+                carry_spent: Some(carry),
+                spend_mark: Some(mark.clone()),
+                ..OpenOptions::default()
+            };
+            let l = Ledger::open_with(spec, model_id, total, opts).await?;
+            Ok((before, l.status().await?))
+        })
+    }
+
+    fn admin_state(spec: &LedgerSpec, model_id: &str) -> Result<Option<BudgetState>> {
+        match spec {
+            LedgerSpec::Sqlite(p) if !p.is_file() => Ok(None),
+            _ => read_state(spec, model_id),
+        }
     }
 }
 

@@ -48,7 +48,14 @@ async fn has_budget_table(c: &impl tokio_postgres::GenericClient) -> Result<bool
     Ok(row.get(0))
 }
 
-async fn init(client: &mut Client, model_id: &str, total: u64, create: bool) -> Result<()> {
+/// Checks (and with `create` makes) the model's record in one transaction; `carry` raises its
+/// `spent` to at least that count, creating a missing record with it.
+async fn init(
+    client: &mut Client,
+    model_id: &str,
+    total: u64,
+    (create, carry): (bool, Option<u64>),
+) -> Result<()> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .await?;
@@ -72,7 +79,7 @@ async fn init(client: &mut Client, model_id: &str, total: u64, create: bool) -> 
                 ),
             ));
         }
-        (None, false) => {
+        (None, false) if carry.is_none() => {
             return Err(ServeError::config(
                 "--ledger",
                 format!(
@@ -81,11 +88,15 @@ async fn init(client: &mut Client, model_id: &str, total: u64, create: bool) -> 
                 ),
             ));
         }
-        (None, true) => {
+        (None, _) => {
             tx.batch_execute(SCHEMA).await?;
             tx.execute(
-                "INSERT INTO privpred_budget (model_id, total, spent) VALUES ($1, $2, 0)",
-                &[&model_id, &db_count("the budget B", total)?],
+                "INSERT INTO privpred_budget (model_id, total, spent) VALUES ($1, $2, $3)",
+                &[
+                    &model_id,
+                    &db_count("the budget B", total)?,
+                    &db_count("spent", carry.unwrap_or(0).min(total))?,
+                ],
             )
             .await?;
         }
@@ -105,8 +116,11 @@ async fn init(client: &mut Client, model_id: &str, total: u64, create: bool) -> 
         )));
     }
     tx.execute(
-        "UPDATE privpred_budget SET spent = spent WHERE model_id = $1",
-        &[&model_id],
+        "UPDATE privpred_budget SET spent = GREATEST(spent, $2) WHERE model_id = $1",
+        &[
+            &model_id,
+            &db_count("spent", carry.unwrap_or(0).min(total))?,
+        ],
     )
     .await?;
     tx.commit().await?;
@@ -118,11 +132,11 @@ pub(super) async fn start(
     model_id: String,
     total: u64,
     answer_store: bool,
-    create: bool,
+    init_mode: (bool, Option<u64>),
     mut rx: mpsc::Receiver<Job>,
 ) -> Result<()> {
     let mut client = connect(&conn).await?;
-    init(&mut client, &model_id, total, create).await?;
+    init(&mut client, &model_id, total, init_mode).await?;
     tokio::spawn(async move {
         let mut client = Some(client);
         while let Some(first) = rx.recv().await {

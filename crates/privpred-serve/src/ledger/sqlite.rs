@@ -91,12 +91,14 @@ fn has_budget_table(conn: &Connection) -> Result<bool> {
         .is_some())
 }
 
+/// Checks (and with `create` makes) the model's record in one write transaction; `carry`
+/// raises its `spent` to at least that count, creating a missing record with it.
 fn init(
     conn: &mut Connection,
     path: &Path,
     model_id: &str,
     total: u64,
-    create: bool,
+    (create, carry): (bool, Option<u64>),
 ) -> Result<()> {
     // A write transaction at start-up: a read-only ledger fails here, before serving.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -121,7 +123,7 @@ fn init(
                 ),
             ));
         }
-        (None, false) => {
+        (None, false) if carry.is_none() => {
             return Err(ServeError::config(
                 "--ledger",
                 format!(
@@ -130,11 +132,15 @@ fn init(
                 ),
             ));
         }
-        (None, true) => {
+        (None, _) => {
             tx.execute_batch(SCHEMA)?;
             tx.execute(
-                "INSERT INTO privpred_budget (model_id, total, spent) VALUES (?1, ?2, 0)",
-                params![model_id, db_count("the budget B", total)?],
+                "INSERT INTO privpred_budget (model_id, total, spent) VALUES (?1, ?2, ?3)",
+                params![
+                    model_id,
+                    db_count("the budget B", total)?,
+                    db_count("spent", carry.unwrap_or(0).min(total))?
+                ],
             )?;
         }
         (Some(_), false) => {}
@@ -151,10 +157,11 @@ fn init(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"
         )));
     }
-    // Touch the row so that the start-up transaction really writes (fails on a read-only file).
+    // Touch the row so that the start-up transaction really writes (fails on a read-only
+    // file); a carried count raises `spent`, never lowers it.
     tx.execute(
-        "UPDATE privpred_budget SET spent = spent WHERE model_id = ?1",
-        [model_id],
+        "UPDATE privpred_budget SET spent = MAX(spent, ?2) WHERE model_id = ?1",
+        params![model_id, db_count("spent", carry.unwrap_or(0).min(total))?],
     )?;
     tx.commit()?;
     if create {
@@ -261,15 +268,15 @@ pub(super) async fn start(
     model_id: String,
     total: u64,
     answer_store: bool,
-    create: bool,
+    (create, carry): (bool, Option<u64>),
     mut rx: mpsc::Receiver<Job>,
 ) -> Result<()> {
     let (ready_tx, ready_rx) = oneshot::channel::<Result<()>>();
     std::thread::Builder::new()
         .name("privpred-ledger".into())
         .spawn(move || {
-            let opened = open(&path, create).and_then(|mut c| {
-                init(&mut c, &path, &model_id, total, create)?;
+            let opened = open(&path, create || carry.is_some()).and_then(|mut c| {
+                init(&mut c, &path, &model_id, total, (create, carry))?;
                 let id = Identity::capture(&path)?;
                 Ok((c, id))
             });

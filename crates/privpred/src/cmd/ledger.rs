@@ -1,4 +1,5 @@
-//! `privpred ledger`: inspect and back up a budget ledger of `privpred serve`.
+//! `privpred ledger`: inspect, back up and reconcile the budget ledger of `privpred predict`
+//! and `privpred serve`.
 //!
 //! * `show`: every budget record (model id, B, spent, remaining, created, stored answers).
 //! * `backup --out FILE`: SQLite through the SQLite online backup API (a consistent copy even
@@ -6,9 +7,15 @@
 //!   `-wal` file needed); PostgreSQL as a plain-SQL dump restorable with `psql -f FILE`
 //!   (restoring never lowers a recorded `spent`). Written whole or not at all.
 //!
+//! * `reconcile --model FILE`: raises the model's recorded `spent` to its spend mark (the
+//!   high-water mark kept beside the model file), after a restore of an older backup or a
+//!   lost `-wal` file made the ledger record less than was released. Never lowers a count.
+//!
 //! The ledger is named like `serve --ledger`, or by `--model FILE` (the default
-//! `sqlite:<MODEL>.ledger.sqlite` beside the model; `show` then lists that model's record).
+//! `sqlite:<MODEL>.ledger.sqlite` beside the model, shared by `predict` and `serve`; `show`
+//! then lists that model's record, keyed by its ledger id).
 
+use super::budget::{identity, ledger_err, ledger_spec, spend_mark};
 use crate::exit::usage;
 use privpred_serve::LedgerSpec;
 use privpred_serve::ledger::blocking;
@@ -56,31 +63,23 @@ pub enum Action {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Raise a model's recorded spent budget to its spend mark (never lowers it).
+    Reconcile {
+        /// The model file (its ledger id, budget and spend mark).
+        #[arg(long, value_name = "FILE")]
+        model: PathBuf,
+        /// The ledger (default: `sqlite:<MODEL>.ledger.sqlite`).
+        #[arg(long, value_name = "LEDGER")]
+        ledger: Option<String>,
+    },
 }
 
 /// The ledger spec and, with `--model`, the model's id.
 fn resolve(w: &Which) -> anyhow::Result<(LedgerSpec, Option<String>)> {
     match (&w.ledger, &w.model) {
         (Some(l), _) => Ok((LedgerSpec::parse(l).map_err(usage)?, None)),
-        (None, Some(m)) => {
-            let bytes =
-                std::fs::read(m).map_err(|e| usage(format!("--model {}: {e}", m.display())))?;
-            let mut p = m.clone().into_os_string();
-            p.push(".ledger.sqlite");
-            Ok((
-                LedgerSpec::Sqlite(PathBuf::from(p)),
-                Some(privpred_serve::model::sha256_hex(&bytes)),
-            ))
-        }
+        (None, Some(m)) => Ok((ledger_spec(None, m)?, Some(identity(m)?.id))),
         (None, None) => Err(usage("give --ledger LEDGER or --model FILE")),
-    }
-}
-
-fn ledger_err(e: privpred_serve::ServeError) -> anyhow::Error {
-    if e.is_config() {
-        usage(e)
-    } else {
-        anyhow::Error::new(e)
     }
 }
 
@@ -138,5 +137,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Action::Reconcile { model, ledger } => reconcile(&model, ledger.as_deref()),
     }
+}
+
+/// `privpred ledger reconcile`.
+fn reconcile(model: &std::path::Path, ledger: Option<&str>) -> anyhow::Result<()> {
+    let who = identity(model)?;
+    let total = who.budget.ok_or_else(|| {
+        usage(format!(
+            "{}: this model has no finite budget, so no ledger record",
+            model.display()
+        ))
+    })?;
+    let spec = ledger_spec(ledger, model)?;
+    let mark = spend_mark(model);
+    let (before, after) = blocking::reconcile(&spec, &who.id, total, &mark).map_err(ledger_err)?;
+    let before = before.map_or_else(|| "no record".to_string(), |b| format!("{} spent", b.spent));
+    println!(
+        "model {}: {before} before, {} of {} spent now (spend mark {}); ledger {}",
+        who.id,
+        after.spent,
+        after.total,
+        mark.path().display(),
+        spec.describe()
+    );
+    Ok(())
 }

@@ -2,6 +2,7 @@
 pub mod account;
 pub mod args;
 pub mod audit;
+pub mod budget;
 pub mod calibrate;
 pub mod compare;
 pub mod data;

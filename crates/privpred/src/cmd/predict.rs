@@ -5,11 +5,12 @@
 //! Output: one label per line (or JSON with `--json`).
 //!
 //! Budget: private-prediction models (prediction sensitivity, subsample-and-aggregate) cover
-//! B answers. A local ledger `<model>.ledger.json` (keyed by the model's weights checksum)
-//! records the answers spent; it is updated atomically **before** any answer is printed, and a
-//! request that would exceed B is refused (exit 2) with nothing answered. The ledger is
-//! created only with `--init-ledger` (first use); a missing ledger, one of other weights, or
-//! one whose counts do not fit the model's budget is an error, never a fresh start. Privately trained
+//! B answers, spent from the same transactional ledger `privpred serve` uses (by default
+//! `<model>.ledger.sqlite`, or `--ledger`), keyed by the model's ledger id: the answers are
+//! computed, then one transaction checks the budget and records them, and only then are they
+//! printed (see `budget`). A request that would exceed B is refused whole (exit 2), nothing
+//! answered; concurrent runs never overspend. The ledger record is created only with
+//! `--init-ledger`; a JSON ledger of an earlier build is migrated once. Privately trained
 //! models (B = ∞) and the non-private model do not spend budget. Answers use the OS-seeded
 //! release generator.
 //!
@@ -17,10 +18,11 @@
 //! raw pixels `C×H×W` (0..255); a DP-SGD network answers with labels and probabilities, a
 //! teacher ensemble with one exponential-mechanism draw per row, spending the same ledger.
 
+use super::budget::{Spend, ledger_key};
 use crate::exit::usage;
 use privpred_linear::LinearError;
-use privpred_linear::artifact::{StoredModel, load as load_model, write_atomic};
-use serde::{Deserialize, Serialize};
+use privpred_linear::artifact::{StoredModel, load as load_model};
+use privpred_serve::Answer;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -36,22 +38,15 @@ pub struct Args {
     /// Print JSON (labels and, where the mechanism releases them, scores).
     #[arg(long)]
     pub json: bool,
-    /// Create the model's budget ledger `<MODEL>.ledger.json` (first use). Refused if it
-    /// exists; without it a missing ledger is an error (a deleted ledger never resets the
-    /// budget).
+    /// Create the model's budget record in the ledger (first use, by `predict` or `serve`).
+    /// Refused if the record exists; without it a missing ledger or record is an error (a
+    /// deleted ledger never resets the budget).
     #[arg(long)]
     pub init_ledger: bool,
-}
-
-/// The local budget ledger of a model file.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Ledger {
-    /// Checksum of the model weights this ledger belongs to.
-    pub weights_sha256: String,
-    /// The budget B.
-    pub budget: u64,
-    /// Answers given so far.
-    pub spent: u64,
+    /// Budget ledger: `sqlite:PATH`, `postgres://user@host:port/db`, or a libpq string.
+    /// Default: `sqlite:<MODEL>.ledger.sqlite`, the ledger `privpred serve` uses.
+    #[arg(long, value_name = "LEDGER")]
+    pub ledger: Option<String>,
 }
 
 fn lin(e: LinearError) -> anyhow::Error {
@@ -60,13 +55,6 @@ fn lin(e: LinearError) -> anyhow::Error {
     } else {
         anyhow::Error::new(e)
     }
-}
-
-/// `<model>.ledger.json`.
-pub fn ledger_path(model: &Path) -> PathBuf {
-    let mut s = model.as_os_str().to_owned();
-    s.push(".ledger.json");
-    PathBuf::from(s)
 }
 
 fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
@@ -133,97 +121,17 @@ fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
     Ok(rows)
 }
 
-/// Records `want` answers in the model's local ledger **before** they are given; refuses
-/// (exit 2, nothing recorded) when fewer than `want` of the budget B are left. The ledger is
-/// created only with `init` (and then must not exist yet); a missing ledger, a ledger of other
-/// weights (the model file was replaced) or one whose counts do not fit B is an error. The
-/// arithmetic is checked: `spent + want` can never wrap round to a small number.
-fn spend(
-    model: &Path,
-    weights_sha256: &str,
-    budget: u64,
-    want: u64,
-    init: bool,
-) -> anyhow::Result<()> {
-    let lp = ledger_path(model);
-    let mut ledger = match std::fs::read(&lp) {
-        Ok(_) if init => {
-            return Err(usage(format!(
-                "--init-ledger: {} already exists; it is never reset. Drop --init-ledger to spend from it",
-                lp.display()
-            )));
-        }
-        Ok(b) => {
-            let l: Ledger = serde_json::from_slice(&b).map_err(|e| {
-                usage(format!(
-                    "{}: corrupt budget ledger ({e}); refusing to answer",
-                    lp.display()
-                ))
-            })?;
-            if l.weights_sha256 != weights_sha256 {
-                return Err(usage(format!(
-                    "{}: the ledger belongs to other model weights (sha256 {}, the model's are {weights_sha256}); \
-                     refusing to answer. If the model file was replaced on purpose, move the old ledger away and \
-                     pass --init-ledger",
-                    lp.display(),
-                    l.weights_sha256
-                )));
-            }
-            if l.budget != budget || l.spent > l.budget {
-                return Err(usage(format!(
-                    "{}: corrupt budget ledger (records {} spent of a budget of {}, the model states B = {budget}); \
-                     refusing to answer",
-                    lp.display(),
-                    l.spent,
-                    l.budget
-                )));
-            }
-            l
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            if !init {
-                return Err(usage(format!(
-                    "{}: no budget ledger for {}; pass --init-ledger to create it (first use). A ledger is never \
-                     created silently: a fresh one would reset the budget",
-                    lp.display(),
-                    model.display()
-                )));
-            }
-            Ledger {
-                weights_sha256: weights_sha256.to_string(),
-                budget,
-                spent: 0,
-            }
-        }
-        Err(e) => return Err(usage(format!("{}: {e}", lp.display()))),
-    };
-    let after = ledger.spent.checked_add(want).filter(|&s| s <= budget);
-    let Some(after) = after else {
-        return Err(usage(format!(
-            "budget exhausted: {} queries requested, {} of {} answers left for {} (ledger {})",
-            want,
-            budget.saturating_sub(ledger.spent),
-            budget,
-            model.display(),
-            lp.display()
-        )));
-    };
-    ledger.spent = after;
-    write_atomic(&lp, serde_json::to_string_pretty(&ledger)?.as_bytes()).map_err(lin)?;
-    Ok(())
-}
-
-fn print_answers(answers: &[(u32, Option<Vec<f64>>)], as_json: bool) -> anyhow::Result<()> {
+fn print_answers(answers: &[Answer], as_json: bool) -> anyhow::Result<()> {
     if as_json {
         let v: Vec<_> = answers
             .iter()
-            .map(|(l, s)| json!({"label": l, "scores": s}))
+            .map(|a| json!({"label": a.label, "scores": a.scores}))
             .collect();
         println!("{}", serde_json::to_string(&json!({"answers": v}))?);
     } else {
         let mut out = String::new();
-        for (l, _) in answers {
-            out.push_str(&l.to_string());
+        for a in answers {
+            out.push_str(&a.label.to_string());
             out.push('\n');
         }
         print!("{out}");
@@ -264,31 +172,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
     let mut rng = privpred_core::noise::release_rng()?;
-    let answers: Vec<(u32, Option<Vec<f64>>)> = match &loaded.model {
+    let answers: Vec<Answer> = match &loaded.model {
         StoredModel::NonPrivate(m) => refs
             .iter()
-            .map(|x| (m.predict(x), Some(m.logits(x))))
+            .map(|x| Answer {
+                label: m.predict(x),
+                scores: Some(m.logits(x)),
+            })
             .collect(),
         StoredModel::Private(p) => {
+            let fresh = p.try_predict(&refs, &mut rng).map_err(lin)?;
             if p.spends_budget() {
                 let budget = p
                     .calibration
                     .budget()
                     .get()
                     .ok_or_else(|| usage("model spends budget but has none recorded"))?;
-                spend(
-                    &args.model,
-                    &loaded.weights_sha256,
+                let id = ledger_key(&args.model, loaded.ledger_id.as_deref())?;
+                let spend = Spend {
+                    model: &args.model,
+                    ledger: args.ledger.as_deref(),
+                    ledger_id: &id,
+                    weights_sha256: &loaded.weights_sha256,
                     budget,
-                    refs.len() as u64,
-                    args.init_ledger,
-                )?;
+                    init: args.init_ledger,
+                };
+                spend.answer(&rows, fresh)?
+            } else {
+                fresh
             }
-            p.try_predict(&refs, &mut rng)
-                .map_err(lin)?
-                .into_iter()
-                .map(|a| (a.label, a.scores))
-                .collect()
         }
     };
     print_answers(&answers, args.json)?;
@@ -298,7 +210,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// `privpred predict` with a deep-model artifact.
 #[cfg(feature = "nn")]
 mod nn {
-    use super::{Args, print_answers, read_queries, spend};
+    use super::{Args, print_answers, read_queries};
+    use crate::cmd::budget::{Spend, ledger_key};
     use crate::cmd::nn_artifact::{self, nn_err};
     use crate::exit::usage;
 
@@ -311,28 +224,28 @@ mod nn {
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent
         model.check_rows(&refs).map_err(usage)?;
-        if model.spends_budget() {
+        let mut rng = privpred_core::noise::release_rng()?;
+        let fresh = model.predict(&refs, &mut rng).map_err(nn_err)?;
+        let answers = if model.spends_budget() {
             let budget = model
                 .header
                 .calibration
                 .as_ref()
                 .and_then(|c| c.budget().get())
                 .ok_or_else(|| usage("teacher ensemble without a finite budget B recorded"))?;
-            spend(
-                &args.model,
-                &model.weights_sha256,
+            let id = ledger_key(&args.model, model.ledger_id.as_deref())?;
+            let spend = Spend {
+                model: &args.model,
+                ledger: args.ledger.as_deref(),
+                ledger_id: &id,
+                weights_sha256: &model.weights_sha256,
                 budget,
-                refs.len() as u64,
-                args.init_ledger,
-            )?;
-        }
-        let mut rng = privpred_core::noise::release_rng()?;
-        let answers: Vec<(u32, Option<Vec<f64>>)> = model
-            .predict(&refs, &mut rng)
-            .map_err(nn_err)?
-            .into_iter()
-            .map(|a| (a.label, a.scores))
-            .collect();
+                init: args.init_ledger,
+            };
+            spend.answer(&raw, fresh)?
+        } else {
+            fresh
+        };
         print_answers(&answers, args.json)
     }
 }

@@ -21,7 +21,7 @@ use privpred_core::{Budget, Method};
 use privpred_data::FittedPreprocessing;
 use privpred_linear::PrivatePredictor;
 use privpred_serve::model::{Answer, FixtureModel, ModelInfo, ServedModel, sha256_hex};
-use privpred_serve::{LedgerSpec, ServeConfig, ServeError, TokenSet};
+use privpred_serve::{ServeConfig, ServeError, TokenSet};
 use rand_chacha::ChaCha20Rng;
 use std::io::Write;
 use std::path::PathBuf;
@@ -141,7 +141,6 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
             .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         return Ok(Arc::new(m));
     }
-    // the same bytes give the model and its id (SHA-256), so the ledger is keyed by what is served
     let loaded = privpred_linear::artifact::load_from_bytes(path, &bytes)
         .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
     if let Some(seed) = loaded.experiment_seed() {
@@ -179,8 +178,17 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
             loaded.preprocessing.output_dim()
         )));
     }
+    // the ledger id written at training is the model's identity; a budgeted model without one
+    // (an earlier build's file) is refused, one without a budget never touches a ledger
+    let model_id = match budget {
+        Budget::Finite(_) => super::budget::ledger_key(path, loaded.ledger_id.as_deref())?,
+        Budget::Unlimited => loaded
+            .ledger_id
+            .clone()
+            .unwrap_or_else(|| sha256_hex(&bytes)),
+    };
     let info = ModelInfo {
-        model_id: sha256_hex(&bytes),
+        model_id,
         method: cal.method(),
         budget,
         input_dim: loaded.preprocessing.input_dim(),
@@ -203,12 +211,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
 /// Runs `privpred serve`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = load_model(&args.model)?;
-    let ledger_text = args.ledger.clone().unwrap_or_else(|| {
-        let mut p = args.model.clone().into_os_string();
-        p.push(".ledger.sqlite");
-        format!("sqlite:{}", PathBuf::from(p).display())
-    });
-    let ledger = LedgerSpec::parse(&ledger_text).map_err(usage)?;
+    let ledger = super::budget::ledger_spec(args.ledger.as_deref(), &args.model)?;
     let tokens = match &args.tokens {
         Some(p) => Some(TokenSet::load(p).map_err(usage)?),
         None => None,
@@ -221,6 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cfg.answer_store = !args.no_answer_store;
     cfg.share_answer_store = args.share_answer_store;
     cfg.init_ledger = args.init_ledger;
+    cfg.spend_mark = Some(super::budget::spend_mark(&args.model));
     cfg.limits.max_connections = args.max_connections;
     cfg.limits.header_timeout = seconds("--header-timeout", args.header_timeout)?;
     cfg.limits.body_timeout = seconds("--body-timeout", args.body_timeout)?;
@@ -344,8 +348,15 @@ mod nn {
         })?;
         let n = &h.normalization;
         let c = h.config;
+        let model_id = match budget {
+            Budget::Finite(_) => crate::cmd::budget::ledger_key(path, model.ledger_id.as_deref())?,
+            Budget::Unlimited => model
+                .ledger_id
+                .clone()
+                .unwrap_or_else(|| sha256_hex(&bytes)),
+        };
         let info = ModelInfo {
-            model_id: sha256_hex(&bytes),
+            model_id,
             method,
             guarantee,
             budget,

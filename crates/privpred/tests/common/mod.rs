@@ -166,3 +166,16 @@ pub fn train_into(
     let stdout = ok(&all);
     (out, stdout)
 }
+
+/// The budget record of a model in its default ledger (`privpred ledger show --model`).
+pub fn ledger_record(model: &Path) -> Value {
+    let v: Value = serde_json::from_str(&ok(&[
+        "ledger",
+        "show",
+        "--model",
+        model.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    v["records"][0].clone()
+}
