@@ -218,7 +218,7 @@ pub(crate) enum LoopRng<'a, R: Rng> {
     /// The caller's generator, used throughout.
     Outer(&'a mut R),
     /// The current segment's generator.
-    Segment(ChaCha20Rng),
+    Segment(Box<ChaCha20Rng>),
 }
 
 impl<'a, R: Rng> LoopRng<'a, R> {
@@ -227,8 +227,8 @@ impl<'a, R: Rng> LoopRng<'a, R> {
     pub(crate) fn start(rng: &'a mut R, resume: Option<&Resume>, seed: Option<u64>) -> Self {
         match (resume, seed) {
             (None, _) => LoopRng::Outer(rng),
-            (Some(_), Some(s)) => LoopRng::Segment(ChaCha20Rng::seed_from_u64(s)),
-            (Some(_), None) => LoopRng::Segment(ChaCha20Rng::seed_from_u64(rng.random())),
+            (Some(_), Some(s)) => LoopRng::Segment(Box::new(ChaCha20Rng::seed_from_u64(s))),
+            (Some(_), None) => LoopRng::Segment(Box::new(ChaCha20Rng::seed_from_u64(rng.random()))),
         }
     }
 
@@ -239,7 +239,7 @@ impl<'a, R: Rng> LoopRng<'a, R> {
             LoopRng::Outer(_) => None,
             LoopRng::Segment(g) => {
                 let s: u64 = g.random();
-                *g = ChaCha20Rng::seed_from_u64(s);
+                **g = ChaCha20Rng::seed_from_u64(s);
                 Some(s)
             }
         }
@@ -280,7 +280,7 @@ pub(crate) fn boundary<R: Rng>(
     state: impl FnOnce(u64) -> Checkpoint,
 ) -> Result<()> {
     let Some(r) = resume else { return Ok(()) };
-    if step >= steps || step % r.every != 0 {
+    if step >= steps || !step.is_multiple_of(r.every) {
         return Ok(());
     }
     let Some(seed) = rng.reseed() else {

@@ -433,7 +433,8 @@ fn nonprivate_loop(
         (done, params, opt.v, pos) = (c.step, c.params, c.velocity, c.pos);
         perm = restore_perm(c.perm, n)?;
     }
-    for step in done..steps {
+    let first = done;
+    for step in first..steps {
         let mut batch = Vec::with_capacity(b);
         while batch.len() < b {
             if pos == n {

@@ -430,11 +430,11 @@ impl Fig7Context {
         let mut preds = Vec::with_capacity(t);
         for (k, idx) in part.iter().enumerate() {
             let path = self.cfg.cache_dir.join(format!("{key}-t{k}.json"));
-            if let Some(c) = read_json::<CachedPredictions>(&path) {
-                if c.predictions.len() == self.test.len() {
-                    preds.push(c.predictions);
-                    continue;
-                }
+            if let Some(c) = read_json::<CachedPredictions>(&path)
+                && c.predictions.len() == self.test.len()
+            {
+                preds.push(c.predictions);
+                continue;
             }
             let shard = self.train.subset(idx);
             let mut cfg_k = self.cfg.teacher_sgd.clone();
