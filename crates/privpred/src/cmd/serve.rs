@@ -59,7 +59,7 @@ pub struct Args {
     /// Share the answer store across bearer tokens: a query one token asked is answered from
     /// the store for every token (saves budget, but one client learns which rows another
     /// asked and their answers). Default: one store per token.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_answer_store")]
     pub share_answer_store: bool,
     /// Create the ledger and this model's budget record. Required the first time; refused if
     /// the ledger already holds the record. Without it a missing ledger (file or record) is an
@@ -202,6 +202,11 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
 
 /// Runs `privpred serve`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.max_body_bytes == Some(0) {
+        return Err(usage(
+            "invalid max-body-bytes = 0: must be at least 1 (no request body would fit)",
+        ));
+    }
     let model = load_model(&args.model)?;
     let ledger_text = args.ledger.clone().unwrap_or_else(|| {
         let mut p = args.model.clone().into_os_string();

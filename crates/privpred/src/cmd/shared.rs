@@ -4,8 +4,16 @@
 use crate::exit::usage;
 use privpred_study::StudyError;
 
-/// Refuses an `--out` whose directory does not exist (exit 2, before any training).
+/// Refuses an `--out` that is a directory or whose directory does not exist (exit 2, before
+/// any training).
 pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+    if out.is_dir() {
+        return Err(usage(format!(
+            "invalid out = {}: is a directory; give a file path such as {}",
+            out.display(),
+            out.join("model.safetensors").display()
+        )));
+    }
     if let Some(parent) = out.parent()
         && !parent.as_os_str().is_empty()
         && !parent.is_dir()
@@ -60,4 +68,17 @@ pub fn command_line() -> String {
         *first = "privpred".into();
     }
     privpred_study::report::shell_quote(&args)
+}
+
+/// Refuses a training set with fewer than two classes present: a classifier needs two.
+pub(crate) fn check_two_classes(train: &privpred_data::Dataset) -> anyhow::Result<()> {
+    let present = train.class_counts().iter().filter(|&&c| c > 0).count();
+    if present < 2 {
+        let only = train.labels.first().copied().unwrap_or(0);
+        return Err(usage(format!(
+            "{}: every training example has label {only}; a classifier needs examples of at least 2 classes",
+            train.provenance.name
+        )));
+    }
+    Ok(())
 }
