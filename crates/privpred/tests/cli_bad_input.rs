@@ -276,3 +276,21 @@ fn a_missing_or_directory_model_exits_2_with_each_cause_once() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert_eq!(e.matches(bs).count(), 1, "{e}");
 }
+
+#[test]
+fn tiny_and_huge_numbers_are_printed_in_a_short_form() {
+    for (eps, shown) in [("1e-300", "(1e-300, 0)"), ("1e300", "(1e300, 0)")] {
+        let out = ok(&[
+            "calibrate",
+            "model-sensitivity",
+            "--epsilon",
+            eps,
+            "--n",
+            "1000",
+            "--lambda",
+            "0.01",
+        ]);
+        assert!(out.contains(shown), "{out}");
+        assert!(out.lines().all(|l| l.len() < 300), "{out}");
+    }
+}

@@ -237,8 +237,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.model.display(),
             info.method,
             info.guarantee.mode(),
-            info.guarantee.epsilon(),
-            info.guarantee.delta()
+            super::shared::short(info.guarantee.epsilon()),
+            super::shared::short(info.guarantee.delta())
         );
         for n in notes {
             eprintln!("privpred serve: {n}");

@@ -27,14 +27,24 @@ pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A number in a short form: plain decimals between 10⁻⁴ and 10¹⁶ (and 0), scientific
+/// notation outside (`1e-300`, not 300 digits).
+pub(crate) fn short(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e16).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
 pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
     match c {
         Some(c) => {
             println!(
                 "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
-                c.epsilon(),
-                c.delta(),
+                short(c.epsilon()),
+                short(c.delta()),
                 c.neighbours(),
                 c.budget()
                     .get()
@@ -81,4 +91,19 @@ pub(crate) fn check_two_classes(train: &privpred_data::Dataset) -> anyhow::Resul
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn tiny_and_huge_numbers_are_short() {
+        assert_eq!(short(1e-300), "1e-300");
+        assert_eq!(short(1e300), "1e300");
+        assert_eq!(short(0.5), "0.5");
+        assert_eq!(short(1e-5), "1e-5");
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(10.0), "10");
+    }
 }
