@@ -4,6 +4,7 @@ cross_val_score, pickling)."""
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np

@@ -188,7 +188,7 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
     let v = c.mechanism.scale();
     if !(v.is_normal() && v > 0.0 && (1.0 / v).is_normal()) {
         return Err(CoreError::Numerical(format!(
-            "calibration produced a non-finite noise parameter {v}"
+            "calibration produced a noise parameter {v:e} outside the usable range (it must be a positive normal number whose reciprocal is also one, about 2.2e-308 to 4.5e307)"
         )));
     }
     Ok(c)

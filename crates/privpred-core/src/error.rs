@@ -30,11 +30,46 @@ impl CoreError {
     ) -> Self {
         CoreError::InvalidArgument {
             name,
-            value: value.to_string(),
+            value: short_number(value.to_string()),
             expected: expected.into(),
         }
     }
 }
 
+/// A number in a short form: a decimal with more than 20 characters (how Rust prints 1e-300
+/// or 1e300 as a plain decimal) is rewritten in scientific notation (`1e-300`); anything
+/// else, numbers included, is returned unchanged.
+pub fn short_number(text: String) -> String {
+    if text.len() <= 20 {
+        return text;
+    }
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => format!("{v:e}"),
+        _ => text,
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, CoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_and_huge_values_are_printed_in_a_short_form() {
+        let e = CoreError::invalid("epsilon", 1e-300, "must be > 0").to_string();
+        assert_eq!(e, "invalid epsilon = 1e-300: must be > 0");
+        let e = CoreError::invalid("sigma", 1.5e300, "x").to_string();
+        assert!(e.contains("= 1.5e300:"), "{e}");
+        assert!(
+            CoreError::invalid("b", 0.25, "x")
+                .to_string()
+                .contains("= 0.25:")
+        );
+        assert_eq!(
+            short_number("not a number at all, long".into()),
+            "not a number at all, long"
+        );
+    }
+}

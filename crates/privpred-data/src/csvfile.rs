@@ -168,6 +168,7 @@ pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTab
     let mut layout: Option<Layout> = None;
     let mut sink = RowSink {
         path,
+        delimiter: opts.delimiter,
         features: Vec::new(),
         labels: Vec::new(),
     };
@@ -224,6 +225,12 @@ fn first_row_layout(
     path: &Path,
     opts: &CsvOptions,
 ) -> Result<(Layout, Option<Vec<String>>)> {
+    if let Some(reason) = rec
+        .iter()
+        .find_map(|f| foreign_delimiter(f, opts.delimiter))
+    {
+        return Err(fmt_err(path, format!("line {line}: {reason}")));
+    }
     let is_header = match opts.header {
         Some(h) => h,
         None => {
@@ -289,6 +296,7 @@ fn label_index(
 /// The features and labels of the data rows read so far.
 struct RowSink<'a> {
     path: &'a Path,
+    delimiter: u8,
     features: Vec<f32>,
     labels: Vec<u32>,
 }
@@ -298,6 +306,12 @@ impl RowSink<'_> {
     /// in the label column, features that fit an f32) and appends it.
     fn push(&mut self, rec: &csv::ByteRecord, line: u64, layout: &Layout) -> Result<()> {
         let (path, w) = (self.path, layout.width);
+        if let Some(reason) = rec
+            .iter()
+            .find_map(|f| foreign_delimiter(f, self.delimiter))
+        {
+            return Err(fmt_err(path, format!("line {line}: {reason}")));
+        }
         if rec.len() != w {
             return Err(fmt_err(
                 path,
@@ -308,7 +322,7 @@ impl RowSink<'_> {
             ));
         }
         for (c, f) in rec.iter().enumerate() {
-            let v = parse_cell(f, line, c, path)?;
+            let v = parse_cell(f, line, c, path, self.delimiter)?;
             if c == layout.label_idx {
                 if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 {
                     return Err(fmt_err(
@@ -335,16 +349,30 @@ impl RowSink<'_> {
     }
 }
 
+/// Why a cell holds another delimiter than the file's (`None` when it does not): a
+/// tab- or semicolon-separated file, or a row mixing delimiters, is named as such instead of
+/// as a cell that is not a number or a name with a control character.
+fn foreign_delimiter(f: &[u8], delimiter: u8) -> Option<String> {
+    let (_, name) = [(b'\t', "tab"), (b';', "semicolon"), (b',', "comma")]
+        .into_iter()
+        .find(|&(d, _)| d != delimiter && f.contains(&d))?;
+    Some(format!(
+        "`{}` holds a {name}: the columns must be separated by `{}` only (a {name}-separated file or a row mixing delimiters is not read)",
+        String::from_utf8_lossy(f).escape_debug(),
+        (delimiter as char).escape_debug()
+    ))
+}
+
 /// One cell as a finite number (line and column named in the error).
-fn parse_cell(f: &[u8], line: u64, c: usize, path: &Path) -> Result<f64> {
+fn parse_cell(f: &[u8], line: u64, c: usize, path: &Path, delimiter: u8) -> Result<f64> {
     let v = parse_num(f).ok_or_else(|| {
-        fmt_err(
-            path,
+        let why = foreign_delimiter(f, delimiter).unwrap_or_else(|| {
             format!(
-                "line {line}, column {c}: `{}` is not a number",
-                String::from_utf8_lossy(f)
-            ),
-        )
+                "`{}` is not a number",
+                String::from_utf8_lossy(f).escape_debug()
+            )
+        });
+        fmt_err(path, format!("line {line}, column {c}: {why}"))
     })?;
     if !v.is_finite() {
         return Err(fmt_err(

@@ -51,5 +51,22 @@ pub enum DataError {
     NotFound(String),
 }
 
+impl DataError {
+    /// The message without the file name in front (for a caller that names the file itself,
+    /// so that the path is printed once).
+    pub fn reason(&self) -> String {
+        let text = self.to_string();
+        match self {
+            DataError::Io { source, .. } => source.to_string(),
+            DataError::Format { reason, .. } => reason.clone(),
+            DataError::Checksum { path, .. } => text
+                .strip_prefix(&format!("{}: ", path.display()))
+                .map(str::to_string)
+                .unwrap_or(text),
+            _ => text,
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, DataError>;

@@ -9,7 +9,7 @@ use crate::error::{DataError, Result};
 use crate::limits::MAX_IDX_VALUES;
 use sha2::{Digest, Sha256};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// A parsed IDX array of unsigned bytes converted on the fly by the caller's sink.
@@ -60,15 +60,57 @@ fn open_bounded(path: &Path) -> Result<(Box<dyn Read + Send>, u64, bool)> {
             .saturating_mul(DEFLATE_MAX_RATIO)
             .saturating_add(1 << 16);
         Ok((
-            Box::new(BufReader::with_capacity(
-                1 << 20,
-                flate2::read::MultiGzDecoder::new(f),
-            )),
+            Box::new(BufReader::with_capacity(1 << 20, GzMembers::new(f))),
             bound,
             true,
         ))
     } else {
         Ok((Box::new(f), len, false))
+    }
+}
+
+/// A gzip stream of one or more members (as `MultiGzDecoder`), except that bytes after the
+/// last member that do not start another one are an error naming them as trailing bytes
+/// (a multi-member decoder reports them as a truncated member: "unexpected end of file").
+struct GzMembers<R: BufRead> {
+    dec: Option<flate2::bufread::GzDecoder<R>>,
+}
+
+impl<R: BufRead> GzMembers<R> {
+    fn new(r: R) -> Self {
+        GzMembers {
+            dec: Some(flate2::bufread::GzDecoder::new(r)),
+        }
+    }
+}
+
+impl<R: BufRead> Read for GzMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(dec) = self.dec.as_mut() else {
+                return Ok(0);
+            };
+            let n = dec.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let Some(dec) = self.dec.take() else {
+                return Ok(0);
+            };
+            let mut r = dec.into_inner();
+            let rest = r.fill_buf()?;
+            if rest.is_empty() {
+                return Ok(0);
+            }
+            if rest.starts_with(&[0x1f, 0x8b]) {
+                self.dec = Some(flate2::bufread::GzDecoder::new(r));
+                continue;
+            }
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "trailing bytes after the end of the gzip data (not another gzip member)",
+            ));
+        }
     }
 }
 
@@ -84,6 +126,120 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(off)
+}
+
+/// Reads and checks an IDX header (magic, element type, rank, dimensions, the value count
+/// against [`MAX_IDX_VALUES`]), feeding its bytes to `hasher`; returns the dimensions.
+fn parse_header(
+    r: &mut impl Read,
+    path: &Path,
+    rank: usize,
+    hasher: &mut Sha256,
+) -> Result<Vec<usize>> {
+    let io = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut head = [0u8; 4];
+    let got = read_full(r, &mut head).map_err(io)?;
+    if got < 4 {
+        return Err(fmt_err(
+            path,
+            format!("truncated IDX header ({got} of 4 bytes)"),
+        ));
+    }
+    if head[0] != 0 || head[1] != 0 {
+        return Err(fmt_err(
+            path,
+            format!(
+                "wrong IDX magic {:02x} {:02x} {:02x} {:02x} (expected 00 00 08 <rank>)",
+                head[0], head[1], head[2], head[3]
+            ),
+        ));
+    }
+    if head[2] != 0x08 {
+        return Err(fmt_err(
+            path,
+            format!(
+                "unsupported IDX element type 0x{:02x} (only 0x08, unsigned byte)",
+                head[2]
+            ),
+        ));
+    }
+    if head[3] as usize != rank {
+        return Err(fmt_err(
+            path,
+            format!("IDX file has {} dimensions, expected {rank}", head[3]),
+        ));
+    }
+    hasher.update(head);
+    let mut dimbuf = vec![0u8; 4 * rank];
+    let got = read_full(r, &mut dimbuf).map_err(io)?;
+    if got < dimbuf.len() {
+        return Err(fmt_err(path, "truncated IDX header (dimensions)"));
+    }
+    hasher.update(&dimbuf);
+    let dims: Vec<usize> = dimbuf
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .collect();
+    let total = dims
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .ok_or_else(|| fmt_err(path, format!("IDX dimensions {dims:?} overflow")))?;
+    if total as u64 > MAX_IDX_VALUES {
+        return Err(fmt_err(
+            path,
+            format!(
+                "IDX header {dims:?} promises {total} values, more than the limit of {MAX_IDX_VALUES} (privpred_data::limits::MAX_IDX_VALUES)"
+            ),
+        ));
+    }
+    Ok(dims)
+}
+
+/// The dimensions in the header of an IDX file (plain or gzip) of the given rank, read
+/// without touching the payload: only the first few decompressed bytes are produced.
+pub fn read_header(path: &Path, rank: usize) -> Result<Vec<usize>> {
+    let (mut r, _, _) = open_bounded(path)?;
+    parse_header(&mut r, path, rank, &mut Sha256::new())
+}
+
+/// Compares the headers of an image file and its label file before either payload is read:
+/// the counts must agree and the images must not be empty. Returns the image dimensions
+/// `[n, rows, cols]`.
+pub fn check_pair(images: &Path, labels: &Path) -> Result<Vec<usize>> {
+    let img = read_header(images, 3)?;
+    let lab = read_header(labels, 1)?;
+    if img.contains(&0) {
+        return Err(fmt_err(
+            images,
+            format!("empty IDX image file (dimensions {img:?})"),
+        ));
+    }
+    if img[0] != lab[0] {
+        return Err(fmt_err(
+            labels,
+            format!(
+                "{} labels but {} promises {} images (the counts must be equal)",
+                lab[0],
+                images.display(),
+                img[0]
+            ),
+        ));
+    }
+    Ok(img)
+}
+
+/// The error for an output of `total` values that cannot be allocated.
+fn alloc_err(path: &Path, dims: &[usize], bytes: u64) -> DataError {
+    fmt_err(
+        path,
+        format!(
+            "cannot allocate {} for the values promised by the IDX header {dims:?}",
+            crate::limits::human_bytes(bytes)
+        ),
+    )
 }
 
 /// Reads an IDX stream of unsigned bytes with exactly `rank` dimensions, converting each byte
@@ -135,61 +291,8 @@ fn read_idx_inner<T, R: Read>(
         source,
     };
     let mut hasher = Sha256::new();
-    let mut head = [0u8; 4];
-    let got = read_full(&mut r, &mut head).map_err(io)?;
-    if got < 4 {
-        return Err(fmt_err(
-            path,
-            format!("truncated IDX header ({got} of 4 bytes)"),
-        ));
-    }
-    if head[0] != 0 || head[1] != 0 {
-        return Err(fmt_err(
-            path,
-            format!(
-                "wrong IDX magic {:02x} {:02x} {:02x} {:02x} (expected 00 00 08 <rank>)",
-                head[0], head[1], head[2], head[3]
-            ),
-        ));
-    }
-    if head[2] != 0x08 {
-        return Err(fmt_err(
-            path,
-            format!(
-                "unsupported IDX element type 0x{:02x} (only 0x08, unsigned byte)",
-                head[2]
-            ),
-        ));
-    }
-    if head[3] as usize != rank {
-        return Err(fmt_err(
-            path,
-            format!("IDX file has {} dimensions, expected {rank}", head[3]),
-        ));
-    }
-    hasher.update(head);
-    let mut dimbuf = vec![0u8; 4 * rank];
-    let got = read_full(&mut r, &mut dimbuf).map_err(io)?;
-    if got < dimbuf.len() {
-        return Err(fmt_err(path, "truncated IDX header (dimensions)"));
-    }
-    hasher.update(&dimbuf);
-    let dims: Vec<usize> = dimbuf
-        .chunks_exact(4)
-        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
-        .collect();
-    let total = dims
-        .iter()
-        .try_fold(1usize, |a, &b| a.checked_mul(b))
-        .ok_or_else(|| fmt_err(path, format!("IDX dimensions {dims:?} overflow")))?;
-    if total as u64 > MAX_IDX_VALUES {
-        return Err(fmt_err(
-            path,
-            format!(
-                "IDX header {dims:?} promises {total} values, more than the limit of {MAX_IDX_VALUES} (privpred_data::limits::MAX_IDX_VALUES)"
-            ),
-        ));
-    }
+    let dims = parse_header(&mut r, path, rank, &mut hasher)?;
+    let total: usize = dims.iter().product();
     let header_len = 4 + 4 * rank as u64;
     if let Some(max) = max_bytes {
         let avail = max.saturating_sub(header_len);
@@ -204,11 +307,17 @@ fn read_idx_inner<T, R: Read>(
     }
     // Never trust a header for more than the input can hold: allocate once only when the
     // bound is exact (a plain file); otherwise grow as values arrive.
-    let mut data: Vec<T> = if exact_alloc {
-        Vec::with_capacity(total)
+    let out_bytes = (total as u64).saturating_mul(std::mem::size_of::<T>() as u64);
+    crate::limits::check_memory(&format!("the IDX header {dims:?}"), out_bytes)
+        .map_err(|reason| fmt_err(path, reason))?;
+    let mut data: Vec<T> = Vec::new();
+    let first = if exact_alloc {
+        total
     } else {
-        Vec::with_capacity(total.min(1 << 16))
+        total.min(1 << 16)
     };
+    data.try_reserve_exact(first)
+        .map_err(|_| alloc_err(path, &dims, out_bytes))?;
     let mut buf = vec![0u8; 1 << 16];
     let mut remaining = total;
     while remaining > 0 {
@@ -218,7 +327,8 @@ fn read_idx_inner<T, R: Read>(
         if data.capacity() - data.len() < got {
             // Double, but never past the header's count (the output ends exactly full).
             let grow = data.capacity().max(got).min(total - data.len());
-            data.reserve_exact(grow);
+            data.try_reserve_exact(grow)
+                .map_err(|_| alloc_err(path, &dims, out_bytes))?;
         }
         data.extend(buf[..got].iter().map(|&b| conv(b)));
         remaining -= got;
@@ -331,6 +441,46 @@ mod tests {
         ok.push(9);
         let e = read_idx_bounded(&ok[..], Path::new("x"), 1, |b| b, Some(14)).unwrap_err();
         assert!(e.to_string().contains("trailing"), "{e}");
+    }
+
+    #[test]
+    fn gzip_members_concatenate_and_trailing_garbage_is_named() {
+        let gz = |b: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b).unwrap();
+            e.finish().unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l.gz");
+        let mut two = gz(&[0, 0, 8, 1, 0, 0, 0, 3, 1]);
+        two.extend(gz(&[2, 3]));
+        std::fs::write(&p, &two).unwrap();
+        assert_eq!(read_labels(&p).unwrap().data, vec![1, 2, 3]);
+        two.extend_from_slice(b"garbage");
+        std::fs::write(&p, &two).unwrap();
+        let e = read_labels(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("trailing bytes") && !e.contains("unexpected end"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_label_count_other_than_the_image_count_is_refused_from_the_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (i, l) = (dir.path().join("i"), dir.path().join("l"));
+        // The image header promises 2,000,000 images with no payload at all.
+        let mut head = vec![0u8, 0, 8, 3];
+        for d in [2_000_000u32, 28, 28] {
+            head.extend_from_slice(&d.to_be_bytes());
+        }
+        std::fs::write(&i, &head).unwrap();
+        write_idx_atomic(&l, &[3], &[0, 1, 0]).unwrap();
+        let e = check_pair(&i, &l).unwrap_err().to_string();
+        assert!(
+            e.contains("3 labels") && e.contains("2000000 images"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -323,6 +323,35 @@ fn combine(hashes: &[(String, String)]) -> String {
     fsutil::sha256_bytes(s.as_bytes())
 }
 
+/// Compares the four IDX headers before any payload is read (the image and label counts of
+/// each split, the train and test image shapes) and bounds what the data set will allocate
+/// by the machine's memory, so that a compressed file promising billions of values is
+/// refused in milliseconds instead of being decompressed.
+fn check_idx_headers(tri: &Path, trl: &Path, tei: &Path, tel: &Path) -> Result<()> {
+    let train = idx::check_pair(tri, trl)?;
+    let test = idx::check_pair(tei, tel)?;
+    if train[1..] != test[1..] {
+        return Err(DataError::Format {
+            path: tei.to_path_buf(),
+            reason: format!(
+                "test images are {}×{}, training images {}×{} (the image shapes must match, not only the pixel counts)",
+                test[1], test[2], train[1], train[2]
+            ),
+        });
+    }
+    // f32 pixels plus u32 labels for both splits.
+    let values = |d: &[usize]| d.iter().map(|&x| x as u64).product::<u64>();
+    let bytes = (values(&train) + values(&test) + train[0] as u64 + test[0] as u64) * 4;
+    crate::limits::check_memory(
+        &format!("the data set in {}", tri.parent().unwrap_or(tri).display()),
+        bytes,
+    )
+    .map_err(|reason| DataError::Format {
+        path: tri.to_path_buf(),
+        reason,
+    })
+}
+
 /// Loads a directory of the four IDX files; `Ok(None)` if they are not all there. With a
 /// checksum table every file must match; labels must be below `classes` (default: largest
 /// label + 1).
@@ -342,6 +371,7 @@ pub fn load_idx_dir(
     let [Some(tri), Some(trl), Some(tei), Some(tel)] = files else {
         return Ok(None);
     };
+    check_idx_headers(&tri, &trl, &tei, &tel)?;
     let ((a, b), (c, d)) = rayon::join(
         || rayon::join(|| idx::read_images(&tri), || idx::read_labels(&trl)),
         || rayon::join(|| idx::read_images(&tei), || idx::read_labels(&tel)),
@@ -696,6 +726,7 @@ pub(crate) fn load_mnist1m(
     })?;
     // The test split is MNIST's: load it first and drop MNIST's training split, so that the
     // large read below is the only big allocation alive (peak ≈ one copy of the features).
+    idx::check_pair(&tri, &trl)?;
     let mut test = mnist_test()?;
     let (a, b) = rayon::join(|| idx::read_images(&tri), || idx::read_labels(&trl));
     let (img, lab) = (a?, b?);

@@ -309,3 +309,22 @@ fn bad_specs_and_recipes() {
         assert!(e.starts_with("invalid "), "{e}");
     }
 }
+
+#[test]
+fn tab_separated_and_mixed_delimiter_csv_files_are_named_as_such() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("tabs.csv");
+    std::fs::write(&p, "a\tb\tlabel\n1\t2\t0\n3\t4\t1\n").unwrap();
+    let e = err_of(&format!("csv:{}", p.display()));
+    assert!(
+        e.contains("holds a tab") && !e.contains("control character"),
+        "{e}"
+    );
+    let p = t.path().join("mixed.csv");
+    std::fs::write(&p, "1,2,0\n3;4,1\n5\t6,0\n").unwrap();
+    let e = err_of(&format!("csv:{}", p.display()));
+    assert!(
+        e.contains("line 2") && e.contains("holds a semicolon"),
+        "{e}"
+    );
+}

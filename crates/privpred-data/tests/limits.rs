@@ -266,3 +266,38 @@ fn idx_train_and_test_images_of_different_shapes_are_refused() {
     let e = err_of(&format!("idx:{}", t.path().display()));
     assert!(e.contains("784×1") && e.contains("28×28"), "{e}");
 }
+
+#[test]
+fn a_gzip_bomb_with_mismatched_labels_is_refused_before_its_payload_is_decompressed() {
+    let t = tempfile::tempdir().unwrap();
+    // Each image file promises 2,730,000 × 28 × 28 ≈ 2.1 × 10⁹ values (inside MAX_IDX_VALUES)
+    // and holds 64 MiB of zeros (64 kB compressed); the label files hold 20 labels. The
+    // headers disagree, so nothing of the payload may be decompressed or allocated.
+    let bomb = gz(&idx_bytes(&[2_730_000, 28, 28], &vec![0u8; 64 << 20]));
+    let labels = idx_bytes(&[20], &[1; 20]);
+    for (img, lab) in [
+        ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte"),
+        ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte"),
+    ] {
+        std::fs::write(t.path().join(img), &bomb).unwrap();
+        std::fs::write(t.path().join(lab), &labels).unwrap();
+    }
+    let spec = format!("idx:{}", t.path().display());
+    let t0 = std::time::Instant::now();
+    let (big, e) = largest(|| err_of(&spec));
+    assert!(
+        e.contains("20 labels") && e.contains("2730000 images"),
+        "{e}"
+    );
+    assert!(big < 8 << 20, "largest allocation {big} bytes");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    // Matching counts whose arrays exceed the machine's memory share are refused by name
+    // before the payload is read (checked here against a 1 GiB machine).
+    let e = privpred_data::limits::check_memory_within(
+        "the data set",
+        2_730_000 * 784 * 4,
+        Some(1 << 30),
+    )
+    .unwrap_err();
+    assert!(e.contains("MAX_DATA_MEMORY_PERCENT"), "{e}");
+}

@@ -27,6 +27,8 @@ enum Expect {
     Refused,
     /// May be accepted (exit 0) or refused.
     Either,
+    /// Must be refused as bad input: exit 2 exactly.
+    Usage,
 }
 
 fn run_case(bin: &Path, args: &[String], timeout: Duration, expect: Expect, t: &mut Tally) {
@@ -70,9 +72,17 @@ fn run_case(bin: &Path, args: &[String], timeout: Duration, expect: Expect, t: &
             .push(format!("KILLED by a signal: {short:?}: {err}")),
         Some(_) if err.contains("panicked") => t.failures.push(format!("PANIC: {short:?}: {err}")),
         Some(s) if s.code() == Some(0) => match expect {
-            Expect::Refused => t.failures.push(format!("ACCEPTED bad input: {short:?}")),
+            Expect::Refused | Expect::Usage => {
+                t.failures.push(format!("ACCEPTED bad input: {short:?}"))
+            }
             Expect::Either => t.accepted += 1,
         },
+        Some(s) if matches!(expect, Expect::Usage) && s.code() != Some(2) => {
+            t.failures.push(format!(
+                "EXIT {:?} (bad input must exit 2): {short:?}: {err}",
+                s.code()
+            ))
+        }
         Some(_) => {
             t.refused += 1;
             let first = err.lines().next().unwrap_or("").to_string();
@@ -141,6 +151,7 @@ pub fn main(args: &[String]) -> i32 {
         sweep.model_artifacts(),
         sweep.numeric_flags(),
         sweep.paths(),
+        sweep.second_round(),
     ];
     print_report(&report, opts.verbose)
 }
@@ -529,6 +540,161 @@ impl Sweep {
             }
         }
         ("missing/empty/directory paths", t)
+    }
+}
+
+impl Sweep {
+    /// Family 7: the second round of hand-made bad inputs, each of which must exit 2: gzip
+    /// bombs (an IDX header promising 2 × 10⁹ values over a short payload, counts that
+    /// disagree), trailing gzip bytes, one-class data, tab-separated and mixed-delimiter CSVs,
+    /// bad query files (`/dev/zero`, a typo in the first row, a trailing comma, mixed
+    /// delimiters, an undeclared header) and contradictory or guarantee-less flags.
+    fn second_round(&mut self) -> (&'static str, Tally) {
+        let mut t = Tally::default();
+        let d = self.dir.join("round2");
+        std::fs::create_dir_all(&d).unwrap();
+        let w = |name: &str, b: &[u8]| {
+            let p = d.join(name);
+            std::fs::write(&p, b).unwrap();
+            s(p)
+        };
+        let mut cases = self.round2_idx_sets(&d);
+        for (name, text) in [
+            ("tabs.csv", "a\tb\tlabel\n1\t2\t0\n3\t4\t1\n".to_string()),
+            ("mixed.csv", "1,2,0\n3;4,1\n5\t6,0\n".to_string()),
+            (
+                "one.csv",
+                (0..40).map(|i| format!("{i},{},1\n", i % 5)).collect(),
+            ),
+        ] {
+            let p = w(name, text.as_bytes());
+            cases.push(self.train_args(&format!("csv:{p}"), &[]));
+        }
+        cases.push(self.train_args(&self.ds.clone(), &["--epsilon", "1"]));
+        let mut out_dir = self.train_args(&self.ds.clone(), &[]);
+        if let Some(o) = out_dir.last_mut() {
+            *o = s(&d);
+        }
+        cases.push(out_dir);
+        // Query files, answered by an unseeded non-private model (predict accepts it).
+        let m = s(d.join("np.safetensors"));
+        let np = self.train_args(&self.ds.clone(), &["--lambda", "0.01"]);
+        let np: Vec<String> = np[..np.len() - 1]
+            .iter()
+            .cloned()
+            .chain([m.clone()])
+            .collect();
+        let _ = Command::new(&self.bin).args(&np).output();
+        for q in [
+            "/dev/zero".to_string(),
+            w("typo.csv", b"10,20,x30,40\n1,2,3,4\n"),
+            w("comma.csv", b"10,20,30,40,\n"),
+            w("mixq.csv", b"10,20;30\t40\n"),
+            w("head.csv", b"a,b,c,d\n10,20,30,40\n"),
+        ] {
+            cases.push(
+                ["predict", "--model", &m, "--input", &q]
+                    .map(String::from)
+                    .to_vec(),
+            );
+        }
+        for m in [s(d.join("missing.safetensors")), s(&d)] {
+            cases.push(
+                ["predict", "--model", &m, "--input", &s(&self.q)]
+                    .map(String::from)
+                    .to_vec(),
+            );
+            cases.push(
+                ["evaluate", "--model", &m, "--dataset", &self.ds]
+                    .map(String::from)
+                    .to_vec(),
+            );
+        }
+        // serve: refusals come before the socket is bound (a started server is a HANG).
+        let method = serde_json::to_value(privpred_core::Method::PredictionSensitivity).unwrap();
+        let fixture = serde_json::json!({"privpred_test_fixture": true, "method": method,
+            "budget": 10, "epsilon": 1.0, "delta": 1e-5, "input_dim": 4, "classes": 3,
+            "sigma": 0.0, "seed": 7});
+        let fx = w("zero.fixture.json", fixture.to_string().as_bytes());
+        let mut good = fixture.clone();
+        good["sigma"] = 0.5.into();
+        let gx = w("good.fixture.json", good.to_string().as_bytes());
+        let serve = |m: &str, extra: &[&str]| -> Vec<String> {
+            [
+                "serve",
+                "--model",
+                m,
+                "--listen",
+                "127.0.0.1:0",
+                "--init-ledger",
+            ]
+            .iter()
+            .chain(extra)
+            .map(|x| x.to_string())
+            .collect()
+        };
+        cases.push(serve(&gx, &["--max-body-bytes", "0"]));
+        cases.push(serve(&gx, &["--share-answer-store", "--no-answer-store"]));
+        cases.push(serve(&fx, &[]));
+        for a in &cases {
+            run_case(&self.bin, a, self.timeout, Expect::Usage, &mut t);
+        }
+        (
+            "second round (gzip bombs, query files, delimiters, one class, flags)",
+            t,
+        )
+    }
+
+    /// The IDX sets of [`Sweep::second_round`]: a gzip bomb whose counts disagree, a label file
+    /// with trailing bytes after its gzip data, one-class labels; `train` arguments for each.
+    fn round2_idx_sets(&self, d: &Path) -> Vec<Vec<String>> {
+        let mut cases = Vec::new();
+        // IDX sets: [train images, train labels, test images, test labels].
+        let bomb = gz(&idx(&[2_730_000, 28, 28], &vec![0; 1 << 20]));
+        let labels = idx(&[20], &[0, 1].repeat(10));
+        let mut trailing = gz(&labels);
+        trailing.extend_from_slice(b"garbage");
+        let one_class = idx(&[20], &[1; 20]);
+        let images = idx(&[20, 2, 2], &[9; 80]);
+        for (k, set) in [
+            [&bomb, &labels, &bomb, &labels],
+            [&images, &trailing, &images, &labels],
+            [&images, &one_class, &images, &one_class],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let sd = d.join(format!("idx{k}"));
+            std::fs::create_dir_all(&sd).unwrap();
+            for (name, b) in [
+                "train-images-idx3-ubyte.gz",
+                "train-labels-idx1-ubyte.gz",
+                "t10k-images-idx3-ubyte.gz",
+                "t10k-labels-idx1-ubyte.gz",
+            ]
+            .into_iter()
+            .zip(set)
+            {
+                let b = if b.starts_with(&[0x1f, 0x8b]) {
+                    b.clone()
+                } else {
+                    gz(b)
+                };
+                std::fs::write(sd.join(name), b).unwrap();
+            }
+            cases.push(self.train_args(&format!("idx:{}", sd.display()), &[]));
+        }
+        cases
+    }
+
+    /// `train non-private --dataset DS EXTRA… --out O`.
+    fn train_args(&self, ds: &str, extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = ["train", "non-private", "--dataset", ds]
+            .map(String::from)
+            .to_vec();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a.extend(["--out".to_string(), s(self.dir.join("r2.safetensors"))]);
+        a
     }
 }
 

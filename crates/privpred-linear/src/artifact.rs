@@ -465,7 +465,7 @@ pub fn load(path: &Path) -> Result<LoadedModel> {
 pub fn load_with_bytes(path: &Path) -> Result<(LoadedModel, Vec<u8>)> {
     let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
         privpred_data::DataError::Io { path, source } => LinearError::Io { path, source },
-        e => err(path, e.to_string()),
+        e => err(path, e.reason()),
     })?;
     let m = load_from_bytes(path, &bytes)?;
     Ok((m, bytes))
@@ -485,7 +485,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     // before it existed: those are still range-checked below and their weights checked
     // against `weights_sha256`).
     let names =
-        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
+        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.reason()))?;
     let (header, preprocessing, extra) = read_headers(path, &meta)?;
     let ledger_id = artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?;
     let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;

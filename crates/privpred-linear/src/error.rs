@@ -72,12 +72,24 @@ impl LinearError {
 
     /// Whether the error is caused by bad user input (arguments, queries, model files, data),
     /// as opposed to an internal or I/O failure: the CLI maps these to exit code 2.
+    /// A missing file, a directory given for a file or an unreadable path is the user's (the
+    /// path they named); other I/O failures (a full disk, a broken pipe) are internal.
     pub fn is_user_error(&self) -> bool {
-        !matches!(
-            self,
-            LinearError::Io { .. } | LinearError::Numerical(_) | LinearError::NotCertified(_)
-        )
+        match self {
+            LinearError::Io { source, .. } => is_bad_path(source),
+            LinearError::Numerical(_) | LinearError::NotCertified(_) => false,
+            _ => true,
+        }
     }
+}
+
+/// Whether an I/O error is caused by the path given (missing, a directory, not permitted).
+pub fn is_bad_path(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        NotFound | IsADirectory | NotADirectory | PermissionDenied | InvalidFilename
+    )
 }
 
 /// Result alias of this crate.

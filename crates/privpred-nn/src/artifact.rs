@@ -473,7 +473,7 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
 pub fn load(path: &Path) -> Result<NnModel> {
     let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
         privpred_data::DataError::Io { path, source } => NnError::io(path, source),
-        e => err(path, e.to_string()),
+        e => err(path, e.reason()),
     })?;
     let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
     check_format(path, &meta)?;
@@ -481,7 +481,7 @@ pub fn load(path: &Path) -> Result<NnModel> {
     // it existed: those are still range-checked and their weights checked against
     // `weights_sha256`).
     let names =
-        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.to_string()))?;
+        artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.reason()))?;
     let (header, extra) = read_headers(path, &meta)?;
     let net = ResNet::new(header.config).map_err(|e| err(path, e.to_string()))?;
     let members = header.members;

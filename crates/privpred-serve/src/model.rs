@@ -155,6 +155,15 @@ impl FixtureModel {
                 "sigma must be finite and >= 0",
             ));
         }
+        if spec.sigma == 0.0 && !spec.method.is_private_training() {
+            return Err(ServeError::config(
+                "test fixture model",
+                format!(
+                    "sigma = 0 gives {} answers no noise, so its stated guarantee would be false; sigma must be > 0",
+                    spec.method
+                ),
+            ));
+        }
         let privacy = Privacy::new(spec.epsilon, spec.delta)
             .map_err(|e| ServeError::config("test fixture model", e.to_string()))?;
         let budget = if spec.method.is_private_training() {

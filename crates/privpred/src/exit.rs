@@ -25,3 +25,45 @@ pub fn code(e: &anyhow::Error) -> i32 {
     }
     1
 }
+
+/// The one line printed for an error: each cause of the chain once. A cause whose text is
+/// already part of what is printed (an I/O error that its wrapper quotes, a path named by
+/// both) is left out, so nothing appears twice.
+pub fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if out.is_empty() {
+            out = text;
+        } else if text.contains(&out) {
+            // the cause repeats and extends everything so far: print it instead
+            out = text;
+        } else {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::IsADirectory);
+        let text = io.to_string();
+        let e = anyhow::Error::new(privpred_data::DataError::Io {
+            path: "/tmp".into(),
+            source: io,
+        })
+        .context("loading dataset x");
+        let r = render(&e);
+        assert_eq!(r.matches(&text).count(), 1, "{r}");
+        assert!(r.starts_with("loading dataset x: /tmp: "), "{r}");
+    }
+}

@@ -33,6 +33,12 @@ pub const MAX_AUDIT_STEPS: u64 = 1_000_000;
 /// Most separately clipped parameter tensors (`audit --tensors`).
 pub const MAX_AUDIT_TENSORS: u64 = 10_000;
 
+/// Most bytes of a `predict --input` query file (a million rows of 784 pixels is about
+/// 100 MB of CSV text); read no further than this, so `/dev/zero` is refused at once.
+pub const MAX_QUERY_BYTES: u64 = 256 << 20;
+/// Most query rows of one `predict` call (each row is one answer).
+pub const MAX_QUERY_ROWS: u64 = 1_000_000;
+
 /// `Ok` when `lo ≤ value ≤ hi`; otherwise a usage error naming `--flag`, the value, the range
 /// and the limit's name.
 pub fn count(flag: &str, value: u64, lo: u64, hi: u64, limit: &str) -> anyhow::Result<()> {

@@ -61,7 +61,7 @@ fn main() {
         Command::Audit(a) => cmd::audit::run(a),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", exit::render(&e));
         std::process::exit(exit::code(&e));
     }
 }

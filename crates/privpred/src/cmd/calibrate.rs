@@ -102,8 +102,8 @@ pub fn to_text(c: &Calibration) -> String {
         "{} ({} calibration): ({}, {})-differential privacy for {}, {} neighbours.\n",
         c.method(),
         c.mode(),
-        c.epsilon(),
-        c.delta(),
+        super::shared::short(c.epsilon()),
+        super::shared::short(c.delta()),
         budget,
         c.neighbours()
     ));

@@ -11,6 +11,7 @@ pub mod ledger;
 pub mod merge;
 pub mod nn_artifact;
 pub mod predict;
+pub mod queries;
 pub mod reproduce;
 pub mod serve;
 pub mod shared;

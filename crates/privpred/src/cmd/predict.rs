@@ -1,7 +1,8 @@
 //! `privpred predict`: answer queries from a file with a trained model.
 //!
-//! Input: CSV rows of raw features (the model's preprocessing is applied; an optional
-//! non-numeric header line is skipped) or an IDX image file (detected by its magic number).
+//! Input: CSV rows of raw features (the model's preprocessing is applied; a header line only
+//! with `--header`) or an IDX image file (detected by its magic number), bounded in size and
+//! rows (see the `queries` module).
 //! Output: one label per line (or JSON with `--json`).
 //!
 //! Budget: private-prediction models (prediction sensitivity, subsample-and-aggregate) cover
@@ -19,6 +20,7 @@
 //! teacher ensemble with one exponential-mechanism draw per row, spending the same ledger.
 
 use super::budget::{Spend, ledger_key};
+use super::queries::read_queries;
 use crate::exit::usage;
 use privpred_linear::LinearError;
 use privpred_linear::artifact::{StoredModel, load as load_model};
@@ -35,6 +37,10 @@ pub struct Args {
     /// Queries: a CSV file of raw feature rows, or an IDX image file.
     #[arg(long)]
     pub input: PathBuf,
+    /// The CSV query file's first line is a header (column names) and is skipped. Without
+    /// it every line must be a row of numbers.
+    #[arg(long)]
+    pub header: bool,
     /// Print JSON (labels and, where the mechanism releases them, scores).
     #[arg(long)]
     pub json: bool,
@@ -55,70 +61,6 @@ fn lin(e: LinearError) -> anyhow::Error {
     } else {
         anyhow::Error::new(e)
     }
-}
-
-fn read_queries(path: &Path, d: usize) -> anyhow::Result<Vec<Vec<f32>>> {
-    let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    if bytes.len() >= 4 && bytes[0] == 0 && bytes[1] == 0 && bytes[3] >= 1 {
-        let arr = privpred_data::idx::read_images(path)?;
-        let n = arr.dims.first().copied().unwrap_or(0);
-        if n == 0 || arr.data.len() != n * d {
-            return Err(usage(format!(
-                "{}: IDX file holds {} items of {} values; the model expects {d} raw features per query",
-                path.display(),
-                n,
-                arr.data.len().checked_div(n).unwrap_or(0)
-            )));
-        }
-        return Ok(arr.data.chunks_exact(d).map(|r| r.to_vec()).collect());
-    }
-    let text = String::from_utf8(bytes).map_err(|_| {
-        usage(format!(
-            "{}: neither an IDX file nor UTF-8 CSV text",
-            path.display()
-        ))
-    })?;
-    let mut rows = Vec::new();
-    for (ln, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let fields: Vec<&str> = line.split([',', ';', '\t']).map(str::trim).collect();
-        let parsed: Result<Vec<f32>, _> = fields.iter().map(|f| f.parse::<f32>()).collect();
-        let row = match parsed {
-            Ok(r) => r,
-            Err(_) if ln == 0 && rows.is_empty() => continue, // header line
-            Err(_) => {
-                return Err(usage(format!(
-                    "{} line {}: not a row of numbers",
-                    path.display(),
-                    ln + 1
-                )));
-            }
-        };
-        if row.len() != d {
-            return Err(usage(format!(
-                "{} line {}: {} values, the model expects {d} raw features",
-                path.display(),
-                ln + 1,
-                row.len()
-            )));
-        }
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            return Err(usage(format!(
-                "{} line {}: value {} is not finite",
-                path.display(),
-                ln + 1,
-                j + 1
-            )));
-        }
-        rows.push(row);
-    }
-    if rows.is_empty() {
-        return Err(usage(format!("{}: no query rows", path.display())));
-    }
-    Ok(rows)
 }
 
 fn print_answers(answers: &[Answer], as_json: bool) -> anyhow::Result<()> {
@@ -159,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(seed) = loaded.experiment_seed() {
         return Err(usage(seeded_refusal(&args.model, seed)));
     }
-    let raw = read_queries(&args.input, loaded.preprocessing.input_dim())?;
+    let raw = read_queries(&args.input, loaded.preprocessing.input_dim(), args.header)?;
     let mut rows = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
         let x = loaded
@@ -210,9 +152,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// `privpred predict` with a deep-model artifact.
 #[cfg(feature = "nn")]
 mod nn {
-    use super::{Args, print_answers, read_queries};
+    use super::{Args, print_answers};
     use crate::cmd::budget::{Spend, ledger_key};
     use crate::cmd::nn_artifact::{self, nn_err};
+    use crate::cmd::queries::read_queries;
     use crate::exit::usage;
 
     pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -220,7 +163,7 @@ mod nn {
         if let Some(seed) = nn_artifact::experiment_seed(&model) {
             return Err(usage(super::seeded_refusal(&args.model, seed)));
         }
-        let raw = read_queries(&args.input, model.input_dim())?;
+        let raw = read_queries(&args.input, model.input_dim(), args.header)?;
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent
         model.check_rows(&refs).map_err(usage)?;

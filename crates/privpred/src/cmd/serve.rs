@@ -59,7 +59,7 @@ pub struct Args {
     /// Share the answer store across bearer tokens: a query one token asked is answered from
     /// the store for every token (saves budget, but one client learns which rows another
     /// asked and their answers). Default: one store per token.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_answer_store")]
     pub share_answer_store: bool,
     /// Create the ledger and this model's budget record. Required the first time; refused if
     /// the ledger already holds the record. Without it a missing ledger (file or record) is an
@@ -210,6 +210,11 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
 
 /// Runs `privpred serve`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.max_body_bytes == Some(0) {
+        return Err(usage(
+            "invalid max-body-bytes = 0: must be at least 1 (no request body would fit)",
+        ));
+    }
     let model = load_model(&args.model)?;
     let ledger = super::budget::ledger_spec(args.ledger.as_deref(), &args.model)?;
     let tokens = match &args.tokens {
@@ -236,8 +241,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.model.display(),
             info.method,
             info.guarantee.mode(),
-            info.guarantee.epsilon(),
-            info.guarantee.delta()
+            super::shared::short(info.guarantee.epsilon()),
+            super::shared::short(info.guarantee.delta())
         );
         for n in notes {
             eprintln!("privpred serve: {n}");

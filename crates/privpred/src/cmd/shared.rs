@@ -4,8 +4,16 @@
 use crate::exit::usage;
 use privpred_study::StudyError;
 
-/// Refuses an `--out` whose directory does not exist (exit 2, before any training).
+/// Refuses an `--out` that is a directory or whose directory does not exist (exit 2, before
+/// any training).
 pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
+    if out.is_dir() {
+        return Err(usage(format!(
+            "invalid out = {}: is a directory; give a file path such as {}",
+            out.display(),
+            out.join("model.safetensors").display()
+        )));
+    }
     if let Some(parent) = out.parent()
         && !parent.as_os_str().is_empty()
         && !parent.is_dir()
@@ -19,14 +27,24 @@ pub(crate) fn check_out_dir(out: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A number in a short form: plain decimals between 10⁻⁴ and 10¹⁶ (and 0), scientific
+/// notation outside (`1e-300`, not 300 digits).
+pub(crate) fn short(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e16).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Prints a trained model's guarantee (or that it has none) for `train`'s summary.
 pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
     match c {
         Some(c) => {
             println!(
                 "guarantee: ({}, {})-DP for {} neighbours, budget {}, calibration {}{}",
-                c.epsilon(),
-                c.delta(),
+                short(c.epsilon()),
+                short(c.delta()),
                 c.neighbours(),
                 c.budget()
                     .get()
@@ -60,4 +78,32 @@ pub fn command_line() -> String {
         *first = "privpred".into();
     }
     privpred_study::report::shell_quote(&args)
+}
+
+/// Refuses a training set with fewer than two classes present: a classifier needs two.
+pub(crate) fn check_two_classes(train: &privpred_data::Dataset) -> anyhow::Result<()> {
+    let present = train.class_counts().iter().filter(|&&c| c > 0).count();
+    if present < 2 {
+        let only = train.labels.first().copied().unwrap_or(0);
+        return Err(usage(format!(
+            "{}: every training example has label {only}; a classifier needs examples of at least 2 classes",
+            train.provenance.name
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short;
+
+    #[test]
+    fn tiny_and_huge_numbers_are_short() {
+        assert_eq!(short(1e-300), "1e-300");
+        assert_eq!(short(1e300), "1e300");
+        assert_eq!(short(0.5), "0.5");
+        assert_eq!(short(1e-5), "1e-5");
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(10.0), "10");
+    }
 }

@@ -172,7 +172,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // ---- validate the arguments before any work
     let method = args.method.method();
     let privacy = match (method, args.epsilon) {
-        (None, _) => None,
+        (None, Some(e)) => {
+            return Err(usage(format!(
+                "invalid epsilon = {e} for non-private: the non-private reference model has no privacy guarantee; drop --epsilon or choose a private method"
+            )));
+        }
+        (None, None) if args.delta != 0.0 => {
+            return Err(usage(format!(
+                "invalid delta = {} for non-private: the non-private reference model has no privacy guarantee; drop --delta or choose a private method",
+                args.delta
+            )));
+        }
+        (None, None) => None,
         (Some(_), None) => {
             return Err(usage("invalid epsilon: private methods need --epsilon > 0"));
         }
@@ -276,6 +287,7 @@ fn load_linear_data(
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
+    super::shared::check_two_classes(&splits.train)?;
     let recipe = Preprocessing {
         classes: args.classes,
         subsample: args.subsample,

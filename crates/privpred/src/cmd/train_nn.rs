@@ -181,6 +181,7 @@ fn load_images(req: &Request, rng: &mut PrivRng) -> anyhow::Result<Images> {
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", req.dataset))?;
+    super::shared::check_two_classes(&splits.train)?;
     let prov = &splits.train.provenance;
     let (c, s) = match prov.feature_shape[..] {
         [c, h, w] if h == w && h >= 2 => (c, h),
