@@ -17,9 +17,10 @@ use std::process::{Child, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
-/// Metadata entries random by design: both hash the noisy weights (the file's `checksum`
-/// covers every entry and the weights; `weights_sha256` the weights alone).
-const RANDOM_BY_DESIGN: &[&str] = &["checksum", "weights_sha256"];
+/// Metadata entries random by design: two hash the noisy weights (the file's `checksum`
+/// covers every entry and the weights; `weights_sha256` the weights alone), and `ledger_id`
+/// is the model's identity in budget ledgers, 128 bits from the OS at every save.
+const RANDOM_BY_DESIGN: &[&str] = &["checksum", "weights_sha256", "ledger_id"];
 
 /// The toy CSV (300 rows, 8 pixel-like features, 3 classes) at `path`; with `neighbour`, row
 /// 0 is replaced by an outlier of another class (D′).
