@@ -511,9 +511,9 @@ fn check_seed_policy(
         return Err(err(
             path,
             format!(
-                "extra.seed: {} does not agree with the guarantee's seed_policy {:?}",
+                "extra.seed: {} does not agree with the guarantee's seed_policy {}",
                 seed.unwrap_or(&serde_json::Value::Null),
-                p.seed_policy
+                serde_json::to_string(&p.seed_policy).unwrap_or_default()
             ),
         ));
     }

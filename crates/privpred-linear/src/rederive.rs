@@ -75,7 +75,11 @@ fn first_difference(stored: &Value, expected: &Value, path: &str) -> Option<Stri
             (!close(a, b)).then(|| path.to_string())
         }
         (Value::Object(a), Value::Object(b)) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            // the noise and the validity first: the fields an edit is meant to change
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            let first = ["noise", "valid_guarantee", "distribution"];
+            keys.sort_by_key(|k| (!first.contains(&k.as_str()), *k));
+            keys.dedup();
             keys.into_iter()
                 .filter(|k| !(path.is_empty() && NOT_DERIVED.contains(&k.as_str())))
                 .find_map(|k| {

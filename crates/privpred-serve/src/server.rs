@@ -141,6 +141,9 @@ pub struct ServeConfig {
     pub init_ledger: bool,
     /// Connection limits and timeouts.
     pub limits: ConnLimits,
+    /// Serve a model whose guarantee is not valid (`--allow-invalid-guarantee`): refused
+    /// without it; with it every answer and the start-up notes say the guarantee does not hold.
+    pub allow_invalid_guarantee: bool,
 }
 
 impl ServeConfig {
@@ -156,6 +159,7 @@ impl ServeConfig {
             share_answer_store: false,
             init_ledger: false,
             limits: ConnLimits::default(),
+            allow_invalid_guarantee: false,
         }
     }
 }
@@ -298,6 +302,17 @@ impl Server {
         let mut notes = Vec::new();
         let addr = resolve_listen(&cfg, &mut notes).await?;
         let info = model.info();
+        if let Some(w) = crate::model::invalid_guarantee_warning(&info.guarantee) {
+            if !cfg.allow_invalid_guarantee {
+                return Err(ServeError::config(
+                    "--model",
+                    format!(
+                        "valid_guarantee: false ({w}); such a model is served only with --allow-invalid-guarantee"
+                    ),
+                ));
+            }
+            notes.push(format!("WARNING: {w}; every answer says so"));
+        }
         let ledger = open_ledger(&cfg, info, &mut notes).await?;
         if info.test_fixture {
             notes.push(

@@ -41,6 +41,10 @@ pub struct Args {
     /// budget).
     #[arg(long)]
     pub init_ledger: bool,
+    /// Answer with a model whose guarantee is not valid (e.g. `paper` calibration). Refused
+    /// without it; with it a warning is printed and every answer is marked.
+    #[arg(long)]
+    pub allow_invalid_guarantee: bool,
 }
 
 /// The local budget ledger of a model file.
@@ -213,22 +217,58 @@ fn spend(
     Ok(())
 }
 
-fn print_answers(answers: &[(u32, Option<Vec<f64>>)], as_json: bool) -> anyhow::Result<()> {
+/// Prints the answers; `warning` (a guarantee that does not hold, answered with
+/// `--allow-invalid-guarantee`) marks every one of them.
+fn print_answers(
+    answers: &[(u32, Option<Vec<f64>>)],
+    as_json: bool,
+    warning: Option<&str>,
+) -> anyhow::Result<()> {
     if as_json {
         let v: Vec<_> = answers
             .iter()
-            .map(|(l, s)| json!({"label": l, "scores": s}))
+            .map(|(l, s)| match warning {
+                None => json!({"label": l, "scores": s}),
+                Some(_) => json!({"label": l, "scores": s, "valid_guarantee": false}),
+            })
             .collect();
-        println!("{}", serde_json::to_string(&json!({"answers": v}))?);
+        let out = match warning {
+            None => json!({"answers": v}),
+            Some(w) => json!({"answers": v, "valid_guarantee": false, "warning": w}),
+        };
+        println!("{}", serde_json::to_string(&out)?);
     } else {
         let mut out = String::new();
         for (l, _) in answers {
             out.push_str(&l.to_string());
+            if warning.is_some() {
+                out.push_str("\tguarantee-not-valid");
+            }
             out.push('\n');
         }
         print!("{out}");
     }
     Ok(())
+}
+
+/// The refusal of a model whose guarantee does not hold, or (with
+/// `--allow-invalid-guarantee`) the warning its answers carry, printed once on stderr.
+pub(crate) fn invalid_guarantee(
+    path: &Path,
+    calibration: Option<&privpred_core::Calibration>,
+    allow: bool,
+) -> anyhow::Result<Option<String>> {
+    let Some(w) = calibration.and_then(privpred_serve::model::invalid_guarantee_warning) else {
+        return Ok(None);
+    };
+    if !allow {
+        return Err(usage(format!(
+            "{}: valid_guarantee: false ({w}); pass --allow-invalid-guarantee to answer anyway, every answer marked",
+            path.display()
+        )));
+    }
+    eprintln!("privpred predict: WARNING: {w}");
+    Ok(Some(w))
 }
 
 /// Why a seeded artifact is refused by `predict` and `serve` (SPEC erratum 4.9).
@@ -251,6 +291,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(seed) = loaded.experiment_seed() {
         return Err(usage(seeded_refusal(&args.model, seed)));
     }
+    let warning = invalid_guarantee(
+        &args.model,
+        loaded.private().map(|p| &p.calibration),
+        args.allow_invalid_guarantee,
+    )?;
     let raw = read_queries(&args.input, loaded.preprocessing.input_dim())?;
     let mut rows = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
@@ -291,7 +336,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect()
         }
     };
-    print_answers(&answers, args.json)?;
+    print_answers(&answers, args.json, warning.as_deref())?;
     Ok(())
 }
 
@@ -307,6 +352,11 @@ mod nn {
         if let Some(seed) = nn_artifact::experiment_seed(&model) {
             return Err(usage(super::seeded_refusal(&args.model, seed)));
         }
+        let warning = super::invalid_guarantee(
+            &args.model,
+            model.header.calibration.as_ref(),
+            args.allow_invalid_guarantee,
+        )?;
         let raw = read_queries(&args.input, model.input_dim())?;
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent
@@ -333,6 +383,6 @@ mod nn {
             .into_iter()
             .map(|a| (a.label, a.scores))
             .collect();
-        print_answers(&answers, args.json)
+        print_answers(&answers, args.json, warning.as_deref())
     }
 }

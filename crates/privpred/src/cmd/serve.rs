@@ -79,6 +79,10 @@ pub struct Args {
     /// it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = privpred_serve::server::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
     pub idle_timeout: f64,
+    /// Serve a model whose guarantee is not valid (e.g. `paper` calibration). Refused
+    /// without it; with it the banner and every answer say the guarantee does not hold.
+    #[arg(long)]
+    pub allow_invalid_guarantee: bool,
 }
 
 /// A timeout flag in seconds: finite, 0.001 to 86400.
@@ -221,6 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cfg.answer_store = !args.no_answer_store;
     cfg.share_answer_store = args.share_answer_store;
     cfg.init_ledger = args.init_ledger;
+    cfg.allow_invalid_guarantee = args.allow_invalid_guarantee;
     cfg.limits.max_connections = args.max_connections;
     cfg.limits.header_timeout = seconds("--header-timeout", args.header_timeout)?;
     cfg.limits.body_timeout = seconds("--body-timeout", args.body_timeout)?;
@@ -228,12 +233,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let info = model.info().clone();
     privpred_serve::run_until_signal(model, cfg, |addr, notes| {
         eprintln!(
-            "privpred serve: model {} ({}, {}, ε = {}, δ = {})",
+            "privpred serve: model {} ({}, {}, ε = {}, δ = {}{})",
             args.model.display(),
             info.method,
             info.guarantee.mode(),
             info.guarantee.epsilon(),
-            info.guarantee.delta()
+            info.guarantee.delta(),
+            if info.guarantee.is_valid() {
+                ""
+            } else {
+                "; guarantee NOT valid"
+            }
         );
         for n in notes {
             eprintln!("privpred serve: {n}");
