@@ -283,9 +283,9 @@ mod tests {
                 }
                 // (N enters neither the votes' nor paper loss perturbation's noise, and
                 // DP-SGD's accounting depends on N only through the stored q and steps)
-                if !matches!(m, Method::SubsampleAggregate | Method::DpSgd)
-                    && !(m == Method::LossPerturbation && mode == Paper)
-                {
+                let n_free = matches!(m, Method::SubsampleAggregate | Method::DpSgd)
+                    || (m == Method::LossPerturbation && mode == Paper);
+                if !n_free {
                     refused(
                         &edited(&p, |v| v["assumptions"]["n"] = 1_000_000_000u64.into()),
                         "guarantee",

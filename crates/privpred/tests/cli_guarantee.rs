@@ -155,7 +155,7 @@ fn tamper(
     meta.insert(privpred_data::artifact::CHECKSUM_KEY.into(), sum);
     header.insert("__metadata__".into(), serde_json::to_value(&meta).unwrap());
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
