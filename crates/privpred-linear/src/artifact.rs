@@ -822,7 +822,7 @@ mod tests {
         // today's calibration of the same public parameters, so they are refused
         for name in ["released-pca", "noisy-logits"] {
             let r = reason(&dir.join(format!("{name}.safetensors")));
-            assert!(r.contains("`certified` is null"), "{name}: {r}");
+            assert!(r.contains("guarantee: `noise.beta`"), "{name}: {r}");
         }
         for name in ["teachers"] {
             let old = dir.join(format!("{name}.safetensors"));

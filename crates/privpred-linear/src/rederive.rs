@@ -138,7 +138,7 @@ pub fn check_rederived(p: &PrivatePredictor, legacy: bool) -> Result<(), String>
     let expected = derive(cal.neighbours())?;
     if let Some(field) = first_difference(&stored, &expected, "") {
         return Err(format!(
-            "guarantee: `{field}` is {} but calibrating the artifact's public parameters ({} {}, ε = {}, δ = {}, B = {}, N = {}, λ = {}, {} neighbours) gives {}: the artifact was edited; refusing it",
+            "guarantee: `{field}` is {} but calibrating the artifact's public parameters ({} {}, ε = {}, δ = {}, B = {}, N = {}, λ = {}, {} neighbours) gives {}: the artifact was edited (or written by a build whose calibration differs); refusing it",
             show(&stored, &field),
             cal.method(),
             cal.mode(),

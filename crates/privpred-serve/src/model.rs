@@ -55,6 +55,18 @@ pub fn invalid_guarantee_warning(guarantee: &Calibration) -> Option<String> {
     ))
 }
 
+impl ModelInfo {
+    /// [`invalid_guarantee_warning`] of a trained model; `None` for the test fixture, which
+    /// is announced as such at start-up and in `GET /v1/model` instead.
+    pub fn invalid_guarantee_warning(&self) -> Option<String> {
+        if self.test_fixture {
+            None
+        } else {
+            invalid_guarantee_warning(&self.guarantee)
+        }
+    }
+}
+
 /// A model the server can answer with.
 ///
 /// Implementations must be deterministic in [`preprocess`](ServedModel::preprocess) (the

@@ -302,7 +302,7 @@ impl Server {
         let mut notes = Vec::new();
         let addr = resolve_listen(&cfg, &mut notes).await?;
         let info = model.info();
-        if let Some(w) = crate::model::invalid_guarantee_warning(&info.guarantee) {
+        if let Some(w) = info.invalid_guarantee_warning() {
             if !cfg.allow_invalid_guarantee {
                 return Err(ServeError::config(
                     "--model",

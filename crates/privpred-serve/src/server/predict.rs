@@ -321,7 +321,7 @@ async fn spend(
     fresh: Vec<Answer>,
 ) -> std::result::Result<Response, ApiError> {
     let info = app.model.info();
-    let warning = crate::model::invalid_guarantee_warning(&info.guarantee);
+    let warning = info.invalid_guarantee_warning();
     let Some(ledger) = &app.ledger else {
         // Private-training method: B = ∞, nothing to record.
         app.metrics.observe(Event::Answered {
