@@ -349,7 +349,7 @@ mod nn {
 
     pub fn run(args: &Args) -> anyhow::Result<()> {
         let model = nn_artifact::load(&args.model)?;
-        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+        if let Some(seed) = nn_artifact::experiment_seed(&args.model, &model)? {
             return Err(usage(super::seeded_refusal(&args.model, seed)));
         }
         let warning = super::invalid_guarantee(

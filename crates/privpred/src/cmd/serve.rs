@@ -316,7 +316,7 @@ mod nn {
         let bytes =
             std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         let model = nn_artifact::load(path)?;
-        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+        if let Some(seed) = nn_artifact::experiment_seed(path, &model)? {
             return Err(usage(format!(
                 "--model {}",
                 crate::cmd::predict::seeded_refusal(path, seed)
