@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{capture, code, ok};
+use common::{capture, code, ok, tamper};
 use privpred_serve::client::Client;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -116,52 +116,6 @@ fn serve_refusal(model: &Path) -> (i32, String) {
         "127.0.0.1:0",
         "--init-ledger",
     ])
-}
-
-/// Rewrites the artifact `src` into `dst` with `edit` applied to its metadata (`model` and
-/// `extra` as JSON, the others as text) and the file's checksum recomputed as the writer
-/// computes it ([`privpred_data::artifact::checksum`]): the weights are unchanged.
-fn tamper(
-    src: &Path,
-    dst: &Path,
-    edit: impl Fn(&mut Value, &mut Value, &mut HashMap<String, String>),
-) {
-    let bytes = std::fs::read(src).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let mut header: serde_json::Map<String, Value> =
-        serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let data = &bytes[8 + n..];
-    let mut meta: HashMap<String, String> =
-        serde_json::from_value(header.remove("__metadata__").unwrap()).unwrap();
-    let mut model: Value = serde_json::from_str(&meta["model"]).unwrap();
-    let mut extra: Value = serde_json::from_str(&meta["extra"]).unwrap();
-    edit(&mut model, &mut extra, &mut meta);
-    meta.insert("model".into(), model.to_string());
-    meta.insert("extra".into(), extra.to_string());
-    let tensors: Vec<(String, Vec<usize>, &[u8])> = header
-        .iter()
-        .map(|(name, t)| {
-            let shape = serde_json::from_value(t["shape"].clone()).unwrap();
-            let o: Vec<usize> = serde_json::from_value(t["data_offsets"].clone()).unwrap();
-            (name.clone(), shape, &data[o[0]..o[1]])
-        })
-        .collect();
-    let refs: Vec<privpred_data::artifact::TensorRef<'_>> = tensors
-        .iter()
-        .map(|(name, shape, d)| (name.as_str(), "F64", shape.as_slice(), *d))
-        .collect();
-    meta.remove(privpred_data::artifact::CHECKSUM_KEY);
-    let sum = privpred_data::artifact::checksum(&meta, &refs);
-    meta.insert(privpred_data::artifact::CHECKSUM_KEY.into(), sum);
-    header.insert("__metadata__".into(), serde_json::to_value(&meta).unwrap());
-    let mut h = serde_json::to_vec(&header).unwrap();
-    while !h.len().is_multiple_of(8) {
-        h.push(b' ');
-    }
-    let mut out = (h.len() as u64).to_le_bytes().to_vec();
-    out.extend_from_slice(&h);
-    out.extend_from_slice(data);
-    std::fs::write(dst, out).unwrap();
 }
 
 /// The stored calibration record.
