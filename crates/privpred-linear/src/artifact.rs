@@ -19,6 +19,12 @@
 //! [`PRIVATE_EXTRA_KEYS`]. [`load`] drops the same from files written by earlier builds
 //! (after checking their checksum over the bytes as stored), so nothing read from an old
 //! artifact passes those statistics on either.
+//!
+//! The checksum is public, so [`load`] does not trust the guarantee a file states: it
+//! recalibrates the stored public parameters with the trainer's own calibration and refuses
+//! any difference ([`crate::rederive::check_rederived`]), and reads "experiment vs release"
+//! from the predictor's `seed_policy` alone, refusing a `release` entry or `extra.seed` that
+//! disagrees with it.
 
 use crate::error::{LinearError, Result};
 use crate::methods::{PredictorKind, PrivatePredictor, SeedPolicy, Teachers};
