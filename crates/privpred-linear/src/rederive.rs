@@ -3,7 +3,7 @@
 //! believable is that the calibration code that trained the model, run again on the
 //! artifact's public parameters (method, mode, neighbouring relation, ε, δ, B, N, λ, C,
 //! DP-SGD's sampling rate and steps), gives exactly the stored noise, mechanism, certificate
-//! bound and validity. [`check_rederived`] does that through [`crate::shim::calibrate`], the
+//! bound and validity. [`check_rederived`] does that through `shim::calibrate`, the
 //! function every fit of this crate calibrates with (the core's
 //! `privpred_core::certify::calibrate_certified`: each method's theorem is cited on its
 //! calibration function in `privpred_core::calibrate`), and refuses any difference, naming
