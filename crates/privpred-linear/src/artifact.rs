@@ -21,6 +21,12 @@
 //! [`PRIVATE_EXTRA_KEYS`]. [`load`] drops the same from files written by earlier builds
 //! (after checking their checksum over the bytes as stored), so nothing read from an old
 //! artifact passes those statistics on either.
+//!
+//! The checksum is public, so [`load`] does not trust the guarantee a file states: it
+//! recalibrates the stored public parameters with the trainer's own calibration and refuses
+//! any difference ([`crate::rederive::check_rederived`]), and reads "experiment vs release"
+//! from the predictor's `seed_policy` alone, refusing a `release` entry or `extra.seed` that
+//! disagrees with it.
 
 use crate::error::{LinearError, Result};
 use crate::methods::{PredictorKind, PrivatePredictor, SeedPolicy, Teachers};
@@ -443,9 +449,13 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
             return Err("teachers: shard size must be ≥ 1".into());
         }
         if let Some(n) = cal.assumptions.n
-            && t > n
+            && (t > n || h.shard_size != Some(n / t))
         {
-            return Err(format!("{t} teachers for N = {n} training examples"));
+            return Err(format!(
+                "shard_size: {t} teachers for N = {n} training examples have ⌊N/T⌋ = {} each, the header states {:?}",
+                n / t.max(1),
+                h.shard_size
+            ));
         }
     }
     Ok(())
@@ -491,6 +501,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;
     let model = stored_model(path, &header, meta_get(path, &meta, "model")?, &t)?;
     check_preprocessing_fits(path, &preprocessing, &model)?;
+    check_seed_policy(path, &meta, &model, &extra)?;
     // files of earlier builds may still carry statistics of the private data: dropped here
     // (the checksum above covers the bytes as stored)
     let (preprocessing, extra) = match model {
@@ -505,6 +516,47 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
         weights_sha256,
         ledger_id,
     })
+}
+
+/// One source of truth for "experiment vs release": the predictor's `seed_policy`. The
+/// `release` entry written beside it and the `extra.seed` that `train` records must say the
+/// same (a seed written as `3.0` or `"3"` is refused), so that flipping one of them alone
+/// cannot turn an experiment whose noise can be regenerated into a "private release".
+fn check_seed_policy(
+    path: &Path,
+    meta: &HashMap<String, String>,
+    model: &StoredModel,
+    extra: &serde_json::Value,
+) -> Result<()> {
+    let Some(p) = model.private() else {
+        return Ok(());
+    };
+    let label = release_label(model);
+    if let Some(r) = meta.get("release")
+        && r != label
+    {
+        return Err(err(
+            path,
+            format!("seed_policy: makes the model `{label}` but the `release` entry says `{r}`"),
+        ));
+    }
+    let seed = extra.get("seed");
+    let agrees = match (seed, p.seed_policy) {
+        (None, _) | (Some(serde_json::Value::Null), SeedPolicy::OsRandom) => true,
+        (Some(v), SeedPolicy::Seeded { seed }) => v.as_u64() == Some(seed) && v.is_u64(),
+        (Some(_), SeedPolicy::OsRandom) => false,
+    };
+    if !agrees {
+        return Err(err(
+            path,
+            format!(
+                "extra.seed: {} does not agree with the guarantee's seed_policy {}",
+                seed.unwrap_or(&serde_json::Value::Null),
+                serde_json::to_string(&p.seed_policy).unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The metadata entry `k`, or an error saying the file is not a privpred model.
@@ -656,6 +708,8 @@ fn private_predictor(
         .and_then(|v| v.pointer("/predictor/calibration/neighbours").cloned())
         .is_some();
     privpred_core::Neighbours::relabel_legacy(&mut p.calibration, has_relation);
+    // the guarantee is recalibrated from its public parameters, never trusted as written
+    crate::rederive::check_rederived(&p, !has_relation).map_err(|e| err(path, e))?;
     match &mut p.kind {
         PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
             if t.shape() != [d, c] {
@@ -803,7 +857,13 @@ mod tests {
             serde_json::from_str(&md.metadata().clone().unwrap()["model"]).unwrap()
         };
         let mut kinds = Vec::new();
-        for name in ["released-pca", "noisy-logits", "teachers"] {
+        // written before the certified minimiser (erratum 4.8): their noise is smaller than
+        // today's calibration of the same public parameters, so they are refused
+        for name in ["released-pca", "noisy-logits"] {
+            let r = reason(&dir.join(format!("{name}.safetensors")));
+            assert!(r.contains("guarantee: `noise.beta`"), "{name}: {r}");
+        }
+        for name in ["teachers"] {
             let old = dir.join(format!("{name}.safetensors"));
             let l = load(&old).unwrap_or_else(|e| panic!("{name}: {e}"));
             let again = out.path().join(format!("{name}.safetensors"));

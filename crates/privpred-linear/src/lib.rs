@@ -15,6 +15,7 @@
 //!   study shortcuts.
 //! - [`dpsgd`]: DP-SGD with Poisson sampling and joint per-example clipping.
 //! - [`artifact`]: safetensors files with the guarantee and preprocessing in the header.
+//! - [`rederive`]: a loaded guarantee recalibrated from its public parameters and compared.
 
 pub mod artifact;
 pub mod dpsgd;
@@ -26,6 +27,7 @@ pub mod methods;
 pub mod model;
 pub mod params;
 pub mod precond;
+pub mod rederive;
 mod shim;
 pub mod train;
 

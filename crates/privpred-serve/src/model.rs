@@ -41,6 +41,34 @@ pub struct ModelInfo {
     pub test_fixture: bool,
 }
 
+/// The warning a model whose guarantee is not valid carries on every answer and in the
+/// start-up notes (`None` when the guarantee holds). Validity is the loaded calibration's,
+/// which the artifact loaders re-derive from the artifact's public parameters.
+pub fn invalid_guarantee_warning(guarantee: &Calibration) -> Option<String> {
+    if guarantee.is_valid() {
+        return None;
+    }
+    Some(format!(
+        "the guarantee is NOT valid: this {} model does not deliver ε = {}, δ = {} ({})",
+        guarantee.mode(),
+        guarantee.epsilon(),
+        guarantee.delta(),
+        guarantee.guarantee.validity.reasons().join("; ")
+    ))
+}
+
+impl ModelInfo {
+    /// [`invalid_guarantee_warning`] of a trained model; `None` for the test fixture, which
+    /// is announced as such at start-up and in `GET /v1/model` instead.
+    pub fn invalid_guarantee_warning(&self) -> Option<String> {
+        if self.test_fixture {
+            None
+        } else {
+            invalid_guarantee_warning(&self.guarantee)
+        }
+    }
+}
+
 /// A model the server can answer with.
 ///
 /// Implementations must be deterministic in [`preprocess`](ServedModel::preprocess) (the

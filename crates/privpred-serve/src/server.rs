@@ -145,6 +145,9 @@ pub struct ServeConfig {
     pub spend_mark: Option<crate::ledger::SpendMark>,
     /// Connection limits and timeouts.
     pub limits: ConnLimits,
+    /// Serve a model whose guarantee is not valid (`--allow-invalid-guarantee`): refused
+    /// without it; with it every answer and the start-up notes say the guarantee does not hold.
+    pub allow_invalid_guarantee: bool,
 }
 
 impl ServeConfig {
@@ -161,6 +164,7 @@ impl ServeConfig {
             init_ledger: false,
             spend_mark: None,
             limits: ConnLimits::default(),
+            allow_invalid_guarantee: false,
         }
     }
 }
@@ -302,6 +306,17 @@ impl Server {
         let mut notes = Vec::new();
         let addr = resolve_listen(&cfg, &mut notes).await?;
         let info = model.info();
+        if let Some(w) = info.invalid_guarantee_warning() {
+            if !cfg.allow_invalid_guarantee {
+                return Err(ServeError::config(
+                    "--model",
+                    format!(
+                        "valid_guarantee: false ({w}); such a model is served only with --allow-invalid-guarantee"
+                    ),
+                ));
+            }
+            notes.push(format!("WARNING: {w}; every answer says so"));
+        }
         let ledger = open_ledger(&cfg, info, &mut notes).await?;
         if info.test_fixture {
             notes.push(

@@ -632,6 +632,38 @@ fn seeded_resnet_artifacts_are_experiments() {
         assert!(stderr(&o).contains("--seed 5"), "{}", stderr(&o));
         let o = privpred(&["evaluate", "--model", m, "--dataset", &data, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{method}: {}", stderr(&o));
+        // `extra.seed` is the one record of the seed policy: rewritten (checksum recomputed)
+        // as 5.0, "5" or removed, the model is refused naming the field, never a release
+        let bad = dir.path().join("bad.safetensors");
+        let b = bad.to_str().unwrap();
+        for (what, seed) in [
+            ("5.0", Some(serde_json::json!(5.0))),
+            ("\"5\"", Some(serde_json::json!("5"))),
+            ("removed", None),
+        ] {
+            common::tamper(&model, &bad, |_, e, _| match &seed {
+                Some(s) => e["seed"] = s.clone(),
+                None => {
+                    e.as_object_mut().unwrap().remove("seed");
+                }
+            });
+            let q = q.to_str().unwrap();
+            for args in [
+                &["predict", "--model", b, "--input", q, "--init-ledger"][..],
+                &[
+                    "serve",
+                    "--model",
+                    b,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--init-ledger",
+                ][..],
+            ] {
+                let o = privpred(args);
+                assert_eq!(o.status.code(), Some(2), "{method} {what}: {}", stderr(&o));
+                assert!(stderr(&o).contains("extra.seed"), "{}", stderr(&o));
+            }
+        }
     }
 }
 

@@ -78,6 +78,12 @@ struct PredictResponse {
     budget: BudgetOut,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'static str>,
+    /// Present (with `valid_guarantee: false`) only when the model's guarantee does not hold
+    /// (served with `--allow-invalid-guarantee`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    valid_guarantee: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 thread_local! {
@@ -315,6 +321,7 @@ async fn spend(
     fresh: Vec<Answer>,
 ) -> std::result::Result<Response, ApiError> {
     let info = app.model.info();
+    let warning = info.invalid_guarantee_warning();
     let Some(ledger) = &app.ledger else {
         // Private-training method: B = ∞, nothing to record.
         app.metrics.observe(Event::Answered {
@@ -336,6 +343,8 @@ async fn spend(
             note: Some(
                 "private-training method: the model itself is private; answers are not budgeted",
             ),
+            valid_guarantee: warning.as_ref().map(|_| false),
+            warning,
         })
         .into_response());
     };
@@ -385,6 +394,8 @@ async fn spend(
                 spent: spent_now,
                 budget: BudgetOut::finite(state),
                 note: None,
+                valid_guarantee: warning.as_ref().map(|_| false),
+                warning,
             })
             .into_response())
         }

@@ -43,14 +43,45 @@ pub fn load(path: &Path) -> anyhow::Result<privpred_nn::artifact::NnModel> {
     privpred_nn::artifact::load(path).map_err(|e| usage(format!("--model: {e}")))
 }
 
+/// What `train` records as `extra.seed` of a deep model trained without `--seed`.
+#[cfg_attr(not(feature = "nn"), allow(dead_code))]
+pub const RELEASE_SEED_NOTE: &str = "OS random (release)";
+
+/// The seed policy of a private deep model, from the one field that records it, `extra.seed`:
+/// `{"seed": S}` (an integer) is an experiment seeded with S, [`RELEASE_SEED_NOTE`] a release;
+/// anything else (missing, `3.0`, `"3"`, `{"seed": "3"}`) is refused naming the field, so that
+/// no edit of it can pass an experiment off as a release.
+#[cfg_attr(not(feature = "nn"), allow(dead_code))]
+pub fn seed_policy_of(extra: &serde_json::Value) -> Result<Option<u64>, String> {
+    let seed = extra.get("seed");
+    match seed {
+        Some(serde_json::Value::String(s)) if s == RELEASE_SEED_NOTE => Ok(None),
+        Some(serde_json::Value::Object(o)) if o.len() == 1 => match o.get("seed") {
+            Some(v) if v.is_u64() => Ok(v.as_u64()),
+            _ => Err(format!(
+                "extra.seed: {} is not a seed policy",
+                seed.unwrap()
+            )),
+        },
+        Some(v) => Err(format!(
+            "extra.seed: {v} is not a seed policy (`{{\"seed\": S}}` for an experiment, \"{RELEASE_SEED_NOTE}\" for a release)"
+        )),
+        None => Err("extra.seed: missing; a private model must record its seed policy".into()),
+    }
+}
+
 /// The experiment seed of a private deep model trained with `--seed` (recorded in its extra
 /// metadata as `"seed": {"seed": S}`): an experiment, not a private release (erratum 4.9).
+/// An unreadable or missing `extra.seed` is refused ([`seed_policy_of`]).
 #[cfg(feature = "nn")]
-pub fn experiment_seed(m: &privpred_nn::artifact::NnModel) -> Option<u64> {
+pub fn experiment_seed(
+    path: &Path,
+    m: &privpred_nn::artifact::NnModel,
+) -> anyhow::Result<Option<u64>> {
     if m.header.kind == privpred_nn::artifact::ModelKind::NonPrivate {
-        return None;
+        return Ok(None);
     }
-    m.extra.get("seed")?.get("seed")?.as_u64()
+    seed_policy_of(&m.extra).map_err(|e| usage(format!("--model {}: {e}", path.display())))
 }
 
 /// The method name of a deep model as the CLI and the service print it.
@@ -67,6 +98,28 @@ pub fn kind_name(m: &privpred_nn::artifact::NnModel) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_seed_policy_is_read_strictly() {
+        use serde_json::json;
+        assert_eq!(seed_policy_of(&json!({"seed": {"seed": 3}})), Ok(Some(3)));
+        assert_eq!(
+            seed_policy_of(&json!({"seed": RELEASE_SEED_NOTE})),
+            Ok(None)
+        );
+        for bad in [
+            json!({}),
+            json!({"seed": 3.0}),
+            json!({"seed": "3"}),
+            json!({"seed": 3}),
+            json!({"seed": {"seed": 3.0}}),
+            json!({"seed": {"seed": "3"}}),
+            json!({"seed": null}),
+        ] {
+            let e = seed_policy_of(&bad).expect_err(&bad.to_string());
+            assert!(e.starts_with("extra.seed"), "{e}");
+        }
+    }
 
     #[test]
     fn detects_the_format_key_only() {

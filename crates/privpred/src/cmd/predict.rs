@@ -49,6 +49,10 @@ pub struct Args {
     /// deleted ledger never resets the budget).
     #[arg(long)]
     pub init_ledger: bool,
+    /// Answer with a model whose guarantee is not valid (e.g. `paper` calibration). Refused
+    /// without it; with it a warning is printed and every answer is marked.
+    #[arg(long)]
+    pub allow_invalid_guarantee: bool,
     /// Budget ledger: `sqlite:PATH`, `postgres://user@host:port/db`, or a libpq string.
     /// Default: `sqlite:<MODEL>.ledger.sqlite`, the ledger `privpred serve` uses.
     #[arg(long, value_name = "LEDGER")]
@@ -63,22 +67,54 @@ fn lin(e: LinearError) -> anyhow::Error {
     }
 }
 
-fn print_answers(answers: &[Answer], as_json: bool) -> anyhow::Result<()> {
+/// Prints the answers; `warning` (a guarantee that does not hold, answered with
+/// `--allow-invalid-guarantee`) marks every one of them.
+fn print_answers(answers: &[Answer], as_json: bool, warning: Option<&str>) -> anyhow::Result<()> {
     if as_json {
         let v: Vec<_> = answers
             .iter()
-            .map(|a| json!({"label": a.label, "scores": a.scores}))
+            .map(|a| match warning {
+                None => json!({"label": a.label, "scores": a.scores}),
+                Some(_) => json!({"label": a.label, "scores": a.scores, "valid_guarantee": false}),
+            })
             .collect();
-        println!("{}", serde_json::to_string(&json!({"answers": v}))?);
+        let out = match warning {
+            None => json!({"answers": v}),
+            Some(w) => json!({"answers": v, "valid_guarantee": false, "warning": w}),
+        };
+        println!("{}", serde_json::to_string(&out)?);
     } else {
         let mut out = String::new();
         for a in answers {
             out.push_str(&a.label.to_string());
+            if warning.is_some() {
+                out.push_str("\tguarantee-not-valid");
+            }
             out.push('\n');
         }
         print!("{out}");
     }
     Ok(())
+}
+
+/// The refusal of a model whose guarantee does not hold, or (with
+/// `--allow-invalid-guarantee`) the warning its answers carry, printed once on stderr.
+pub(crate) fn invalid_guarantee(
+    path: &Path,
+    calibration: Option<&privpred_core::Calibration>,
+    allow: bool,
+) -> anyhow::Result<Option<String>> {
+    let Some(w) = calibration.and_then(privpred_serve::model::invalid_guarantee_warning) else {
+        return Ok(None);
+    };
+    if !allow {
+        return Err(usage(format!(
+            "{}: valid_guarantee: false ({w}); pass --allow-invalid-guarantee to answer anyway, every answer marked",
+            path.display()
+        )));
+    }
+    eprintln!("privpred predict: WARNING: {w}");
+    Ok(Some(w))
 }
 
 /// Why a seeded artifact is refused by `predict` and `serve` (SPEC erratum 4.9).
@@ -101,6 +137,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(seed) = loaded.experiment_seed() {
         return Err(usage(seeded_refusal(&args.model, seed)));
     }
+    let warning = invalid_guarantee(
+        &args.model,
+        loaded.private().map(|p| &p.calibration),
+        args.allow_invalid_guarantee,
+    )?;
     let raw = read_queries(&args.input, loaded.preprocessing.input_dim(), args.header)?;
     let mut rows = Vec::with_capacity(raw.len());
     for (i, r) in raw.iter().enumerate() {
@@ -145,7 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     };
-    print_answers(&answers, args.json)?;
+    print_answers(&answers, args.json, warning.as_deref())?;
     Ok(())
 }
 
@@ -160,9 +201,14 @@ mod nn {
 
     pub fn run(args: &Args) -> anyhow::Result<()> {
         let model = nn_artifact::load(&args.model)?;
-        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+        if let Some(seed) = nn_artifact::experiment_seed(&args.model, &model)? {
             return Err(usage(super::seeded_refusal(&args.model, seed)));
         }
+        let warning = super::invalid_guarantee(
+            &args.model,
+            model.header.calibration.as_ref(),
+            args.allow_invalid_guarantee,
+        )?;
         let raw = read_queries(&args.input, model.input_dim(), args.header)?;
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent
@@ -189,6 +235,6 @@ mod nn {
         } else {
             fresh
         };
-        print_answers(&answers, args.json)
+        print_answers(&answers, args.json, warning.as_deref())
     }
 }

@@ -79,6 +79,10 @@ pub struct Args {
     /// it is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = privpred_serve::server::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
     pub idle_timeout: f64,
+    /// Serve a model whose guarantee is not valid (e.g. `paper` calibration). Refused
+    /// without it; with it the banner and every answer say the guarantee does not hold.
+    #[arg(long)]
+    pub allow_invalid_guarantee: bool,
 }
 
 /// A timeout flag in seconds: finite, 0.001 to 86400.
@@ -230,6 +234,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     cfg.share_answer_store = args.share_answer_store;
     cfg.init_ledger = args.init_ledger;
     cfg.spend_mark = Some(super::budget::spend_mark(&args.model));
+    cfg.allow_invalid_guarantee = args.allow_invalid_guarantee;
     cfg.limits.max_connections = args.max_connections;
     cfg.limits.header_timeout = seconds("--header-timeout", args.header_timeout)?;
     cfg.limits.body_timeout = seconds("--body-timeout", args.body_timeout)?;
@@ -237,12 +242,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let info = model.info().clone();
     privpred_serve::run_until_signal(model, cfg, |addr, notes| {
         eprintln!(
-            "privpred serve: model {} ({}, {}, ε = {}, δ = {})",
+            "privpred serve: model {} ({}, {}, ε = {}, δ = {}{})",
             args.model.display(),
             info.method,
             info.guarantee.mode(),
             super::shared::short(info.guarantee.epsilon()),
-            super::shared::short(info.guarantee.delta())
+            super::shared::short(info.guarantee.delta()),
+            if info.guarantee.is_valid() {
+                ""
+            } else {
+                "; guarantee NOT valid"
+            }
         );
         for n in notes {
             eprintln!("privpred serve: {n}");
@@ -315,7 +325,7 @@ mod nn {
         let bytes =
             std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         let model = nn_artifact::load(path)?;
-        if let Some(seed) = nn_artifact::experiment_seed(&model) {
+        if let Some(seed) = nn_artifact::experiment_seed(path, &model)? {
             return Err(usage(format!(
                 "--model {}",
                 crate::cmd::predict::seeded_refusal(path, seed)

@@ -136,7 +136,7 @@ fn setup(req: &Request) -> anyhow::Result<Setup> {
         Some(s) => (privpred_core::noise::seeded_rng(s), json!({"seed": s})),
         None => (
             privpred_core::noise::release_rng()?,
-            json!("OS random (release)"),
+            json!(super::nn_artifact::RELEASE_SEED_NOTE),
         ),
     };
     Ok(Setup {

@@ -179,3 +179,59 @@ pub fn ledger_record(model: &Path) -> Value {
     .unwrap();
     v["records"][0].clone()
 }
+
+/// Rewrites the artifact `src` into `dst` with `edit` applied to its metadata (`model` and
+/// `extra` as JSON, the others as text) and the file's checksum recomputed as the writer
+/// computes it (`privpred_data::artifact::checksum`): the weights are unchanged. Linear and
+/// deep-model artifacts alike.
+pub fn tamper(
+    src: &Path,
+    dst: &Path,
+    edit: impl Fn(&mut Value, &mut Value, &mut std::collections::HashMap<String, String>),
+) {
+    let bytes = std::fs::read(src).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Map<String, Value> =
+        serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let data = &bytes[8 + n..];
+    let mut meta: std::collections::HashMap<String, String> =
+        serde_json::from_value(header.remove("__metadata__").unwrap()).unwrap();
+    let json_of = |k: &str| {
+        meta.get(k)
+            .map_or(Value::Null, |e| serde_json::from_str(e).unwrap())
+    };
+    let mut model = json_of("model");
+    let mut extra = json_of("extra");
+    edit(&mut model, &mut extra, &mut meta);
+    for (k, v) in [("model", model), ("extra", extra)] {
+        if meta.contains_key(k) || !v.is_null() {
+            meta.insert(k.into(), v.to_string());
+        }
+    }
+    type Tensor<'a> = (String, String, Vec<usize>, &'a [u8]);
+    let tensors: Vec<Tensor<'_>> = header
+        .iter()
+        .map(|(name, t)| {
+            let shape = serde_json::from_value(t["shape"].clone()).unwrap();
+            let o: Vec<usize> = serde_json::from_value(t["data_offsets"].clone()).unwrap();
+            let dtype = t["dtype"].as_str().unwrap().to_string();
+            (name.clone(), dtype, shape, &data[o[0]..o[1]])
+        })
+        .collect();
+    let refs: Vec<privpred_data::artifact::TensorRef<'_>> = tensors
+        .iter()
+        .map(|(name, dtype, shape, d)| (name.as_str(), dtype.as_str(), shape.as_slice(), *d))
+        .collect();
+    meta.remove(privpred_data::artifact::CHECKSUM_KEY);
+    let sum = privpred_data::artifact::checksum(&meta, &refs);
+    meta.insert(privpred_data::artifact::CHECKSUM_KEY.into(), sum);
+    header.insert("__metadata__".into(), serde_json::to_value(&meta).unwrap());
+    let mut h = serde_json::to_vec(&header).unwrap();
+    while !h.len().is_multiple_of(8) {
+        h.push(b' ');
+    }
+    let mut out = (h.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&h);
+    out.extend_from_slice(data);
+    std::fs::write(dst, out).unwrap();
+}

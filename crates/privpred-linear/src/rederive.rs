@@ -1,0 +1,342 @@
+//! The guarantee of a loaded predictor is re-derived, not trusted. An artifact's checksum is
+//! public, so anyone can edit a field and recompute it; what makes a stored guarantee
+//! believable is that the calibration code that trained the model, run again on the
+//! artifact's public parameters (method, mode, neighbouring relation, ε, δ, B, N, λ, C,
+//! DP-SGD's sampling rate and steps), gives exactly the stored noise, mechanism, certificate
+//! bound and validity. [`check_rederived`] does that through `shim::calibrate`, the
+//! function every fit of this crate calibrates with (the core's
+//! `privpred_core::certify::calibrate_certified`: each method's theorem is cited on its
+//! calibration function in `privpred_core::calibrate`), and refuses any difference, naming
+//! the field.
+
+use crate::methods::{MethodParams, PrivatePredictor};
+use crate::shim::{self, CalibrationRequest, DpSgdSchedule};
+use privpred_core::{Calibration, Method, Neighbours};
+use serde_json::Value;
+
+/// Relative tolerance of a numeric comparison: the stored numbers went through JSON, whose
+/// parser may round the last bit; any edit that matters is many orders larger.
+const REL_TOL: f64 = 1e-12;
+
+/// Keys of a calibration record that are not recomputed: human-readable notes.
+const NOT_DERIVED: &[&str] = &["notes"];
+
+/// The calibration request of a stored guarantee: the public parameters it states. DP-SGD's
+/// schedule is read back from the stored sampling rate q = b/N and steps (b = q·N, epochs =
+/// steps·b/N, so that ⌈epochs·N/b⌉ = steps).
+pub fn request_of(cal: &Calibration) -> Result<CalibrationRequest, String> {
+    let a = &cal.assumptions;
+    let method = cal.method();
+    let dp_sgd = if method == Method::DpSgd {
+        let x = cal.mechanism.record_extras();
+        let (q, steps, n) = match (x.sampling_rate, x.steps, a.n) {
+            (Some(q), Some(s), Some(n)) => (q, s, n),
+            _ => {
+                return Err(
+                    "guarantee: `sampling_rate`, `steps` and `n` are needed to re-derive DP-SGD's noise".into(),
+                );
+            }
+        };
+        let b = (q * n as f64).round();
+        if !(b >= 1.0 && b <= n as f64) || ((b / n as f64) - q).abs() > REL_TOL * q {
+            return Err(format!(
+                "guarantee: `sampling_rate` {q} is not b/N for a batch size b and N = {n}"
+            ));
+        }
+        Some(DpSgdSchedule {
+            batch_size: b as usize,
+            epochs: steps as f64 * b / n as f64,
+        })
+    } else {
+        None
+    };
+    Ok(CalibrationRequest {
+        method,
+        mode: cal.mode(),
+        privacy: cal.privacy(),
+        budget: cal.budget(),
+        n: a.n,
+        lambda: a.lambda,
+        classes: a.classes,
+        dp_sgd,
+        neighbours: cal.neighbours(),
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    a == b || (a - b).abs() <= REL_TOL * a.abs().max(b.abs())
+}
+
+/// The first path at which `stored` and `expected` differ (numbers up to [`REL_TOL`]).
+fn first_difference(stored: &Value, expected: &Value, path: &str) -> Option<String> {
+    match (stored, expected) {
+        (Value::Number(a), Value::Number(b)) => {
+            let (a, b) = (a.as_f64()?, b.as_f64()?);
+            (!close(a, b)).then(|| path.to_string())
+        }
+        (Value::Object(a), Value::Object(b)) => {
+            // the noise and the validity first: the fields an edit is meant to change
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            let first = ["noise", "valid_guarantee", "distribution"];
+            keys.sort_by_key(|k| (!first.contains(&k.as_str()), *k));
+            keys.dedup();
+            keys.into_iter()
+                .filter(|k| !(path.is_empty() && NOT_DERIVED.contains(&k.as_str())))
+                .find_map(|k| {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    let (x, y) = (
+                        a.get(k).unwrap_or(&Value::Null),
+                        b.get(k).unwrap_or(&Value::Null),
+                    );
+                    first_difference(x, y, &p)
+                })
+        }
+        (a, b) => (a != b).then(|| path.to_string()),
+    }
+}
+
+fn show(v: &Value, path: &str) -> String {
+    let mut cur = v;
+    for k in path.split('.') {
+        cur = cur.get(k).unwrap_or(&Value::Null);
+    }
+    cur.to_string()
+}
+
+/// Recomputes the calibration of `p`'s stored public parameters and refuses any difference
+/// in noise, mechanism, certificate or validity (the error names the field, with the stored
+/// and the re-derived value), and any disagreement between the predictor's own parameters
+/// (λ, the certificate's bound γ, DP-SGD's steps) and its guarantee. `legacy`: the file
+/// predates the neighbouring relation's key and `p` was relabelled
+/// ([`Calibration::relabel_legacy`]); such a file also passes when its noise is the
+/// replace-one calibration's (the stronger of the two for the one method whose legacy label
+/// is add-remove).
+pub fn check_rederived(p: &PrivatePredictor, legacy: bool) -> Result<(), String> {
+    let cal = &p.calibration;
+    let stored = serde_json::to_value(cal).map_err(|e| e.to_string())?;
+    let derive = |neighbours: Neighbours| -> Result<Value, String> {
+        let mut req = request_of(cal)?;
+        req.neighbours = neighbours;
+        let c = shim::calibrate(&req)
+            .map_err(|e| format!("guarantee: its public parameters have no calibration ({e})"))?;
+        serde_json::to_value(&c).map_err(|e| e.to_string())
+    };
+    let matches = |e: &Value| first_difference(&stored, e, "").is_none();
+    if legacy && cal.neighbours() != Neighbours::ReplaceOne {
+        let as_replace_one = derive(Neighbours::ReplaceOne).map(|mut e| {
+            e["neighbours"] = stored["neighbours"].clone();
+            e
+        });
+        if as_replace_one.as_ref().is_ok_and(matches) {
+            return check_params(p);
+        }
+    }
+    let expected = derive(cal.neighbours())?;
+    if let Some(field) = first_difference(&stored, &expected, "") {
+        return Err(format!(
+            "guarantee: `{field}` is {} but calibrating the artifact's public parameters ({} {}, ε = {}, δ = {}, B = {}, N = {}, λ = {}, {} neighbours) gives {}: the artifact was edited (or written by a build whose calibration differs); refusing it",
+            show(&stored, &field),
+            cal.method(),
+            cal.mode(),
+            cal.epsilon(),
+            cal.delta(),
+            cal.budget().get().map_or("∞".into(), |b| b.to_string()),
+            cal.assumptions.n.map_or("-".into(), |n| n.to_string()),
+            cal.assumptions.lambda.map_or("-".into(), |l| l.to_string()),
+            cal.neighbours(),
+            show(&expected, &field),
+        ));
+    }
+    check_params(p)
+}
+
+/// The predictor's parameters agree with its guarantee: λ, the certificate's γ, DP-SGD's
+/// steps.
+fn check_params(p: &PrivatePredictor) -> Result<(), String> {
+    let cal = &p.calibration;
+    match p.params {
+        MethodParams::Regularised {
+            lambda,
+            certificate,
+        } => {
+            if cal.assumptions.lambda.is_none_or(|l| !close(l, lambda)) {
+                return Err(format!(
+                    "lambda: the model was trained with λ = {lambda} but its guarantee assumes {:?}",
+                    cal.assumptions.lambda
+                ));
+            }
+            let stated = cal.certified.map(|c| c.gradient_norm_bound);
+            let met = certificate.map(|c| c.gradient_norm_bound);
+            let same = match (stated, met) {
+                (Some(a), Some(b)) => close(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                return Err(format!(
+                    "optimization.gradient_norm_bound: the certificate states {met:?}, the guarantee assumes {stated:?}"
+                ));
+            }
+        }
+        MethodParams::DpSgd { steps, .. } => {
+            let stated = cal.mechanism.record_extras().steps;
+            if stated != Some(steps) {
+                return Err(format!(
+                    "dp_sgd.steps: the model took {steps} steps, its guarantee accounts for {stated:?}"
+                ));
+            }
+        }
+        MethodParams::Teachers { .. } => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::{MethodConfig, SeedPolicy, train_private};
+    use crate::train::tests::toy;
+    use privpred_core::{Budget, CalibrationMode, Privacy};
+    use rand::SeedableRng;
+
+    fn trained(method: Method, mode: CalibrationMode, delta: f64) -> PrivatePredictor {
+        let ds = toy(200, 4, 3, 7);
+        let mut cfg = MethodConfig::new(
+            method,
+            mode,
+            Privacy::new(1.0, delta).unwrap(),
+            Budget::finite(10).unwrap(),
+        );
+        cfg.lambda = 1e-2;
+        cfg.teachers = 4;
+        cfg.dp_sgd.epochs = 1.0;
+        cfg.dp_sgd.batch_size = 20;
+        cfg.seed_policy = SeedPolicy::OsRandom;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        train_private(&cfg, &ds, &mut rng).unwrap()
+    }
+
+    /// Edits the stored calibration record of `p` and reads it back.
+    fn edited(p: &PrivatePredictor, f: impl Fn(&mut Value)) -> PrivatePredictor {
+        let mut v = serde_json::to_value(&p.calibration).unwrap();
+        f(&mut v);
+        let mut q = p.clone();
+        q.calibration = serde_json::from_value(v).unwrap();
+        q
+    }
+
+    fn refused(p: &PrivatePredictor, needle: &str) {
+        let what = format!(
+            "{} {}: {needle}",
+            p.calibration.method(),
+            p.calibration.mode()
+        );
+        let e = check_rederived(p, false).expect_err(&what);
+        assert!(e.contains(needle), "{needle}: {e}");
+    }
+
+    #[test]
+    fn trained_guarantees_rederive_and_every_tampering_is_refused() {
+        use CalibrationMode::{Corrected, Paper, Tight};
+        for (m, delta) in [
+            (Method::ModelSensitivity, 0.0),
+            (Method::ModelSensitivity, 1e-5),
+            (Method::LossPerturbation, 0.0),
+            (Method::DpSgd, 1e-5),
+            (Method::PredictionSensitivity, 0.0),
+            (Method::PredictionSensitivity, 1e-5),
+            (Method::SubsampleAggregate, 0.0),
+        ] {
+            for mode in [Corrected, Tight, Paper] {
+                let p = trained(m, mode, delta);
+                check_rederived(&p, false).unwrap_or_else(|e| panic!("{m} {mode}: {e}"));
+                let scale = match p.calibration.noise() {
+                    privpred_core::Noise::Gaussian { .. } => "sigma",
+                    _ => "beta",
+                };
+                // β (or σ) = 1e300: no noise under the stated ε
+                // (DP-SGD's record reads σ from `noise_multiplier`)
+                refused(
+                    &edited(&p, |v| {
+                        v["noise"][scale] = 1e300.into();
+                        if m == Method::DpSgd {
+                            v["noise_multiplier"] = 1e300.into();
+                        }
+                    }),
+                    "`noise",
+                );
+                // ε changed with the old noise
+                refused(
+                    &edited(&p, |v| v["privacy"]["epsilon"] = 0.001.into()),
+                    "guarantee",
+                );
+                // B × 100 (private prediction), N = 1e9
+                if !m.is_private_training() {
+                    refused(
+                        &edited(&p, |v| v["budget"]["finite"] = 1000.into()),
+                        "guarantee",
+                    );
+                }
+                // (N enters neither the votes' nor paper loss perturbation's noise, and
+                // DP-SGD's accounting depends on N only through the stored q and steps)
+                let n_free = matches!(m, Method::SubsampleAggregate | Method::DpSgd)
+                    || (m == Method::LossPerturbation && mode == Paper);
+                if !n_free {
+                    refused(
+                        &edited(&p, |v| v["assumptions"]["n"] = 1_000_000_000u64.into()),
+                        "guarantee",
+                    );
+                }
+                // validity flipped either way
+                let flipped = edited(&p, |v| {
+                    let b = v["valid_guarantee"].as_bool().unwrap();
+                    v["valid_guarantee"] = (!b).into();
+                });
+                if mode == Paper && m != Method::SubsampleAggregate {
+                    assert!(!p.calibration.is_valid(), "{m}");
+                    assert!(
+                        flipped.calibration.is_valid(),
+                        "{m}: a paper guarantee marked valid"
+                    );
+                }
+                if flipped.calibration.is_valid() != p.calibration.is_valid() {
+                    refused(&flipped, "`valid_guarantee`");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_mechanism_the_calibration_does_not_use_is_refused() {
+        // Gaussian noise on a pure-ε prediction-sensitivity model
+        let p = trained(
+            Method::PredictionSensitivity,
+            CalibrationMode::Corrected,
+            0.0,
+        );
+        let g = edited(&p, |v| {
+            v["noise"] = serde_json::json!({"distribution": "gaussian", "sigma": 1.0})
+        });
+        refused(&g, "`noise");
+        // permute-and-flip over the votes in corrected mode
+        let p = trained(Method::SubsampleAggregate, CalibrationMode::Corrected, 0.0);
+        let mut v = serde_json::to_value(&p.calibration).unwrap();
+        v["noise"]["distribution"] = "permute-and-flip".into();
+        if let Ok(c) = serde_json::from_value::<Calibration>(v) {
+            let mut q = p.clone();
+            q.calibration = c;
+            refused(&q, "`noise");
+        }
+        // the model's λ differs from the one its guarantee assumes
+        let p = trained(Method::ModelSensitivity, CalibrationMode::Corrected, 0.0);
+        let mut q = p.clone();
+        if let MethodParams::Regularised { lambda, .. } = &mut q.params {
+            *lambda = 10.0;
+        }
+        refused(&q, "lambda");
+    }
+}
