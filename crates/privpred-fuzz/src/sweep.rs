@@ -228,7 +228,9 @@ impl Sweep {
                 "prediction-sensitivity",
                 vec!["--epsilon", "1", "--budget", "10"],
             ),
-            ("model-sensitivity", vec!["--epsilon", "1", "--pca", "2"]),
+            ("model-sensitivity", vec!["--epsilon", "1"]),
+            // a PCA basis fitted on the training data: non-private models only
+            ("non-private", vec!["--pca", "2"]),
         ] {
             let out = dir.join(format!("{m}.safetensors"));
             let mut a = vec![
