@@ -843,7 +843,7 @@ mod tests {
     /// Artifacts written before `PrivatePredictor`'s per-method fields became an enum (the
     /// fuzz seed corpus, written by an earlier build and checked in) load, and writing them
     /// again gives the same `model` header, value for value, apart from the relation label
-    /// the loader adds to files older than issue 14 and the measured statistics of the
+    /// the loader adds to files written before relations were recorded and the measured statistics of the
     /// private data earlier builds recorded (dropped: the certificate keeps its bound γ and
     /// says it was met; DP-SGD keeps its steps).
     #[test]

@@ -423,17 +423,9 @@ fn nonprivate_loop(
     let mut grad = vec![0.0f32; params.len()];
     let mut perm: Vec<usize> = (0..n).collect();
     let mut pos = n; // forces a shuffle at the first step
-    let mut done = 0;
-    let ck = match resume {
-        Some(r) => r.load(steps, params.len())?,
-        None => None,
-    };
-    let mut rng = LoopRng::start(rng, resume, ck.as_ref().map(|c| c.seed));
-    if let Some(c) = ck {
-        (done, params, opt.v, pos) = (c.step, c.params, c.velocity, c.pos);
-        perm = restore_perm(c.perm, n)?;
-    }
-    let first = done;
+    let (first, seed) = restore(resume, steps, &mut params, &mut opt.v, &mut perm, &mut pos)?;
+    let mut rng = LoopRng::start(rng, resume, seed);
+    let mut done = first;
     for step in first..steps {
         let mut batch = Vec::with_capacity(b);
         while batch.len() < b {
@@ -459,14 +451,8 @@ fn nonprivate_loop(
         let lr = cfg.lr_at(step, steps);
         opt.step(&mut params, &grad, lr, cfg.momentum, cfg.weight_decay)?;
         done = step + 1;
-        resume::boundary(resume, &mut rng, done, steps, |seed| Checkpoint {
-            step: done,
-            steps,
-            seed,
-            pos,
-            perm: perm.iter().map(|&i| i as u32).collect(),
-            params: params.clone(),
-            velocity: opt.v.clone(),
+        resume::boundary(resume, &mut rng, done, steps, |seed| {
+            snapshot(done, steps, seed, pos, &perm, &params, &opt.v)
         })?;
         let flow = observer(&Progress {
             step: step + 1,
@@ -486,15 +472,57 @@ fn nonprivate_loop(
     })
 }
 
-/// A checkpoint's shuffle order over `n` examples (the training set the run was started on).
-fn restore_perm(perm: Vec<u32>, n: usize) -> Result<Vec<usize>> {
-    if perm.len() != n {
+/// Restores a training loop from `resume`'s checkpoint, if there is one: overwrites the
+/// parameters, the momentum, the shuffle order (over the `perm.len()` training examples the
+/// run was started on) and its position, and returns (the first step to take, the seed of
+/// the next segment); `(0, None)` otherwise, leaving everything as it is.
+fn restore(
+    resume: Option<&Resume>,
+    steps: usize,
+    params: &mut Vec<f32>,
+    velocity: &mut Vec<f32>,
+    perm: &mut Vec<usize>,
+    pos: &mut usize,
+) -> Result<(usize, Option<u64>)> {
+    let Some(c) = resume
+        .map(|r| r.load(steps, params.len()))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok((0, None));
+    };
+    if c.perm.len() != perm.len() {
         return Err(NnError::Shape(format!(
-            "checkpoint shuffles {} examples, the training set has {n}",
+            "checkpoint shuffles {} examples, the training set has {}",
+            c.perm.len(),
             perm.len()
         )));
     }
-    Ok(perm.into_iter().map(|i| i as usize).collect())
+    *perm = c.perm.into_iter().map(|i| i as usize).collect();
+    (*params, *velocity, *pos) = (c.params, c.velocity, c.pos);
+    Ok((c.step, Some(c.seed)))
+}
+
+/// The checkpoint of a loop after `step` of `steps` steps, whose next segment is seeded
+/// with `seed`.
+fn snapshot(
+    step: usize,
+    steps: usize,
+    seed: u64,
+    pos: usize,
+    perm: &[usize],
+    params: &[f32],
+    velocity: &[f32],
+) -> Checkpoint {
+    Checkpoint {
+        step,
+        steps,
+        seed,
+        pos,
+        perm: perm.iter().map(|&i| i as u32).collect(),
+        params: params.to_vec(),
+        velocity: velocity.to_vec(),
+    }
 }
 
 /// Fisher–Yates shuffle.
@@ -629,16 +657,8 @@ fn dpsgd_loop(
     let mut grad = vec![0.0f32; params.len()];
     let mut perm: Vec<usize> = (0..n).collect();
     let mut pos = n;
-    let mut first = 0;
-    let ck = match resume {
-        Some(r) => r.load(steps, params.len())?,
-        None => None,
-    };
-    let mut rng = LoopRng::start(rng, resume, ck.as_ref().map(|c| c.seed));
-    if let Some(c) = ck {
-        (first, params, opt.v, pos) = (c.step, c.params, c.velocity, c.pos);
-        perm = restore_perm(c.perm, n)?;
-    }
+    let (first, seed) = restore(resume, steps, &mut params, &mut opt.v, &mut perm, &mut pos)?;
+    let mut rng = LoopRng::start(rng, resume, seed);
     for step in first..steps {
         let batch = match cfg.sampling {
             Sampling::Poisson => poisson_batch(n, q, &mut rng),
@@ -661,14 +681,8 @@ fn dpsgd_loop(
             cfg.sgd.momentum,
             cfg.sgd.weight_decay,
         )?;
-        resume::boundary(resume, &mut rng, step + 1, steps, |seed| Checkpoint {
-            step: step + 1,
-            steps,
-            seed,
-            pos,
-            perm: perm.iter().map(|&i| i as u32).collect(),
-            params: params.clone(),
-            velocity: opt.v.clone(),
+        resume::boundary(resume, &mut rng, step + 1, steps, |seed| {
+            snapshot(step + 1, steps, seed, pos, &perm, &params, &opt.v)
         })?;
         observer(&Progress {
             step: step + 1,
