@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::{capture, code, ok, tamper};
+use common::{Serve, capture, code, ok, serve_model, tamper};
 use privpred_serve::client::Client;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
@@ -246,40 +245,9 @@ fn edited_guarantees_with_a_recomputed_checksum_are_refused_by_every_consumer() 
     assert!(err.contains("--seed 3"), "{err}");
 }
 
-/// `privpred serve` of `model` with `--allow-invalid-guarantee`; killed on drop.
-struct Serve {
-    child: Child,
-    addr: std::net::SocketAddr,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `serve --allow-invalid-guarantee` on a model whose ledger record `predict` created.
 fn serve_allowing_invalid(model: &Path) -> Serve {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--model", model.to_str().unwrap()])
-        .args(["--listen", "127.0.0.1:0"])
-        .arg("--allow-invalid-guarantee")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("serve did not start: {line}"))
-        .parse()
-        .unwrap();
-    Serve { child, addr }
+    serve_model(model, &["--allow-invalid-guarantee"])
 }
 
 /// A `paper`-calibrated model (its guarantee is not valid) is refused by predict and serve

@@ -7,12 +7,12 @@
 
 mod common;
 
-use common::{code, ledger_record, ok, toy_dataset, train_into};
+use common::{Serve, code, ledger_record, ok, spawn_serve as spawn, toy_dataset, train_into};
 use privpred_core::Method;
 use privpred_serve::FixtureSpec;
 use privpred_serve::client::Client;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -340,49 +340,6 @@ fn a_deleted_wal_after_kill_9_is_detected() {
         .expect("a ledger gone backwards: refused");
     assert_eq!(c, 2, "{err}");
     assert!(err.contains("8 were already released"), "{err}");
-}
-
-struct Serve {
-    child: Child,
-    addr: std::net::SocketAddr,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(args: &[&str]) -> Result<Serve, (i32, String)> {
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    if let Some(a) = line.trim().strip_prefix("listening on http://") {
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while out.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        return Ok(Serve {
-            child,
-            addr: a.parse().unwrap(),
-        });
-    }
-    let o = child.wait_with_output().unwrap();
-    Err((
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    ))
 }
 
 fn sigterm(mut s: Serve) {

@@ -7,15 +7,11 @@
 
 mod common;
 
-use common::{capture, code, ok};
+use common::{Serve, capture, code, ok, serve_model};
 use privpred_serve::client::Client;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
 /// Metadata entries random by design: two hash the noisy weights (the file's `checksum`
 /// covers every entry and the weights; `weights_sha256` the weights alone), and `ledger_id`
@@ -217,44 +213,9 @@ fn cross_validation_scores_stay_with_the_data_owner() {
     }
 }
 
-/// `privpred serve` on an artifact; killed on drop.
-struct Serve {
-    child: Child,
-    addr: std::net::SocketAddr,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// `privpred serve` on an artifact, creating its ledger record.
 fn serve(model: &Path) -> Serve {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--model", model.to_str().unwrap()])
-        .args(["--listen", "127.0.0.1:0", "--init-ledger"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("serve did not start: {line}"))
-        .parse()
-        .unwrap();
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while out.read_line(&mut sink).unwrap_or(0) > 0 {
-            sink.clear();
-        }
-    });
-    Serve { child, addr }
+    serve_model(model, &["--init-ledger"])
 }
 
 /// `GET /v1/model` of a release trained on D and of one trained on D′ (release generator:

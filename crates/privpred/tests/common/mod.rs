@@ -235,3 +235,66 @@ pub fn tamper(
     out.extend_from_slice(data);
     std::fs::write(dst, out).unwrap();
 }
+
+/// `privpred serve` running in the background; killed on drop.
+pub struct Serve {
+    /// The server process.
+    pub child: std::process::Child,
+    /// The address it listens on.
+    pub addr: std::net::SocketAddr,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `privpred serve ARGS` and waits for its `listening on` line; a server that does not
+/// start gives its exit code and stderr.
+pub fn spawn_serve(args: &[&str]) -> Result<Serve, (i32, String)> {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    if let Some(a) = line.trim().strip_prefix("listening on http://") {
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while out.read_line(&mut sink).unwrap_or(0) > 0 {
+                sink.clear();
+            }
+        });
+        return Ok(Serve {
+            child,
+            addr: a.parse().unwrap(),
+        });
+    }
+    let o = child.wait_with_output().unwrap();
+    Err((
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    ))
+}
+
+/// [`spawn_serve`] on `model` on a free loopback port with `extra` flags; panics with the
+/// server's stderr if it does not start.
+pub fn serve_model(model: &Path, extra: &[&str]) -> Serve {
+    let mut a = vec![
+        "--model",
+        model.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    a.extend_from_slice(extra);
+    spawn_serve(&a).unwrap_or_else(|(c, e)| panic!("serve did not start (exit {c}): {e}"))
+}
