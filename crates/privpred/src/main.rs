@@ -46,6 +46,10 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    // Parse only, run nothing: how the documentation test checks the commands in the docs.
+    if std::env::var_os("PRIVPRED_PARSE_ONLY").is_some() {
+        return;
+    }
     let result = match cli.command {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Account(a) => cmd::account::run(a),
