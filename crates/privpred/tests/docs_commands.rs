@@ -171,9 +171,9 @@ fn shell_words(line: &str) -> Vec<Option<String>> {
 /// The arguments after `privpred` (or after `cargo run … -p privpred --`) of one command,
 /// skipping leading `VAR=value` assignments.
 fn privpred_args(words: &[String]) -> Option<Vec<String>> {
-    let start = words
-        .iter()
-        .position(|w| !(w.contains('=') && w.chars().next().is_some_and(|c| c.is_ascii_uppercase())))?;
+    let start = words.iter().position(|w| {
+        !(w.contains('=') && w.chars().next().is_some_and(|c| c.is_ascii_uppercase()))
+    })?;
     let words = &words[start..];
     match words.first()?.as_str() {
         "privpred" => Some(words[1..].to_vec()),
@@ -251,7 +251,15 @@ fn the_extractor_finds_commands_and_the_parse_check_catches_a_wrong_flag() {
         assert!(o.status.success(), "{args:?}: {}", common::stderr(&o));
     }
     for bad in [
-        &["train", "dp-sgd", "--dataset", "mnist", "--epsilon", "1", "--no-such-flag"][..],
+        &[
+            "train",
+            "dp-sgd",
+            "--dataset",
+            "mnist",
+            "--epsilon",
+            "1",
+            "--no-such-flag",
+        ][..],
         &["no-such-command"],
         &["calibrate", "no-such-method", "--epsilon", "1"],
     ] {
@@ -344,7 +352,10 @@ fn cli_reference() -> String {
             .collect::<Vec<_>>()
             .join(" ");
         let indent = "  ".repeat(path.len().saturating_sub(1));
-        s.push_str(&format!("{indent}- [`{name}`](#{})\n", name.replace(' ', "-")));
+        s.push_str(&format!(
+            "{indent}- [`{name}`](#{})\n",
+            name.replace(' ', "-")
+        ));
     }
     for (path, h) in &pages {
         let name = std::iter::once("privpred")
@@ -377,9 +388,16 @@ fn cli_reference_matches_the_binary() {
             .zip(want.lines())
             .enumerate()
             .find(|(_, (a, b))| a != b)
-            .map(|(i, (a, b))| format!("first difference at line {}:\n  docs/cli.md: {a}\n  binary:      {b}", i + 1))
+            .map(|(i, (a, b))| {
+                format!(
+                    "first difference at line {}:\n  docs/cli.md: {a}\n  binary:      {b}",
+                    i + 1
+                )
+            })
             .unwrap_or_else(|| "the files differ in length".into());
-        panic!("docs/cli.md does not match the binary's --help; run `bash scripts/gen_cli_docs.sh`\n{diff}");
+        panic!(
+            "docs/cli.md does not match the binary's --help; run `bash scripts/gen_cli_docs.sh`\n{diff}"
+        );
     }
 }
 
@@ -421,7 +439,11 @@ fn anchors(text: &str) -> BTreeSet<String> {
         }
         let s = slug(h);
         let n = seen.entry(s.clone()).or_insert(0);
-        out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+        out.insert(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
         *n += 1;
     }
     out
@@ -504,12 +526,17 @@ fn every_relative_link_and_anchor_resolves() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(checked >= 50, "only {checked} links found: is the extraction broken?");
+    assert!(
+        checked >= 50,
+        "only {checked} links found: is the extraction broken?"
+    );
 }
 
 #[test]
 fn anchors_follow_github() {
-    let a = anchors("# A\n## The artifact (`privpred train`, Python `save`)\n## Against diffprivlib (MNIST, δ = 0)\n## Time\n## Time\n```sh\n# not a heading\n```\n");
+    let a = anchors(
+        "# A\n## The artifact (`privpred train`, Python `save`)\n## Against diffprivlib (MNIST, δ = 0)\n## Time\n## Time\n```sh\n# not a heading\n```\n",
+    );
     for want in [
         "a",
         "the-artifact-privpred-train-python-save",
@@ -551,7 +578,12 @@ fn in_dir(args: &[String], dir: &Path) -> Vec<String> {
 
 /// Whether the digits data set is in reach (found, or fetched now).
 fn digits_available() -> bool {
-    let found = |args: &[&str]| Command::new(BIN).args(args).output().is_ok_and(|o| o.status.success());
+    let found = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     found(&["data", "info", "digits", "--no-fetch"]) || found(&["data", "fetch", "digits"])
 }
 
@@ -566,7 +598,13 @@ fn curl_body(line: &str) -> String {
 fn readme_tour_runs_on_digits() {
     let name = "docs_commands::readme_tour_runs_on_digits";
     let found = digits_available().then(|| PathBuf::from("digits"));
-    if privpred_data::testdata::or_skip(found, name, "the digits data set (privpred data fetch digits)").is_none() {
+    if privpred_data::testdata::or_skip(
+        found,
+        name,
+        "the digits data set (privpred data fetch digits)",
+    )
+    .is_none()
+    {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -575,26 +613,34 @@ fn readme_tour_runs_on_digits() {
     let mut ran = BTreeSet::new();
     for b in blocks(&tour).iter().filter(|b| b.lang == "console") {
         for (k, line) in b.lines.iter().enumerate() {
-            let Some(cmd) = line.strip_prefix("$ ") else { continue };
+            let Some(cmd) = line.strip_prefix("$ ") else {
+                continue;
+            };
             let shown: Vec<&str> = b.lines[k + 1..]
                 .iter()
                 .take_while(|l| !l.starts_with("$ "))
                 .map(String::as_str)
                 .collect();
             if cmd.starts_with("curl ") {
-                let s = server.as_ref().expect("the tour starts the server before curl");
+                let s = server
+                    .as_ref()
+                    .expect("the tour starts the server before curl");
                 let mut c = privpred_serve::client::Client::new(s.addr, None);
                 let r = c.post_json("/v1/predict", &curl_body(cmd)).unwrap();
                 assert_eq!(r.status, 200, "{}", r.body);
                 let j = r.json();
                 assert_eq!(j["answers"].as_array().map(Vec::len), Some(1), "{j}");
                 assert_eq!(j["spent"], 1, "{j}");
-                assert_eq!(j["budget"]["remaining"], j["budget"]["total"].as_u64().unwrap() - 1);
+                assert_eq!(
+                    j["budget"]["remaining"],
+                    j["budget"]["total"].as_u64().unwrap() - 1
+                );
                 ran.insert("curl".to_string());
                 continue;
             }
             let words: Vec<String> = shell_words(cmd).into_iter().flatten().collect();
-            let args = privpred_args(&words).unwrap_or_else(|| panic!("not a privpred command: {cmd}"));
+            let args =
+                privpred_args(&words).unwrap_or_else(|| panic!("not a privpred command: {cmd}"));
             let args = in_dir(&args, dir.path());
             ran.insert(args[0].clone());
             match args[0].as_str() {
@@ -605,33 +651,65 @@ fn readme_tour_runs_on_digits() {
                         a[i + 1] = "127.0.0.1:0".into();
                     }
                     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-                    server = Some(common::spawn_serve(&a).unwrap_or_else(|(c, e)| panic!("serve (exit {c}): {e}")));
+                    server = Some(
+                        common::spawn_serve(&a)
+                            .unwrap_or_else(|(c, e)| panic!("serve (exit {c}): {e}")),
+                    );
                     continue;
                 }
                 _ => {}
             }
-            let o = Command::new(BIN).args(&args).current_dir(dir.path()).output().unwrap();
+            let o = Command::new(BIN)
+                .args(&args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
             let out = common::stdout(&o);
-            assert!(o.status.success(), "privpred {}: {}", args.join(" "), common::stderr(&o));
+            assert!(
+                o.status.success(),
+                "privpred {}: {}",
+                args.join(" "),
+                common::stderr(&o)
+            );
             match args[0].as_str() {
-                "compare" => assert!(out.contains("| recommended |") && out.contains("subsample-aggregate"), "{out}"),
+                "compare" => assert!(
+                    out.contains("| recommended |") && out.contains("subsample-aggregate"),
+                    "{out}"
+                ),
                 "train" => {
                     // The deterministic lines the README shows: the data set's shape and the guarantee.
-                    for l in shown.iter().filter(|l| l.starts_with("trained ") || l.starts_with("guarantee:")) {
-                        assert!(out.lines().any(|o| o == *l), "train printed\n{out}\nnot the README's line\n{l}");
+                    for l in shown
+                        .iter()
+                        .filter(|l| l.starts_with("trained ") || l.starts_with("guarantee:"))
+                    {
+                        assert!(
+                            out.lines().any(|o| o == *l),
+                            "train printed\n{out}\nnot the README's line\n{l}"
+                        );
                     }
                 }
-                "evaluate" => assert!(out.contains("test accuracy") && out.contains("359 test examples"), "{out}"),
+                "evaluate" => assert!(
+                    out.contains("test accuracy") && out.contains("359 test examples"),
+                    "{out}"
+                ),
                 "audit" => {
                     let refuted = args.iter().any(|a| a == "paper");
                     let verdict = if refuted { "REFUTED" } else { "consistent" };
-                    assert!(out.contains(verdict), "audit {args:?} should say {verdict}:\n{out}");
+                    assert!(
+                        out.contains(verdict),
+                        "audit {args:?} should say {verdict}:\n{out}"
+                    );
                 }
                 _ => {}
             }
         }
     }
-    for step in ["data", "compare", "train", "evaluate", "audit", "serve", "curl"] {
-        assert!(ran.contains(step), "the tour has no `{step}` step any more: {ran:?}");
+    for step in [
+        "data", "compare", "train", "evaluate", "audit", "serve", "curl",
+    ] {
+        assert!(
+            ran.contains(step),
+            "the tour has no `{step}` step any more: {ran:?}"
+        );
     }
 }
