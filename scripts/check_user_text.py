@@ -11,8 +11,9 @@ Usage:
 
 Every hit is printed as `path:line: [kind] text`, so the list can drive a sweep of the code.
 CHANGELOG.md is a history by design: only the specification and issue-number patterns apply
-to it. Exit status: 0 clean, 1 hits (in the documentation, or anywhere with --strict),
-2 usage error.
+to it. docs/cli.md is generated from the binary's --help, so its hits are the code's: they are
+always listed, and counted with the code's (failing only with --strict). Exit status: 0 clean,
+1 hits (in the documentation, or anywhere with --strict), 2 usage error.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Generated from the code (`scripts/gen_cli_docs.sh`): fixed in the code, not in the file.
+GENERATED = {ROOT / "docs" / "cli.md"}
 
 # (kind, pattern). Case-insensitive.
 REFERENCE_PATTERNS = [
@@ -146,19 +149,22 @@ def main(argv: list[str]) -> int:
     if "--self-test" in args:
         self_test()
     doc_hits = 0
+    code_hits = 0
     for f in doc_files():
         hits = scan_doc(f)
-        doc_hits += len(hits)
+        if f in GENERATED:
+            code_hits += len(hits)
+        else:
+            doc_hits += len(hits)
         report(f, hits)
-    code_hits = 0
     if "--code" in args or "--strict" in args:
         for f in code_files():
             hits = scan_code(f)
             code_hits += len(hits)
             report(f, hits)
     print(
-        f"check_user_text: {doc_hits} hit(s) in README/CHANGELOG/docs"
-        + (f", {code_hits} in code" if ("--code" in args or "--strict" in args) else ""),
+        f"check_user_text: {doc_hits} hit(s) in README/CHANGELOG/docs, {code_hits} in code"
+        + ("" if ("--code" in args or "--strict" in args) else " (--help text in docs/cli.md only; --code for all)"),
         file=sys.stderr,
     )
     if doc_hits or ("--strict" in args and code_hits):
