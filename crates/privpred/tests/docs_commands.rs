@@ -250,7 +250,7 @@ fn the_extractor_finds_commands_and_the_parse_check_catches_a_wrong_flag() {
         let o = parse_only(args);
         assert!(o.status.success(), "{args:?}: {}", common::stderr(&o));
     }
-    for bad in [
+    let refused: [&[&str]; 3] = [
         &[
             "train",
             "dp-sgd",
@@ -262,7 +262,8 @@ fn the_extractor_finds_commands_and_the_parse_check_catches_a_wrong_flag() {
         ][..],
         &["no-such-command"],
         &["calibrate", "no-such-method", "--epsilon", "1"],
-    ] {
+    ];
+    for bad in refused {
         let args: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
         let o = parse_only(&args);
         assert_eq!(o.status.code(), Some(2), "{bad:?} must be refused");
@@ -494,7 +495,7 @@ fn every_relative_link_and_anchor_resolves() {
                 continue;
             }
             checked += 1;
-            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let (path, anchor) = target.split_once('#').unwrap_or((target.as_str(), ""));
             let dest = if path.is_empty() {
                 file.clone()
             } else {
