@@ -94,11 +94,14 @@ fn blocks(text: &str) -> Vec<Block> {
 
 /// Whether this build checks a block with these attributes (`features=nn`, `features=torch`).
 fn block_enabled(attrs: &str) -> bool {
-    attrs.split_whitespace().all(|a| match a {
-        "features=nn" => cfg!(feature = "nn"),
-        "features=torch" => cfg!(feature = "torch"),
-        _ => true,
-    })
+    attrs
+        .split_whitespace()
+        .all(|a| a.strip_prefix("features=").is_none_or(feature_enabled))
+}
+
+/// Whether this test binary was built with the cargo feature `f` of the crate.
+fn feature_enabled(f: &str) -> bool {
+    (f == "nn" && cfg!(feature = "nn")) || (f == "torch" && cfg!(feature = "torch"))
 }
 
 /// Splits a shell line into words (quotes and backslashes honoured, `$VAR` and `${VAR}`
