@@ -616,7 +616,16 @@ fn table(
             expected: crate::schema::NEEDS_SCHEMA.into(),
         }),
         (None, TableFormat::Csv) => {
-            let mut s = load_csv(train, test, &spec.name(), opts)?;
+            let mut s = load_csv(train, test, &spec.name(), opts).map_err(|e| match e {
+                DataError::Format { path, reason } => DataError::Format {
+                    path,
+                    reason: format!(
+                        "{reason} (read without a schema, a CSV must hold numbers only; a table needs {})",
+                        crate::schema::NEEDS_SCHEMA
+                    ),
+                },
+                e => e,
+            })?;
             s.train.provenance.needs_schema = true;
             s.test.provenance.needs_schema = true;
             Ok(s)
