@@ -392,11 +392,11 @@ pub fn generate_to_dir(
 /// Reads the MNIST-1M substitute; its test split is MNIST's, obtained from `mnist_test`
 /// (called after the substitute's files are found, before they are read).
 pub(crate) fn load_mnist1m(
-    opts: &crate::read::LoadOptions,
+    candidates: Vec<std::path::PathBuf>,
     mnist_test: impl FnOnce() -> crate::error::Result<crate::dataset::Dataset>,
-) -> crate::error::Result<crate::read::Splits> {
+) -> crate::error::Result<(crate::dataset::Dataset, crate::dataset::Dataset)> {
     let mut found = None;
-    for (dir, _) in crate::read::candidate_dirs("mnist1m", opts) {
+    for dir in candidates {
         if dir.join(crate::mnist1m::METADATA).is_file()
             && crate::idx::find_idx_file(&dir, crate::idx::TRAIN_IMAGES).is_some()
         {
@@ -454,7 +454,7 @@ pub(crate) fn load_mnist1m(
     let prov = crate::dataset::Provenance {
         name: "mnist1m".into(),
         source: dir.display().to_string(),
-        checksum: Some(crate::read::combine(&[
+        checksum: Some(crate::fsutil::combine_hashes(&[
             ("train-images".into(), img.sha256.clone()),
             ("train-labels".into(), lab.sha256.clone()),
         ])),
@@ -471,7 +471,7 @@ pub(crate) fn load_mnist1m(
     test.provenance
         .labels
         .push("test split: the MNIST test set".into());
-    Ok(crate::read::Splits { train, test })
+    Ok((train, test))
 }
 
 #[cfg(test)]

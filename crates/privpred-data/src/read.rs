@@ -16,7 +16,6 @@ use crate::csvfile::{CsvOptions, read_csv};
 use crate::dataset::{Dataset, Provenance};
 use crate::error::{DataError, Result};
 use crate::limits::MAX_CLASSES;
-pub(crate) use crate::mnist1m::load_mnist1m;
 use crate::spec::DatasetSpec;
 use crate::{cifar, fsutil, idx, images, known, split};
 use std::path::{Path, PathBuf};
@@ -297,7 +296,10 @@ pub(crate) fn try_named_dir(
             Ok(Some(s))
         }
         DatasetSpec::BreastCancer | DatasetSpec::Wine => {
-            crate::table::load_named_table(spec, dir, opts)
+            match crate::table::load_named_table(spec, dir, opts.schema.as_ref())? {
+                Some(ds) => holdout_test(ds, opts).map(Some),
+                None => Ok(None),
+            }
         }
         DatasetSpec::Cifar10 => {
             for d in [dir.to_path_buf(), dir.join("cifar-10-batches-bin")] {
@@ -329,11 +331,6 @@ pub(crate) fn try_named_dir(
         }
         _ => Ok(None),
     }
-}
-
-pub(crate) fn combine(hashes: &[(String, String)]) -> String {
-    let s: String = hashes.iter().map(|(n, h)| format!("{n}:{h}\n")).collect();
-    fsutil::sha256_bytes(s.as_bytes())
 }
 
 /// Compares the four IDX headers before any payload is read (the image and label counts of
@@ -432,7 +429,7 @@ pub fn load_idx_dir(
             .map_or(1, |&m| m as usize + 1)
             .max(2),
     };
-    let checksum = combine(&hashes);
+    let checksum = fsutil::combine_hashes(&hashes);
     let mk = |img: idx::IdxArray<f32>,
               lab: idx::IdxArray<u32>,
               ip: &Path,
@@ -595,6 +592,17 @@ pub(crate) fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
     Ok(Splits { train, test })
 }
 
+/// Reads the MNIST-1M substitute from the first of its [`candidate_dirs`] that holds it; its
+/// test split is MNIST's, from `mnist_test`.
+pub(crate) fn load_mnist1m(
+    opts: &LoadOptions,
+    mnist_test: impl FnOnce() -> Result<Dataset>,
+) -> Result<Splits> {
+    let dirs = candidate_dirs("mnist1m", opts).into_iter().map(|(d, _)| d);
+    let (train, test) = crate::mnist1m::load_mnist1m(dirs.collect(), mnist_test)?;
+    Ok(Splits { train, test })
+}
+
 /// A user's table: through its schema, or (a CSV without one) as plain numbers marked
 /// [`Provenance::needs_schema`], which training refuses.
 fn table(
@@ -603,13 +611,22 @@ fn table(
     test: Option<&Path>,
     opts: &LoadOptions,
 ) -> Result<Splits> {
-    use crate::table::{TableFormat, load_table_splits};
+    use crate::table::{TableFormat, read_table};
     let format = match spec {
         DatasetSpec::Parquet { .. } => TableFormat::Parquet,
         _ => TableFormat::Csv,
     };
     match (&opts.schema, format) {
-        (Some(s), _) => load_table_splits(train, test, format, s, &spec.name(), opts),
+        (Some(s), _) => {
+            let tr = read_table(train, format, s, &spec.name())?;
+            match test {
+                Some(t) => Ok(Splits {
+                    train: tr,
+                    test: read_table(t, format, s, &spec.name())?,
+                }),
+                None => holdout_test(tr, opts),
+            }
+        }
         (None, TableFormat::Parquet) => Err(DataError::InvalidArgument {
             name: "schema",
             value: "none".into(),

@@ -5,7 +5,6 @@
 
 use crate::dataset::{Dataset, Provenance};
 use crate::error::{DataError, Result};
-use crate::read::{LoadOptions, Splits};
 use crate::schema::Schema;
 use crate::spec::DatasetSpec;
 use crate::{fsutil, known};
@@ -63,12 +62,12 @@ pub fn default_schema(spec: &DatasetSpec) -> Option<Schema> {
 
 /// Loads a named table from one directory (`Ok(None)` when its file is not there): the
 /// file's SHA-256 verified, scikit-learn's first line skipped, every row through
-/// `opts.schema` or the table's default schema, a seeded hold-out as the test split.
+/// `schema` or the table's default schema (the caller splits off the test rows).
 pub(crate) fn load_named_table(
     spec: &DatasetSpec,
     dir: &Path,
-    opts: &LoadOptions,
-) -> Result<Option<Splits>> {
+    schema: Option<&Schema>,
+) -> Result<Option<Dataset>> {
     let Some(t) = named_table(spec) else {
         return Ok(None);
     };
@@ -88,7 +87,7 @@ pub(crate) fn load_named_table(
             actual: sha,
         });
     }
-    let schema = match &opts.schema {
+    let schema = match schema {
         Some(s) => s.clone(),
         None => Schema::from_json(t.schema, Path::new(t.file))?,
     };
@@ -101,27 +100,7 @@ pub(crate) fn load_named_table(
     })?;
     ds.provenance.checksum = Some(sha);
     ds.provenance.verified = true;
-    crate::read::holdout_test(ds, opts).map(Some)
-}
-
-/// Loads a user's table (`csv:` or `parquet:`, one file or a training and a test file)
-/// through `schema`; without a test file a seeded hold-out is the test split.
-pub(crate) fn load_table_splits(
-    train: &Path,
-    test: Option<&Path>,
-    format: TableFormat,
-    schema: &Schema,
-    name: &str,
-    opts: &LoadOptions,
-) -> Result<Splits> {
-    let tr = read_table(train, format, schema, name)?;
-    match test {
-        Some(t) => Ok(Splits {
-            train: tr,
-            test: read_table(t, format, schema, name)?,
-        }),
-        None => crate::read::holdout_test(tr, opts),
-    }
+    Ok(Some(ds))
 }
 
 /// A table file's format.
@@ -327,12 +306,12 @@ pub fn read_parquet_cells(
     Ok(names)
 }
 
+/// A table's data rows as text cells.
+pub type Cells = Vec<Vec<String>>;
+
 /// Reads a table's cells for drafting a schema: the header (for CSV, when every cell of the
 /// first row is text that is not a number; Parquet's column names always) and the data rows.
-pub fn read_cells(
-    path: &Path,
-    format: TableFormat,
-) -> Result<(Option<Vec<String>>, Vec<Vec<String>>)> {
+pub fn read_cells(path: &Path, format: TableFormat) -> Result<(Option<Vec<String>>, Cells)> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut push = |c: &[String], _: &str| -> Result<()> {
         rows.push(c.to_vec());
