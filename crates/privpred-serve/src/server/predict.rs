@@ -303,10 +303,13 @@ fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<RawRow>
                     .with(json!({ "row": i, "column": j })));
                 }
                 Cell::Text(_) => {
+                    // as before text cells existed: a numbers-only model's body is malformed
                     return Err(ApiError::invalid(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "not_a_number",
-                        format!("inputs[{i}][{j}] is text; this model takes numbers only"),
+                        StatusCode::BAD_REQUEST,
+                        "malformed_json",
+                        format!(
+                            "inputs[{i}][{j}] is text; this model takes rows of numbers (expected {{\"inputs\": [[number, ...], ...]}})"
+                        ),
                     )
                     .with(json!({ "row": i, "column": j })));
                 }
