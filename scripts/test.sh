@@ -18,6 +18,8 @@ logged() { "$@" 2>&1 | tee -a "$log"; }
 cargo build --release -p privpred
 ./target/release/privpred data fetch mnist
 ./target/release/privpred data fetch digits
+./target/release/privpred data fetch breast-cancer
+./target/release/privpred data fetch wine
 logged cargo test --workspace --release
 logged cargo test --release -p privpred --features nn
 logged cargo test --release -p privpred-study --features nn --test fig7

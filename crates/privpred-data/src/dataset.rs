@@ -25,6 +25,14 @@ pub struct Provenance {
     /// Class names where the source has them (label i = `class_names[i]`).
     #[serde(default)]
     pub class_names: Vec<String>,
+    /// The schema a table was read through (its rows are already inside the unit ball);
+    /// recorded with the model so that queries are mapped the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<crate::schema::Schema>,
+    /// A table read without a schema (plain numbers, no declared bounds): training on it is
+    /// refused until a schema says how to map its rows ([`crate::Preprocessing::for_data`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_schema: bool,
 }
 
 /// A labelled dataset: `n` rows of `d` f32 features, row-major, labels in `0..classes`.

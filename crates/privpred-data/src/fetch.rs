@@ -12,6 +12,8 @@
 //!   ([`fetch_from_mirrors`]).
 //! - `digits`: `pip download --no-deps --only-binary=:all: scikit-learn==1.9.1`, then
 //!   `sklearn/datasets/data/digits.csv.gz` from the wheel (verified).
+//! - `breast-cancer`, `wine`: `sklearn/datasets/data/breast_cancer.csv` and `wine_data.csv`
+//!   from the same wheel (verified), read through `examples/NAME.schema.json` by default.
 //! - `cifar10`: the canonical binary tarball `cifar-10-binary.tar.gz` downloaded over HTTPS
 //!   from [`known::CIFAR10_BINARY_URL`] ([`download_verified`]: resumable through a `.part`
 //!   file, progress bar, SHA-256 verified against [`known::CIFAR10_BINARY_TARBALL`]), its
@@ -159,6 +161,10 @@ pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport
         DatasetSpec::Mnist => fetch_mnist(&target, from),
         DatasetSpec::FashionMnist => fetch_fashion(&target, from),
         DatasetSpec::Digits => fetch_digits(&target, from),
+        DatasetSpec::BreastCancer | DatasetSpec::Wine => match crate::table::named_table(spec) {
+            Some(t) => fetch_sklearn_table(&target, from, &name, t),
+            None => Err(DataError::NotFound(name)),
+        },
         DatasetSpec::Cifar10 => match from {
             Some(p) => fetch_cifar(&target, Some(p)),
             None => fetch_cifar_online(&target),
@@ -171,7 +177,7 @@ pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport
         _ => Err(DataError::InvalidArgument {
             name: "dataset",
             value: name,
-            expected: "a named dataset (mnist, fashion-mnist, cifar10, digits); user paths are read in place".into(),
+            expected: "a named dataset (mnist, fashion-mnist, cifar10, digits, breast-cancer, wine); user paths are read in place".into(),
         }),
     }
 }
@@ -366,38 +372,7 @@ fn fetch_digits(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
             format!("copied from {}", p.display())
         }
         _ => {
-            let wheel = match from {
-                Some(p) => p.to_path_buf(),
-                None => {
-                    eprintln!(
-                        "fetching digits: pip download --no-deps --only-binary=:all: scikit-learn==1.9.1 …"
-                    );
-                    let pip = if which("pip3") { "pip3" } else { "pip" };
-                    run(
-                        Command::new(pip)
-                            .args([
-                                "download",
-                                "--no-deps",
-                                "--only-binary=:all:",
-                                "scikit-learn==1.9.1",
-                                "-q",
-                                "-d",
-                            ])
-                            .arg(&tmp.0),
-                        "pip download scikit-learn==1.9.1",
-                    )?;
-                    std::fs::read_dir(&tmp.0)
-                        .map_err(|source| DataError::Io {
-                            path: tmp.0.clone(),
-                            source,
-                        })?
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-                        .ok_or_else(|| {
-                            tool_err("pip download scikit-learn==1.9.1", "no wheel produced")
-                        })?
-                }
-            };
+            let wheel = sklearn_wheel(&tmp.0, from, "digits")?;
             let bytes = crate::zip::read_member(&wheel, DIGITS_IN_WHEEL)?;
             std::fs::write(&dst, bytes).map_err(|source| DataError::Io {
                 path: dst.clone(),
@@ -426,6 +401,91 @@ fn fetch_digits(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
         method,
         verified: true,
         files: vec![("digits.csv.gz".into(), sha)],
+    })
+}
+
+/// scikit-learn 1.9.1's wheel: `from` when given, else `pip download`ed into `dir`.
+fn sklearn_wheel(dir: &Path, from: Option<&Path>, name: &str) -> Result<PathBuf> {
+    if let Some(p) = from {
+        return Ok(p.to_path_buf());
+    }
+    eprintln!("fetching {name}: pip download --no-deps --only-binary=:all: scikit-learn==1.9.1 …");
+    let pip = if which("pip3") { "pip3" } else { "pip" };
+    run(
+        Command::new(pip)
+            .args([
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "scikit-learn==1.9.1",
+                "-q",
+                "-d",
+            ])
+            .arg(dir),
+        "pip download scikit-learn==1.9.1",
+    )?;
+    std::fs::read_dir(dir)
+        .map_err(|source| DataError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| tool_err("pip download scikit-learn==1.9.1", "no wheel produced"))
+}
+
+/// Fetches a table of scikit-learn's wheel (breast-cancer, wine): the member is taken from
+/// the wheel (or `from`: the wheel, or the CSV file itself), verified, installed.
+fn fetch_sklearn_table(
+    target: &Path,
+    from: Option<&Path>,
+    name: &str,
+    t: crate::table::NamedTable,
+) -> Result<FetchReport> {
+    let tmp = scratch(target)?;
+    let stage = tmp.0.join(name);
+    std::fs::create_dir_all(&stage).map_err(|source| DataError::Io {
+        path: stage.clone(),
+        source,
+    })?;
+    let dst = stage.join(t.file);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DataError::Io { path, source }
+    };
+    let method = match from {
+        Some(p) if p.extension().is_some_and(|x| x == "csv") => {
+            std::fs::copy(p, &dst).map_err(io(p))?;
+            format!("copied from {}", p.display())
+        }
+        _ => {
+            let wheel = sklearn_wheel(&tmp.0, from, name)?;
+            let bytes = crate::zip::read_member(&wheel, t.member)?;
+            std::fs::write(&dst, bytes).map_err(io(&dst))?;
+            format!(
+                "{} from {}",
+                t.member,
+                wheel
+                    .file_name()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            )
+        }
+    };
+    let sha = fsutil::sha256_file(&dst)?;
+    if sha != t.sha256 {
+        return Err(DataError::Checksum {
+            path: dst,
+            expected: t.sha256.into(),
+            actual: sha,
+        });
+    }
+    install(&stage, target)?;
+    Ok(FetchReport {
+        dir: target.to_path_buf(),
+        method,
+        verified: true,
+        files: vec![(t.file.into(), sha)],
     })
 }
 

@@ -74,3 +74,9 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 pub fn sha256_bytes(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
+
+/// One SHA-256 over several files' names and hashes (`name:hash` lines, in order).
+pub fn combine_hashes(hashes: &[(String, String)]) -> String {
+    let s: String = hashes.iter().map(|(n, h)| format!("{n}:{h}\n")).collect();
+    sha256_bytes(s.as_bytes())
+}

@@ -46,6 +46,13 @@ pub const FASHION_MNIST: [(&str, &str); 4] = [
     ),
 ];
 
+/// SHA-256 of `sklearn/datasets/data/breast_cancer.csv` in the scikit-learn 1.9.1 wheel.
+pub const BREAST_CANCER_CSV: &str =
+    "fed3eb72d0575ef6192293f5093c6e801b1476b577d0386bf4455504522172ed";
+
+/// SHA-256 of `sklearn/datasets/data/wine_data.csv` in the scikit-learn 1.9.1 wheel.
+pub const WINE_CSV: &str = "10e8a802908b34f86e5da8ce962f3c806694bc98450a18f61851af59f324bede";
+
 /// SHA-256 of scikit-learn 1.9.1's `sklearn/datasets/data/digits.csv.gz` (57,523 bytes).
 pub const DIGITS_CSV_GZ: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22";
 

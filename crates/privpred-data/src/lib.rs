@@ -37,8 +37,10 @@ pub mod load;
 pub mod mnist1m;
 pub mod preprocess;
 pub mod read;
+pub mod schema;
 pub mod spec;
 pub mod split;
+pub mod table;
 pub mod testdata;
 pub mod zip;
 
@@ -46,4 +48,5 @@ pub use dataset::{Dataset, Provenance, UnitBallDataset};
 pub use error::{DataError, Result};
 pub use load::{LoadOptions, Splits, load};
 pub use preprocess::{FittedPreprocessing, Preprocessing, UnitBall};
+pub use schema::Schema;
 pub use spec::DatasetSpec;

@@ -389,6 +389,91 @@ pub fn generate_to_dir(
     Ok(meta)
 }
 
+/// Reads the MNIST-1M substitute; its test split is MNIST's, obtained from `mnist_test`
+/// (called after the substitute's files are found, before they are read).
+pub(crate) fn load_mnist1m(
+    candidates: Vec<std::path::PathBuf>,
+    mnist_test: impl FnOnce() -> crate::error::Result<crate::dataset::Dataset>,
+) -> crate::error::Result<(crate::dataset::Dataset, crate::dataset::Dataset)> {
+    let mut found = None;
+    for dir in candidates {
+        if dir.join(crate::mnist1m::METADATA).is_file()
+            && crate::idx::find_idx_file(&dir, crate::idx::TRAIN_IMAGES).is_some()
+        {
+            found = Some(dir);
+            break;
+        }
+    }
+    let Some(dir) = found else {
+        return Err(crate::error::DataError::NotFound(
+            "dataset mnist1m not found; generate it with `privpred data generate mnist1m --n 1000000 --seed 0` (an InfiMNIST-style substitute)".into(),
+        ));
+    };
+    let meta = crate::mnist1m::read_metadata(&dir)?;
+    let tri = crate::idx::find_idx_file(&dir, crate::idx::TRAIN_IMAGES)
+        .ok_or_else(|| crate::error::DataError::NotFound(dir.display().to_string()))?;
+    let trl = crate::idx::find_idx_file(&dir, crate::idx::TRAIN_LABELS).ok_or_else(|| {
+        crate::error::DataError::NotFound(format!(
+            "{}: train-labels-idx1-ubyte missing",
+            dir.display()
+        ))
+    })?;
+    // The test split is MNIST's: load it first and drop MNIST's training split, so that the
+    // large read below is the only big allocation alive (peak ≈ one copy of the features).
+    crate::idx::check_pair(&tri, &trl)?;
+    let mut test = mnist_test()?;
+    let (a, b) = rayon::join(
+        || crate::idx::read_images(&tri),
+        || crate::idx::read_labels(&trl),
+    );
+    let (img, lab) = (a?, b?);
+    for (p, sha, want) in [
+        (&tri, &img.sha256, &meta.images_sha256),
+        (&trl, &lab.sha256, &meta.labels_sha256),
+    ] {
+        if sha != want {
+            return Err(crate::error::DataError::Checksum {
+                path: p.clone(),
+                expected: want.clone(),
+                actual: sha.clone(),
+            });
+        }
+    }
+    if img.dims[0] != lab.dims[0] {
+        return Err(crate::error::DataError::Format {
+            path: trl.clone(),
+            reason: format!("{} labels for {} images", lab.dims[0], img.dims[0]),
+        });
+    }
+    if let Some((i, y)) = lab.data.iter().enumerate().find(|(_, y)| **y >= 10) {
+        return Err(crate::error::DataError::Format {
+            path: trl.clone(),
+            reason: format!("label {y} at item {i} outside the class range 0..10"),
+        });
+    }
+    let prov = crate::dataset::Provenance {
+        name: "mnist1m".into(),
+        source: dir.display().to_string(),
+        checksum: Some(crate::fsutil::combine_hashes(&[
+            ("train-images".into(), img.sha256.clone()),
+            ("train-labels".into(), lab.sha256.clone()),
+        ])),
+        verified: true,
+        labels: vec![
+            crate::mnist1m::SUBSTITUTE_LABEL.into(),
+            format!("generator seed {}", meta.seed),
+        ],
+        feature_shape: vec![img.dims[1], img.dims[2]],
+        ..Default::default()
+    };
+    let train =
+        crate::dataset::Dataset::new(img.dims[1] * img.dims[2], 10, img.data, lab.data, prov)?;
+    test.provenance
+        .labels
+        .push("test split: the MNIST test set".into());
+    Ok((train, test))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

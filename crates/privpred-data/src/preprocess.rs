@@ -232,9 +232,36 @@ pub struct FittedPreprocessing {
     pub pca: Option<PcaBasis>,
     /// The training set's maximum norm before the unit-ball step (`max-norm` only).
     pub max_norm: Option<f64>,
+    /// The schema the training table was read through: queries arrive as the table's raw
+    /// cells and are mapped by it before the steps above ([`Self::encode_query`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<crate::schema::Schema>,
 }
 
 impl Preprocessing {
+    /// The default recipe for a dataset: for a table read through a schema (rows already in
+    /// the unit ball by its public bounds), no scaling and the `clip:1` rule, which leaves
+    /// such rows as they are; for image data, [`Preprocessing::default`] (pixels × 1/255,
+    /// normalised). A table read without a schema is refused with how to write one.
+    pub fn for_data(ds: &Dataset) -> Result<Preprocessing> {
+        if ds.provenance.needs_schema {
+            return Err(DataError::InvalidArgument {
+                name: "schema",
+                value: format!("none for {}", ds.provenance.name),
+                expected: crate::schema::NEEDS_SCHEMA.into(),
+            });
+        }
+        Ok(if ds.provenance.schema.is_some() {
+            Preprocessing {
+                scale: 1.0,
+                unit_ball: UnitBall::Clip { radius: 1.0 },
+                ..Preprocessing::default()
+            }
+        } else {
+            Preprocessing::default()
+        })
+    }
+
     /// The recipe with bias value `v` (0 = no bias feature; not checked here, [`Self::fit`]
     /// and [`FittedPreprocessing::validate`] refuse values outside [0, 1)).
     pub fn with_bias(mut self, v: f64) -> Self {
@@ -300,6 +327,7 @@ impl Preprocessing {
             train_rows: train.n,
             pca: None,
             max_norm: None,
+            schema: train.provenance.schema.clone(),
         };
         let idx = fitted.train_indices(train)?;
         if let Some(k) = self.pca {
@@ -364,6 +392,16 @@ impl FittedPreprocessing {
     /// and `k` variances; a finite positive maximum norm exactly for `max-norm`). A crafted
     /// basis of the wrong size would otherwise index out of bounds when queries are mapped.
     pub fn validate(&self) -> Result<()> {
+        if let Some(s) = &self.schema {
+            s.validate()?;
+            if s.feature_dim() != self.input_dim {
+                return invalid(
+                    "schema",
+                    format!("{} encoded features", s.feature_dim()),
+                    format!("the input dimension {}", self.input_dim),
+                );
+            }
+        }
         self.validate_recipe()?;
         self.validate_max_norm()?;
         self.validate_pca()
@@ -508,6 +546,31 @@ impl FittedPreprocessing {
         self.input_dim
     }
 
+    /// Maps one raw query row through the schema (the table's cells, with or without the
+    /// label column; see [`crate::schema::Schema::encode_query`]) and then the steps. Without
+    /// a schema the cells must be numbers, mapped by [`Self::apply_row`].
+    pub fn encode_query<S: AsRef<str>>(&self, cells: &[S]) -> Result<Vec<f32>> {
+        let bad = |reason: String| DataError::InvalidArgument {
+            name: "query",
+            value: reason,
+            expected: "a row as the training table held it".into(),
+        };
+        let x = match &self.schema {
+            Some(s) => s.encode_query(cells).map_err(bad)?,
+            None => cells
+                .iter()
+                .enumerate()
+                .map(|(j, c)| {
+                    c.as_ref()
+                        .trim()
+                        .parse::<f32>()
+                        .map_err(|_| bad(format!("`{}` at column {j} is not a number", c.as_ref())))
+                })
+                .collect::<Result<Vec<f32>>>()?,
+        };
+        self.apply_row(&x)
+    }
+
     /// Dimension after PCA (before the bias).
     fn projected_dim(&self) -> usize {
         self.recipe.pca.unwrap_or(self.input_dim)
@@ -526,7 +589,11 @@ impl FittedPreprocessing {
     /// The steps as recorded strings, in order.
     pub fn steps(&self) -> Vec<String> {
         let r = &self.recipe;
-        let mut s = vec![format!("scale:{}", fmt_scale(r.scale))];
+        let mut s = Vec::new();
+        if let Some(schema) = &self.schema {
+            s.push(schema.describe());
+        }
+        s.push(format!("scale:{}", fmt_scale(r.scale)));
         if let Some(c) = r.classes {
             s.push(format!("classes:0..{c}"));
         }

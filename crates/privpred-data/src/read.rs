@@ -38,6 +38,9 @@ pub struct LoadOptions {
     pub csv: CsvOptions,
     /// Number of classes for user data (default: largest label + 1); labels must be below it.
     pub classes: Option<usize>,
+    /// The schema of a table (`csv:`, `parquet:`, `breast-cancer`, `wine`): its rows are read
+    /// through it into the unit ball ([`crate::schema`]).
+    pub schema: Option<crate::schema::Schema>,
 }
 
 impl Default for LoadOptions {
@@ -49,6 +52,7 @@ impl Default for LoadOptions {
             split_seed: 0,
             csv: CsvOptions::default(),
             classes: None,
+            schema: None,
         }
     }
 }
@@ -175,6 +179,8 @@ pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
         DatasetSpec::Mnist
         | DatasetSpec::FashionMnist
         | DatasetSpec::Digits
+        | DatasetSpec::BreastCancer
+        | DatasetSpec::Wine
         | DatasetSpec::Cifar10 => {
             let name = spec.name();
             for (dir, origin) in candidate_dirs(&name, opts) {
@@ -224,7 +230,10 @@ pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
                 })
                 .map(Some)
         }
-        DatasetSpec::Csv { train, test } => {
+        DatasetSpec::Csv { train, test } | DatasetSpec::Parquet { train, test } => {
+            table(spec, train, test.as_deref(), opts).map(Some)
+        }
+        DatasetSpec::CsvPixels { train, test } => {
             load_csv(train, test.as_deref(), &spec.name(), opts).map(Some)
         }
     }
@@ -286,6 +295,12 @@ pub(crate) fn try_named_dir(
             }
             Ok(Some(s))
         }
+        DatasetSpec::BreastCancer | DatasetSpec::Wine => {
+            match crate::table::load_named_table(spec, dir, opts.schema.as_ref())? {
+                Some(ds) => holdout_test(ds, opts).map(Some),
+                None => Ok(None),
+            }
+        }
         DatasetSpec::Cifar10 => {
             for d in [dir.to_path_buf(), dir.join("cifar-10-batches-bin")] {
                 if let Some(s) = load_cifar_bin(&d, &name)? {
@@ -316,11 +331,6 @@ pub(crate) fn try_named_dir(
         }
         _ => Ok(None),
     }
-}
-
-fn combine(hashes: &[(String, String)]) -> String {
-    let s: String = hashes.iter().map(|(n, h)| format!("{n}:{h}\n")).collect();
-    fsutil::sha256_bytes(s.as_bytes())
 }
 
 /// Compares the four IDX headers before any payload is read (the image and label counts of
@@ -419,7 +429,7 @@ pub fn load_idx_dir(
             .map_or(1, |&m| m as usize + 1)
             .max(2),
     };
-    let checksum = combine(&hashes);
+    let checksum = fsutil::combine_hashes(&hashes);
     let mk = |img: idx::IdxArray<f32>,
               lab: idx::IdxArray<u32>,
               ip: &Path,
@@ -570,7 +580,7 @@ fn shuffle_fixed(ds: Dataset) -> Dataset {
     out
 }
 
-fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
+pub(crate) fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
     let (train, mut test) = split::try_holdout(&ds, opts.test_fraction, opts.split_seed)?;
     let step = format!(
         "test split: seeded hold-out of {} of {} rows (fraction {}, seed {})",
@@ -580,6 +590,64 @@ fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
     train.provenance.steps.push(step.clone());
     test.provenance.steps.push(step);
     Ok(Splits { train, test })
+}
+
+/// Reads the MNIST-1M substitute from the first of its [`candidate_dirs`] that holds it; its
+/// test split is MNIST's, from `mnist_test`.
+pub(crate) fn load_mnist1m(
+    opts: &LoadOptions,
+    mnist_test: impl FnOnce() -> Result<Dataset>,
+) -> Result<Splits> {
+    let dirs = candidate_dirs("mnist1m", opts).into_iter().map(|(d, _)| d);
+    let (train, test) = crate::mnist1m::load_mnist1m(dirs.collect(), mnist_test)?;
+    Ok(Splits { train, test })
+}
+
+/// A user's table: through its schema, or (a CSV without one) as plain numbers marked
+/// [`Provenance::needs_schema`], which training refuses.
+fn table(
+    spec: &DatasetSpec,
+    train: &Path,
+    test: Option<&Path>,
+    opts: &LoadOptions,
+) -> Result<Splits> {
+    use crate::table::{TableFormat, read_table};
+    let format = match spec {
+        DatasetSpec::Parquet { .. } => TableFormat::Parquet,
+        _ => TableFormat::Csv,
+    };
+    match (&opts.schema, format) {
+        (Some(s), _) => {
+            let tr = read_table(train, format, s, &spec.name())?;
+            match test {
+                Some(t) => Ok(Splits {
+                    train: tr,
+                    test: read_table(t, format, s, &spec.name())?,
+                }),
+                None => holdout_test(tr, opts),
+            }
+        }
+        (None, TableFormat::Parquet) => Err(DataError::InvalidArgument {
+            name: "schema",
+            value: "none".into(),
+            expected: crate::schema::NEEDS_SCHEMA.into(),
+        }),
+        (None, TableFormat::Csv) => {
+            let mut s = load_csv(train, test, &spec.name(), opts).map_err(|e| match e {
+                DataError::Format { path, reason } => DataError::Format {
+                    path,
+                    reason: format!(
+                        "{reason} (read without a schema, a CSV must hold numbers only; a table needs {})",
+                        crate::schema::NEEDS_SCHEMA
+                    ),
+                },
+                e => e,
+            })?;
+            s.train.provenance.needs_schema = true;
+            s.test.provenance.needs_schema = true;
+            Ok(s)
+        }
+    }
 }
 
 /// The file and 0-based data row of the first label ≥ `limit` (the training file first), for
@@ -693,85 +761,4 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
         }
         None => holdout_test(train_ds, opts),
     }
-}
-
-/// Reads the MNIST-1M substitute; its test split is MNIST's, obtained from `mnist_test`
-/// (called after the substitute's files are found, before they are read).
-pub(crate) fn load_mnist1m(
-    opts: &LoadOptions,
-    mnist_test: impl FnOnce() -> Result<Dataset>,
-) -> Result<Splits> {
-    let mut found = None;
-    for (dir, _) in candidate_dirs("mnist1m", opts) {
-        if dir.join(crate::mnist1m::METADATA).is_file()
-            && idx::find_idx_file(&dir, idx::TRAIN_IMAGES).is_some()
-        {
-            found = Some(dir);
-            break;
-        }
-    }
-    let Some(dir) = found else {
-        return Err(DataError::NotFound(
-            "dataset mnist1m not found; generate it with `privpred data generate mnist1m --n 1000000 --seed 0` (an InfiMNIST-style substitute)".into(),
-        ));
-    };
-    let meta = crate::mnist1m::read_metadata(&dir)?;
-    let tri = idx::find_idx_file(&dir, idx::TRAIN_IMAGES)
-        .ok_or_else(|| DataError::NotFound(dir.display().to_string()))?;
-    let trl = idx::find_idx_file(&dir, idx::TRAIN_LABELS).ok_or_else(|| {
-        DataError::NotFound(format!(
-            "{}: train-labels-idx1-ubyte missing",
-            dir.display()
-        ))
-    })?;
-    // The test split is MNIST's: load it first and drop MNIST's training split, so that the
-    // large read below is the only big allocation alive (peak ≈ one copy of the features).
-    idx::check_pair(&tri, &trl)?;
-    let mut test = mnist_test()?;
-    let (a, b) = rayon::join(|| idx::read_images(&tri), || idx::read_labels(&trl));
-    let (img, lab) = (a?, b?);
-    for (p, sha, want) in [
-        (&tri, &img.sha256, &meta.images_sha256),
-        (&trl, &lab.sha256, &meta.labels_sha256),
-    ] {
-        if sha != want {
-            return Err(DataError::Checksum {
-                path: p.clone(),
-                expected: want.clone(),
-                actual: sha.clone(),
-            });
-        }
-    }
-    if img.dims[0] != lab.dims[0] {
-        return Err(DataError::Format {
-            path: trl.clone(),
-            reason: format!("{} labels for {} images", lab.dims[0], img.dims[0]),
-        });
-    }
-    if let Some((i, y)) = lab.data.iter().enumerate().find(|(_, y)| **y >= 10) {
-        return Err(DataError::Format {
-            path: trl.clone(),
-            reason: format!("label {y} at item {i} outside the class range 0..10"),
-        });
-    }
-    let prov = Provenance {
-        name: "mnist1m".into(),
-        source: dir.display().to_string(),
-        checksum: Some(combine(&[
-            ("train-images".into(), img.sha256.clone()),
-            ("train-labels".into(), lab.sha256.clone()),
-        ])),
-        verified: true,
-        labels: vec![
-            crate::mnist1m::SUBSTITUTE_LABEL.into(),
-            format!("generator seed {}", meta.seed),
-        ],
-        feature_shape: vec![img.dims[1], img.dims[2]],
-        ..Default::default()
-    };
-    let train = Dataset::new(img.dims[1] * img.dims[2], 10, img.data, lab.data, prov)?;
-    test.provenance
-        .labels
-        .push("test split: the MNIST test set".into());
-    Ok(Splits { train, test })
 }

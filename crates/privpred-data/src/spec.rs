@@ -17,11 +17,32 @@ pub enum DatasetSpec {
     Mnist1m,
     /// scikit-learn's 8 × 8 digits (1,797 rows, no official test split).
     Digits,
+    /// scikit-learn's breast-cancer table (569 rows, 30 numeric features, 2 classes), read
+    /// through `examples/breast-cancer.schema.json` unless another schema is given.
+    BreastCancer,
+    /// scikit-learn's wine table (178 rows, 13 numeric features, 3 classes), read through
+    /// `examples/wine.schema.json` unless another schema is given.
+    Wine,
     /// A CSV file (features + label column); optional separate test file (`csv:TRAIN,TEST`).
     Csv {
         /// Training (or whole) file.
         train: PathBuf,
         /// Optional test file; without one a seeded hold-out is the test split.
+        test: Option<PathBuf>,
+    },
+    /// A CSV file of pixel intensities (0..255; scaled by 1/255 like the image data sets), no
+    /// schema: `csv-pixels:PATH[,TEST]`.
+    CsvPixels {
+        /// Training (or whole) file.
+        train: PathBuf,
+        /// Optional test file.
+        test: Option<PathBuf>,
+    },
+    /// A Parquet table, read through a schema: `parquet:PATH[,TEST]`.
+    Parquet {
+        /// Training (or whole) file.
+        train: PathBuf,
+        /// Optional test file.
         test: Option<PathBuf>,
     },
     /// A directory of IDX files (`train-images-idx3-ubyte[.gz]` etc.).
@@ -33,17 +54,26 @@ pub enum DatasetSpec {
 }
 
 /// The named datasets, for help texts.
-pub const NAMED: [&str; 5] = ["mnist", "fashion-mnist", "cifar10", "mnist1m", "digits"];
+pub const NAMED: [&str; 7] = [
+    "mnist",
+    "fashion-mnist",
+    "cifar10",
+    "mnist1m",
+    "digits",
+    "breast-cancer",
+    "wine",
+];
 
 impl DatasetSpec {
-    /// Parses `mnist`, `fashion-mnist`, `cifar10`, `mnist1m`, `digits`, `csv:PATH[,TEST]`,
+    /// Parses `mnist`, `fashion-mnist`, `cifar10`, `mnist1m`, `digits`, `breast-cancer`,
+    /// `wine`, `csv:PATH[,TEST]`, `parquet:PATH[,TEST]`, `csv-pixels:PATH[,TEST]`,
     /// `idx:DIR`, `images:PATH`, `cifar-bin:DIR`.
     pub fn parse(s: &str) -> Result<Self> {
         let bad = || {
             DataError::InvalidArgument {
             name: "dataset",
             value: s.to_string(),
-            expected: "mnist, fashion-mnist, cifar10, mnist1m, digits, csv:PATH[,TEST_PATH], idx:DIR, images:PATH or cifar-bin:DIR".into(),
+            expected: "mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine, csv:PATH[,TEST_PATH], parquet:PATH[,TEST_PATH], csv-pixels:PATH[,TEST_PATH], idx:DIR, images:PATH or cifar-bin:DIR".into(),
         }
         };
         Ok(match s {
@@ -52,6 +82,8 @@ impl DatasetSpec {
             "cifar10" | "cifar-10" => DatasetSpec::Cifar10,
             "mnist1m" | "mnist-1m" => DatasetSpec::Mnist1m,
             "digits" => DatasetSpec::Digits,
+            "breast-cancer" | "breast_cancer" => DatasetSpec::BreastCancer,
+            "wine" => DatasetSpec::Wine,
             _ => {
                 let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
                 if rest.is_empty() {
@@ -59,19 +91,16 @@ impl DatasetSpec {
                 }
                 match kind {
                     "csv" => {
-                        let whole = PathBuf::from(rest);
-                        match rest.split_once(',') {
-                            Some((a, b)) if !whole.exists() && !a.is_empty() && !b.is_empty() => {
-                                DatasetSpec::Csv {
-                                    train: a.into(),
-                                    test: Some(b.into()),
-                                }
-                            }
-                            _ => DatasetSpec::Csv {
-                                train: whole,
-                                test: None,
-                            },
-                        }
+                        let (train, test) = train_test(rest);
+                        DatasetSpec::Csv { train, test }
+                    }
+                    "csv-pixels" => {
+                        let (train, test) = train_test(rest);
+                        DatasetSpec::CsvPixels { train, test }
+                    }
+                    "parquet" => {
+                        let (train, test) = train_test(rest);
+                        DatasetSpec::Parquet { train, test }
                     }
                     "idx" => DatasetSpec::Idx(rest.into()),
                     "images" => DatasetSpec::Images(rest.into()),
@@ -90,11 +119,13 @@ impl DatasetSpec {
             DatasetSpec::Cifar10 => "cifar10".into(),
             DatasetSpec::Mnist1m => "mnist1m".into(),
             DatasetSpec::Digits => "digits".into(),
-            DatasetSpec::Csv { train, test: None } => format!("csv:{}", train.display()),
-            DatasetSpec::Csv {
-                train,
-                test: Some(t),
-            } => format!("csv:{},{}", train.display(), t.display()),
+            DatasetSpec::BreastCancer => "breast-cancer".into(),
+            DatasetSpec::Wine => "wine".into(),
+            DatasetSpec::Csv { train, test } => format!("csv:{}", files(train, test)),
+            DatasetSpec::CsvPixels { train, test } => {
+                format!("csv-pixels:{}", files(train, test))
+            }
+            DatasetSpec::Parquet { train, test } => format!("parquet:{}", files(train, test)),
             DatasetSpec::Idx(p) => format!("idx:{}", p.display()),
             DatasetSpec::Images(p) => format!("images:{}", p.display()),
             DatasetSpec::CifarBin(p) => format!("cifar-bin:{}", p.display()),
@@ -110,7 +141,28 @@ impl DatasetSpec {
                 | DatasetSpec::Cifar10
                 | DatasetSpec::Mnist1m
                 | DatasetSpec::Digits
+                | DatasetSpec::BreastCancer
+                | DatasetSpec::Wine
         )
+    }
+}
+
+/// `PATH` or `TRAIN,TEST` (a path that exists with a comma in its name is one file).
+fn train_test(rest: &str) -> (PathBuf, Option<PathBuf>) {
+    let whole = PathBuf::from(rest);
+    match rest.split_once(',') {
+        Some((a, b)) if !whole.exists() && !a.is_empty() && !b.is_empty() => {
+            (a.into(), Some(b.into()))
+        }
+        _ => (whole, None),
+    }
+}
+
+/// `TRAIN` or `TRAIN,TEST` as the spec writes them.
+fn files(train: &std::path::Path, test: &Option<PathBuf>) -> String {
+    match test {
+        None => train.display().to_string(),
+        Some(t) => format!("{},{}", train.display(), t.display()),
     }
 }
 

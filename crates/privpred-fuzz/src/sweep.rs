@@ -216,7 +216,7 @@ impl Sweep {
         let csv = csv_base();
         let good_csv = dir.join("good.csv");
         std::fs::write(&good_csv, &csv).unwrap();
-        let ds = format!("csv:{}", good_csv.display());
+        let ds = format!("csv-pixels:{}", good_csv.display());
         let bin = &opts.bin;
         let mut models = Vec::new();
         for (m, extra) in [
@@ -279,7 +279,7 @@ impl Sweep {
                 "train".into(),
                 "non-private".into(),
                 "--dataset".into(),
-                format!("csv:{}", p.display()),
+                format!("csv-pixels:{}", p.display()),
                 "--out".into(),
                 s(self.dir.join("o.safetensors")),
             ];
@@ -570,7 +570,7 @@ impl Sweep {
             ),
         ] {
             let p = w(name, text.as_bytes());
-            cases.push(self.train_args(&format!("csv:{p}"), &[]));
+            cases.push(self.train_args(&format!("csv-pixels:{p}"), &[]));
         }
         cases.push(self.train_args(&self.ds.clone(), &["--epsilon", "1"]));
         let mut out_dir = self.train_args(&self.ds.clone(), &[]);

@@ -29,7 +29,8 @@ pub struct ModelInfo {
     /// The inference budget: `Finite(B)` answers for private-prediction methods,
     /// `Unlimited` for private-training methods (the released model is itself private).
     pub budget: Budget,
-    /// Dimension of one raw query row (before preprocessing).
+    /// Dimension of one raw query row (before preprocessing; for a model with a schema, the
+    /// table's columns without the label).
     pub input_dim: usize,
     /// Number of classes C.
     pub classes: usize,
@@ -81,6 +82,18 @@ pub trait ServedModel: Send + Sync + 'static {
     /// The row has already been checked to have `info().input_dim` finite entries.
     /// An `Err` is a message for the client (HTTP 422), nothing is spent.
     fn preprocess(&self, raw: &[f32]) -> std::result::Result<Vec<f32>, String>;
+    /// Whether query rows are a table's cells (numbers and category names, mapped by the
+    /// schema recorded with the model) instead of numbers. Default: numbers.
+    fn takes_cells(&self) -> bool {
+        false
+    }
+    /// Maps one raw row of a table's cells (for a model that [`takes_cells`](Self::takes_cells)):
+    /// the schema checks its width, numbers and categories. An `Err` is a message for the
+    /// client (HTTP 422), nothing is spent.
+    fn preprocess_cells(&self, raw: &[String]) -> std::result::Result<Vec<f32>, String> {
+        let _ = raw;
+        Err("this model takes rows of numbers".into())
+    }
     /// Answers preprocessed rows, one [`Answer`] per row, with fresh noise per answer.
     fn answer(&self, rows: &[Vec<f32>], rng: &mut ChaCha20Rng) -> Result<Vec<Answer>>;
 }

@@ -67,6 +67,9 @@ pub struct LinearOptions {
     pub data_dir: Option<PathBuf>,
     /// Dataset for every figure (None: each figure's own, mnist / mnist1m).
     pub dataset: Option<String>,
+    /// The schema a table is read through (`compare --schema`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<privpred_data::Schema>,
     /// `--quick`: subsampled training and test sets.
     pub quick: bool,
     /// Cap on training examples (quick: 5,000).
@@ -97,6 +100,7 @@ impl LinearOptions {
         LinearOptions {
             data_dir: None,
             dataset: None,
+            schema: None,
             quick,
             max_train: quick.then_some(privpred_core::defaults::QUICK_MAX_TRAIN),
             max_test: quick.then_some(privpred_core::defaults::QUICK_MAX_TEST),
@@ -389,6 +393,7 @@ impl LinearRunner {
             let spec = DatasetSpec::parse(name)?;
             let opts = LoadOptions {
                 data_dir: self.opts.data_dir.clone(),
+                schema: self.opts.schema.clone(),
                 ..LoadOptions::default()
             };
             Ok(privpred_data::load(&spec, &opts)?)
@@ -431,7 +436,7 @@ impl LinearRunner {
                 classes: s.classes,
                 subsample: (n < available).then_some(n),
                 pca: s.dim,
-                ..Preprocessing::default()
+                ..Preprocessing::for_data(&raw.train)?
             }
             .with_bias(self.opts.bias);
             let fitted = recipe.fit(&raw.train, seed_for(seed, &format!("preprocess/{key}")))?;

@@ -29,6 +29,11 @@ impl LinearParams {
         self.0.dataset = dataset;
         self
     }
+    /// The schema a table is read through.
+    pub fn schema(mut self, schema: Option<privpred_data::Schema>) -> Self {
+        self.0.schema = schema;
+        self
+    }
     /// Cap on training examples (≥ 1 when set).
     pub fn max_train(mut self, cap: Option<usize>) -> Self {
         self.0.max_train = cap;

@@ -63,6 +63,14 @@ impl Observer for Silent {
 }
 
 fn group_label(g: &Group) -> String {
+    if g.series.starts_with("compare/") {
+        // the user's own task: no figure ids, the method and the grid point in words
+        let s = &g.setting;
+        return format!(
+            "{} (ε = {}, δ = {}, budget {} answers, {} calibration)",
+            g.method, s.epsilon, s.delta, s.budget, g.calibration
+        );
+    }
     let id = g.id();
     let setting = id.rsplit(':').next().unwrap_or("").to_string();
     format!("{} {} {} {}", g.figure, g.calibration, g.method, setting)

@@ -23,7 +23,7 @@ fn dataset(dir: &Path) -> String {
     }
     let p = dir.join("d.csv");
     std::fs::write(&p, s).unwrap();
-    format!("csv:{}", p.display())
+    format!("csv-pixels:{}", p.display())
 }
 
 /// A non-private model trained on [`dataset`] (no budget ledger needed to predict).
@@ -155,7 +155,7 @@ fn one_class_data_and_guarantees_not_given_are_refused() {
     let one = t.path().join("one.csv");
     let rows: String = (0..50).map(|i| format!("{i},{},1\n", i % 7)).collect();
     std::fs::write(&one, rows).unwrap();
-    let one = format!("csv:{}", one.display());
+    let one = format!("csv-pixels:{}", one.display());
     assert_bad(
         &["train", "non-private", "--dataset", &one, "--out", os],
         "at least 2 classes",

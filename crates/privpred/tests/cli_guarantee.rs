@@ -53,7 +53,7 @@ impl Fixture {
             "200,10,30,190,20,5,185,40\n10,200,30,20,190,5,40,185\n",
         )
         .unwrap();
-        let dataset = format!("csv:{}", csv.display());
+        let dataset = format!("csv-pixels:{}", csv.display());
         Fixture {
             _tmp: tmp,
             dir,

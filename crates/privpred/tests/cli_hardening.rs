@@ -130,7 +130,7 @@ fn dataset(dir: &Path) -> String {
     }
     let p = dir.join("d.csv");
     std::fs::write(&p, s).unwrap();
-    format!("csv:{}", p.display())
+    format!("csv-pixels:{}", p.display())
 }
 
 #[test]
@@ -201,7 +201,7 @@ fn a_csv_label_of_u32_max_is_a_clear_error() {
         "train",
         "non-private",
         "--dataset",
-        &format!("csv:{}", p.display()),
+        &format!("csv-pixels:{}", p.display()),
         "--out",
         t.path().join("m.safetensors").to_str().unwrap(),
     ]);

@@ -48,7 +48,7 @@ struct Env {
 fn env() -> Env {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
-    let ds = format!("csv:{}", dataset(&dir).display());
+    let ds = format!("csv-pixels:{}", dataset(&dir).display());
     Env { _tmp: tmp, dir, ds }
 }
 
@@ -393,7 +393,7 @@ fn bad_input_exits_2_and_writes_nothing() {
         "--model",
         o,
         "--dataset",
-        &format!("csv:{}", other.display()),
+        &format!("csv-pixels:{}", other.display()),
     ]);
     assert_eq!(c, 2, "{err}");
 }

@@ -93,7 +93,7 @@ fn dataset(csv: &Path) -> String {
     if !test.exists() {
         std::fs::copy(csv, &test).unwrap();
     }
-    format!("csv:{},{}", csv.display(), test.display())
+    format!("csv-pixels:{},{}", csv.display(), test.display())
 }
 
 /// Trains `method` on `csv` ([`dataset`]) into `out` with `args`, returning `train --json`.

@@ -26,10 +26,35 @@ use std::time::Instant;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PredictRequest {
-    /// Raw input rows (as the training data was read, before preprocessing). Parsed as f64
-    /// so that a value outside the f32 range is reported as non-finite (not as bad JSON),
-    /// whatever float features serde_json is built with.
-    inputs: Vec<Vec<f64>>,
+    /// Raw input rows (as the training data was read, before preprocessing). Numbers are
+    /// parsed as f64 so that a value outside the f32 range is reported as non-finite (not as
+    /// bad JSON), whatever float features serde_json is built with; text cells (a table's
+    /// categories) are taken by a model with a schema only.
+    inputs: Vec<Vec<Cell>>,
+}
+
+/// One cell of a raw row: a number, or text (a table's category or class name).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Cell {
+    Num(f64),
+    Text(String),
+}
+
+impl Cell {
+    /// The cell as a table's text cell (a number in its shortest round-trip form).
+    fn text(&self) -> String {
+        match self {
+            Cell::Num(v) => v.to_string(),
+            Cell::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// A checked raw row: numbers, or a table's cells for a model with a schema.
+enum RawRow {
+    Numbers(Vec<f32>),
+    Cells(Vec<String>),
 }
 
 #[derive(Serialize)]
@@ -138,7 +163,7 @@ async fn predict_steps(
 /// A validated request: the caller's answer-store scope and the rows as f32.
 struct Valid {
     scope: Option<[u8; 32]>,
-    inputs: Vec<Vec<f32>>,
+    inputs: Vec<RawRow>,
 }
 
 /// Step 1: authenticates, reads the body (size- and time-limited) and checks the JSON, the
@@ -216,13 +241,13 @@ async fn read_body(
         ApiError::invalid(
             StatusCode::BAD_REQUEST,
             "malformed_json",
-            format!("expected {{\"inputs\": [[number, ...], ...]}}: {e}"),
+            format!("expected {{\"inputs\": [[number or text, ...], ...]}}: {e}"),
         )
     })
 }
 
 /// The batch size and every row's dimension and values; the rows as f32.
-fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<Vec<f32>>, ApiError> {
+fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<RawRow>, ApiError> {
     let info = app.model.info();
     let n = req.inputs.len();
     if n == 0 {
@@ -243,6 +268,15 @@ fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<Vec<f32
         )
         .with(json!({ "max_batch": app.max_batch })));
     }
+    if app.model.takes_cells() {
+        // the model's schema checks each row's width, numbers and categories
+        return Ok(req
+            .inputs
+            .iter()
+            .map(|r| RawRow::Cells(r.iter().map(Cell::text).collect()))
+            .collect());
+    }
+    let mut rows = Vec::with_capacity(n);
     for (i, row) in req.inputs.iter().enumerate() {
         if row.len() != info.input_dim {
             return Err(ApiError::invalid(
@@ -256,20 +290,34 @@ fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<Vec<f32
             )
             .with(json!({ "row": i, "expected_dim": info.input_dim })));
         }
-        if let Some(j) = row.iter().position(|&v| !(v as f32).is_finite()) {
-            return Err(ApiError::invalid(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "non_finite_value",
-                format!("inputs[{i}][{j}] is not a finite 32-bit number"),
-            )
-            .with(json!({ "row": i, "column": j })));
+        let mut x = Vec::with_capacity(row.len());
+        for (j, c) in row.iter().enumerate() {
+            match c {
+                Cell::Num(v) if (*v as f32).is_finite() => x.push(*v as f32),
+                Cell::Num(_) => {
+                    return Err(ApiError::invalid(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "non_finite_value",
+                        format!("inputs[{i}][{j}] is not a finite 32-bit number"),
+                    )
+                    .with(json!({ "row": i, "column": j })));
+                }
+                Cell::Text(_) => {
+                    // as before text cells existed: a numbers-only model's body is malformed
+                    return Err(ApiError::invalid(
+                        StatusCode::BAD_REQUEST,
+                        "malformed_json",
+                        format!(
+                            "inputs[{i}][{j}] is text; this model takes rows of numbers (expected {{\"inputs\": [[number, ...], ...]}})"
+                        ),
+                    )
+                    .with(json!({ "row": i, "column": j })));
+                }
+            }
         }
+        rows.push(RawRow::Numbers(x));
     }
-    Ok(req
-        .inputs
-        .iter()
-        .map(|r| r.iter().map(|&v| v as f32).collect())
-        .collect())
+    Ok(rows)
 }
 
 /// Step 2: preprocesses the rows and draws fresh noisy answers on a blocking thread, with the
@@ -287,7 +335,11 @@ async fn compute(
         let mut keys = Vec::with_capacity(inputs.len());
         let mut rows = Vec::with_capacity(inputs.len());
         for (i, raw) in inputs.iter().enumerate() {
-            let x = model.preprocess(raw).map_err(|m| {
+            let x = match raw {
+                RawRow::Numbers(r) => model.preprocess(r),
+                RawRow::Cells(c) => model.preprocess_cells(c),
+            };
+            let x = x.map_err(|m| {
                 ApiError::invalid(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "invalid_input",

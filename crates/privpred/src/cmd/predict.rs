@@ -20,7 +20,7 @@
 //! teacher ensemble with one exponential-mechanism draw per row, spending the same ledger.
 
 use super::budget::{Spend, ledger_key};
-use super::queries::read_queries;
+use super::queries::{read_queries, read_query_cells};
 use crate::exit::usage;
 use privpred_linear::LinearError;
 use privpred_linear::artifact::{StoredModel, load as load_model};
@@ -142,13 +142,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         loaded.private().map(|p| &p.calibration),
         args.allow_invalid_guarantee,
     )?;
-    let raw = read_queries(&args.input, loaded.preprocessing.input_dim(), args.header)?;
-    let mut rows = Vec::with_capacity(raw.len());
-    for (i, r) in raw.iter().enumerate() {
-        let x = loaded
-            .preprocessing
-            .apply_row(r)
-            .map_err(|e| usage(format!("query {}: {e}", i + 1)))?;
+    let prep = &loaded.preprocessing;
+    // a table's rows (text cells) go through the model's schema; other models take numbers
+    let mapped: Vec<privpred_data::Result<Vec<f32>>> = match &prep.schema {
+        Some(_) => read_query_cells(&args.input, args.header)?
+            .iter()
+            .map(|r| prep.encode_query(r))
+            .collect(),
+        None => read_queries(&args.input, prep.input_dim(), args.header)?
+            .iter()
+            .map(|r| prep.apply_row(r))
+            .collect(),
+    };
+    let mut rows = Vec::with_capacity(mapped.len());
+    for (i, x) in mapped.into_iter().enumerate() {
+        let x = x.map_err(|e| usage(format!("query {}: {e}", i + 1)))?;
         privpred_linear::check_query(&x, loaded.model.input_dim())
             .map_err(|e| usage(format!("query {}: {e}", i + 1)))?;
         rows.push(x);

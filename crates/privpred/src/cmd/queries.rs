@@ -31,6 +31,27 @@ pub fn read_queries(path: &Path, d: usize, header: bool) -> anyhow::Result<Vec<V
     parse_csv_queries(&text, path, d, header)
 }
 
+/// Reads the query rows of `path` as text cells, for a model with a schema (its rows hold
+/// categories as well as numbers): CSV, comma-separated; `header`: the first non-blank line is
+/// skipped. Bounded like [`read_queries`].
+pub fn read_query_cells(path: &Path, header: bool) -> anyhow::Result<Vec<Vec<String>>> {
+    let bytes = read_bounded(path)?;
+    let mut rows = Vec::new();
+    let mut push = |c: &[String], _: &str| -> privpred_data::Result<()> {
+        rows.push(c.to_vec());
+        Ok(())
+    };
+    privpred_data::table::parse_csv_cells(&bytes[..], path, header, &mut push)
+        .map_err(|e| usage(e.to_string()))?;
+    if rows.len() as u64 > MAX_QUERY_ROWS {
+        return Err(too_many_rows(path, format!("{} rows", rows.len())));
+    }
+    if rows.is_empty() {
+        return Err(usage(format!("{}: no query rows", path.display())));
+    }
+    Ok(rows)
+}
+
 /// The file's bytes, refused beyond [`MAX_QUERY_BYTES`] (checked from the file's size first,
 /// and while reading for devices and pipes whose size is unknown).
 fn read_bounded(path: &Path) -> anyhow::Result<Vec<u8>> {

@@ -111,6 +111,16 @@ impl ServedModel for LinearServed {
         self.preprocessing.apply_row(raw).map_err(|e| e.to_string())
     }
 
+    fn takes_cells(&self) -> bool {
+        self.preprocessing.schema.is_some()
+    }
+
+    fn preprocess_cells(&self, raw: &[String]) -> Result<Vec<f32>, String> {
+        self.preprocessing
+            .encode_query(raw)
+            .map_err(|e| e.to_string())
+    }
+
     fn answer(
         &self,
         rows: &[Vec<f32>],
@@ -195,7 +205,10 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         model_id,
         method: cal.method(),
         budget,
-        input_dim: loaded.preprocessing.input_dim(),
+        input_dim: match &loaded.preprocessing.schema {
+            Some(s) => s.columns.len() - 1,
+            None => loaded.preprocessing.input_dim(),
+        },
         classes: predictor.classes(),
         // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
         // mechanism) release the label only

@@ -62,6 +62,14 @@ pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
     }
 }
 
+/// Reads `--schema FILE` (a bad file is a usage error naming it and what is wrong).
+pub(crate) fn read_schema(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<privpred_data::Schema>> {
+    path.map(|p| privpred_data::Schema::read(p).map_err(|e| usage(format!("--schema: {e}"))))
+        .transpose()
+}
+
 /// Maps study errors: user errors exit with code 2.
 pub fn study_error(e: StudyError) -> anyhow::Error {
     if e.is_usage() {

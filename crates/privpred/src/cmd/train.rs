@@ -72,9 +72,15 @@ pub struct Args {
     /// Method to train.
     #[arg(value_enum)]
     pub method: TrainMethod,
-    /// Dataset: mnist, fashion-mnist, cifar10, mnist1m, digits, csv:PATH, idx:DIR, images:PATH.
+    /// Dataset: mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine,
+    /// csv:PATH, parquet:PATH, csv-pixels:PATH, idx:DIR, images:PATH.
     #[arg(long)]
     pub dataset: String,
+    /// A table's schema (JSON): the label column and its classes, each numeric column's
+    /// public bounds, each categorical column's public categories (docs/tables.md). Needed
+    /// for csv: and parquet: tables; recorded in the model so queries are mapped the same way.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
     /// Directory searched first for the dataset files.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -142,9 +148,10 @@ pub struct Args {
     /// hold-out accuracy of this many private runs.
     #[arg(long, default_value_t = methods::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
-    /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm).
-    #[arg(long, default_value = "normalize", value_parser = args::unit_ball)]
-    pub unit_ball: UnitBall,
+    /// Preprocessing: unit-ball rule (normalize, clip:R, max-norm). Default: `normalize` for
+    /// images, `clip:1` for a table read through its schema (its rows are already inside).
+    #[arg(long, value_parser = args::unit_ball)]
+    pub unit_ball: Option<UnitBall>,
     /// ResNet training engine: `cpu` (privpred-nn's own) or `torch` (libtorch, build with
     /// `--features torch`: CUDA when present, CPU otherwise). Default: $PRIVPRED_NN_ENGINE,
     /// else `torch` when built in and a CUDA device is present, else `cpu`.
@@ -223,7 +230,8 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         (args.classes.is_some(), "--classes"),
         (args.bias.is_some(), "--bias"),
         (args.lambda != ValueOrCv::Cv, "--lambda"),
-        (args.unit_ball != UnitBall::Normalize, "--unit-ball"),
+        (args.unit_ball.is_some(), "--unit-ball"),
+        (args.schema.is_some(), "--schema"),
     ] {
         if given {
             return Err(usage(format!(
@@ -284,16 +292,18 @@ fn load_linear_data(
     let spec = DatasetSpec::parse(&args.dataset)?;
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
+        schema: super::shared::read_schema(args.schema.as_deref())?,
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
     super::shared::check_two_classes(&splits.train)?;
+    let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
     let recipe = Preprocessing {
         classes: args.classes,
         subsample: args.subsample,
         pca: args.pca,
-        unit_ball: args.unit_ball,
-        ..Preprocessing::default()
+        unit_ball: args.unit_ball.unwrap_or(base.unit_ball),
+        ..base
     }
     .with_bias(plan.bias);
     let prep_seed: u64 = rng.random();
@@ -488,7 +498,7 @@ fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
             args.method.name()
         )));
     }
-    if args.unit_ball == UnitBall::MaxNorm {
+    if args.unit_ball == Some(UnitBall::MaxNorm) {
         return Err(usage(format!(
             "--unit-ball max-norm is refused for {}: it divides every query by the private training set's largest norm, which the model would release un-noised, outside the guarantee. Use the data-independent `normalize` (the default) or `clip:R` (non-private training may use max-norm)",
             args.method.name()

@@ -145,9 +145,10 @@ pub fn toy_csv(dir: &Path, rows: usize) -> PathBuf {
     p
 }
 
-/// [`toy_csv`] as the `--dataset` argument (`csv:PATH`).
+/// [`toy_csv`] as the `--dataset` argument (`csv-pixels:PATH`: pixel-like values read as an
+/// image set, scaled by 1/255; a `csv:` table would need a schema).
 pub fn toy_dataset(dir: &Path, rows: usize) -> String {
-    format!("csv:{}", toy_csv(dir, rows).display())
+    format!("csv-pixels:{}", toy_csv(dir, rows).display())
 }
 
 /// `privpred train METHOD --dataset DATASET --out DIR/NAME.safetensors ARGS…`, which must

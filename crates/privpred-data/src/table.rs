@@ -1,0 +1,341 @@
+//! Tables read through a [`Schema`]: CSV (plain or gzip) and Parquet files, every row mapped
+//! into the unit ball by the schema's public bounds and categories (see [`crate::schema`]).
+//! A row that does not match the schema is refused with an error naming the file, the row and
+//! the column. Also the raw reading of a table's cells that drafts a schema.
+
+use crate::dataset::{Dataset, Provenance};
+use crate::error::{DataError, Result};
+use crate::schema::Schema;
+use crate::spec::DatasetSpec;
+use crate::{fsutil, known};
+use std::path::Path;
+
+/// A table shipped inside scikit-learn's wheel, fetched by `privpred data fetch NAME`, with
+/// the schema it is read through by default.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedTable {
+    /// The file's name in the cache directory (as in the wheel).
+    pub file: &'static str,
+    /// Its path inside the scikit-learn 1.9.1 wheel.
+    pub member: &'static str,
+    /// Its SHA-256, verified when fetched and on every load.
+    pub sha256: &'static str,
+    /// The default schema (`examples/NAME.schema.json`).
+    pub schema: &'static str,
+}
+
+/// scikit-learn's breast-cancer table. Its first line is scikit-learn's own (row and
+/// column counts, class names) and is skipped.
+pub const BREAST_CANCER: NamedTable = NamedTable {
+    file: "breast_cancer.csv",
+    member: "sklearn/datasets/data/breast_cancer.csv",
+    sha256: known::BREAST_CANCER_CSV,
+    schema: include_str!("../../../examples/breast-cancer.schema.json"),
+};
+
+/// scikit-learn's wine table (first line skipped likewise).
+pub const WINE: NamedTable = NamedTable {
+    file: "wine_data.csv",
+    member: "sklearn/datasets/data/wine_data.csv",
+    sha256: known::WINE_CSV,
+    schema: include_str!("../../../examples/wine.schema.json"),
+};
+
+/// The named table of a spec, if it is one.
+pub fn named_table(spec: &DatasetSpec) -> Option<NamedTable> {
+    match spec {
+        DatasetSpec::BreastCancer => Some(BREAST_CANCER),
+        DatasetSpec::Wine => Some(WINE),
+        _ => None,
+    }
+}
+
+/// The schema a named table is read through unless another is given.
+pub fn default_schema(spec: &DatasetSpec) -> Option<Schema> {
+    let t = named_table(spec)?;
+    Schema::from_json(
+        t.schema,
+        Path::new(&format!("examples/{}.schema.json", spec.name())),
+    )
+    .ok()
+}
+
+/// Loads a named table from one directory (`Ok(None)` when its file is not there): the
+/// file's SHA-256 verified, scikit-learn's first line skipped, every row through
+/// `schema` or the table's default schema (the caller splits off the test rows).
+pub(crate) fn load_named_table(
+    spec: &DatasetSpec,
+    dir: &Path,
+    schema: Option<&Schema>,
+) -> Result<Option<Dataset>> {
+    let Some(t) = named_table(spec) else {
+        return Ok(None);
+    };
+    let p = dir.join(t.file);
+    if !p.is_file() {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&p).map_err(|source| DataError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let sha = fsutil::sha256_bytes(&bytes);
+    if sha != t.sha256 {
+        return Err(DataError::Checksum {
+            path: p,
+            expected: t.sha256.into(),
+            actual: sha,
+        });
+    }
+    let schema = match schema {
+        Some(s) => s.clone(),
+        None => Schema::from_json(t.schema, Path::new(t.file))?,
+    };
+    let body = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(&bytes[..0], |i| &bytes[i + 1..]);
+    let mut ds = encode_rows(&p, &schema, &spec.name(), |sink| {
+        parse_csv_cells(body, &p, schema.header, sink).map(|_| ())
+    })?;
+    ds.provenance.checksum = Some(sha);
+    ds.provenance.verified = true;
+    Ok(Some(ds))
+}
+
+/// A table file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Comma-separated text, plain or gzip.
+    Csv,
+    /// Apache Parquet.
+    Parquet,
+}
+
+fn fmt_err(path: &Path, reason: String) -> DataError {
+    DataError::Format {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// Reads a table file through `schema` into a dataset of encoded rows (every row ‖x‖ ≤ 1),
+/// its classes the schema's and the schema recorded in its provenance.
+pub fn read_table(
+    path: &Path,
+    format: TableFormat,
+    schema: &Schema,
+    name: &str,
+) -> Result<Dataset> {
+    if !path.is_file() {
+        return Err(DataError::NotFound(format!(
+            "{}: no such file",
+            path.display()
+        )));
+    }
+    encode_rows(path, schema, name, |sink| match format {
+        TableFormat::Csv => {
+            if let Some(h) = read_csv_cells(path, schema.header, sink)? {
+                schema
+                    .check_header(&h)
+                    .map_err(|e| fmt_err(path, format!("line 1: {e}")))?;
+            }
+            Ok(())
+        }
+        TableFormat::Parquet => {
+            let names = read_parquet_cells(path, sink)?;
+            if schema.header {
+                schema
+                    .check_header(&names)
+                    .map_err(|e| fmt_err(path, format!("Parquet columns: {e}")))?;
+            }
+            Ok(())
+        }
+    })
+}
+
+/// Runs `read`, which hands every data row to the sink, and encodes the rows through `schema`
+/// into a dataset (the first row that does not match is refused, naming it and the column).
+fn encode_rows(
+    path: &Path,
+    schema: &Schema,
+    name: &str,
+    read: impl FnOnce(&mut dyn FnMut(&[String], &str) -> Result<()>) -> Result<()>,
+) -> Result<Dataset> {
+    let mut features = Vec::new();
+    let mut labels = Vec::new();
+    let mut sink = |cells: &[String], row: &str| -> Result<()> {
+        let (x, y) = schema.encode_row(cells).map_err(|e| {
+            fmt_err(
+                path,
+                format!("{row}: {e} (the schema does not match the file)"),
+            )
+        })?;
+        features.extend_from_slice(&x);
+        labels.push(y);
+        Ok(())
+    };
+    read(&mut sink)?;
+    if labels.is_empty() {
+        return Err(fmt_err(path, "empty table: no data rows".into()));
+    }
+    let prov = Provenance {
+        name: name.to_string(),
+        source: path.display().to_string(),
+        steps: vec![schema.describe()],
+        feature_shape: vec![schema.feature_dim()],
+        class_names: schema.classes().to_vec(),
+        schema: Some(schema.clone()),
+        ..Default::default()
+    };
+    Dataset::new(
+        schema.feature_dim(),
+        schema.classes().len(),
+        features,
+        labels,
+        prov,
+    )
+}
+
+/// Reads every row of a CSV file as text cells, handing each data row to `sink` with its
+/// position (`data row N (line L)`); with `header` the first non-blank row is returned instead.
+/// Blank lines are skipped; the text must be UTF-8.
+pub fn read_csv_cells(
+    path: &Path,
+    header: bool,
+    sink: &mut dyn FnMut(&[String], &str) -> Result<()>,
+) -> Result<Option<Vec<String>>> {
+    let r = crate::idx::open_maybe_gz(path)?;
+    parse_csv_cells(r, path, header, sink)
+}
+
+/// [`read_csv_cells`] from a reader; `path` names the source in errors.
+pub fn parse_csv_cells<R: std::io::Read>(
+    r: R,
+    path: &Path,
+    header: bool,
+    sink: &mut dyn FnMut(&[String], &str) -> Result<()>,
+) -> Result<Option<Vec<String>>> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(r);
+    let mut rec = csv::StringRecord::new();
+    let mut names = None;
+    let mut want_header = header;
+    let mut n = 0usize;
+    let mut cells: Vec<String> = Vec::new();
+    loop {
+        let more = rdr
+            .read_record(&mut rec)
+            .map_err(|e| fmt_err(path, format!("malformed CSV or not UTF-8 text: {e}")))?;
+        if !more {
+            break;
+        }
+        if rec.len() == 1 && rec.get(0).is_some_and(str::is_empty) {
+            continue;
+        }
+        cells.clear();
+        cells.extend(rec.iter().map(str::to_string));
+        if want_header {
+            want_header = false;
+            names = Some(cells.clone());
+            continue;
+        }
+        n += 1;
+        let line = rec.position().map_or(0, |p| p.line());
+        sink(&cells, &format!("data row {n} (line {line})"))?;
+    }
+    Ok(names)
+}
+
+/// One Parquet value as the text a CSV would hold (a null is an empty cell).
+fn field_text(f: &parquet::record::Field) -> String {
+    use parquet::record::Field;
+    match f {
+        Field::Null => String::new(),
+        Field::Str(s) => s.clone(),
+        Field::Bool(b) => b.to_string(),
+        Field::Byte(v) => v.to_string(),
+        Field::Short(v) => v.to_string(),
+        Field::Int(v) => v.to_string(),
+        Field::Long(v) => v.to_string(),
+        Field::UByte(v) => v.to_string(),
+        Field::UShort(v) => v.to_string(),
+        Field::UInt(v) => v.to_string(),
+        Field::ULong(v) => v.to_string(),
+        Field::Float(v) => v.to_string(),
+        Field::Double(v) => v.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads every row of a Parquet file as text cells, handing each to `sink` with its position
+/// (`row N`); returns the column names.
+pub fn read_parquet_cells(
+    path: &Path,
+    sink: &mut dyn FnMut(&[String], &str) -> Result<()>,
+) -> Result<Vec<String>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let f = std::fs::File::open(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |e: parquet::errors::ParquetError| {
+        fmt_err(path, format!("not a readable Parquet file ({e})"))
+    };
+    let reader = SerializedFileReader::new(f).map_err(bad)?;
+    let names: Vec<String> = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    let rows = reader.get_row_iter(None).map_err(bad)?;
+    let mut cells: Vec<String> = Vec::new();
+    for (i, row) in rows.enumerate() {
+        let row = row.map_err(bad)?;
+        cells.clear();
+        cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
+        sink(&cells, &format!("row {}", i + 1))?;
+    }
+    Ok(names)
+}
+
+/// A table's data rows as text cells.
+pub type Cells = Vec<Vec<String>>;
+
+/// Reads a table's cells for drafting a schema: the header (for CSV, when every cell of the
+/// first row is text that is not a number; Parquet's column names always) and the data rows.
+pub fn read_cells(path: &Path, format: TableFormat) -> Result<(Option<Vec<String>>, Cells)> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut push = |c: &[String], _: &str| -> Result<()> {
+        rows.push(c.to_vec());
+        Ok(())
+    };
+    let header = match format {
+        TableFormat::Csv => {
+            read_csv_cells(path, false, &mut push)?;
+            let is_header = rows
+                .first()
+                .is_some_and(|r| r.iter().all(|c| !c.is_empty() && c.parse::<f64>().is_err()));
+            is_header.then(|| rows.remove(0))
+        }
+        TableFormat::Parquet => Some(read_parquet_cells(path, &mut push)?),
+    };
+    Ok((header, rows))
+}
+
+/// The format of a table file from its name: `.parquet`/`.pq` is Parquet, anything else CSV.
+pub fn format_of(path: &Path) -> TableFormat {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("parquet") || e.eq_ignore_ascii_case("pq") => {
+            TableFormat::Parquet
+        }
+        _ => TableFormat::Csv,
+    }
+}
