@@ -16,6 +16,7 @@ pub mod client;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
+pub mod odometer;
 pub mod model;
 pub mod openapi;
 pub mod server;
