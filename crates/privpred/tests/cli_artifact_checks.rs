@@ -104,7 +104,7 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         &ds,
         "swapped method",
         &|model, _| swap_strings(model, "model-sensitivity", "loss-perturbation"),
-        "",
+        "the artifact was edited",
     );
     // a non-private model may keep its PCA basis with its variances: a negative one is refused
     let (np, _) = train_into(
