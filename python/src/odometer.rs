@@ -25,7 +25,10 @@ fn spec(url: &str) -> PyResult<privpred_serve::LedgerSpec> {
 /// The dataset identity the odometer keys a training set by (the CLI's: SHA-256 over the
 /// sorted digests of the rows, features as f32, labels as u32).
 #[pyfunction]
-pub fn dataset_identity(x: PyReadonlyArray2<'_, f32>, y: PyReadonlyArray1<'_, u32>) -> PyResult<String> {
+pub fn dataset_identity(
+    x: PyReadonlyArray2<'_, f32>,
+    y: PyReadonlyArray1<'_, u32>,
+) -> PyResult<String> {
     let a = x.as_array();
     let (n, d) = a.dim();
     let features: Vec<f32> = a.iter().copied().collect();
@@ -59,7 +62,9 @@ pub fn odometer_limit(
         delta,
         neighbours: n.name().to_string(),
     };
-    let r = py.detach(|| odometer::set_limit(&s, key, &limit)).map_err(err)?;
+    let r = py
+        .detach(|| odometer::set_limit(&s, key, &limit))
+        .map_err(err)?;
     serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
@@ -94,7 +99,11 @@ pub struct OdometerReservation {
 impl OdometerReservation {
     /// The model exists: the charge stays (`released`).
     fn confirm(&self, py: Python<'_>, note: &str) -> PyResult<()> {
-        let r = self.inner.lock().map_err(|_| PyRuntimeError::new_err("poisoned"))?.take();
+        let r = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("poisoned"))?
+            .take();
         match r {
             Some(r) => py.detach(|| r.confirm(note)).map_err(err),
             None => Ok(()),
@@ -103,7 +112,11 @@ impl OdometerReservation {
 
     /// Training failed before a model existed: nothing released, the charge is cancelled.
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        let r = self.inner.lock().map_err(|_| PyRuntimeError::new_err("poisoned"))?.take();
+        let r = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("poisoned"))?
+            .take();
         match r {
             Some(r) => py.detach(|| r.cancel()).map_err(err),
             None => Ok(()),
@@ -146,13 +159,19 @@ pub fn odometer_reserve(
         "prediction-sensitivity" | "subsample-aggregate" | "subsample-and-aggregate"
     );
     let charge = Charge {
-        epsilon: if private { epsilon.unwrap_or(f64::INFINITY) } else { f64::INFINITY },
+        epsilon: if private {
+            epsilon.unwrap_or(f64::INFINITY)
+        } else {
+            f64::INFINITY
+        },
         delta: if private { delta } else { 1.0 },
         method: method.to_string(),
         budget: if budgeted { budget } else { None },
         neighbours: n.name().to_string(),
     };
-    let r = py.detach(|| odometer::reserve(&s, key, &charge)).map_err(err)?;
+    let r = py
+        .detach(|| odometer::reserve(&s, key, &charge))
+        .map_err(err)?;
     let summary = serde_json::json!({
         "dataset": r.dataset, "limit": r.limit, "before": r.before, "after": r.after,
     })

@@ -384,7 +384,11 @@ impl FittedPreprocessing {
                 } else {
                     r.scale.to_string()
                 },
-                format!("a positive number representable in f32 ({:e}..={:e})", f32::MIN_POSITIVE, f32::MAX),
+                format!(
+                    "a positive number representable in f32 ({:e}..={:e})",
+                    f32::MIN_POSITIVE,
+                    f32::MAX
+                ),
             );
         }
         if self.input_dim == 0 {

@@ -16,8 +16,8 @@ pub mod client;
 pub mod error;
 pub mod ledger;
 pub mod metrics;
-pub mod odometer;
 pub mod model;
+pub mod odometer;
 pub mod openapi;
 pub mod server;
 

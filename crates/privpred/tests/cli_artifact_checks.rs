@@ -18,7 +18,11 @@ fn strip_checksum(path: &Path) {
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let mut header: serde_json::Map<String, Value> =
         serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let meta = header.get_mut("__metadata__").unwrap().as_object_mut().unwrap();
+    let meta = header
+        .get_mut("__metadata__")
+        .unwrap()
+        .as_object_mut()
+        .unwrap();
     meta.remove("checksum");
     meta.remove("ledger_id");
     let mut h = serde_json::to_vec(&header).unwrap();
@@ -43,9 +47,18 @@ fn refused_in_both_formats(src: &Path, ds: &str, what: &str, edit: &MetaEdit, ne
         if old_format {
             strip_checksum(&bad);
         }
-        let (c, err) = code(&["evaluate", "--model", bad.to_str().unwrap(), "--dataset", ds]);
+        let (c, err) = code(&[
+            "evaluate",
+            "--model",
+            bad.to_str().unwrap(),
+            "--dataset",
+            ds,
+        ]);
         assert_eq!(c, 2, "{what} (old format: {old_format}): {err}");
-        assert!(err.contains(needle), "{what} (old format: {old_format}): {err}");
+        assert!(
+            err.contains(needle),
+            "{what} (old format: {old_format}): {err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
 }
@@ -82,7 +95,13 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
     let old = dir.path().join("old.safetensors");
     std::fs::copy(&ms, &old).unwrap();
     strip_checksum(&old);
-    let (c, _, e) = capture(&["evaluate", "--model", old.to_str().unwrap(), "--dataset", &ds]);
+    let (c, _, e) = capture(&[
+        "evaluate",
+        "--model",
+        old.to_str().unwrap(),
+        "--dataset",
+        &ds,
+    ]);
     assert_eq!(c, 0, "{e}");
 
     refused_in_both_formats(
@@ -145,7 +164,14 @@ fn ledger_show_and_backup_refuse_missing_or_invalid_files_with_exit_2() {
         let l = format!("sqlite:{}", file.display());
         for args in [
             vec!["ledger", "show", "--ledger", &l],
-            vec!["ledger", "backup", "--ledger", &l, "--out", out.to_str().unwrap()],
+            vec![
+                "ledger",
+                "backup",
+                "--ledger",
+                &l,
+                "--out",
+                out.to_str().unwrap(),
+            ],
         ] {
             let (c, err) = code(&args);
             assert_eq!(c, 2, "{args:?}: {err}");
@@ -197,7 +223,13 @@ fn serve_refuses_an_overspent_ledger_and_never_shows_the_ledger_path() {
     assert!(err.contains("11 answers spent of a budget of 10"), "{err}");
     let q = dir.path().join("q.csv");
     std::fs::write(&q, "1,2,3,4,5,6,7,8\n").unwrap();
-    let (c, err) = code(&["predict", "--model", m.to_str().unwrap(), "--input", q.to_str().unwrap()]);
+    let (c, err) = code(&[
+        "predict",
+        "--model",
+        m.to_str().unwrap(),
+        "--input",
+        q.to_str().unwrap(),
+    ]);
     assert_eq!(c, 2, "{err}");
     assert!(err.contains("corrupt ledger"), "{err}");
 }

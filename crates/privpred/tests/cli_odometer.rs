@@ -30,9 +30,25 @@ fn show(odo: &str, dataset: &str) -> Value {
 }
 
 /// `train METHOD --dataset DS --odometer ODO --out DIR/NAME.safetensors ARGS…`.
-fn train(dir: &Path, odo: &str, ds: &str, name: &str, method: &str, args: &[&str]) -> (i32, String, String, PathBuf) {
+fn train(
+    dir: &Path,
+    odo: &str,
+    ds: &str,
+    name: &str,
+    method: &str,
+    args: &[&str],
+) -> (i32, String, String, PathBuf) {
     let out = dir.join(format!("{name}.safetensors"));
-    let mut all = vec!["train", method, "--dataset", ds, "--odometer", odo, "--lambda", "1e-2"];
+    let mut all = vec![
+        "train",
+        method,
+        "--dataset",
+        ds,
+        "--odometer",
+        odo,
+        "--lambda",
+        "1e-2",
+    ];
     all.extend_from_slice(&["--out", out.to_str().unwrap()]);
     all.extend_from_slice(args);
     let (c, o, e) = capture(&all);
@@ -41,7 +57,16 @@ fn train(dir: &Path, odo: &str, ds: &str, name: &str, method: &str, args: &[&str
 
 fn limit(odo: &str, ds: &str, eps: &str, delta: &str) {
     ok(&[
-        "odometer", "limit", "--odometer", odo, "--dataset", ds, "--epsilon", eps, "--delta", delta,
+        "odometer",
+        "limit",
+        "--odometer",
+        odo,
+        "--dataset",
+        ds,
+        "--epsilon",
+        eps,
+        "--delta",
+        delta,
     ]);
 }
 
@@ -77,7 +102,14 @@ fn refuses_past_the_limit(odo: &str) {
     let csv = toy_csv(dir.path(), 300);
     let ds = format!("csv:{}", csv.display());
     limit(odo, &ds, "1", "1e-5");
-    let (c, _, e, _) = train(dir.path(), odo, &ds, "a", "model-sensitivity", &["--epsilon", "0.5"]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
     assert_eq!(c, 0, "{e}");
     assert!(e.contains("total 1 fit(s), epsilon = 0.5"), "{e}");
     let (c, _, e, _) = train(
@@ -94,9 +126,23 @@ fn refuses_past_the_limit(odo: &str) {
     assert_eq!(rec["spent"]["epsilon"], 1.0, "{rec}");
     assert_eq!(rec["spent"]["delta"], 1e-5, "{rec}");
     assert_eq!(rec["fits"][1]["budget"], 10, "{rec}");
-    assert!(rec["fits"].as_array().unwrap().iter().all(|f| f["state"] == "released"), "{rec}");
+    assert!(
+        rec["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["state"] == "released"),
+        "{rec}"
+    );
 
-    let (c, _, e, out) = train(dir.path(), odo, &ds, "c", "model-sensitivity", &["--epsilon", "0.01"]);
+    let (c, _, e, out) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "c",
+        "model-sensitivity",
+        &["--epsilon", "0.01"],
+    );
     assert_eq!(c, 2, "{e}");
     for needle in [
         "2 fit(s) spent epsilon = 1, delta = 1e-5",
@@ -114,7 +160,14 @@ fn refuses_past_the_limit(odo: &str) {
     let rev = dir.path().join("reversed.csv");
     std::fs::write(&rev, format!("{header}\n{}\n", lines.join("\n"))).unwrap();
     let rds = format!("csv:{}", rev.display());
-    let (c, _, e, _) = train(dir.path(), odo, &rds, "e", "model-sensitivity", &["--epsilon", "0.01"]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &rds,
+        "e",
+        "model-sensitivity",
+        &["--epsilon", "0.01"],
+    );
     assert_eq!(c, 2, "{e}");
     // a non-private model has no finite guarantee: it passes any limit
     let (c, _, e, out) = train(dir.path(), odo, &ds, "f", "non-private", &[]);
@@ -124,7 +177,14 @@ fn refuses_past_the_limit(odo: &str) {
     assert_eq!(show(odo, &ds)["spent"]["fits"], 2);
     // raising the limit lets the next fit through
     limit(odo, &ds, "1.5", "1e-5");
-    let (c, _, e, _) = train(dir.path(), odo, &ds, "g", "model-sensitivity", &["--epsilon", "0.5"]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "g",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
     assert_eq!(c, 0, "{e}");
     assert_eq!(show(odo, &ds)["spent"]["epsilon"], 1.5);
 }
@@ -154,8 +214,22 @@ fn concurrent_trainers(odo: &str) {
         .map(|i| {
             let out = dir.path().join(format!("m{i}.safetensors"));
             let c = Command::new(BIN)
-                .args(["train", "model-sensitivity", "--dataset", &ds, "--epsilon", "0.25"])
-                .args(["--lambda", "1e-2", "--odometer", odo, "--out", out.to_str().unwrap()])
+                .args([
+                    "train",
+                    "model-sensitivity",
+                    "--dataset",
+                    &ds,
+                    "--epsilon",
+                    "0.25",
+                ])
+                .args([
+                    "--lambda",
+                    "1e-2",
+                    "--odometer",
+                    odo,
+                    "--out",
+                    out.to_str().unwrap(),
+                ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -208,15 +282,41 @@ fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
     let ds = format!("csv:{}", toy_csv(dir.path(), 300).display());
     let odo = dir.path().join("odo.sqlite");
     let o = odo.to_str().unwrap();
-    let (c, _, e, _) = train(dir.path(), o, &ds, "a", "model-sensitivity", &["--epsilon", "0.5"]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        o,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
     assert_eq!(c, 2, "{e}");
-    assert!(e.contains("does not exist") && e.contains("odometer limit"), "{e}");
+    assert!(
+        e.contains("does not exist") && e.contains("odometer limit"),
+        "{e}"
+    );
     assert!(!odo.exists(), "a fit created the odometer");
     let (c, _, e) = capture(&["odometer", "show", "--odometer", o]);
     assert_eq!(c, 2, "{e}");
     // a limit on another key: this dataset has none
-    ok(&["odometer", "limit", "--odometer", o, "--key", "other", "--epsilon", "1"]);
-    let (c, _, e, _) = train(dir.path(), o, &ds, "a", "model-sensitivity", &["--epsilon", "0.5"]);
+    ok(&[
+        "odometer",
+        "limit",
+        "--odometer",
+        o,
+        "--key",
+        "other",
+        "--epsilon",
+        "1",
+    ]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        o,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
     assert_eq!(c, 2, "{e}");
     assert!(e.contains("no limit for dataset sha256:"), "{e}");
     // the owner's own key
@@ -240,23 +340,85 @@ fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
     );
     assert_eq!(c, 2, "{e}");
     assert!(!out.exists());
-    let v: Value = serde_json::from_str(&ok(&["odometer", "show", "--odometer", o, "--key", "other", "--json"])).unwrap();
+    let v: Value = serde_json::from_str(&ok(&[
+        "odometer",
+        "show",
+        "--odometer",
+        o,
+        "--key",
+        "other",
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(v["datasets"][0]["spent"]["fits"], 1, "{v}");
     assert_eq!(v["datasets"][0]["spent"]["epsilon"], 0.5, "{v}");
     // bad arguments and files
     for (args, needle) in [
-        (vec!["odometer", "limit", "--odometer", o, "--key", "k", "--epsilon", "-1"], "epsilon = -1"),
-        (vec!["odometer", "limit", "--odometer", o, "--key", "k", "--epsilon", "1", "--delta", "1"], "delta = 1"),
-        (vec!["odometer", "limit", "--odometer", o, "--key", "", "--epsilon", "1"], "odometer key"),
-        (vec!["odometer", "show", "--odometer", o, "--key", "nope"], "no limit for dataset nope"),
-        (vec!["odometer", "show", "--odometer", dir.path().to_str().unwrap()], "not a regular file"),
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "k",
+                "--epsilon",
+                "-1",
+            ],
+            "epsilon = -1",
+        ),
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "k",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1",
+            ],
+            "delta = 1",
+        ),
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "",
+                "--epsilon",
+                "1",
+            ],
+            "odometer key",
+        ),
+        (
+            vec!["odometer", "show", "--odometer", o, "--key", "nope"],
+            "no limit for dataset nope",
+        ),
+        (
+            vec![
+                "odometer",
+                "show",
+                "--odometer",
+                dir.path().to_str().unwrap(),
+            ],
+            "not a regular file",
+        ),
     ] {
         let (c, _, e) = capture(&args);
         assert_eq!(c, 2, "{args:?}: {e}");
         assert!(e.contains(needle), "{args:?}: {e}");
     }
     let junk = dir.path().join("junk.sqlite");
-    std::fs::write(&junk, b"not a database at all, just some text that is long enough").unwrap();
+    std::fs::write(
+        &junk,
+        b"not a database at all, just some text that is long enough",
+    )
+    .unwrap();
     let (c, _, e) = capture(&["odometer", "show", "--odometer", junk.to_str().unwrap()]);
     assert_eq!(c, 2, "{e}");
     assert!(!e.contains("panicked"), "{e}");

@@ -78,8 +78,7 @@ pub fn parse_spec(s: &str) -> Result<LedgerSpec> {
     let t = s.trim();
     if t.is_empty() {
         return Err(OdometerError::Usage(
-            "invalid odometer '': give an SQLite path (or sqlite:PATH) or a postgres:// URL"
-                .into(),
+            "invalid odometer '': give an SQLite path (or sqlite:PATH) or a postgres:// URL".into(),
         ));
     }
     if t.starts_with("sqlite:")
@@ -118,7 +117,10 @@ pub fn dataset_identity(d: usize, features: &[f32], labels: &[u32]) -> String {
         h.update(r);
     }
     let out: [u8; 32] = h.finalize().into();
-    format!("sha256:{}", out.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    format!(
+        "sha256:{}",
+        out.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 /// The owner's limit on a dataset's total.

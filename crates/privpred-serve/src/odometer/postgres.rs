@@ -205,7 +205,9 @@ pub(super) async fn set_state(conn: &str, id: i64, state: &str, note: &str) -> R
         )
         .await?;
     if n != 1 {
-        return Err(OdometerError::Store(format!("fit {id} is no longer reserved")));
+        return Err(OdometerError::Store(format!(
+            "fit {id} is no longer reserved"
+        )));
     }
     Ok(())
 }

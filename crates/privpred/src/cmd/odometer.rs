@@ -161,7 +161,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-fn print(spec: &LedgerSpec, records: &[DatasetRecord], json: bool, what: &str) -> anyhow::Result<()> {
+fn print(
+    spec: &LedgerSpec,
+    records: &[DatasetRecord],
+    json: bool,
+    what: &str,
+) -> anyhow::Result<()> {
     if json {
         println!(
             "{}",
@@ -173,7 +178,15 @@ fn print(spec: &LedgerSpec, records: &[DatasetRecord], json: bool, what: &str) -
         );
         return Ok(());
     }
-    println!("odometer {}{}", spec.describe(), if what.is_empty() { String::new() } else { format!(": {what}") });
+    println!(
+        "odometer {}{}",
+        spec.describe(),
+        if what.is_empty() {
+            String::new()
+        } else {
+            format!(": {what}")
+        }
+    );
     for r in records {
         println!("dataset {}", r.dataset);
         println!(
@@ -197,8 +210,14 @@ fn print(spec: &LedgerSpec, records: &[DatasetRecord], json: bool, what: &str) -
                 e.charge.method,
                 short(e.charge.epsilon),
                 short(e.charge.delta),
-                e.charge.budget.map_or(String::new(), |b| format!(", B = {b}")),
-                if e.note.is_empty() { String::new() } else { format!("  {}", e.note) }
+                e.charge
+                    .budget
+                    .map_or(String::new(), |b| format!(", B = {b}")),
+                if e.note.is_empty() {
+                    String::new()
+                } else {
+                    format!("  {}", e.note)
+                }
             );
         }
     }
@@ -241,7 +260,10 @@ impl FitCharge {
             epsilon,
             delta,
             method: method.to_string(),
-            budget: r.method.filter(|m| !m.is_private_training()).map(|_| r.budget),
+            budget: r
+                .method
+                .filter(|m| !m.is_private_training())
+                .map(|_| r.budget),
             neighbours: r.neighbours.name().to_string(),
         };
         let res = odometer::reserve(&spec, &r.key, &charge).map_err(odo_err)?;
@@ -278,7 +300,9 @@ impl Drop for FitCharge {
         if let Some(r) = self.reservation.take()
             && let Err(e) = r.cancel()
         {
-            eprintln!("privacy odometer: could not cancel the reservation of this unfinished fit, it stays counted: {e}");
+            eprintln!(
+                "privacy odometer: could not cancel the reservation of this unfinished fit, it stays counted: {e}"
+            );
         }
     }
 }
