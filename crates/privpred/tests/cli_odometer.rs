@@ -352,6 +352,7 @@ fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
     .unwrap();
     assert_eq!(v["datasets"][0]["spent"]["fits"], 1, "{v}");
     assert_eq!(v["datasets"][0]["spent"]["epsilon"], 0.5, "{v}");
+    assert_eq!(v["datasets"][0]["fits"][1]["state"], "cancelled", "{v}");
     // bad arguments and files
     for (args, needle) in [
         (

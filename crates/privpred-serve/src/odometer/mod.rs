@@ -251,9 +251,11 @@ pub(crate) fn decide(
             limit.neighbours, charge.neighbours, limit.neighbours
         )));
     }
-    if !(charge.epsilon.is_finite() && charge.epsilon >= 0.0)
-        || !(charge.delta.is_finite() && (0.0..=1.0).contains(&charge.delta))
-    {
+    let finite = charge.epsilon.is_finite()
+        && charge.epsilon >= 0.0
+        && charge.delta.is_finite()
+        && (0.0..=1.0).contains(&charge.delta);
+    if !finite {
         return Err(OdometerError::Refused(format!(
             "a {} fit has no finite guarantee (epsilon = {}, delta = {}): it would pass any limit of dataset {dataset}",
             charge.method, charge.epsilon, charge.delta
