@@ -293,6 +293,14 @@ impl FitCharge {
     }
 }
 
+impl FitCharge {
+    /// Writing the model failed after it may have reached the disk: the charge stays
+    /// (`reserved`, counted), never cancelled.
+    pub(crate) fn keep(mut self) {
+        self.reservation.take();
+    }
+}
+
 impl Drop for FitCharge {
     /// Training stopped before the model was written: nothing was released, so the charge is
     /// cancelled (a failure to cancel leaves it counted, never the other way round).

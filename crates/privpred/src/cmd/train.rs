@@ -603,10 +603,15 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         // the non-private reference releases nothing under a guarantee: it keeps its record
         extra["cross_validation"] = cv_record.clone();
     }
-    save_model(&args.out, &model, &data.fitted, extra).map_err(lin)?;
+    let saved = save_model(&args.out, &model, &data.fitted, extra);
     if let Some(c) = charge {
-        c.confirm(&args.out)?;
+        match &saved {
+            Ok(()) => c.confirm(&args.out)?,
+            // the file may have been written before the error: the charge stays
+            Err(_) => c.keep(),
+        }
     }
+    saved.map_err(lin)?;
     let mut summary = summary;
     // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
     summary["release"] = json!(privpred_linear::artifact::release_label(&model));
