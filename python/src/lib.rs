@@ -4,6 +4,7 @@
 //!   prediction with the in-memory budget ledger, the guarantee, artifacts.
 //! - [`accounting`]: `calibrate` and the DP-SGD accountants.
 //! - [`datasets`]: datasets through the CLI's loader and cache.
+//! - [`odometer`]: the data owner's privacy odometer (the CLI's `train --odometer` store).
 //! - [`errors`]: Rust errors → Python exceptions with the same messages.
 //!
 //! The Python layer (`pysrc/privpred`) adds the scikit-learn estimator, the HTTP client and
@@ -16,6 +17,7 @@ mod errors;
 mod guarantee;
 mod ledger;
 mod model;
+mod odometer;
 
 use pyo3::prelude::*;
 
@@ -32,6 +34,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(datasets::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate, m)?)?;
+    m.add_class::<odometer::OdometerReservation>()?;
+    m.add_function(wrap_pyfunction!(odometer::dataset_identity, m)?)?;
+    m.add_function(wrap_pyfunction!(odometer::odometer_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(odometer::odometer_show, m)?)?;
+    m.add_function(wrap_pyfunction!(odometer::odometer_reserve, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::epsilon_dp_sgd, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::noise_multiplier, m)?)?;
     Ok(())

@@ -411,15 +411,30 @@ impl FittedPreprocessing {
     /// subsample, bias value and clip radius.
     fn validate_recipe(&self) -> Result<()> {
         let r = &self.recipe;
-        if !(r.scale.is_finite() && r.scale > 0.0) {
+        // features are f32 and scaled in f32: the scale must be a finite f32 > 0 too (1e308
+        // would turn every feature into inf or NaN)
+        let s32 = r.scale as f32;
+        if !(r.scale.is_finite() && r.scale > 0.0 && s32.is_finite() && s32 >= f32::MIN_POSITIVE) {
             return invalid(
                 "scale",
-                r.scale.to_string(),
-                "a positive finite number".into(),
+                if r.scale.to_string().len() > 20 {
+                    format!("{:e}", r.scale)
+                } else {
+                    r.scale.to_string()
+                },
+                format!(
+                    "a positive number representable in f32 ({:e}..={:e})",
+                    f32::MIN_POSITIVE,
+                    f32::MAX
+                ),
             );
         }
         if self.input_dim == 0 {
             return invalid("input dimension", "0".into(), "at least 1".into());
+        }
+        if self.train_rows == 0 {
+            // a preprocessing is fitted on a training set, and a classifier on ≥ 2 rows
+            return invalid("train_rows", "0".into(), "at least 1".into());
         }
         if !(2..=crate::limits::MAX_CLASSES).contains(&self.input_classes) {
             return invalid(
@@ -520,6 +535,23 @@ impl FittedPreprocessing {
                         "PCA basis",
                         "non-finite values".into(),
                         "finite numbers".into(),
+                    );
+                }
+                // variances are eigenvalues of a covariance matrix: never negative
+                if let Some(v) = p
+                    .explained_variance
+                    .iter()
+                    .chain(std::iter::once(&p.total_variance))
+                    .find(|v| **v < 0.0)
+                {
+                    return invalid(
+                        "PCA variance",
+                        if v.to_string().len() > 20 {
+                            format!("{v:e}")
+                        } else {
+                            v.to_string()
+                        },
+                        "a number >= 0 (a variance)".into(),
                     );
                 }
             }

@@ -58,6 +58,7 @@ pub fn write(dir: &Path) {
     put(dir, "csv", "plain.csv", b"1,2,0\n3,4,1\n5,6,0\n7,8,1\n");
     put(dir, "csv", "semicolon.csv", b"label;x;y\n0;1;2\n1;3;4\n");
     put(dir, "csv", "plain.csv.gz", &gz(b"1,2,0\n3,4,1\n5,6,0\n"));
+    bad_input_seeds(dir);
     // image archives
     let mut b = tar::Builder::new(Vec::new());
     for (split, class, v) in [("train", "a", 10u8), ("train", "b", 200), ("test", "a", 12)] {
@@ -145,4 +146,30 @@ pub fn write(dir: &Path) {
         "teachers.safetensors",
         &std::fs::read(&f).unwrap(),
     );
+}
+
+/// Seeds of the classes of bad input the second hardening round found (they must be refused,
+/// and mutations around them explored): an IDX header promising 2.1 × 10⁹ values over a short
+/// gzip payload, trailing bytes after gzip data, one-class labels; CSVs with tabs, mixed
+/// delimiters, one class, a trailing comma and a typo in the first row (a query file's shape).
+fn bad_input_seeds(dir: &Path) {
+    put(
+        dir,
+        "idx",
+        "bomb.idx3.gz",
+        &gz(&idx(&[2_730_000, 28, 28], &[0; 4096])),
+    );
+    let mut trailing = gz(&idx(&[4], &[0, 1, 0, 1]));
+    trailing.extend_from_slice(b"garbage");
+    put(dir, "idx", "trailing.idx1.gz", &trailing);
+    put(dir, "idx", "one-class.idx1", &idx(&[6], &[1; 6]));
+    for (name, text) in [
+        ("tabs.csv", &b"a\tb\tlabel\n1\t2\t0\n3\t4\t1\n"[..]),
+        ("mixed.csv", b"1,2,0\n3;4,1\n5\t6,0\n"),
+        ("one-class.csv", b"1,2,1\n3,4,1\n5,6,1\n"),
+        ("trailing-comma.csv", b"10,20,30,0,\n1,2,3,1,\n"),
+        ("typo-first-row.csv", b"10,20,x30,0\n1,2,3,1\n"),
+    ] {
+        put(dir, "csv", name, text);
+    }
 }

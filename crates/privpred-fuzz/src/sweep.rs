@@ -7,6 +7,8 @@
 //!
 //! `privpred-fuzz sweep --bin target/release/privpred [--cases 200] [--timeout 20]`
 
+mod round3;
+
 use crate::{Rng, mutate};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -152,6 +154,7 @@ pub fn main(args: &[String]) -> i32 {
         sweep.numeric_flags(),
         sweep.paths(),
         sweep.second_round(),
+        sweep.third_round(),
     ];
     print_report(&report, opts.verbose)
 }

@@ -391,6 +391,12 @@ pub const MAX_BLOCKS_PER_STAGE: usize = 1_000;
 fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
     let c = &h.config;
     let max_c = privpred_data::limits::MAX_CLASSES;
+    if c.in_channels == 0 || c.image_size == 0 || c.blocks_per_stage == 0 {
+        return Err(format!(
+            "architecture {c:?}: in_channels = {}, image_size = {}, blocks_per_stage = {} (each must be at least 1)",
+            c.in_channels, c.image_size, c.blocks_per_stage
+        ));
+    }
     if c.in_channels > MAX_IN_CHANNELS
         || c.image_size > MAX_IMAGE_SIZE
         || c.widths.iter().any(|&w| w > MAX_WIDTH)
@@ -756,6 +762,12 @@ mod tests {
                 "normalisation",
             ),
             (
+                // named as such, not as "need 0 finite means"
+                "in_channels 0",
+                Box::new(|m, _| m["config"]["in_channels"] = 0.into()),
+                "in_channels = 0",
+            ),
+            (
                 "billions of members",
                 Box::new(|m, _| m["members"] = 4_000_000_000u64.into()),
                 "member networks",
@@ -772,6 +784,7 @@ mod tests {
             rewrite(&good, &bad, edit.as_ref(), true);
             let e = load(&bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{what}: {e}");
+            assert!(!e.contains("need 0 finite"), "{what}: {e}");
             rewrite(&good, &bad, edit.as_ref(), false);
             let e = load(&bad).unwrap_err().to_string();
             assert!(e.contains("checksum"), "{what}: {e}");

@@ -4,6 +4,8 @@
 //! inference budget** (SPEC §1: the guarantee covers B answers). See [`ledger`] for the
 //! accounting guarantees (recorded before release, no overspend under concurrency or across
 //! replicas, fail closed, crash-safe), [`server`] for the API, [`auth`] for bearer tokens.
+//! [`odometer`] is the data owner's privacy odometer (a limit per dataset on the total (ε, δ)
+//! of the models trained from it), on the same two databases.
 //!
 //! Endpoints: `POST /v1/predict`, `GET /v1/model`, `GET /healthz`, `GET /metrics`
 //! (Prometheus), `GET /openapi.json`.
@@ -17,6 +19,7 @@ pub mod error;
 pub mod ledger;
 pub mod metrics;
 pub mod model;
+pub mod odometer;
 pub mod openapi;
 pub mod server;
 

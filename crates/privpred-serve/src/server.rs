@@ -563,7 +563,7 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
         "releases_scores": info.releases_scores,
         "preprocessing": info.preprocessing,
         "test_fixture": info.test_fixture,
-        "ledger": app.ledger.as_ref().map(|l| l.description().to_string()),
+        "ledger": app.ledger.as_ref().map(|l| l.kind()),
         "answer_store": app.answer_store && app.ledger.is_some(),
         "answer_store_scope": if !(app.answer_store && app.ledger.is_some()) {
             "none"

@@ -40,6 +40,9 @@ enum Command {
     /// Inspect, back up or reconcile the budget ledger of `predict` and `serve` (show, backup,
     /// reconcile).
     Ledger(cmd::ledger::Args),
+    /// The data owner's privacy odometer: a limit per dataset on the total (ε, δ) of the
+    /// models trained from it (limit, show).
+    Odometer(cmd::odometer::Args),
     /// Empirically audit a method's privacy guarantee (lower bound on ε).
     Audit(cmd::audit::Args),
 }
@@ -62,6 +65,7 @@ fn main() {
         Command::Merge(a) => cmd::merge::run(a),
         Command::Serve(a) => cmd::serve::run(a),
         Command::Ledger(a) => cmd::ledger::run(a),
+        Command::Odometer(a) => cmd::odometer::run(a),
         Command::Audit(a) => cmd::audit::run(a),
     };
     if let Err(e) = result {

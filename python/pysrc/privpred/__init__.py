@@ -7,7 +7,7 @@ safetensors artifacts as the ``privpred`` command line, DP-SGD accountants with 
 argument names, and a client for ``privpred serve``.
 """
 
-from . import accounting, datasets
+from . import accounting, datasets, odometer
 from ._native import BudgetExhausted, __version__
 from ._estimator import PrivateLogisticRegression, load
 from ._client import Client
@@ -20,6 +20,7 @@ __all__ = [
     "__version__",
     "accounting",
     "datasets",
+    "odometer",
     "calibrate",
     "load",
 ]

@@ -110,6 +110,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         DP-SGD: the clip norm nu, or ``"cv"``.
     batch_size, epochs, learning_rate : optional
         DP-SGD's expected batch size (256), epochs (20) and learning rate (1).
+    odometer : str or os.PathLike, optional
+        The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
+        :func:`privpred.odometer.set_limit`). Every ``fit`` is charged its whole guarantee
+        (for budgeted methods: of all B answers) against the dataset's limit before any
+        training, and raises ``ValueError`` without training when it would pass the limit
+        (see :mod:`privpred.odometer`).
+    odometer_key : str, optional
+        The dataset's key in the odometer (default: :func:`privpred.odometer.dataset_key`
+        of the training data).
 
     Attributes
     ----------
@@ -162,6 +171,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         batch_size: Optional[int] = None,
         epochs: Optional[float] = None,
         learning_rate: Optional[float] = None,
+        odometer: Any = None,
+        odometer_key: Optional[str] = None,
     ):
         self.method = method
         self.epsilon = epsilon
@@ -178,6 +189,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.batch_size = batch_size
         self.epochs = epochs
         self.learning_rate = learning_rate
+        self.odometer = odometer
+        self.odometer_key = odometer_key
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -242,9 +255,42 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             extra = json.dumps({"classes": classes.tolist()})
         except TypeError:
             extra = None
-        native = _native.train(
+        y_enc = np.ascontiguousarray(y_enc, dtype=np.uint32)
+        reservation = self._reserve(X, y_enc, method)
+        try:
+            native = self._train(X, y_enc, classes, method, bias, extra)
+        except BaseException:
+            if reservation is not None:
+                reservation.cancel()  # nothing was released: the fit is not charged
+            raise
+        if reservation is not None:
+            reservation.confirm("python fit")
+        self.classes_ = classes
+        self._set_native(native)
+        return self
+
+    def _reserve(self, X, y_enc, method):
+        """Reserves the fit's charge on the odometer (None without one)."""
+        if self.odometer is None:
+            return None
+        key = self.odometer_key
+        if key is None:
+            key = _native.dataset_identity(X, y_enc)
+        return _native.odometer_reserve(
+            os.fspath(self.odometer),
+            str(key),
+            method,
+            None if method == "non-private" else float(self.epsilon),
+            float(self.delta),
+            None if self.budget is None else int(self.budget),
+            self.neighbours,
+            self.calibration,
+        )
+
+    def _train(self, X, y_enc, classes, method, bias, extra):
+        return _native.train(
             X,
-            np.ascontiguousarray(y_enc, dtype=np.uint32),
+            y_enc,
             len(classes),
             method,
             epsilon=None if method == "non-private" else float(self.epsilon),
@@ -263,9 +309,6 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             learning_rate=None if self.learning_rate is None else float(self.learning_rate),
             extra=extra,
         )
-        self.classes_ = classes
-        self._set_native(native)
-        return self
 
     def _set_native(self, native) -> None:
         self._native = native

@@ -47,6 +47,26 @@ def train(
 def load(
     path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False
 ) -> NativeModel: ...
+class OdometerReservation:
+    def confirm(self, note: str) -> None: ...
+    def cancel(self) -> None: ...
+    def summary_json(self) -> str: ...
+
+def dataset_identity(x: npt.NDArray[np.float32], y: npt.NDArray[np.uint32]) -> str: ...
+def odometer_limit(
+    odometer: str, key: str, epsilon: float, delta: float = 0.0, neighbours: str = "replace-one"
+) -> str: ...
+def odometer_show(odometer: str, key: Optional[str] = None) -> str: ...
+def odometer_reserve(
+    odometer: str,
+    key: str,
+    method: str,
+    epsilon: Optional[float],
+    delta: float,
+    budget: Optional[int],
+    neighbours: str,
+    calibration: str,
+) -> OdometerReservation: ...
 def load_dataset(
     spec: str, data_dir: Optional[str] = None, fetch: bool = True
 ) -> Tuple[

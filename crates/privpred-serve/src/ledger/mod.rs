@@ -381,6 +381,16 @@ impl Ledger {
         &self.description
     }
 
+    /// The backend alone (`sqlite` or `postgres`), for what clients see: `/v1/model` never
+    /// shows the ledger's path or host.
+    pub fn kind(&self) -> &'static str {
+        if self.description.starts_with("sqlite") {
+            "sqlite"
+        } else {
+            "postgres"
+        }
+    }
+
     /// Sends one job to the writer thread and waits for its reply; a stopped writer or a
     /// dropped reply is a ledger error (the request fails closed).
     async fn ask<T>(&self, job: impl FnOnce(oneshot::Sender<Result<T>>) -> Job) -> Result<T> {

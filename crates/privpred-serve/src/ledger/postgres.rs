@@ -109,7 +109,15 @@ async fn init(
         )
         .await?;
     let t = stored_count("total", row.get(0))?;
-    stored_count("spent", row.get(1))?;
+    let s = stored_count("spent", row.get(1))?;
+    if s > t {
+        return Err(ServeError::config(
+            "--ledger",
+            format!(
+                "corrupt ledger: the postgres ledger records {s} answers spent of a budget of {t} for model {model_id} (spent can never exceed the budget: the table was edited)"
+            ),
+        ));
+    }
     if t != total {
         return Err(ServeError::Ledger(format!(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"

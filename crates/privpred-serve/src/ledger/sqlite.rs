@@ -151,7 +151,16 @@ fn init(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let t = stored_count("total", t)?;
-    stored_count("spent", s)?;
+    let s = stored_count("spent", s)?;
+    if s > t {
+        return Err(ServeError::config(
+            "--ledger",
+            format!(
+                "corrupt ledger: {} records {s} answers spent of a budget of {t} for model {model_id} (spent can never exceed the budget: the file was edited)",
+                path.display()
+            ),
+        ));
+    }
     if t != total {
         return Err(ServeError::Ledger(format!(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"
@@ -468,27 +477,45 @@ pub(super) fn block_writes(path: &Path, model_id: &str) -> Result<()> {
 }
 
 fn open_existing_read_only(path: &Path) -> Result<Connection> {
+    // a missing, non-regular or invalid file is bad input (exit 2 at the CLI), not a failure
     if !path.is_file() {
-        return Err(ServeError::Ledger(format!(
-            "sqlite ledger {} does not exist (or is not a file)",
-            path.display()
-        )));
+        return Err(ServeError::config(
+            "--ledger",
+            format!(
+                "sqlite ledger {} does not exist (or is not a regular file)",
+                path.display()
+            ),
+        ));
     }
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| {
-        ServeError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
+        ServeError::config(
+            "--ledger",
+            format!("cannot open sqlite ledger {}: {e}", path.display()),
+        )
     })?;
     conn.busy_timeout(Duration::from_secs(10))?;
-    if !has_budget_table(&conn)? {
-        return Err(ServeError::Ledger(format!(
-            "{} holds no privpred_budget table: not a privpred ledger",
-            path.display()
-        )));
+    match has_budget_table(&conn) {
+        Ok(true) => Ok(conn),
+        Ok(false) => Err(ServeError::config(
+            "--ledger",
+            format!(
+                "{} holds no privpred_budget table: not a privpred ledger",
+                path.display()
+            ),
+        )),
+        Err(e) if bare_message(&e).contains("not a database") => Err(ServeError::config(
+            "--ledger",
+            format!(
+                "{} is not a privpred ledger (not an SQLite database)",
+                path.display()
+            ),
+        )),
+        Err(e) => Err(e),
     }
-    Ok(conn)
 }
 
 /// Every budget record, with the number of stored answers of each model.

@@ -10,6 +10,7 @@ pub mod evaluate;
 pub mod ledger;
 pub mod merge;
 pub mod nn_artifact;
+pub mod odometer;
 pub mod predict;
 pub mod queries;
 pub mod reproduce;

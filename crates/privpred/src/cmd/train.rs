@@ -160,6 +160,14 @@ pub struct Args {
     /// Output file (safetensors).
     #[arg(long)]
     pub out: PathBuf,
+    /// The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
+    /// `privpred odometer limit`): the fit's whole guarantee is charged against the dataset's
+    /// limit before training, and the fit is refused if it would pass it.
+    #[arg(long, value_name = "URL")]
+    pub odometer: Option<String>,
+    /// The dataset's key in the odometer (default: the SHA-256 identity of its training rows).
+    #[arg(long, value_name = "KEY", requires = "odometer")]
+    pub odometer_key: Option<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -205,6 +213,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
         )),
         ModelArg::Linear => train_linear(&args, privacy, started),
+        ModelArg::Resnet20 | ModelArg::ResnetTiny if args.odometer.is_some() => Err(usage(
+            "--odometer applies to linear models; ResNet training does not charge the odometer yet",
+        )),
         ModelArg::Resnet20 | ModelArg::ResnetTiny => train_resnet(&args, privacy, started),
     }
 }
@@ -280,6 +291,8 @@ struct LinearData {
     provenance: Provenance,
     /// Seed of the cross-validation hold-out (drawn after the preprocessing's).
     holdout_seed: u64,
+    /// The dataset's odometer key (with `--odometer`).
+    odometer_key: Option<String>,
 }
 
 /// Loads the dataset and fits the preprocessing on its training split (two draws of `rng`:
@@ -298,6 +311,15 @@ fn load_linear_data(
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
     super::shared::check_two_classes(&splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
+    let odometer_key = match (&args.odometer, &args.odometer_key) {
+        (None, _) => None,
+        (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
+        (Some(_), None) => Some(privpred_serve::odometer::dataset_identity(
+            splits.train.d,
+            &splits.train.features,
+            &splits.train.labels,
+        )),
+    };
     let recipe = Preprocessing {
         classes: args.classes,
         subsample: args.subsample,
@@ -317,6 +339,7 @@ fn load_linear_data(
         fitted,
         provenance,
         holdout_seed,
+        odometer_key,
     })
 }
 
@@ -536,6 +559,20 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         cv_draws,
     };
     let data = load_linear_data(args, &plan, &mut rng)?;
+    let charge = match (&args.odometer, &data.odometer_key) {
+        (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(
+            super::odometer::FitRequest {
+                url,
+                key: key.clone(),
+                method,
+                privacy,
+                budget: args.budget,
+                neighbours: args.neighbours,
+                calibration: args.calibration,
+            },
+        )?),
+        _ => None,
+    };
     let lbfgs = LbfgsOptions::default();
     let (lambda, mut cv_record) = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
 
@@ -576,7 +613,15 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         // the non-private reference releases nothing under a guarantee: it keeps its record
         extra["cross_validation"] = cv_record.clone();
     }
-    save_model(&args.out, &model, &data.fitted, extra).map_err(lin)?;
+    let saved = save_model(&args.out, &model, &data.fitted, extra);
+    if let Some(c) = charge {
+        match &saved {
+            Ok(()) => c.confirm(&args.out)?,
+            // the file may have been written before the error: the charge stays
+            Err(_) => c.keep(),
+        }
+    }
+    saved.map_err(lin)?;
     let mut summary = summary;
     // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
     summary["release"] = json!(privpred_linear::artifact::release_label(&model));

@@ -1,0 +1,426 @@
+//! The data owner's privacy odometer at the CLI: `privpred odometer limit|show` and
+//! `train --odometer`. Every fit on a dataset is charged its whole guarantee before training;
+//! a fit that would take the total (basic composition) past the owner's limit is refused with
+//! exit code 2 and writes nothing; concurrent trainers cannot both pass the limit; a fit that
+//! stops before writing its model is not charged. The PostgreSQL variants run when
+//! `PRIVPRED_TEST_POSTGRES` is set.
+
+mod common;
+
+use common::{capture, ok, toy_csv};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+
+fn show(odo: &str, dataset: &str) -> Value {
+    let out = ok(&[
+        "odometer",
+        "show",
+        "--odometer",
+        odo,
+        "--dataset",
+        dataset,
+        "--json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["datasets"].as_array().unwrap().len(), 1, "{v}");
+    v["datasets"][0].clone()
+}
+
+/// `train METHOD --dataset DS --odometer ODO --out DIR/NAME.safetensors ARGS…`.
+fn train(
+    dir: &Path,
+    odo: &str,
+    ds: &str,
+    name: &str,
+    method: &str,
+    args: &[&str],
+) -> (i32, String, String, PathBuf) {
+    let out = dir.join(format!("{name}.safetensors"));
+    let mut all = vec![
+        "train",
+        method,
+        "--dataset",
+        ds,
+        "--odometer",
+        odo,
+        "--lambda",
+        "1e-2",
+    ];
+    all.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    all.extend_from_slice(args);
+    let (c, o, e) = capture(&all);
+    (c, o, e, out)
+}
+
+fn limit(odo: &str, ds: &str, eps: &str, delta: &str) {
+    ok(&[
+        "odometer",
+        "limit",
+        "--odometer",
+        odo,
+        "--dataset",
+        ds,
+        "--epsilon",
+        eps,
+        "--delta",
+        delta,
+    ]);
+}
+
+/// A PostgreSQL odometer in a fresh schema, or None when not configured.
+fn postgres_odometer(test: &str) -> Option<String> {
+    let Ok(base) = std::env::var("PRIVPRED_TEST_POSTGRES") else {
+        eprintln!("skipping the PostgreSQL variant of {test}: PRIVPRED_TEST_POSTGRES is not set");
+        return None;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("odo_{test}_{}_{nanos}", std::process::id()).to_lowercase();
+    privpred_serve::odometer::create_test_schema(
+        &privpred_serve::LedgerSpec::Postgres(base.clone()),
+        &schema,
+    )
+    .expect("create a test schema in PRIVPRED_TEST_POSTGRES");
+    Some(if base.contains("://") {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}options=-csearch_path%3D{schema}")
+    } else {
+        format!("{base} options='-c search_path={schema}'")
+    })
+}
+
+/// Model sensitivity (ε = 0.5) and prediction sensitivity (ε = 0.5 for all B = 10 answers)
+/// fill a limit of ε = 1 exactly; the next fit, however small, is refused before training
+/// and writes nothing, and so is the same data in another row order. The records add up.
+fn refuses_past_the_limit(odo: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = toy_csv(dir.path(), 300);
+    let ds = format!("csv:{}", csv.display());
+    limit(odo, &ds, "1", "1e-5");
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
+    assert_eq!(c, 0, "{e}");
+    assert!(e.contains("total 1 fit(s), epsilon = 0.5"), "{e}");
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "b",
+        "prediction-sensitivity",
+        &["--epsilon", "0.5", "--delta", "1e-5", "--budget", "10"],
+    );
+    assert_eq!(c, 0, "{e}");
+    let rec = show(odo, &ds);
+    assert_eq!(rec["spent"]["fits"], 2, "{rec}");
+    assert_eq!(rec["spent"]["epsilon"], 1.0, "{rec}");
+    assert_eq!(rec["spent"]["delta"], 1e-5, "{rec}");
+    assert_eq!(rec["fits"][1]["budget"], 10, "{rec}");
+    assert!(
+        rec["fits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["state"] == "released"),
+        "{rec}"
+    );
+
+    let (c, _, e, out) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "c",
+        "model-sensitivity",
+        &["--epsilon", "0.01"],
+    );
+    assert_eq!(c, 2, "{e}");
+    for needle in [
+        "2 fit(s) spent epsilon = 1, delta = 1e-5",
+        "would cost epsilon = 0.01, delta = 0",
+        "limit epsilon = 1, delta = 1e-5",
+    ] {
+        assert!(e.contains(needle), "{needle}: {e}");
+    }
+    assert!(!out.exists(), "a refused fit wrote its model");
+    // the same rows in reverse order (another file) are the same dataset
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let header = lines.remove(0);
+    lines.reverse();
+    let rev = dir.path().join("reversed.csv");
+    std::fs::write(&rev, format!("{header}\n{}\n", lines.join("\n"))).unwrap();
+    let rds = format!("csv:{}", rev.display());
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &rds,
+        "e",
+        "model-sensitivity",
+        &["--epsilon", "0.01"],
+    );
+    assert_eq!(c, 2, "{e}");
+    // a non-private model has no finite guarantee: it passes any limit
+    let (c, _, e, out) = train(dir.path(), odo, &ds, "f", "non-private", &[]);
+    assert_eq!(c, 2, "{e}");
+    assert!(e.contains("no finite guarantee"), "{e}");
+    assert!(!out.exists());
+    assert_eq!(show(odo, &ds)["spent"]["fits"], 2);
+    // raising the limit lets the next fit through
+    limit(odo, &ds, "1.5", "1e-5");
+    let (c, _, e, _) = train(
+        dir.path(),
+        odo,
+        &ds,
+        "g",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(show(odo, &ds)["spent"]["epsilon"], 1.5);
+}
+
+#[test]
+fn a_fit_past_the_limit_is_refused_before_training_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let odo = dir.path().join("odometer.sqlite");
+    refuses_past_the_limit(odo.to_str().unwrap());
+}
+
+#[test]
+fn a_fit_past_the_limit_is_refused_before_training_postgres() {
+    if let Some(odo) = postgres_odometer("limit") {
+        refuses_past_the_limit(&odo);
+    }
+}
+
+/// N trainers started at once with ε = 0.25 each against a limit of ε = 1: exactly 4 are
+/// charged and write their models, the rest are refused with exit 2 and write nothing.
+fn concurrent_trainers(odo: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = format!("csv:{}", toy_csv(dir.path(), 300).display());
+    limit(odo, &ds, "1", "0");
+    let n = 10;
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let out = dir.path().join(format!("m{i}.safetensors"));
+            let c = Command::new(BIN)
+                .args([
+                    "train",
+                    "model-sensitivity",
+                    "--dataset",
+                    &ds,
+                    "--epsilon",
+                    "0.25",
+                ])
+                .args([
+                    "--lambda",
+                    "1e-2",
+                    "--odometer",
+                    odo,
+                    "--out",
+                    out.to_str().unwrap(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (c, out)
+        })
+        .collect();
+    let mut passed = 0;
+    for (c, out) in children {
+        let o = c.wait_with_output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        match o.status.code() {
+            Some(0) => {
+                passed += 1;
+                assert!(out.exists());
+            }
+            Some(2) => {
+                assert!(e.contains("past the limit epsilon = 1"), "{e}");
+                assert!(!out.exists());
+            }
+            other => panic!("exit {other:?}: {e}"),
+        }
+    }
+    assert_eq!(passed, 4);
+    let rec = show(odo, &ds);
+    assert_eq!(rec["spent"]["fits"], 4, "{rec}");
+    assert_eq!(rec["spent"]["epsilon"], 1.0, "{rec}");
+}
+
+#[test]
+fn concurrent_trainers_cannot_both_pass_the_limit_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let odo = dir.path().join("odometer.sqlite");
+    concurrent_trainers(&format!("sqlite:{}", odo.display()));
+}
+
+#[test]
+fn concurrent_trainers_cannot_both_pass_the_limit_postgres() {
+    if let Some(odo) = postgres_odometer("concurrent") {
+        concurrent_trainers(&odo);
+    }
+}
+
+/// The odometer is created by `odometer limit` only: a fit names a missing odometer or a
+/// dataset without a limit and is refused (exit 2) without creating anything; a fit that
+/// stops with an error after its reservation is not charged; bad arguments exit 2.
+#[test]
+fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = format!("csv:{}", toy_csv(dir.path(), 300).display());
+    let odo = dir.path().join("odo.sqlite");
+    let o = odo.to_str().unwrap();
+    let (c, _, e, _) = train(
+        dir.path(),
+        o,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
+    assert_eq!(c, 2, "{e}");
+    assert!(
+        e.contains("does not exist") && e.contains("odometer limit"),
+        "{e}"
+    );
+    assert!(!odo.exists(), "a fit created the odometer");
+    let (c, _, e) = capture(&["odometer", "show", "--odometer", o]);
+    assert_eq!(c, 2, "{e}");
+    // a limit on another key: this dataset has none
+    ok(&[
+        "odometer",
+        "limit",
+        "--odometer",
+        o,
+        "--key",
+        "other",
+        "--epsilon",
+        "1",
+    ]);
+    let (c, _, e, _) = train(
+        dir.path(),
+        o,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5"],
+    );
+    assert_eq!(c, 2, "{e}");
+    assert!(e.contains("no limit for dataset sha256:"), "{e}");
+    // the owner's own key
+    let (c, _, e, _) = train(
+        dir.path(),
+        o,
+        &ds,
+        "a",
+        "model-sensitivity",
+        &["--epsilon", "0.5", "--odometer-key", "other"],
+    );
+    assert_eq!(c, 0, "{e}");
+    // reserved, then refused by the method's own check (DP-SGD needs δ > 0): not charged
+    let (c, _, e, out) = train(
+        dir.path(),
+        o,
+        &ds,
+        "b",
+        "dp-sgd",
+        &["--epsilon", "0.5", "--odometer-key", "other"],
+    );
+    assert_eq!(c, 2, "{e}");
+    assert!(!out.exists());
+    let v: Value = serde_json::from_str(&ok(&[
+        "odometer",
+        "show",
+        "--odometer",
+        o,
+        "--key",
+        "other",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(v["datasets"][0]["spent"]["fits"], 1, "{v}");
+    assert_eq!(v["datasets"][0]["spent"]["epsilon"], 0.5, "{v}");
+    assert_eq!(v["datasets"][0]["fits"][1]["state"], "cancelled", "{v}");
+    // bad arguments and files
+    for (args, needle) in [
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "k",
+                "--epsilon",
+                "-1",
+            ],
+            "epsilon = -1",
+        ),
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "k",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1",
+            ],
+            "delta = 1",
+        ),
+        (
+            vec![
+                "odometer",
+                "limit",
+                "--odometer",
+                o,
+                "--key",
+                "",
+                "--epsilon",
+                "1",
+            ],
+            "odometer key",
+        ),
+        (
+            vec!["odometer", "show", "--odometer", o, "--key", "nope"],
+            "no limit for dataset nope",
+        ),
+        (
+            vec![
+                "odometer",
+                "show",
+                "--odometer",
+                dir.path().to_str().unwrap(),
+            ],
+            "not a regular file",
+        ),
+    ] {
+        let (c, _, e) = capture(&args);
+        assert_eq!(c, 2, "{args:?}: {e}");
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(
+        &junk,
+        b"not a database at all, just some text that is long enough",
+    )
+    .unwrap();
+    let (c, _, e) = capture(&["odometer", "show", "--odometer", junk.to_str().unwrap()]);
+    assert_eq!(c, 2, "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
