@@ -36,11 +36,7 @@ pub struct Plan {
 impl MemoryLedger {
     /// Plans the answers to `rows` (preprocessed) and checks the budget `total`: refused
     /// whole with `BudgetExhausted` when the distinct new rows outnumber what remains.
-    pub fn plan<'a>(
-        &self,
-        rows: impl Iterator<Item = &'a [f32]>,
-        total: u64,
-    ) -> PyResult<Plan> {
+    pub fn plan<'a>(&self, rows: impl Iterator<Item = &'a [f32]>, total: u64) -> PyResult<Plan> {
         let mut keys = Vec::new();
         let mut source = Vec::new();
         let mut fresh_rows = Vec::new();

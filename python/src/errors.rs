@@ -95,26 +95,3 @@ pub fn invalid(name: &str, value: impl std::fmt::Display, expected: &str) -> PyE
     PyValueError::new_err(format!("invalid {name} = {value}: {expected}"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::python_words;
-
-    #[test]
-    fn flags_become_python_parameters() {
-        assert_eq!(
-            python_words("for replace-one neighbours use --accountant pld (the PLD accountant) or --neighbours add-remove"),
-            "for replace-one neighbours use accountant=\"pld\" (the PLD accountant) or neighbours=\"add-remove\""
-        );
-        assert_eq!(
-            python_words("pass --init-ledger to create a new budget record"),
-            "pass init_ledger=True to create a new budget record"
-        );
-        assert_eq!(
-            python_words("DP-SGD needs --n, --batch-size and --epochs (q = b/N)"),
-            "DP-SGD needs n, batch_size and epochs (q = b/N)"
-        );
-        assert_eq!(python_words("or pass --data-dir"), "or pass data_dir");
-        // not flags: an em dash, a range, a number
-        assert_eq!(python_words("a -- b, x--y, --1"), "a -- b, x--y, --1");
-    }
-}

@@ -559,6 +559,9 @@ impl NativeModel {
     }
 }
 
+/// scikit-learn's `coef_` (C × D) and `intercept_` (C) of a public model.
+type Layout<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>);
+
 /// Labels and, for public models, their logits.
 type Answers<'py> = (Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>);
 
@@ -611,11 +614,7 @@ impl NativeModel {
     /// `coef · u + intercept` (C × D and C), the bias feature's weight folded into the
     /// intercept. The factors are read off the preprocessing itself (one mapped basis row), so
     /// the layout follows whatever the preprocessing does. None for private-prediction methods.
-    #[allow(clippy::type_complexity)]
-    fn layout<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)>> {
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Option<Layout<'py>>> {
         let Some(m) = self.public_model() else {
             return Ok(None);
         };
@@ -635,7 +634,13 @@ impl NativeModel {
             coef.extend((0..d).map(|j| scale * m.theta[j * m.c + c]));
         }
         let intercept: Vec<f64> = (0..m.c)
-            .map(|c| if m.d > d { bias * m.theta[d * m.c + c] } else { 0.0 })
+            .map(|c| {
+                if m.d > d {
+                    bias * m.theta[d * m.c + c]
+                } else {
+                    0.0
+                }
+            })
             .collect();
         Ok(Some((
             PyArray1::from_vec(py, coef).reshape([m.c, d])?,

@@ -124,9 +124,11 @@ def test_ledger_misuse_is_refused_with_clear_errors(tmp_path, digits):
     model, ledger = tmp_path / "m.safetensors", tmp_path / "ledger.sqlite"
     # no ledger file and no init: refused, nothing created
     est.save(model)
-    with pytest.raises(RuntimeError, match="ledger"):
+    with pytest.raises(RuntimeError, match="ledger") as e:
         privpred.load(model, ledger=ledger)
     assert not ledger.exists()
+    # the message names the Python parameter, not the command-line flag
+    assert "init_ledger=True" in str(e.value) and "--" not in str(e.value), str(e.value)
     # init creates it once; a second init is refused (a budget is never reset)
     privpred.load(model, ledger=ledger, init_ledger=True)
     with pytest.raises(RuntimeError, match="ledger"):

@@ -246,6 +246,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR, densified for the core
         if _canonical(self.method) in BUDGETED:
             tags.non_deterministic = True
         return tags
@@ -327,10 +328,13 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 + ("" if method == "non-private" else f", epsilon={self.epsilon}, delta={self.delta}"),
                 file=sys.stderr,
             )
+        # data-independent facts saved with the model: the labels (when JSON can hold them)
+        # and which hyperparameter the fit selects on the data (for the guarantee's summary)
+        cv = _cross_validated(method, self.lam, self.clip)
         try:
-            extra = json.dumps({"classes": classes.tolist()})
+            extra = json.dumps({"classes": classes.tolist(), "cross_validated": cv})
         except TypeError:
-            extra = None
+            extra = json.dumps({"cross_validated": cv})
         native = _native.train(
             X,
             np.ascontiguousarray(y_enc, dtype=np.uint32),
@@ -355,14 +359,6 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         )
         self.classes_ = classes
         self._set_native(native)
-        if self.guarantee_ is not None:
-            cv = (self.private_diagnostics_ or {}).get("cross_validation") or {}
-            chosen = (
-                [f"the {cv['parameter']} chosen by cross-validation on the same data"]
-                if cv.get("parameter")
-                else []
-            )
-            self.guarantee_["summary"] = _summary(self.guarantee_, chosen)
         self.fit_warnings_ = leaks
         if self.verbose:
             g = self.guarantee_
@@ -378,9 +374,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.__dict__.pop("_saved_to", None)  # a new fit is a new model, not the saved one
         g = native.guarantee_json()
         self.guarantee_ = None if g is None else json.loads(g)
-        if self.guarantee_ is not None:
-            self.guarantee_["summary"] = _summary(self.guarantee_, ["any hyperparameter chosen on the same data"])
         info = json.loads(native.info_json())
+        if self.guarantee_ is not None:
+            py_extra = (info.get("extra") or {}).get("python") or {}
+            if "cross_validated" in py_extra:  # saved by Python: known
+                cv = py_extra["cross_validated"]
+                gaps = [f"the {cv} chosen by cross-validation on the same data"] if cv else []
+            else:  # e.g. a file of `privpred train`
+                gaps = ["any hyperparameter chosen on the same data"]
+            self.guarantee_["summary"] = _summary(self.guarantee_, gaps)
         self.info_ = info
         self.release_ = info["release"]
         self.cross_validation_ = (info.get("extra") or {}).get("cross_validation")
@@ -592,6 +594,15 @@ def _bias_value(bias, fit_intercept: bool = True) -> float:
         "bias feature's value v, rows [x*sqrt(1 - v**2), v]), True (sqrt(1/2)) or None "
         f"({INTERCEPT_BIAS}); fit_intercept=False fits no intercept"
     )
+
+
+def _cross_validated(method: str, lam: Any, clip: Any) -> Optional[str]:
+    """The hyperparameter a fit selects on the training data (as the core does), or None."""
+    if method == "dp-sgd":
+        return "clip" if isinstance(clip, str) else None
+    if method == "subsample-aggregate":
+        return None
+    return "lambda" if isinstance(lam, str) else None
 
 
 def _threads(n_jobs: Optional[int]) -> Optional[int]:
