@@ -147,10 +147,10 @@ def test_coef_and_intercept_in_sklearn_layout(digits, fit_intercept):
 
 def test_fit_intercept_and_bias_parameters(digits):
     Xtr, _, ytr, _ = digits
-    assert PLR().fit_intercept is True and PLR().bias is None
-    est = PLR(method="non-private").fit(Xtr, ytr)
+    assert PLR().fit_intercept is False and PLR().bias is None  # the default by measurement
+    est = PLR(method="non-private", fit_intercept=True).fit(Xtr, ytr)
     assert any(s.startswith("bias:0.05 ") for s in est.info_["preprocessing_steps"])
-    est = PLR(method="non-private", fit_intercept=False).fit(Xtr, ytr)
+    est = PLR(method="non-private").fit(Xtr, ytr)
     assert not any(s.startswith("bias:") for s in est.info_["preprocessing_steps"])
     with pytest.raises(ValueError, match="invalid bias = 0.3 with fit_intercept=False"):
         PLR(fit_intercept=False, bias=0.3).fit(Xtr, ytr)
