@@ -94,4 +94,3 @@ pub fn linear(e: LinearError) -> PyErr {
 pub fn invalid(name: &str, value: impl std::fmt::Display, expected: &str) -> PyErr {
     PyValueError::new_err(format!("invalid {name} = {value}: {expected}"))
 }
-

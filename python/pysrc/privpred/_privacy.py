@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from numbers import Real
 from typing import Any, List, Optional
 
 import numpy as np
@@ -289,8 +288,3 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = np.asarray(X, dtype=np.float64)
         lo, hi = self._checked_bounds(X.shape[1])
         return X * (hi - lo) + lo
-
-
-def is_real(v: Any) -> bool:
-    """A real number that is not a bool."""
-    return isinstance(v, Real) and not isinstance(v, (bool, np.bool_))
