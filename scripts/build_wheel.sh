@@ -25,20 +25,14 @@ work=$(mktemp -d /tmp/privpred-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # --- 1. build -------------------------------------------------------------------------
-# The build tools live at a fixed path beside the build: the zig linker wrappers name the
-# interpreter that runs zig, so a new path each time would make cargo rebuild everything.
-build_env="${CARGO_TARGET_DIR:-target}/wheel-build-env"
-if [ ! -x "$build_env/bin/maturin" ]; then
-    "$PY" -m venv "$build_env"
-    "$build_env/bin/pip" install -q --upgrade pip
-    "$build_env/bin/pip" install -q "maturin>=1.5,<2" ziglang twine
-fi
-build_env=$(cd "$build_env" && pwd)
+"$PY" -m venv "$work/build"
+"$work/build/bin/pip" install -q --upgrade pip
+"$work/build/bin/pip" install -q "maturin>=1.5,<2" ziglang twine
 mkdir -p "$OUT"
 rm -f "$OUT"/privpred-*.whl
 start=$(date +%s)
 # maturin finds zig through `python -m ziglang` of the interpreter first on PATH
-PATH="$build_env/bin:$PATH" "$build_env/bin/maturin" build --release --zig \
+PATH="$work/build/bin:$PATH" "$work/build/bin/maturin" build --release --zig \
     --compatibility manylinux2014 --manifest-path python/Cargo.toml --out "$OUT"
 echo "wheel built in $(($(date +%s) - start)) s"
 wheel=$(ls "$OUT"/privpred-*.whl)
@@ -48,7 +42,7 @@ case "$wheel" in
 esac
 
 # --- 2. check -------------------------------------------------------------------------
-"$build_env/bin/twine" check --strict "$wheel"
+"$work/build/bin/twine" check --strict "$wheel"
 echo "wheel: $wheel ($(stat -c %s "$wheel") bytes)"
 
 # --- 3. install where no Rust toolchain is on PATH, and test that install ---------------
