@@ -49,7 +49,7 @@ pub fn calibrate(
             }
             (None, _) => {
                 return Err(invalid(
-                    "batch-size",
+                    "batch_size",
                     "none",
                     "dp-sgd needs batch_size b >= 1 (and n, epochs)",
                 ));

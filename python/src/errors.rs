@@ -2,7 +2,9 @@
 //!
 //! Bad arguments, data, queries and model files (what the CLI answers with exit code 2) are
 //! `ValueError`; file-system failures are `OSError`; numerical failures and uncertified fits
-//! are `RuntimeError`; a spent inference budget is `privpred.BudgetExhausted`.
+//! are `RuntimeError`; a spent inference budget is `privpred.BudgetExhausted`. Where the
+//! crates' messages name a command-line flag (`--accountant pld`), the Python message names
+//! the Python parameter instead (`accountant="pld"`): see [`python_words`].
 
 use privpred_core::CoreError;
 use privpred_data::DataError;
@@ -18,30 +20,73 @@ create_exception!(
     "The inference budget B of a private-prediction model is spent: the guarantee covers no further answers."
 );
 
+/// The command-line words of the crates' messages and what a Python caller writes instead,
+/// most specific first (a flag with its value before the flag alone).
+const PYTHON_WORDS: &[(&str, &str)] = &[
+    ("--accountant pld", "accountant=\"pld\""),
+    ("--neighbours add-remove", "neighbours=\"add-remove\""),
+    ("--neighbours replace-one", "neighbours=\"replace-one\""),
+    ("--n, --batch-size and --epochs", "n, batch_size and epochs"),
+    ("--init-ledger", "init_ledger=True"),
+    ("--allow-invalid-guarantee", "allow_invalid_guarantee=True"),
+    ("invalid sampling-rate", "invalid sample_rate"),
+];
+
+/// A crate's message with the Python parameters named instead of the command-line flags:
+/// the known phrases of [`PYTHON_WORDS`], then any other `--flag-name` as `flag_name`.
+pub fn python_words(msg: &str) -> String {
+    let mut s = msg.to_string();
+    for (cli, py) in PYTHON_WORDS {
+        s = s.replace(cli, py);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find("--") {
+        let (head, tail) = rest.split_at(i);
+        out.push_str(head);
+        let word = &tail[2..];
+        let starts_flag = head.is_empty() || head.ends_with([' ', '(', '`', '\'', '"']);
+        let len = word
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(word.len());
+        if starts_flag && word.starts_with(|c: char| c.is_ascii_lowercase()) {
+            out.push_str(&word[..len].replace('-', "_"));
+            rest = &word[len..];
+        } else {
+            out.push_str("--");
+            rest = word;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A core (calibration, accounting) error.
 pub fn core(e: CoreError) -> PyErr {
+    let msg = python_words(&e.to_string());
     match e {
-        CoreError::Numerical(_) => PyRuntimeError::new_err(e.to_string()),
-        _ => PyValueError::new_err(e.to_string()),
+        CoreError::Numerical(_) => PyRuntimeError::new_err(msg),
+        _ => PyValueError::new_err(msg),
     }
 }
 
 /// A data-layer (dataset, preprocessing) error.
 pub fn data(e: DataError) -> PyErr {
+    let msg = python_words(&e.to_string());
     match e {
-        DataError::Io { .. } => PyOSError::new_err(e.to_string()),
-        _ => PyValueError::new_err(e.to_string()),
+        DataError::Io { .. } => PyOSError::new_err(msg),
+        _ => PyValueError::new_err(msg),
     }
 }
 
 /// A linear-model error: user errors (the CLI's exit code 2) are `ValueError`.
 pub fn linear(e: LinearError) -> PyErr {
     match e {
-        LinearError::Io { .. } => PyOSError::new_err(e.to_string()),
+        LinearError::Io { .. } => PyOSError::new_err(python_words(&e.to_string())),
         LinearError::Core(c) => core(c),
         LinearError::Data(d) => data(d),
-        _ if e.is_user_error() => PyValueError::new_err(e.to_string()),
-        _ => PyRuntimeError::new_err(e.to_string()),
+        _ if e.is_user_error() => PyValueError::new_err(python_words(&e.to_string())),
+        _ => PyRuntimeError::new_err(python_words(&e.to_string())),
     }
 }
 

@@ -24,7 +24,7 @@ pub struct DurableLedger {
 }
 
 fn ledger_err(e: privpred_serve::ServeError) -> PyErr {
-    PyRuntimeError::new_err(e.to_string())
+    PyRuntimeError::new_err(crate::errors::python_words(&e.to_string()))
 }
 
 impl DurableLedger {
@@ -34,7 +34,8 @@ impl DurableLedger {
     /// or record is an error, as for `privpred serve`.
     pub fn open(ledger: &str, model_id: String, total: u64, init: bool) -> PyResult<Self> {
         let spec = if ledger.starts_with("sqlite:") {
-            LedgerSpec::parse(ledger).map_err(|e| PyValueError::new_err(e.to_string()))?
+            LedgerSpec::parse(ledger)
+                .map_err(|e| PyValueError::new_err(crate::errors::python_words(&e.to_string())))?
         } else if ledger.starts_with("postgres") || ledger.contains("host=") {
             return Err(PyValueError::new_err(format!(
                 "invalid ledger = {ledger:?}: the Python package writes SQLite ledgers only (a file path or `sqlite:PATH`); PostgreSQL ledgers are served by `privpred serve`"

@@ -12,6 +12,7 @@
 //! unit ball, the budget check) happens here, in the same code paths as the CLI.
 
 mod accounting;
+mod answers;
 mod datasets;
 mod errors;
 mod guarantee;

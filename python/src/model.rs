@@ -2,7 +2,8 @@
 //! the unit ball, λ / clip cross-validation on a 10 % hold-out, `train_private`) on arrays
 //! handed over from Python, and prediction with an in-memory budget ledger.
 
-use crate::errors::{self, BudgetExhausted, data, invalid, linear};
+use crate::answers::MemoryLedger;
+use crate::errors::{self, data, invalid, linear};
 use crate::guarantee::{self, calibration_json};
 use crate::ledger::DurableLedger;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
@@ -49,8 +50,9 @@ pub struct NativeModel {
     model: StoredModel,
     prep: FittedPreprocessing,
     extra: serde_json::Value,
-    /// Answers released so far (private-prediction methods), the in-memory ledger.
-    spent: Mutex<u64>,
+    /// The in-memory ledger (private-prediction methods): answers released so far, stored
+    /// by row, with the durable ledger's answer rule.
+    memory: Mutex<MemoryLedger>,
     /// Read from a file: its budget may already be spent elsewhere, so a private-prediction
     /// model loaded from disk answers only through `privpred serve`'s durable ledger.
     loaded: bool,
@@ -105,7 +107,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -128,6 +130,7 @@ pub fn train(
     epochs: Option<f64>,
     learning_rate: Option<f64>,
     extra: Option<&str>,
+    n_jobs: Option<usize>,
 ) -> PyResult<NativeModel> {
     let method = match method {
         "non-private" => None,
@@ -205,7 +208,17 @@ pub fn train(
             labels.len()
         )));
     }
-    py.detach(|| train_impl(&args, features, labels, d, classes, extra))
+    match n_jobs {
+        // the crates' parallel kernels (rayon) on a pool of this many threads
+        Some(k) => {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(k.max(1))
+                .build()
+                .map_err(|e| PyRuntimeError::new_err(format!("cannot start {k} threads: {e}")))?;
+            py.detach(|| pool.install(|| train_impl(&args, features, labels, d, classes, extra)))
+        }
+        None => py.detach(|| train_impl(&args, features, labels, d, classes, extra)),
+    }
 }
 
 fn train_impl(
@@ -327,7 +340,7 @@ fn train_impl(
         model,
         prep,
         extra,
-        spent: Mutex::new(0),
+        memory: Mutex::new(MemoryLedger::default()),
         loaded: false,
         rng: Mutex::new(rng),
         durable: Mutex::new(None),
@@ -403,7 +416,7 @@ pub fn load(
         model: m.model,
         prep: m.preprocessing,
         extra: m.extra,
-        spent: Mutex::new(0),
+        memory: Mutex::new(MemoryLedger::default()),
         loaded: true,
         rng: Mutex::new(release_rng().map_err(errors::core)?),
         durable: Mutex::new(None),
@@ -495,7 +508,8 @@ impl NativeModel {
         Ok((logits_all(model, &q).map_err(linear)?, model.c))
     }
 
-    /// Answers of a private-prediction method, charged to the in-memory ledger first.
+    /// Answers of a private-prediction method, charged to the in-memory ledger first (a row
+    /// asked before gets its stored answer, free, as from the durable ledger).
     fn private_answers(&self, ds: Dataset) -> PyResult<Vec<u32>> {
         let p = match &self.model {
             StoredModel::Private(p) => p,
@@ -517,34 +531,36 @@ impl NativeModel {
             )));
         }
         let total = p.calibration.budget().get().unwrap_or(u64::MAX);
-        let n = ds.n as u64;
-        let mut spent = self
-            .spent
+        let q = self.prep.apply_owned(ds).map_err(data)?;
+        let mut memory = self
+            .memory
             .lock()
             .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
-        if spent.saturating_add(n) > total {
-            let left = total - *spent;
-            return Err(BudgetExhausted::new_err(if left == 0 {
-                format!(
-                    "the inference budget of {total} answers is exhausted; the guarantee covers no further answers"
-                )
-            } else {
-                format!(
-                    "this request needs {n} new answers but only {left} remain of the budget of {total}; send at most {left} new rows"
-                )
-            }));
-        }
-        let q = self.prep.apply_owned(ds).map_err(data)?;
-        let mut rng = self
-            .rng
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("generator poisoned"))?;
-        let labels = p.predict_dataset(&q, &mut *rng).map_err(linear)?;
+        let plan = memory.plan(q.features.chunks_exact(q.d.max(1)), total)?;
+        let fresh = if plan.fresh_rows.is_empty() {
+            Vec::new()
+        } else {
+            let features: Vec<f32> = plan
+                .fresh_rows
+                .iter()
+                .flat_map(|&i| q.row(i).iter().copied())
+                .collect();
+            let labels = vec![0; plan.fresh_rows.len()];
+            let new = Dataset::new(q.d, q.classes, features, labels, q.provenance.clone())
+                .map_err(data)?;
+            let mut rng = self
+                .rng
+                .lock()
+                .map_err(|_| PyRuntimeError::new_err("generator poisoned"))?;
+            p.predict_dataset(&new, &mut *rng).map_err(linear)?
+        };
         // charged only once the answers exist (nothing is released on an error)
-        *spent += n;
-        Ok(labels)
+        Ok(memory.commit(plan, &fresh))
     }
 }
+
+/// scikit-learn's `coef_` (C × D) and `intercept_` (C) of a public model.
+type Layout<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>);
 
 /// Labels and, for public models, their logits.
 type Answers<'py> = (Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>);
@@ -593,6 +609,45 @@ impl NativeModel {
         }
     }
 
+    /// A public model in scikit-learn's layout over the unit-ball-mapped rows u (x/‖x‖ for
+    /// `normalize`, x/max(R, ‖x‖) for `clip:R`): `(coef, intercept)` with logits
+    /// `coef · u + intercept` (C × D and C), the bias feature's weight folded into the
+    /// intercept. The factors are read off the preprocessing itself (one mapped basis row), so
+    /// the layout follows whatever the preprocessing does. None for private-prediction methods.
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Option<Layout<'py>>> {
+        let Some(m) = self.public_model() else {
+            return Ok(None);
+        };
+        let d = self.prep.input_dim;
+        // a raw row that the unit-ball rule maps to the first basis vector e₀
+        let radius = match self.prep.recipe.unit_ball {
+            UnitBall::Normalize => 1.0,
+            UnitBall::Clip { radius } => radius,
+            UnitBall::MaxNorm => self.prep.max_norm.unwrap_or(1.0),
+        };
+        let mut e0 = vec![0f32; d];
+        e0[0] = radius as f32;
+        let z = self.prep.apply_row(&e0).map_err(data)?;
+        let (scale, bias) = (f64::from(z[0]), z.get(d).map_or(0.0, |&b| f64::from(b)));
+        let mut coef = Vec::with_capacity(m.c * d);
+        for c in 0..m.c {
+            coef.extend((0..d).map(|j| scale * m.theta[j * m.c + c]));
+        }
+        let intercept: Vec<f64> = (0..m.c)
+            .map(|c| {
+                if m.d > d {
+                    bias * m.theta[d * m.c + c]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        Ok(Some((
+            PyArray1::from_vec(py, coef).reshape([m.c, d])?,
+            PyArray1::from_vec(py, intercept),
+        )))
+    }
+
     /// The guarantee as the JSON text of `privpred calibrate --json` (None: non-private).
     fn guarantee_json(&self) -> Option<String> {
         self.model
@@ -611,10 +666,11 @@ impl NativeModel {
             let st = l.state()?;
             return Ok((Some(st.total), st.spent));
         }
-        let spent = *self
-            .spent
+        let spent = self
+            .memory
             .lock()
-            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
+            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?
+            .spent;
         let total = self
             .model
             .private()

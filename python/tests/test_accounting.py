@@ -41,7 +41,7 @@ def test_calibrate_is_the_cli_calibrate_json(method, args, kw):
 def test_calibrate_errors_are_value_errors_with_the_cli_message():
     with pytest.raises(ValueError, match=r"invalid epsilon = 0: must be a finite number > 0"):
         privpred.calibrate("model-sensitivity", epsilon=0.0, n=10, lam=1.0)
-    with pytest.raises(ValueError, match="batch-size"):
+    with pytest.raises(ValueError, match="batch_size"):
         privpred.calibrate("dp-sgd", epsilon=1.0, delta=1e-5, n=100)
 
 
@@ -66,7 +66,7 @@ def test_rdp_matches_dp_accounting(q, sigma, steps, delta):
     a = rdp_privacy_accountant.RdpAccountant()
     a.compose(_event(q, sigma, steps))
     theirs = a.get_epsilon(delta)
-    ours = accounting.epsilon_dp_sgd(q, sigma, steps, delta, accountant="rdp")
+    ours = accounting.epsilon_dp_sgd(q, sigma, steps, delta, accountant="rdp", neighbours="add-remove")
     # same bound up to the order grids: relative 1e-4 (observed below 1e-5)
     assert ours == pytest.approx(theirs, rel=1e-4)
 
@@ -89,7 +89,8 @@ def test_pld_matches_dp_accounting(q, sigma, steps, delta, relation):
 def test_get_noise_multiplier_meets_the_target_tightly(accountant):
     q, steps, delta, target = 0.01, 1000, 1e-5, 1.0
     sigma = accounting.get_noise_multiplier(target_epsilon=target, target_delta=delta,
-                                            sample_rate=q, steps=steps, accountant=accountant)
+                                            sample_rate=q, steps=steps, accountant=accountant,
+                                            neighbours="add-remove")
     make = (rdp_privacy_accountant.RdpAccountant if accountant == "rdp"
             else pld_privacy_accountant.PLDAccountant)
 
@@ -101,11 +102,12 @@ def test_get_noise_multiplier_meets_the_target_tightly(accountant):
     assert eps(sigma) <= target * (1 + 1e-3)  # never above the target (up to the grids)
     assert eps(sigma - 2e-3) > target  # and the smallest such sigma to ~1e-3
     # Opacus's epochs form: steps = int(epochs / sample_rate)
-    assert accounting.get_noise_multiplier(target, delta, q, epochs=10, accountant=accountant) == sigma
+    assert accounting.get_noise_multiplier(target, delta, q, epochs=10, accountant=accountant,
+                                           neighbours="add-remove") == sigma
 
 
 def test_accountant_argument_errors():
-    with pytest.raises(ValueError, match="invalid sampling-rate = 1.5: must be in \\(0, 1\\]"):
+    with pytest.raises(ValueError, match="invalid sample_rate = 1.5: must be in \\(0, 1\\]"):
         accounting.epsilon_dp_sgd(1.5, 1.0, 10, 1e-5)
     with pytest.raises(ValueError, match="bounds add-remove neighbours only"):
         accounting.epsilon_dp_sgd(0.01, 1.0, 10, 1e-5, accountant="rdp", neighbours="replace-one")
@@ -113,3 +115,30 @@ def test_accountant_argument_errors():
         accounting.epsilon_dp_sgd(0.01, 1.0, 10, 1e-5, accountant="gdp")
     with pytest.raises(ValueError, match="give steps"):
         accounting.get_noise_multiplier(1.0, 1e-5, 0.01)
+
+
+def test_every_function_defaults_to_replace_one_and_agrees_with_calibrate():
+    """One default everywhere: the same DP-SGD request gives calibrate's sigma."""
+    import inspect
+    import math
+
+    for fn in (accounting.calibrate, accounting.epsilon_dp_sgd, accounting.get_noise_multiplier):
+        assert inspect.signature(fn).parameters["neighbours"].default == "replace-one", fn
+        assert "replace-one" in fn.__doc__
+    assert inspect.signature(privpred.PrivateLogisticRegression).parameters["neighbours"].default == "replace-one"
+    n, b, epochs, eps, delta = 60000, 256, 20, 1.0, 1e-5
+    g = privpred.calibrate("dp-sgd", epsilon=eps, delta=delta, n=n, batch_size=b, epochs=epochs)
+    assert g["neighbours"] == "replace-one"
+    sigma = g["noise_multiplier"]
+    steps = math.ceil(epochs * n / b)
+    assert g["steps"] == steps
+    assert accounting.get_noise_multiplier(eps, delta, b / n, steps=steps) == pytest.approx(sigma, abs=2e-4)
+    spent = accounting.epsilon_dp_sgd(b / n, sigma, steps, delta)
+    assert spent <= eps * (1 + 1e-9) and spent > 0.95 * eps
+    # the same under Opacus's relation, asked for explicitly: less noise, a weaker guarantee
+    ar = accounting.get_noise_multiplier(eps, delta, b / n, steps=steps, neighbours="add-remove")
+    assert ar < sigma
+    # independent: Google's dp-accounting, replace-one PLD, at calibrate's sigma
+    a = pld_privacy_accountant.PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    a.compose(_event(b / n, sigma, steps))
+    assert a.get_epsilon(delta) <= eps * (1 + 1e-3)

@@ -82,3 +82,42 @@ def test_client_with_a_token_and_a_released_model(served, digits, tmp_path):
     labels, left = privpred.Client(s.url, token="s3cret-token").predict(Xte[:40])
     assert left is None  # a privately trained model answers without a budget
     np.testing.assert_array_equal(est.classes_[labels], est.predict(Xte[:40]))
+
+
+def test_client_refuses_a_nan_naming_the_row_before_sending(served, digits):
+    Xtr, Xte, ytr, _ = digits
+    est = privpred.PrivateLogisticRegression(method="subsample-aggregate", epsilon=50.0,
+                                             budget=5, teachers=8).fit(Xtr, ytr)
+    s = served(est)
+    c = privpred.Client(s.url)
+    X = Xte[:4].copy()
+    X[2, 14] = np.nan
+    with pytest.raises(ValueError, match=r"row 2 has a non-finite value \(nan\) in column 14"):
+        c.predict(X)
+    X[2, 14] = np.inf
+    with pytest.raises(ValueError, match="row 2"):
+        c.predict(X)
+    assert c.model()["budget"]["remaining"] == 5  # nothing was sent
+
+
+def test_client_returns_the_models_own_string_labels(served, digits, tmp_path):
+    Xtr, Xte, ytr, yte = digits
+    names = np.array([f"digit-{k}" for k in range(10)])
+    est = privpred.PrivateLogisticRegression(epsilon=5.0, lam=1e-3).fit(Xtr, names[ytr])
+    s = served(est)
+    # from the served file's stored labels (checked to be the served model) ...
+    labels, _ = privpred.Client(s.url, classes=tmp_path / "model.safetensors").predict(Xte[:30])
+    np.testing.assert_array_equal(labels, est.predict(Xte[:30]))
+    assert labels.dtype.kind == "U"
+    # ... or from the labels themselves
+    labels, _ = privpred.Client(s.url, classes=est.classes_).predict(Xte[:30])
+    np.testing.assert_array_equal(labels, est.predict(Xte[:30]))
+    # without them: the server's indices
+    idx, _ = privpred.Client(s.url).predict(Xte[:30])
+    np.testing.assert_array_equal(est.classes_[idx], labels)
+    with pytest.raises(ValueError, match="labels for a served model of 10 classes"):
+        privpred.Client(s.url, classes=["a", "b"]).predict(Xte[:1])
+    other = privpred.PrivateLogisticRegression(epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
+    other.save(tmp_path / "other.safetensors")
+    with pytest.raises(ValueError, match="not this file's"):
+        privpred.Client(s.url, classes=tmp_path / "other.safetensors").predict(Xte[:1])

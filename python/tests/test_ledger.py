@@ -124,9 +124,11 @@ def test_ledger_misuse_is_refused_with_clear_errors(tmp_path, digits):
     model, ledger = tmp_path / "m.safetensors", tmp_path / "ledger.sqlite"
     # no ledger file and no init: refused, nothing created
     est.save(model)
-    with pytest.raises(RuntimeError, match="ledger"):
+    with pytest.raises(RuntimeError, match="ledger") as e:
         privpred.load(model, ledger=ledger)
     assert not ledger.exists()
+    # the message names the Python parameter, not the command-line flag
+    assert "init_ledger=True" in str(e.value) and "--" not in str(e.value), str(e.value)
     # init creates it once; a second init is refused (a budget is never reset)
     privpred.load(model, ledger=ledger, init_ledger=True)
     with pytest.raises(RuntimeError, match="ledger"):
@@ -142,10 +144,14 @@ def test_ledger_misuse_is_refused_with_clear_errors(tmp_path, digits):
         est.save(tmp_path / "m2.safetensors", ledger="postgres://u@localhost/db")
 
 
-@pytest.mark.parametrize("bias, value", [(0, 0.0), (0.05, 0.05), (0.5, 0.5), (True, 0.7071067811865476), (False, 0.0), (None, 0.0)])
-def test_bias_value_is_applied_and_recorded(tmp_path, digits, bias, value):
+@pytest.mark.parametrize("fit_intercept, bias, value", [
+    (False, None, 0.0), (True, 0.05, 0.05), (True, 0.5, 0.5), (True, True, 0.7071067811865476),
+    (False, False, 0.0), (True, None, 0.05),
+])
+def test_bias_value_is_applied_and_recorded(tmp_path, digits, fit_intercept, bias, value):
     Xtr, Xte, ytr, yte = digits
-    est = privpred.PrivateLogisticRegression(method="non-private", bias=bias).fit(Xtr, ytr)
+    est = privpred.PrivateLogisticRegression(
+        method="non-private", fit_intercept=fit_intercept, bias=bias).fit(Xtr, ytr)
     info = json.loads(est._native.info_json())
     # one more feature exactly when a bias feature is appended
     assert info["features"] == Xtr.shape[1] + (1 if value else 0), info
@@ -154,10 +160,77 @@ def test_bias_value_is_applied_and_recorded(tmp_path, digits, bias, value):
     est.save(tmp_path / "m.safetensors")
     again = privpred.load(tmp_path / "m.safetensors")
     assert np.array_equal(again.predict(Xte), est.predict(Xte))
+    assert again.fit_intercept == fit_intercept
+    if value:
+        assert again.bias == pytest.approx(value)
 
 
-@pytest.mark.parametrize("bias", [-0.1, 1.0, 1.5, float("nan"), "0.1"])
+@pytest.mark.parametrize("bias", [-0.1, 0.0, 1.0, 1.5, float("nan"), "0.1"])
 def test_bad_bias_values_are_refused_naming_the_range(digits, bias):
     Xtr, _, ytr, _ = digits
-    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+    with pytest.raises(ValueError, match=r"\(0(\.0)?, 1(\.0)?\)"):
         privpred.PrivateLogisticRegression(method="non-private", bias=bias).fit(Xtr, ytr)
+
+
+def _answer_sequence(predict, left, Xte):
+    """The same queries against one answering path: (answers, budget left) after each."""
+    rows = [
+        Xte[:4],                                   # 4 new rows
+        Xte[:4],                                   # asked before: free, the same answers
+        np.vstack([Xte[:2], Xte[4:6], Xte[4:5]]),  # 2 new; a row twice in one request: 1 unit
+        2.0 * Xte[6:7],                            # new
+        Xte[6:7],                                  # the same row after preprocessing (x/||x||): free
+        Xte[7:12],                                 # 5 new > 3 left: refused whole
+        Xte[7:10],                                 # 3 new: the budget of 10 is spent
+        Xte[:10],                                  # all asked before: answered, free
+        Xte[12:13],                                # new: refused
+    ]
+    out = []
+    for X in rows:
+        try:
+            out.append((predict(X).tolist(), left()))
+        except privpred.BudgetExhausted:
+            out.append(("refused", left()))
+    return out
+
+
+def test_one_answer_rule_in_memory_in_a_durable_ledger_and_in_the_server(tmp_path, digits):
+    """A repeated row is answered the same way everywhere: the stored answer, free."""
+    Xtr, Xte, ytr, yte = digits
+    kw = dict(method="subsample-aggregate", epsilon=50.0, budget=10, teachers=8)
+    memory = privpred.PrivateLogisticRegression(**kw).fit(Xtr, ytr)
+    seq = _answer_sequence(memory.predict, lambda: memory.budget_left_, Xte)
+    lefts = [left for _, left in seq]
+    assert lefts == [6, 6, 4, 3, 3, 3, 0, 0, 0]
+    assert [a for a, _ in seq].count("refused") == 2
+    (a0, _), (a1, _), (a2, _), (a3, _), (a4, _) = seq[:5]
+    assert a1 == a0 and a2[:2] == a0[:2] and a2[2] == a2[4] and a4 == a3
+    assert seq[7][0][:4] == a0
+
+    durable = privpred.PrivateLogisticRegression(**kw).fit(Xtr, ytr)
+    durable.save(tmp_path / "d.safetensors", ledger=tmp_path / "d.sqlite")
+    dseq = _answer_sequence(durable.predict, lambda: durable.budget_left_, Xte)
+    assert [left for _, left in dseq] == lefts
+    assert [a == "refused" for a, _ in dseq] == [a == "refused" for a, _ in seq]
+
+    served = privpred.PrivateLogisticRegression(**kw).fit(Xtr, ytr)
+    (tmp_path / "srv").mkdir()
+    served.save(tmp_path / "srv" / "s.safetensors")
+    server = Server(tmp_path / "srv" / "s.safetensors", tmp_path / "srv")
+    try:
+        c = privpred.Client(server.url, classes=served.classes_)
+        state = {}
+
+        def ask(X):
+            labels, state["left"] = c.predict(X)
+            return labels
+
+        def left():
+            return state.get("left")
+
+        sseq = _answer_sequence(ask, left, Xte)
+    finally:
+        server.close()
+    # the server reports the budget with each answer; a refused request keeps the last value
+    assert [left for _, left in sseq] == lefts
+    assert [a == "refused" for a, _ in sseq] == [a == "refused" for a, _ in seq]

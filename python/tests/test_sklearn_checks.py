@@ -8,7 +8,9 @@ which the other test files measure on real data.
 
 Private-prediction methods (prediction sensitivity, subsample-and-aggregate) spend the
 inference budget on every `predict` and answer with fresh noise; the checks that cannot
-apply to them are listed in `expected_failed_checks` with the reason.
+apply to them are listed in `expected_failed_checks` with the reason. ``class_weight`` is
+refused for every method (only None), so scikit-learn's class-weight check is expected to fail.
+The public-bounds scaler passes every check.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privpred import PrivateLogisticRegression as PLR
+from privpred import PublicBoundsScaler
 
 BUDGETED_NOT_APPLICABLE = {
     "check_estimators_pickle": (
@@ -30,6 +33,13 @@ BUDGETED_NOT_APPLICABLE = {
     ),
 }
 
+CLASS_WEIGHT_REFUSED = {
+    "check_class_weight_classifiers": (
+        "refused by design with a ValueError: a class weight w multiplies an example's loss "
+        "and gradient, while every method's noise is calibrated for examples of weight 1"
+    ),
+}
+
 ESTIMATORS = [
     PLR(method="non-private"),
     PLR(method="model-sensitivity", epsilon=1e4),
@@ -38,13 +48,16 @@ ESTIMATORS = [
     PLR(method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
     PLR(method="prediction-sensitivity", epsilon=1e4, budget=10**9),
     PLR(method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4),
+    PublicBoundsScaler(lower=-3.0, upper=3.0),
 ]
 
 
 def _expected_failed(est):
+    if isinstance(est, PublicBoundsScaler):
+        return {}
     if est.method in ("prediction-sensitivity", "subsample-aggregate"):
-        return BUDGETED_NOT_APPLICABLE
-    return {}
+        return {**BUDGETED_NOT_APPLICABLE, **CLASS_WEIGHT_REFUSED}
+    return CLASS_WEIGHT_REFUSED
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import struct
 import urllib.error
 import urllib.request
 from typing import Any, Dict, Optional, Tuple
@@ -23,12 +25,26 @@ class Client:
         Bearer token (servers started with ``--tokens``).
     timeout : float, default=30.0
         Seconds per request.
+    classes : array-like, str or os.PathLike, optional
+        The served model's class labels, so that :meth:`predict` returns them instead of
+        the server's indices ``0..C-1``: the labels themselves (e.g. the estimator's
+        ``classes_``), or the path of the served model file, whose stored labels are read
+        (a file saved by Python stores them) after checking that the server serves that
+        file's model. None: labels are the indices.
     """
 
-    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 30.0):
+    def __init__(
+        self,
+        url: str,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        classes: Any = None,
+    ):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.classes = classes
+        self._labels: Optional[np.ndarray] = None
 
     def _request(self, path: str, body: Optional[bytes] = None) -> Dict[str, Any]:
         headers = {"Accept": "application/json"}
@@ -71,7 +87,8 @@ class Client:
         Returns
         -------
         labels : ndarray of shape (n_samples,)
-            Predicted classes (integers ``0..C-1``).
+            Predicted classes: the model's own labels when ``classes`` was given, else
+            the indices ``0..C-1``.
         budget_left : int or None
             Answers remaining of the budget B (None: unlimited, a privately trained model).
 
@@ -80,20 +97,80 @@ class Client:
         privpred.BudgetExhausted
             On HTTP 429: the request needs more answers than remain (nothing was spent).
         ValueError
-            On other 4xx answers (wrong dimension, non-finite values, ...).
+            For a row with a NaN or infinite value (naming the row and column, before
+            anything is sent), and on other 4xx answers (wrong dimension, ...).
         PermissionError
             On 401 (missing or invalid token).
         RuntimeError
             On 5xx (e.g. the ledger cannot be written: the server fails closed).
         """
+        if hasattr(X, "toarray"):  # scipy.sparse
+            X = X.toarray()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"invalid X: expected a 2-D array, got {X.ndim} dimensions")
+        bad = np.argwhere(~np.isfinite(X))
+        if len(bad):
+            i, j = (int(v) for v in bad[0])
+            raise ValueError(
+                f"invalid X: row {i} has a non-finite value ({X[i, j]}) in column {j}; every "
+                "query value must be a finite number (nothing was sent)"
+            )
+        labels_of = self._class_labels()
         body = json.dumps({"inputs": X.tolist()}).encode()
         r = self._request("/v1/predict", body)
         labels = np.array([a["label"] for a in r["answers"]], dtype=np.int64)
+        if labels_of is not None:
+            labels = labels_of[labels]
         return labels, r.get("budget", {}).get("remaining")
+
+    def _class_labels(self) -> Optional[np.ndarray]:
+        """The labels of ``classes`` (read once), checked against the served model."""
+        if self.classes is None:
+            return None
+        if self._labels is not None:
+            return self._labels
+        served = self.model()
+        if isinstance(self.classes, (str, os.PathLike)):
+            meta = _artifact_metadata(self.classes)
+            if meta.get("ledger_id") is not None and meta["ledger_id"] != served.get("model_id"):
+                raise ValueError(
+                    f"invalid classes = {os.fspath(self.classes)!r}: the server at {self.url} "
+                    f"serves model {served.get('model_id')}, not this file's "
+                    f"{meta.get('ledger_id')}"
+                )
+            extra = json.loads(meta.get("extra", "null") or "null") or {}
+            stored = (extra.get("python") or {}).get("classes")
+            if stored is None:
+                raise ValueError(
+                    f"invalid classes = {os.fspath(self.classes)!r}: the file stores no class "
+                    "labels (it was not saved by Python); give the labels themselves"
+                )
+            labels = np.asarray(stored)
+        else:
+            labels = np.asarray(self.classes)
+        if labels.ndim != 1 or len(labels) != served.get("classes"):
+            raise ValueError(
+                f"invalid classes: {labels.shape} labels for a served model of "
+                f"{served.get('classes')} classes"
+            )
+        self._labels = labels
+        return labels
 
     def model(self) -> Dict[str, Any]:
         """The model's description (method, guarantee, budget; no weights)."""
         return self._request("/v1/model")
+
+
+def _artifact_metadata(path) -> Dict[str, Any]:
+    """The ``__metadata__`` of a safetensors model file (its header only)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        if n > 100_000_000:
+            raise ValueError(f"invalid classes = {os.fspath(path)!r}: not a privpred model file")
+        try:
+            return json.loads(f.read(n)).get("__metadata__", {})
+        except ValueError:
+            raise ValueError(
+                f"invalid classes = {os.fspath(path)!r}: not a privpred model file"
+            ) from None

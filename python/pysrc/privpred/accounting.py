@@ -1,10 +1,15 @@
 """Privacy accounting: calibration of the five methods and the DP-SGD accountants.
 
-The DP-SGD functions follow Opacus's names and semantics (``opacus.accountants``):
-``sample_rate`` is the Poisson sampling rate q, ``noise_multiplier`` the ratio sigma of the
-noise standard deviation to the clipping norm, ``steps`` the number of noisy steps, and the
-neighbouring relation is add/remove one example (Opacus's); ``neighbours="replace-one"``
-asks for the replace-one guarantee instead (PLD accountant only).
+Every function here defaults to the same neighbouring relation as :func:`calibrate` and
+:class:`privpred.PrivateLogisticRegression`: **replace-one** (two datasets of the same size
+that differ in one example), so the same request gives the same noise everywhere.
+
+The DP-SGD functions follow Opacus's names (``opacus.accountants``): ``sample_rate`` is the
+Poisson sampling rate q, ``noise_multiplier`` the ratio sigma of the noise standard deviation
+to the clipping norm, ``steps`` the number of noisy steps. Opacus's relation is add/remove
+one example: pass ``neighbours="add-remove"`` for Opacus's numbers (then the accountant
+defaults to ``rdp``, Opacus's default). Under replace-one the accountant defaults to ``pld``,
+the one that bounds that relation.
 """
 
 from __future__ import annotations
@@ -19,8 +24,14 @@ __all__ = ["calibrate", "epsilon_dp_sgd", "get_noise_multiplier"]
 
 _ALIASES = {"prv": "pld"}
 
+#: The neighbouring relation every function of this module defaults to (as ``calibrate``
+#: and the estimator).
+DEFAULT_NEIGHBOURS = "replace-one"
 
-def _accountant(name: str) -> str:
+
+def _accountant(name: Optional[str], neighbours: str) -> str:
+    if name is None:
+        return "pld" if neighbours == "replace-one" else "rdp"
     return _ALIASES.get(name, name)
 
 
@@ -35,7 +46,7 @@ def calibrate(
     batch_size: Optional[int] = None,
     epochs: Optional[float] = None,
     calibration: str = "corrected",
-    neighbours: str = "replace-one",
+    neighbours: str = DEFAULT_NEIGHBOURS,
 ) -> Dict[str, Any]:
     """Calibrate a method's noise for (epsilon, delta) and an inference budget.
 
@@ -63,7 +74,8 @@ def calibrate(
     calibration : {"paper", "corrected", "tight"}, default="corrected"
         Which analysis sets the noise (``paper`` is not always a valid guarantee).
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
-        The neighbouring relation of the guarantee.
+        The neighbouring relation of the guarantee (the default of every function here
+        and of the estimator).
 
     Returns
     -------
@@ -91,10 +103,13 @@ def epsilon_dp_sgd(
     noise_multiplier: float,
     steps: int,
     delta: float,
-    accountant: str = "rdp",
-    neighbours: str = "add-remove",
+    accountant: Optional[str] = None,
+    neighbours: str = DEFAULT_NEIGHBOURS,
 ) -> float:
     """Epsilon spent by DP-SGD (the Poisson-subsampled Gaussian mechanism) at delta.
+
+    Under replace-one neighbours by default, as :func:`calibrate` and the estimator; pass
+    ``neighbours="add-remove"`` for Opacus's relation.
 
     Parameters
     ----------
@@ -106,13 +121,15 @@ def epsilon_dp_sgd(
         Number of noisy steps >= 1.
     delta : float
         delta in (0, 1).
-    accountant : {"rdp", "pld", "rdp-classic", "best", "prv"}, default="rdp"
+    accountant : {"rdp", "pld", "rdp-classic", "best", "prv"} or None, default=None
         ``rdp``: Renyi DP (Mironov, Talwar & Zhang 2019), the smaller of the classic and
-        improved conversions (as Opacus's ``RDPAccountant``); ``pld``: privacy-loss
-        distribution with pessimistic discretisation; ``prv`` is accepted as an alias of
-        ``pld`` (Opacus's PRV accountant composes the same distribution numerically).
-    neighbours : {"add-remove", "replace-one"}, default="add-remove"
-        Opacus's relation is add/remove; replace-one needs ``accountant="pld"``.
+        improved conversions (as Opacus's ``RDPAccountant``; add-remove only); ``pld``:
+        privacy-loss distribution with pessimistic discretisation; ``prv`` is accepted as
+        an alias of ``pld`` (Opacus's PRV accountant composes the same distribution
+        numerically). None: ``pld`` under replace-one, ``rdp`` under add-remove.
+    neighbours : {"replace-one", "add-remove"}, default="replace-one"
+        The neighbouring relation (Opacus's is add-remove; replace-one needs the ``pld``
+        accountant).
 
     Returns
     -------
@@ -121,7 +138,7 @@ def epsilon_dp_sgd(
     """
     return _native.epsilon_dp_sgd(
         float(sample_rate), float(noise_multiplier), int(steps), float(delta),
-        _accountant(accountant), neighbours,
+        _accountant(accountant, neighbours), neighbours,
     )
 
 
@@ -131,11 +148,15 @@ def get_noise_multiplier(
     sample_rate: float,
     epochs: Optional[float] = None,
     steps: Optional[int] = None,
-    accountant: str = "rdp",
+    accountant: Optional[str] = None,
     epsilon_tolerance: float = 0.01,
-    neighbours: str = "add-remove",
+    neighbours: str = DEFAULT_NEIGHBOURS,
 ) -> float:
     """The noise multiplier that makes DP-SGD (target_epsilon, target_delta)-DP.
+
+    Under replace-one neighbours by default, as :func:`calibrate` and the estimator (the
+    same request gives :func:`calibrate`'s sigma); pass ``neighbours="add-remove"`` for
+    Opacus's relation and numbers.
 
     Opacus's ``get_noise_multiplier``: give ``steps``, or ``epochs`` (then
     ``steps = int(epochs / sample_rate)``, as Opacus). The result is the smallest
@@ -155,11 +176,12 @@ def get_noise_multiplier(
         Epochs (used when ``steps`` is None).
     steps : int, optional
         Number of noisy steps.
-    accountant : str, default="rdp"
-        As in :func:`epsilon_dp_sgd`.
+    accountant : str or None, default=None
+        As in :func:`epsilon_dp_sgd` (None: ``pld`` under replace-one, ``rdp`` under
+        add-remove).
     epsilon_tolerance : float, default=0.01
         Accepted for Opacus compatibility; the search is finer.
-    neighbours : {"add-remove", "replace-one"}, default="add-remove"
+    neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation.
 
     Returns
@@ -180,6 +202,6 @@ def get_noise_multiplier(
         steps = int(epochs / sample_rate)
     sigma, _eps = _native.noise_multiplier(
         float(target_epsilon), float(target_delta), float(sample_rate), int(steps),
-        _accountant(accountant), neighbours,
+        _accountant(accountant, neighbours), neighbours,
     )
     return sigma

@@ -1,0 +1,58 @@
+"""The guarantee in one plain-language sentence."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable
+
+
+def _num(v: float) -> str:
+    return f"{v:g}"
+
+
+def summary(g: Dict[str, Any], not_covered: Iterable[str] = ()) -> str:
+    """One sentence saying what the guarantee ``g`` (the ``privpred calibrate --json`` object)
+    protects, against whom, for how many answers, and what it does not cover.
+
+    Parameters
+    ----------
+    g : dict
+        The guarantee's structured fields.
+    not_covered : iterable of str
+        Further releases of this fit that the guarantee does not cover (e.g. a
+        cross-validated lambda), each a noun phrase.
+
+    Returns
+    -------
+    str
+        The sentence.
+    """
+    eps, delta = _num(float(g["epsilon"])), _num(float(g["delta"]))
+    add_remove = g.get("neighbours") == "add-remove"
+    change = "added or removed" if add_remove else "replaced by another"
+    if g.get("budget_unlimited", g.get("budget") is None):
+        who = "Anyone who sees this model and any number of its answers"
+    else:
+        b = int(g["budget"])
+        who = (
+            f"Anyone who sees up to B = {b} answers of this model (its parameters stay secret "
+            f"and further answers are refused)"
+        )
+    gaps = list(not_covered)
+    if add_remove:
+        gaps.append("the training-set size N recorded with the guarantee")
+    gaps += [
+        "the set of class labels and the number of features stored with the model",
+        "preprocessing fitted on the data outside this estimator",
+        "and every other fit on the same data (each is another release)",
+    ]
+    sentence = (
+        f"{who}, even knowing every other training example, can tell whether any one training "
+        f"example was {change} no better than ({eps}, {delta})-differential privacy allows "
+        f"(calibration '{g.get('calibration')}'); not covered: {', '.join(gaps)}."
+    )
+    if not g.get("valid_guarantee", True):
+        sentence = (
+            f"NOT a valid guarantee (the '{g.get('calibration')}' calibration reproduces the "
+            f"published rules, which do not deliver it): {sentence[0].lower()}{sentence[1:]}"
+        )
+    return sentence
