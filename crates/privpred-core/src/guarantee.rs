@@ -5,13 +5,14 @@
 //! A [`Calibration`] serialises exactly as the flat record privpred has always written
 //! (`method`, `calibration`, `privacy`, `budget`, `noise`, `neighbours`, `assumptions`,
 //! `valid_guarantee`, `notes`, and `rho`, `noise_multiplier`, `epsilon_spent`,
-//! `sampling_rate`, `steps`, `certified` where present), so artifacts, `train --json`,
+//! `sampling_rate`, `steps`, `certified`, `selection` where present), so artifacts, `train --json`,
 //! `GET /v1/model` and result rows are byte-identical and artifacts written by older versions
 //! load. Reading checks that the noise is one the method releases.
 
 use crate::error::CoreError;
 use crate::mechanism::{Mechanism, RecordExtras};
 use crate::privacy::{Budget, Privacy};
+use crate::tuning::Selection;
 use crate::types::{Assumptions, CalibrationMode, Method, Neighbours, Noise};
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +134,9 @@ pub struct Calibration {
     /// meet and the sensitivity that includes it (`corrected`/`tight` model sensitivity,
     /// prediction sensitivity and loss perturbation; see [`crate::certify`]).
     pub certified: Option<CertifiedFit>,
+    /// How the hyper-parameter (λ or DP-SGD's clip) was chosen and what that cost
+    /// ([`crate::tuning`]); `None` in records written before it was recorded.
+    pub selection: Option<Selection>,
 }
 
 impl Calibration {
@@ -144,6 +148,7 @@ impl Calibration {
             assumptions,
             notes: Vec::new(),
             certified: None,
+            selection: None,
         }
     }
 
@@ -246,6 +251,8 @@ struct CalibrationRecord {
     steps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     certified: Option<CertifiedFit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    selection: Option<Selection>,
 }
 
 /// The fallback reason of a record marked invalid whose notes name none.
@@ -271,6 +278,7 @@ impl From<Calibration> for CalibrationRecord {
             sampling_rate: x.sampling_rate,
             steps: x.steps,
             certified: c.certified,
+            selection: c.selection,
         }
     }
 }
@@ -315,6 +323,7 @@ impl TryFrom<CalibrationRecord> for Calibration {
             assumptions: r.assumptions,
             notes: r.notes,
             certified: r.certified,
+            selection: r.selection,
         })
     }
 }
