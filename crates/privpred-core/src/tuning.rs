@@ -62,10 +62,11 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// How a release's hyper-parameter (λ, or DP-SGD's clip ν) was chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SelectionMethod {
     /// Fixed without the data: costs nothing.
+    #[default]
     Public,
     /// The private split of this module: inside the guarantee by parallel composition.
     PrivateSplit,
