@@ -12,7 +12,7 @@
 use crate::error::CoreError;
 use crate::mechanism::{Mechanism, RecordExtras};
 use crate::privacy::{Budget, Privacy};
-use crate::tuning::Selection;
+use crate::tuning::{Selection, SelectionMethod};
 use crate::types::{Assumptions, CalibrationMode, Method, Neighbours, Noise};
 use serde::{Deserialize, Serialize};
 
@@ -220,6 +220,20 @@ impl Neighbours {
     /// [`Calibration::relabel_legacy`].
     pub fn relabel_legacy(c: &mut Calibration, has_key: bool) {
         c.relabel_legacy(has_key);
+    }
+}
+
+impl Calibration {
+    /// Records how the hyper-parameter was chosen ([`Selection::derive`]) and, for the
+    /// non-private hold-out selection, marks the guarantee not valid
+    /// ([`crate::tuning::NON_PRIVATE_SELECTION_REASON`]).
+    pub fn with_selection(mut self, method: SelectionMethod) -> Result<Calibration, CoreError> {
+        let s = Selection::derive(method, self.guarantee.privacy, self.guarantee.neighbours)?;
+        if !s.is_inside() {
+            self.invalidate(crate::tuning::NON_PRIVATE_SELECTION_REASON);
+        }
+        self.selection = Some(s);
+        Ok(self)
     }
 }
 

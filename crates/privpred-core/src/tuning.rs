@@ -55,7 +55,7 @@
 //! replace-one only ([`Selection::derive`] refuses add-remove).
 
 use crate::error::{CoreError, Result};
-use crate::guarantee::{Calibration, Guarantee};
+use crate::privacy::Privacy;
 use crate::select::sample_permute_and_flip;
 use crate::types::Neighbours;
 use rand::Rng;
@@ -124,9 +124,14 @@ pub enum Composition {
 pub const NON_PRIVATE_SELECTION_REASON: &str = "not a valid guarantee for the release: its hyper-parameter was selected on a hold-out of the private training data without privacy (the paper's protocol), and that selection's privacy loss is outside the stated (epsilon, delta)";
 
 impl Selection {
-    /// The selection record of `method` for a guarantee: its cost as this module's proof
-    /// states it. Errors for the private split under add/remove neighbours (no analysis).
-    pub fn derive(method: SelectionMethod, guarantee: &Guarantee) -> Result<Selection> {
+    /// The selection record of `method` for a guarantee of `privacy` under `neighbours`: its
+    /// cost as this module's proof states it. Errors for the private split under add/remove
+    /// neighbours (no analysis).
+    pub fn derive(
+        method: SelectionMethod,
+        privacy: Privacy,
+        neighbours: Neighbours,
+    ) -> Result<Selection> {
         Ok(match method {
             SelectionMethod::Public => Selection {
                 method,
@@ -135,15 +140,15 @@ impl Selection {
                 composition: Composition::None,
             },
             SelectionMethod::PrivateSplit => {
-                if guarantee.neighbours != Neighbours::ReplaceOne {
+                if neighbours != Neighbours::ReplaceOne {
                     return Err(CoreError::Unsupported(
                         "the private split selection is analysed for replace-one neighbours only (its parts' sizes would depend on N under add-remove); give a public value (--lambda VALUE / --clip VALUE) or use --neighbours replace-one".into(),
                     ));
                 }
                 Selection {
                     method,
-                    epsilon: Some(guarantee.privacy.epsilon()),
-                    delta: Some(guarantee.privacy.delta()),
+                    epsilon: Some(privacy.epsilon()),
+                    delta: Some(privacy.delta()),
                     composition: Composition::Parallel,
                 }
             }
@@ -177,20 +182,6 @@ impl Selection {
                 "non-private hold-out selection (the paper's protocol): OUTSIDE the stated guarantee, its privacy loss is unbounded".into()
             }
         }
-    }
-}
-
-impl Calibration {
-    /// Records how the hyper-parameter was chosen ([`Selection::derive`]) and, for the
-    /// non-private hold-out selection, marks the guarantee not valid
-    /// ([`NON_PRIVATE_SELECTION_REASON`]).
-    pub fn with_selection(mut self, method: SelectionMethod) -> Result<Calibration> {
-        let s = Selection::derive(method, &self.guarantee)?;
-        if !s.is_inside() {
-            self.invalidate(NON_PRIVATE_SELECTION_REASON);
-        }
-        self.selection = Some(s);
-        Ok(self)
     }
 }
 
@@ -307,47 +298,37 @@ pub fn select_candidate<R: Rng + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::privacy::{Budget, Privacy};
     use crate::select::permute_and_flip_probabilities;
     use crate::types::CalibrationMode;
 
-    fn guarantee(neighbours: Neighbours) -> Guarantee {
-        Guarantee::valid(
-            Privacy::new(1.0, 1e-5).unwrap(),
-            Budget::Unlimited,
-            neighbours,
-            CalibrationMode::Corrected,
-        )
+    fn derive(m: SelectionMethod, neighbours: Neighbours) -> Result<Selection> {
+        Selection::derive(m, Privacy::new(1.0, 1e-5).unwrap(), neighbours)
     }
 
     #[test]
     fn a_public_value_costs_nothing_and_the_split_costs_the_stated_guarantee_in_parallel() {
-        let g = guarantee(Neighbours::ReplaceOne);
-        let p = Selection::derive(SelectionMethod::Public, &g).unwrap();
+        let g = Neighbours::ReplaceOne;
+        let p = derive(SelectionMethod::Public, g).unwrap();
         assert_eq!((p.epsilon, p.delta), (Some(0.0), Some(0.0)));
         assert_eq!(p.composition, Composition::None);
-        let s = Selection::derive(SelectionMethod::PrivateSplit, &g).unwrap();
+        let s = derive(SelectionMethod::PrivateSplit, g).unwrap();
         assert_eq!((s.epsilon, s.delta), (Some(1.0), Some(1e-5)));
         assert_eq!(s.composition, Composition::Parallel);
-        let o = Selection::derive(SelectionMethod::NonPrivateHoldout, &g).unwrap();
+        let o = derive(SelectionMethod::NonPrivateHoldout, g).unwrap();
         assert_eq!((o.epsilon, o.delta, o.is_inside()), (None, None, false));
-        let e = Selection::derive(
-            SelectionMethod::PrivateSplit,
-            &guarantee(Neighbours::AddRemove),
-        )
-        .unwrap_err();
+        let e = derive(SelectionMethod::PrivateSplit, Neighbours::AddRemove).unwrap_err();
         assert!(e.to_string().contains("replace-one"), "{e}");
     }
 
     #[test]
     fn the_record_serialises_as_method_epsilon_delta_composition() {
-        let g = guarantee(Neighbours::ReplaceOne);
-        let s = Selection::derive(SelectionMethod::NonPrivateHoldout, &g).unwrap();
+        let g = Neighbours::ReplaceOne;
+        let s = derive(SelectionMethod::NonPrivateHoldout, g).unwrap();
         assert_eq!(
             serde_json::to_value(s).unwrap(),
             serde_json::json!({"method": "non-private-holdout", "epsilon": null, "delta": null, "composition": "outside"})
         );
-        let p = Selection::derive(SelectionMethod::Public, &g).unwrap();
+        let p = derive(SelectionMethod::Public, g).unwrap();
         assert_eq!(
             serde_json::to_value(p).unwrap(),
             serde_json::json!({"method": "public", "epsilon": 0.0, "delta": 0.0, "composition": "none"})
@@ -445,7 +426,7 @@ mod tests {
             .unwrap();
         assert!(!outside.is_valid());
         // the reason survives a round trip through the record
-        let back: Calibration =
+        let back: crate::Calibration =
             serde_json::from_value(serde_json::to_value(&outside).unwrap()).unwrap();
         assert_eq!(back, outside);
         assert!(back.guarantee.validity.reasons()[0].contains("hyper-parameter"));

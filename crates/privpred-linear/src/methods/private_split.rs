@@ -86,10 +86,7 @@ pub fn private_split_select<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<SplitSelection> {
     // the guarantee's record refuses what the proof does not cover (add-remove) before any work
-    privpred_core::Selection::derive(
-        SelectionMethod::PrivateSplit,
-        &privpred_core::Guarantee::valid(cfg.privacy, cfg.budget, cfg.neighbours, cfg.mode),
-    )?;
+    privpred_core::Selection::derive(SelectionMethod::PrivateSplit, cfg.privacy, cfg.neighbours)?;
     let plan = SplitPlan::new(train.n, grid.len(), SELECTION_FRACTION)?;
     let perm = permutation(train.n, rng.random());
     let holdout = train.subset(&perm[plan.holdout_range()]);
