@@ -272,8 +272,14 @@ fn train_impl(
             let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
                 .check()
                 .map_err(linear)?;
-            let s = methods::private_split_select(&cfg, &train, &LAMBDA_GRID, methods::Knob::Lambda, &mut rng)
-                .map_err(linear)?;
+            let s = methods::private_split_select(
+                &cfg,
+                &train,
+                &LAMBDA_GRID,
+                methods::Knob::Lambda,
+                &mut rng,
+            )
+            .map_err(linear)?;
             cv_record = json!({"parameter": "lambda", "protocol": "private-split", "holdout_correct": s.private_counts, "chosen": s.chosen});
             selection = SelectionMethod::PrivateSplit;
             final_train = Some(s.final_train);
@@ -330,8 +336,14 @@ fn train_impl(
                 let clip = match args.select {
                     None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
                     Some(SelectionMethod::PrivateSplit) => {
-                        let s = methods::private_split_select(&sel_cfg, &train, &CLIP_GRID, methods::Knob::Clip, &mut rng)
-                            .map_err(linear)?;
+                        let s = methods::private_split_select(
+                            &sel_cfg,
+                            &train,
+                            &CLIP_GRID,
+                            methods::Knob::Clip,
+                            &mut rng,
+                        )
+                        .map_err(linear)?;
                         cv_record = json!({"parameter": "clip", "protocol": "private-split", "holdout_correct": s.private_counts, "chosen": s.chosen});
                         final_train = Some(s.final_train);
                         s.chosen
@@ -339,8 +351,9 @@ fn train_impl(
                     Some(_) => {
                         let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
                         let k = methods::CV_DRAWS_DEFAULT;
-                        let cv = methods::cv_clip_draws(&sel_cfg, &tr, &ho, &CLIP_GRID, k, &mut rng)
-                            .map_err(linear)?;
+                        let cv =
+                            methods::cv_clip_draws(&sel_cfg, &tr, &ho, &CLIP_GRID, k, &mut rng)
+                                .map_err(linear)?;
                         cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "draws": k, "scores": cv.scores, "chosen": cv.best});
                         cv.best
                     }
