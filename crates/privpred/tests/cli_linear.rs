@@ -698,6 +698,8 @@ fn bias_value_and_cv_draws_are_checked_and_recorded() {
         "10",
         "--bias",
         "0.1",
+        "--lambda",
+        "cv",
         "--cv-draws",
         "3",
         "--json",
