@@ -369,15 +369,6 @@ fn clip_arg(args: &Args) -> ValueOrCv {
         .unwrap_or(ValueOrCv::Value(defaults::LINEAR_DPSGD_CLIP))
 }
 
-/// How a `--lambda`/`--clip` setting selects, for the guarantee's record.
-fn selection_of(v: ValueOrCv) -> SelectionMethod {
-    match v {
-        ValueOrCv::Value(_) => SelectionMethod::Public,
-        ValueOrCv::Private => SelectionMethod::PrivateSplit,
-        ValueOrCv::Cv => SelectionMethod::NonPrivateHoldout,
-    }
-}
-
 /// The cross-validation record of the artifact and the summary.
 fn cv_json(
     parameter: &str,
