@@ -138,7 +138,7 @@ def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
         ({"epsilon": -1.0}, "invalid epsilon = -1: must be a finite number > 0"),
         ({"delta": 1.5}, "invalid delta = 1.5"),
         ({"lam": 0.0}, "invalid lambda = 0: this method needs λ > 0"),
-        ({"lam": "often"}, "invalid lam = often: must be a finite number > 0 or `cv`"),
+        ({"lam": "often"}, "invalid lam = often: must be a finite number > 0, 'private', 'cv' or None"),
         ({"method": "prediction-sensitivity"}, "invalid budget = unlimited: prediction-sensitivity is private prediction: it needs a finite budget B >= 1"),
         ({"method": "prediction-sensitivity", "budget": 0}, "invalid budget = 0"),
         ({"method": "magic"}, "invalid method = magic"),
