@@ -9,7 +9,9 @@ use crate::ledger::DurableLedger;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use privpred_core::ParamGuard;
 use privpred_core::noise::{release_rng, seeded_rng};
-use privpred_core::{Budget, CalibrationMode, Method, Neighbours, PrivRng, Privacy};
+use privpred_core::{
+    Budget, CalibrationMode, Method, Neighbours, PrivRng, Privacy, SelectionMethod,
+};
 use privpred_data::split::holdout_unit;
 use privpred_data::{Dataset, FittedPreprocessing, Preprocessing, Provenance, UnitBall};
 use privpred_linear::artifact::{self, StoredModel, release_label};
@@ -41,6 +43,10 @@ struct TrainArgs {
     batch_size: Option<usize>,
     epochs: Option<f64>,
     learning_rate: Option<f64>,
+    /// How an unset λ or clip is chosen for a private method: `None` = the public default
+    /// (costs nothing), `private` = the private split selection (inside the guarantee), `cv`
+    /// = the paper's non-private hold-out selection (the guarantee is marked not valid).
+    select: Option<SelectionMethod>,
 }
 
 /// A fitted model: what an artifact holds, plus the in-memory budget ledger and the
@@ -107,7 +113,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -131,7 +137,20 @@ pub fn train(
     learning_rate: Option<f64>,
     extra: Option<&str>,
     n_jobs: Option<usize>,
+    select: Option<&str>,
 ) -> PyResult<NativeModel> {
+    let select = match select {
+        None => None,
+        Some("private") => Some(SelectionMethod::PrivateSplit),
+        Some("cv") => Some(SelectionMethod::NonPrivateHoldout),
+        Some(other) => {
+            return Err(invalid(
+                "select",
+                other,
+                "must be None (a public lambda/clip: the given value or the default, costs nothing), 'private' (private selection inside the guarantee) or 'cv' (non-private hold-out selection, outside the guarantee)",
+            ));
+        }
+    };
     let method = match method {
         "non-private" => None,
         m => Some(guarantee::method(m)?),
@@ -199,6 +218,7 @@ pub fn train(
         batch_size,
         epochs,
         learning_rate,
+        select,
     };
     let (features, n, d) = rows(&x);
     let labels = y.as_slice()?.to_vec();
@@ -251,13 +271,34 @@ fn train_impl(
     let holdout_seed: u64 = rng.random();
     let lbfgs = LbfgsOptions::default();
 
-    // cross-validation (privacy cost ignored, as in the paper and the CLI; recorded)
+    // λ: given or the public default (costs nothing), or selected when asked: privately (the
+    // private split, inside the guarantee) or as in the paper (outside it, recorded)
     let mut cv_record = serde_json::Value::Null;
-    let lambda = match (args.method, args.lambda) {
-        (Some(Method::SubsampleAggregate), l) => l.unwrap_or(0.0),
-        (Some(Method::DpSgd), _) => 0.0,
-        (_, Some(l)) => l,
-        (m, None) => {
+    let mut selection = SelectionMethod::Public;
+    let mut final_train: Option<privpred_data::UnitBallDataset> = None;
+    let lambda = match (args.method, args.lambda, args.select) {
+        (Some(Method::SubsampleAggregate), l, None) => l.unwrap_or(0.0),
+        (Some(Method::DpSgd), _, _) => 0.0,
+        (_, Some(l), _) => l,
+        (Some(_), None, None) => privpred_core::defaults::LINEAR_PUBLIC_LAMBDA,
+        (Some(m), None, Some(SelectionMethod::PrivateSplit)) => {
+            let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
+                .check()
+                .map_err(linear)?;
+            let s = methods::private_split_select(
+                &cfg,
+                &train,
+                &LAMBDA_GRID,
+                methods::Knob::Lambda,
+                &mut rng,
+            )
+            .map_err(linear)?;
+            cv_record = json!({"parameter": "lambda", "protocol": "private-split", "holdout_correct": s.private_counts, "chosen": s.chosen});
+            selection = SelectionMethod::PrivateSplit;
+            final_train = Some(s.final_train);
+            s.chosen
+        }
+        (m, None, _) => {
             let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
@@ -265,8 +306,7 @@ fn train_impl(
                     let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
                         .check()
                         .map_err(linear)?;
-                    // λ by the mean hold-out accuracy of the CLI's default number of private
-                    // draws per value (issue #16)
+                    selection = SelectionMethod::NonPrivateHoldout;
                     methods::cv_lambda_draws(
                         &cfg,
                         &tr,
@@ -301,18 +341,46 @@ fn train_impl(
             };
             let mut params = config(args, m, own, teacher, seed_policy)?;
             if m == Method::DpSgd && args.clip.is_none() {
-                let cv_cfg = params.clone().check().map_err(linear)?;
-                let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
-                // the mean hold-out accuracy of the CLI's 5 private runs per value (issue #16)
-                let k = methods::CV_DRAWS_DEFAULT;
-                let cv = methods::cv_clip_draws(&cv_cfg, &tr, &ho, &CLIP_GRID, k, &mut rng)
+                let sel_cfg = params
+                    .clone()
+                    .clip(privpred_core::defaults::LINEAR_DPSGD_CLIP)
+                    .check()
                     .map_err(linear)?;
-                cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "draws": k, "scores": cv.scores, "chosen": cv.best});
-                params = params.clip(cv.best);
+                let clip = match args.select {
+                    None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
+                    Some(SelectionMethod::PrivateSplit) => {
+                        let s = methods::private_split_select(
+                            &sel_cfg,
+                            &train,
+                            &CLIP_GRID,
+                            methods::Knob::Clip,
+                            &mut rng,
+                        )
+                        .map_err(linear)?;
+                        cv_record = json!({"parameter": "clip", "protocol": "private-split", "holdout_correct": s.private_counts, "chosen": s.chosen});
+                        final_train = Some(s.final_train);
+                        s.chosen
+                    }
+                    Some(_) => {
+                        let (tr, ho) = holdout_unit(&train, 0.1, holdout_seed);
+                        let k = methods::CV_DRAWS_DEFAULT;
+                        let cv =
+                            methods::cv_clip_draws(&sel_cfg, &tr, &ho, &CLIP_GRID, k, &mut rng)
+                                .map_err(linear)?;
+                        cv_record = json!({"parameter": "clip", "holdout_fraction": 0.1, "draws": k, "scores": cv.scores, "chosen": cv.best});
+                        cv.best
+                    }
+                };
+                selection = args.select.unwrap_or(SelectionMethod::Public);
+                params = params.clip(clip);
             }
-            let cfg = params.check_for(train.n).map_err(linear)?;
+            let train = final_train.as_ref().unwrap_or(&train);
+            let cfg = params
+                .selection(selection)
+                .check_for(train.n)
+                .map_err(linear)?;
             StoredModel::Private(Box::new(
-                train_private(&cfg, &train, &mut rng).map_err(linear)?,
+                train_private(&cfg, train, &mut rng).map_err(linear)?,
             ))
         }
     };
@@ -393,12 +461,13 @@ fn config(
 /// records; a file of an earlier build without one, by the file's SHA-256);
 /// `init_ledger` creates the file and the model's record (refused if the record exists).
 #[pyfunction]
-#[pyo3(signature = (path, ledger=None, init_ledger=false))]
+#[pyo3(signature = (path, ledger=None, init_ledger=false, allow_invalid_guarantee=false))]
 pub fn load(
     py: Python<'_>,
     path: PathBuf,
     ledger: Option<&str>,
     init_ledger: bool,
+    allow_invalid_guarantee: bool,
 ) -> PyResult<NativeModel> {
     // the ledger's model id is the ledger id the file records (as for `privpred serve`)
     let (m, model_id) = py
@@ -412,6 +481,17 @@ pub fn load(
             })
         })
         .map_err(linear)?;
+    // as `privpred predict` and `serve`: a guarantee that does not hold is refused unless asked
+    if let Some(p) = m.model.private()
+        && !p.calibration.is_valid()
+        && !allow_invalid_guarantee
+    {
+        return Err(PyValueError::new_err(format!(
+            "invalid model {}: valid_guarantee: false ({}); pass allow_invalid_guarantee=True to load it anyway (its answers do not have the stated guarantee)",
+            path.display(),
+            p.calibration.guarantee.validity.reasons().join("; ")
+        )));
+    }
     let native = NativeModel {
         model: m.model,
         prep: m.preprocessing,

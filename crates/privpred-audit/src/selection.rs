@@ -102,6 +102,16 @@ impl Selection {
         Self::new(noise, v, w, answers)
     }
 
+    /// The private split selection's worst case (`privpred_core::tuning`): two candidates
+    /// whose hold-out correct counts are (2, 0) on D; D′ replaces one hold-out example that
+    /// the first candidate labelled right and the second wrong by one where it is the other
+    /// way round: (1, 1). Permute-and-flip at β = ε/2 then moves the second candidate's
+    /// probability from e^{−2β}/2 to 1/2: the ratio e^{2β} = e^ε of the proof, at the most
+    /// observable probability (a tie on D′).
+    pub fn holdout_pair(noise: Noise) -> Result<Self> {
+        Self::new(noise, vec![2.0, 0.0], vec![1.0, 1.0], 1)
+    }
+
     /// Prediction sensitivity's worst case for a selection over the logits: the replaced
     /// example moves the logits of a unit-norm query by d = (Δ/√2, −Δ/√2, 0, …) (‖d‖₂ = Δ,
     /// the largest range √2Δ the sensitivity allows). On D class 1 leads class 0 by a margin

@@ -29,6 +29,10 @@ pub const RESNET_CLIP: f64 = 1.0;
 
 /// L2 strength λ of a linear method before cross-validation (SPEC §6's grid holds it).
 pub const LINEAR_LAMBDA: f64 = 1e-4;
+/// The public λ a private linear method trains with when none is given: fixed without the
+/// data, so its selection costs nothing (docs/selection.md measures it against the private
+/// selection and the paper's non-private one at equal total ε).
+pub const LINEAR_PUBLIC_LAMBDA: f64 = 1e-2;
 /// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2, SPEC §6).
 pub const LINEAR_TEACHER_LAMBDA: f64 = 0.0;
 /// Linear DP-SGD: heavy-ball momentum.

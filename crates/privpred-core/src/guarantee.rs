@@ -5,13 +5,14 @@
 //! A [`Calibration`] serialises exactly as the flat record privpred has always written
 //! (`method`, `calibration`, `privacy`, `budget`, `noise`, `neighbours`, `assumptions`,
 //! `valid_guarantee`, `notes`, and `rho`, `noise_multiplier`, `epsilon_spent`,
-//! `sampling_rate`, `steps`, `certified` where present), so artifacts, `train --json`,
+//! `sampling_rate`, `steps`, `certified`, `selection` where present), so artifacts, `train --json`,
 //! `GET /v1/model` and result rows are byte-identical and artifacts written by older versions
 //! load. Reading checks that the noise is one the method releases.
 
 use crate::error::CoreError;
 use crate::mechanism::{Mechanism, RecordExtras};
 use crate::privacy::{Budget, Privacy};
+use crate::tuning::{Selection, SelectionMethod};
 use crate::types::{Assumptions, CalibrationMode, Method, Neighbours, Noise};
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +134,9 @@ pub struct Calibration {
     /// meet and the sensitivity that includes it (`corrected`/`tight` model sensitivity,
     /// prediction sensitivity and loss perturbation; see [`crate::certify`]).
     pub certified: Option<CertifiedFit>,
+    /// How the hyper-parameter (λ or DP-SGD's clip) was chosen and what that cost
+    /// ([`crate::tuning`]); `None` in records written before it was recorded.
+    pub selection: Option<Selection>,
 }
 
 impl Calibration {
@@ -144,6 +148,7 @@ impl Calibration {
             assumptions,
             notes: Vec::new(),
             certified: None,
+            selection: None,
         }
     }
 
@@ -218,6 +223,20 @@ impl Neighbours {
     }
 }
 
+impl Calibration {
+    /// Records how the hyper-parameter was chosen ([`Selection::derive`]) and, for the
+    /// non-private hold-out selection, marks the guarantee not valid
+    /// ([`crate::tuning::NON_PRIVATE_SELECTION_REASON`]).
+    pub fn with_selection(mut self, method: SelectionMethod) -> Result<Calibration, CoreError> {
+        let s = Selection::derive(method, self.guarantee.privacy, self.guarantee.neighbours)?;
+        if !s.is_inside() {
+            self.invalidate(crate::tuning::NON_PRIVATE_SELECTION_REASON);
+        }
+        self.selection = Some(s);
+        Ok(self)
+    }
+}
+
 /// The serialised form of a [`Calibration`]: the flat record of every privpred version (field
 /// order and optional keys as they have always been written).
 #[derive(Serialize, Deserialize)]
@@ -246,6 +265,8 @@ struct CalibrationRecord {
     steps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     certified: Option<CertifiedFit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    selection: Option<Selection>,
 }
 
 /// The fallback reason of a record marked invalid whose notes name none.
@@ -271,6 +292,7 @@ impl From<Calibration> for CalibrationRecord {
             sampling_rate: x.sampling_rate,
             steps: x.steps,
             certified: c.certified,
+            selection: c.selection,
         }
     }
 }
@@ -315,6 +337,7 @@ impl TryFrom<CalibrationRecord> for Calibration {
             assumptions: r.assumptions,
             notes: r.notes,
             certified: r.certified,
+            selection: r.selection,
         })
     }
 }

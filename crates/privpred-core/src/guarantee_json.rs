@@ -5,7 +5,8 @@ use crate::{Calibration, Noise};
 use serde_json::json;
 
 /// The `--json` object of a calibration: method, calibration mode, relation, (ε, δ), budget,
-/// noise and mechanism, validity, assumptions, notes, and the DP-SGD fields where present.
+/// noise and mechanism, validity, assumptions, notes, and the DP-SGD fields and the
+/// hyper-parameter selection (`selection: {method, epsilon, delta, composition}`) where present.
 pub fn to_json(c: &Calibration) -> serde_json::Value {
     let noise = match c.noise() {
         Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
@@ -53,6 +54,9 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
     }
     if let Some(k) = x.steps {
         o.insert("steps".into(), json!(k));
+    }
+    if let Some(s) = c.selection {
+        o.insert("selection".into(), json!(s));
     }
     v
 }

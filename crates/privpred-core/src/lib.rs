@@ -22,6 +22,7 @@ pub mod pld;
 pub mod privacy;
 pub mod rdp;
 pub mod select;
+pub mod tuning;
 pub mod types;
 pub mod validate;
 
@@ -36,4 +37,5 @@ pub use error::CoreError;
 pub use guarantee::{Calibration, CertifiedFit, Guarantee, Validity};
 pub use mechanism::{Mechanism, Scores, VectorNoise};
 pub use privacy::{Budget, Delta, Epsilon, Privacy};
+pub use tuning::{Selection, SelectionMethod};
 pub use types::*;

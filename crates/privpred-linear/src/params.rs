@@ -99,6 +99,13 @@ impl TrainParams {
         self
     }
 
+    /// How λ (or DP-SGD's clip) was chosen: recorded in the guarantee with its cost
+    /// (`privpred_core::tuning`; a non-private selection marks the guarantee not valid).
+    pub fn selection(mut self, selection: privpred_core::SelectionMethod) -> Self {
+        self.0.selection = selection;
+        self
+    }
+
     /// Validates against the training-set size `n` (teachers and batch size in 1..=n, a
     /// finite budget for the prediction-time methods, DP-SGD's clip set) and then as
     /// [`ParamGuard::check`]. The size-dependent checks come first, so a refused count names

@@ -2,8 +2,8 @@
 //! public, so anyone can edit a field and recompute it; what makes a stored guarantee
 //! believable is that the calibration code that trained the model, run again on the
 //! artifact's public parameters (method, mode, neighbouring relation, ε, δ, B, N, λ, C,
-//! DP-SGD's sampling rate and steps), gives exactly the stored noise, mechanism, certificate
-//! bound and validity. [`check_rederived`] does that through `shim::calibrate`, the
+//! DP-SGD's sampling rate and steps, how λ or the clip was selected), gives exactly the
+//! stored noise, mechanism, certificate bound, selection cost and validity. [`check_rederived`] does that through `shim::calibrate`, the
 //! function every fit of this crate calibrates with (the core's
 //! `privpred_core::certify::calibrate_certified`: each method's theorem is cited on its
 //! calibration function in `privpred_core::calibrate`), and refuses any difference, naming
@@ -121,8 +121,17 @@ pub fn check_rederived(p: &PrivatePredictor, legacy: bool) -> Result<(), String>
     let derive = |neighbours: Neighbours| -> Result<Value, String> {
         let mut req = request_of(cal)?;
         req.neighbours = neighbours;
-        let c = shim::calibrate(&req)
+        let mut c = shim::calibrate(&req)
             .map_err(|e| format!("guarantee: its public parameters have no calibration ({e})"))?;
+        // the selection's cost and its effect on validity are re-derived from its method
+        if let Some(s) = cal.selection {
+            c = c.with_selection(s.method).map_err(|e| {
+                format!(
+                    "guarantee: `selection` {} has no analysis here ({e})",
+                    s.method
+                )
+            })?;
+        }
         serde_json::to_value(&c).map_err(|e| e.to_string())
     };
     let matches = |e: &Value| first_difference(&stored, e, "").is_none();
@@ -306,6 +315,44 @@ mod tests {
                 if flipped.calibration.is_valid() != p.calibration.is_valid() {
                     refused(&flipped, "`valid_guarantee`");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_selection_record_is_rederived_and_an_edit_is_refused() {
+        use privpred_core::SelectionMethod;
+        for sel in [
+            SelectionMethod::Public,
+            SelectionMethod::PrivateSplit,
+            SelectionMethod::NonPrivateHoldout,
+        ] {
+            let mut p = trained(Method::ModelSensitivity, CalibrationMode::Corrected, 0.0);
+            p.calibration = p.calibration.clone().with_selection(sel).unwrap();
+            check_rederived(&p, false).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            assert_eq!(
+                p.calibration.is_valid(),
+                sel != SelectionMethod::NonPrivateHoldout
+            );
+            // a selection's cost edited
+            refused(
+                &edited(&p, |v| v["selection"]["epsilon"] = 0.5.into()),
+                "selection",
+            );
+            // a non-private selection relabelled as free, the validity left as it was
+            if sel == SelectionMethod::NonPrivateHoldout {
+                let q = edited(&p, |v| {
+                    v["selection"]["method"] = "public".into();
+                    v["selection"]["epsilon"] = 0.0.into();
+                    v["selection"]["delta"] = 0.0.into();
+                    v["selection"]["composition"] = "none".into();
+                });
+                refused(&q, "`valid_guarantee`");
+                // and marked valid with its record kept
+                refused(
+                    &edited(&p, |v| v["valid_guarantee"] = true.into()),
+                    "`valid_guarantee`",
+                );
             }
         }
     }

@@ -636,9 +636,18 @@ fn typed_arguments_refuse_zero_and_unknown_values_with_the_valid_range() {
         "1",
     ];
     for (extra, needle) in [
-        (["--lambda", "0"], "must be a finite number > 0 or `cv`"),
-        (["--lambda", "-0"], "must be a finite number > 0 or `cv`"),
-        (["--clip", "0"], "must be a finite number > 0 or `cv`"),
+        (
+            ["--lambda", "0"],
+            "must be a finite number > 0 (a public value, costs nothing), `private`",
+        ),
+        (
+            ["--lambda", "-0"],
+            "must be a finite number > 0 (a public value, costs nothing), `private`",
+        ),
+        (
+            ["--clip", "0"],
+            "must be a finite number > 0 (a public value, costs nothing), `private`",
+        ),
         (
             ["--model", "resnet7"],
             "[possible values: linear, resnet20, resnet-tiny]",
@@ -698,6 +707,8 @@ fn bias_value_and_cv_draws_are_checked_and_recorded() {
         "10",
         "--bias",
         "0.1",
+        "--lambda",
+        "cv",
         "--cv-draws",
         "3",
         "--json",

@@ -187,7 +187,10 @@ fn cross_validation_scores_stay_with_the_data_owner() {
     let csv = tmp.path().join("private.csv");
     write_csv(&csv, false);
     for (method, args) in [
-        ("model-sensitivity", &["--epsilon", "1"][..]),
+        (
+            "model-sensitivity",
+            &["--epsilon", "1", "--lambda", "cv"][..],
+        ),
         (
             "dp-sgd",
             &[
@@ -199,6 +202,8 @@ fn cross_validation_scores_stay_with_the_data_owner() {
                 "1",
                 "--batch-size",
                 "32",
+                "--clip",
+                "cv",
             ][..],
         ),
     ] {

@@ -92,10 +92,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     budget : int, optional
         Inference budget B >= 1: the number of answers the guarantee covers (required by
         private-prediction methods; ignored by the others).
-    lam : float or "cv", default="cv"
-        L2 strength lambda > 0, or ``"cv"``: chosen on a 10 % hold-out over the grid of
-        SPEC section 6 (the selection's privacy cost is not accounted, as in the paper and
-        the CLI). Subsample-and-aggregate: the teachers' lambda (default 0).
+    lam : float, "private", "cv" or None, default=None
+        L2 strength lambda > 0, chosen without the data (costs nothing). None: the public
+        default 0.01 for private methods (a selection on a hold-out for ``non-private``).
+        ``"private"``: the private selection over the grid {1e-5, ..., 0.5}, inside the
+        guarantee (the model is trained on the 80 % of the data the selection does not use).
+        ``"cv"``: the paper's selection on a 10 % hold-out without privacy; the guarantee is
+        then marked not valid. ``guarantee_["selection"]`` says which and what it cost.
+        Subsample-and-aggregate: the teachers' lambda (default 0).
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation of the guarantee.
     calibration : {"corrected", "tight", "paper"}, default="corrected"
@@ -124,8 +128,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         the private data, not accounted).
     teachers : int, optional
         Subsample-and-aggregate: number of teachers T (default 256).
-    clip : float or "cv", default="cv"
-        DP-SGD: the clip norm nu, or ``"cv"``.
+    clip : float, "private", "cv" or None, default=None
+        DP-SGD: the clip norm nu (None: the public default 0.1), or a selection as for
+        ``lam``.
     batch_size, epochs, learning_rate : optional
         DP-SGD's expected batch size (256), epochs (20) and learning rate (1).
     odometer : str or os.PathLike, optional
@@ -199,14 +204,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         epsilon: float = 1.0,
         delta: float = 0.0,
         budget: Optional[int] = None,
-        lam: Any = "cv",
+        lam: Any = None,
         neighbours: str = "replace-one",
         calibration: str = "corrected",
         bias: Union[float, bool, None] = None,
         random_state: Any = None,
         unit_ball: str = "normalize",
         teachers: Optional[int] = None,
-        clip: Any = "cv",
+        clip: Any = None,
         batch_size: Optional[int] = None,
         epochs: Optional[float] = None,
         learning_rate: Optional[float] = None,
@@ -246,14 +251,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="left")],
         "budget": [Interval(Integral, 1, None, closed="left"), None],
-        "lam": [Interval(Real, 0, None, closed="left"), StrOptions({"cv"})],
+        "lam": [Interval(Real, 0, None, closed="left"), StrOptions({"private", "cv"}), None],
         "neighbours": [StrOptions({"replace-one", "add-remove"})],
         "calibration": [StrOptions({"corrected", "tight", "paper"})],
         "bias": [Interval(Real, 0, 1, closed="neither"), "boolean", None],
         "random_state": ["random_state"],
         "unit_ball": [str],
         "teachers": [Interval(Integral, 1, None, closed="left"), None],
-        "clip": [Interval(Real, 0, None, closed="neither"), StrOptions({"cv"})],
+        "clip": [Interval(Real, 0, None, closed="neither"), StrOptions({"private", "cv"}), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "epochs": [Interval(Real, 0, None, closed="neither"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
@@ -288,11 +293,22 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _value_or_cv(name: str, v: Any) -> Optional[float]:
+        if v is None:
+            return None
         if isinstance(v, str):
-            if v == "cv":
+            if v in ("cv", "private"):
                 return None
-            raise ValueError(f"invalid {name} = {v}: must be a finite number > 0 or `cv`")
+            raise ValueError(
+                f"invalid {name} = {v}: must be a finite number > 0, 'private', 'cv' or None"
+            )
         return float(v)
+
+    def _select(self) -> Optional[str]:
+        """How an unset lambda or clip is selected: None (public default), 'private' or 'cv'."""
+        picks = {v for v in (self.lam, self.clip) if v in ("private", "cv")}
+        if len(picks) > 1:
+            raise ValueError("invalid lam/clip: 'private' and 'cv' cannot be mixed")
+        return picks.pop() if picks else None
 
     def fit(self, X, y):
         """Train the private model.
@@ -418,6 +434,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             learning_rate=None if self.learning_rate is None else float(self.learning_rate),
             extra=extra,
             n_jobs=_threads(self.n_jobs),
+            select=self._select(),
         )
 
     def _set_native(self, native) -> None:
@@ -442,7 +459,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.lambda_ is None and info["method"] == "non-private":
             cv = self.cross_validation_ or {}
             self.lambda_ = cv.get("chosen") if cv.get("parameter") == "lambda" else (
-                None if isinstance(self.lam, str) else float(self.lam))
+                None if self.lam is None or isinstance(self.lam, str) else float(self.lam))
         self.theta_ = native.coef()
         self.__dict__.pop("coef_", None)
         self.__dict__.pop("intercept_", None)
@@ -622,7 +639,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 p = os.path.join(d, "model.safetensors")
                 with open(p, "wb") as f:
                     f.write(blob)
-                self._native = _native.load(p)
+                # the estimator existed with this guarantee (``guarantee_`` states its validity)
+                self._native = _native.load(p, None, False, True)
 
 
 def _bias_value(bias, fit_intercept: bool = True) -> float:
@@ -650,10 +668,10 @@ def _bias_value(bias, fit_intercept: bool = True) -> float:
 def _cross_validated(method: str, lam: Any, clip: Any) -> Optional[str]:
     """The hyperparameter a fit selects on the training data (as the core does), or None."""
     if method == "dp-sgd":
-        return "clip" if isinstance(clip, str) else None
+        return "clip" if clip == "cv" else None
     if method == "subsample-aggregate":
         return None
-    return "lambda" if isinstance(lam, str) else None
+    return "lambda" if isinstance(lam, str) and lam == "cv" else None
 
 
 def _threads(n_jobs: Optional[int]) -> Optional[int]:
@@ -666,7 +684,9 @@ def _threads(n_jobs: Optional[int]) -> Optional[int]:
     return int(n_jobs) if n_jobs > 0 else max(1, cpus + 1 + int(n_jobs))
 
 
-def load(path, ledger=None, init_ledger: bool = False) -> PrivateLogisticRegression:
+def load(
+    path, ledger=None, init_ledger: bool = False, allow_invalid_guarantee: bool = False
+) -> PrivateLogisticRegression:
     """Load a privpred linear-model artifact (from ``privpred train`` or ``save``).
 
     Parameters
@@ -681,6 +701,10 @@ def load(path, ledger=None, init_ledger: bool = False) -> PrivateLogisticRegress
     init_ledger : bool, default=False
         Create the ledger file and the model's record (total B); refused if the record
         exists. Without it a missing ledger or record is an error, as for ``privpred serve``.
+    allow_invalid_guarantee : bool, default=False
+        Load a model whose guarantee does not hold (``valid_guarantee: false``: a ``paper``
+        calibration, or a hyper-parameter selected without privacy). Refused without it, as
+        ``privpred predict`` and ``serve`` refuse it without ``--allow-invalid-guarantee``.
 
     Returns
     -------
@@ -692,12 +716,16 @@ def load(path, ledger=None, init_ledger: bool = False) -> PrivateLogisticRegress
     Raises
     ------
     ValueError
-        For a file that is not a valid privpred model (corrupt, wrong format or version).
+        For a file that is not a valid privpred model (corrupt, wrong format or version),
+        or whose guarantee is not valid (without ``allow_invalid_guarantee=True``).
     OSError
         For a file that cannot be read.
     """
     native = _native.load(
-        os.fspath(path), None if ledger is None else os.fspath(ledger), bool(init_ledger)
+        os.fspath(path),
+        None if ledger is None else os.fspath(ledger),
+        bool(init_ledger),
+        bool(allow_invalid_guarantee),
     )
     info = json.loads(native.info_json())
     g = native.guarantee_json()

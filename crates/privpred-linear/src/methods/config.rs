@@ -59,6 +59,10 @@ pub struct MethodConfig {
     /// absent from a serialised configuration).
     #[serde(default)]
     pub(crate) neighbours: privpred_core::Neighbours,
+    /// How λ (or DP-SGD's clip) was chosen, recorded in the guarantee with its cost
+    /// ([`privpred_core::tuning`]; a public value by default).
+    #[serde(default)]
+    pub(crate) selection: privpred_core::SelectionMethod,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -102,6 +106,7 @@ impl MethodConfig {
                 seed: privpred_core::defaults::SEED,
             },
             neighbours: privpred_core::Neighbours::ReplaceOne,
+            selection: privpred_core::SelectionMethod::Public,
         }
     }
 
@@ -152,6 +157,11 @@ impl MethodConfig {
     /// The neighbouring relation of the guarantee.
     pub fn neighbours(&self) -> privpred_core::Neighbours {
         self.neighbours
+    }
+
+    /// How λ (or DP-SGD's clip) was chosen.
+    pub fn selection(&self) -> privpred_core::SelectionMethod {
+        self.selection
     }
 
     /// The calibration request for training on `n` examples with `classes` classes.

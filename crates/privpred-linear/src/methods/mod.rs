@@ -50,6 +50,7 @@ pub mod model_sensitivity;
 pub mod non_private;
 pub mod prediction_sensitivity;
 pub mod predictor;
+pub mod private_split;
 pub mod shared;
 pub mod subsample_aggregate;
 pub mod teachers;
@@ -70,6 +71,7 @@ pub use loss_perturbation::{
 pub use model_sensitivity::{ModelFit, ModelSensitivity, perturb_model};
 pub use prediction_sensitivity::{PredictionSensitivity, prediction_sensitivity_labels};
 pub use predictor::{Diagnostics, MethodParams, PredictorKind, PrivatePredictor, check_query};
+pub use private_split::{Knob, SplitSelection, private_split_select};
 #[cfg(test)]
 pub(crate) use shared::shared_fits_built;
 pub use shared::{SharedFit, calibrate};
@@ -190,9 +192,10 @@ pub trait PrivateMethod {
 
     /// The calibration for training with `cfg` on `n` examples of `classes` classes: the
     /// core's (SPEC §3), with the solver's residual accounted for (erratum 4.8,
-    /// `privpred_core::certify::calibrate_certified`).
+    /// `privpred_core::certify::calibrate_certified`), with the hyper-parameter selection's
+    /// record ([`privpred_core::tuning`]).
     fn calibrate(&self, cfg: &MethodConfig, n: usize, classes: usize) -> Result<Calibration> {
-        Ok(shim::calibrate(&cfg.request(n, classes))?)
+        Ok(shim::calibrate(&cfg.request(n, classes))?.with_selection(cfg.selection)?)
     }
 
     /// The noise-independent part of the method on `fit.train` (may draw from `rng`: the

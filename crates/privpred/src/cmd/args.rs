@@ -3,33 +3,39 @@
 
 use privpred_data::UnitBall;
 
-/// A positive number or `cv` (cross-validate it): the value of `--lambda` and `--clip`.
+/// How `--lambda` and `--clip` are set: a public value, the private selection, or the paper's
+/// non-private hold-out selection.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ValueOrCv {
-    /// A finite value > 0.
+    /// A finite value > 0, chosen without the data (costs nothing).
     Value(f64),
-    /// Cross-validate over the SPEC §6 grid.
+    /// `private`: the private split selection over the grid (inside the guarantee).
+    Private,
+    /// `cv`: the paper's selection on a hold-out of the private data, without privacy (outside
+    /// the guarantee: the guarantee is marked not valid).
     Cv,
 }
 
 impl ValueOrCv {
-    /// The value, or `None` for `cv`.
+    /// The value, or `None` for a selection.
     pub fn value(self) -> Option<f64> {
         match self {
             ValueOrCv::Value(v) => Some(v),
-            ValueOrCv::Cv => None,
+            ValueOrCv::Private | ValueOrCv::Cv => None,
         }
     }
 }
 
-/// clap value parser for [`ValueOrCv`]: "a finite number > 0 or `cv`".
+/// clap value parser for [`ValueOrCv`]: "a finite number > 0, `private` or `cv`".
 pub fn positive_or_cv(s: &str) -> Result<ValueOrCv, String> {
-    if s == "cv" {
-        return Ok(ValueOrCv::Cv);
+    match s {
+        "cv" => return Ok(ValueOrCv::Cv),
+        "private" => return Ok(ValueOrCv::Private),
+        _ => {}
     }
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(ValueOrCv::Value(v)),
-        _ => Err("must be a finite number > 0 or `cv`".into()),
+        _ => Err("must be a finite number > 0 (a public value, costs nothing), `private` (private selection inside the guarantee) or `cv` (non-private hold-out selection, outside the guarantee)".into()),
     }
 }
 
@@ -88,10 +94,14 @@ mod tests {
     #[test]
     fn positive_or_cv_takes_cv_and_positive_finite_numbers_only() {
         assert_eq!(positive_or_cv("cv"), Ok(ValueOrCv::Cv));
+        assert_eq!(positive_or_cv("private"), Ok(ValueOrCv::Private));
         assert_eq!(positive_or_cv("1e-3"), Ok(ValueOrCv::Value(1e-3)));
-        for bad in ["0", "-0", "-1", "nan", "inf", "", "CV", "1e400"] {
+        for bad in ["0", "-0", "-1", "nan", "inf", "", "CV", "1e400", "Private"] {
             let e = positive_or_cv(bad).unwrap_err();
-            assert!(e.contains("> 0") && e.contains("cv"), "{bad}: {e}");
+            assert!(
+                e.contains("> 0") && e.contains("cv") && e.contains("private"),
+                "{bad}: {e}"
+            );
         }
     }
 

@@ -57,6 +57,9 @@ pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
                 }
             );
             println!("noise: {:?}", c.noise());
+            if let Some(s) = c.selection {
+                println!("hyper-parameter selection: {}", s.describe());
+            }
         }
         None => println!("no privacy guarantee (non-private reference model)"),
     }

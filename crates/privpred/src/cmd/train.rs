@@ -11,7 +11,7 @@
 use super::args::{self, EngineArg, ModelArg, ValueOrCv};
 use crate::exit::usage;
 use anyhow::Context;
-use privpred_core::{Budget, CalibrationMode, Method, Privacy, defaults};
+use privpred_core::{Budget, CalibrationMode, Method, Privacy, SelectionMethod, defaults};
 use privpred_core::{ParamGuard, PrivRng};
 use privpred_data::split::holdout_unit;
 use privpred_data::{
@@ -20,7 +20,7 @@ use privpred_data::{
 };
 use privpred_linear::artifact::{StoredModel, save_model};
 use privpred_linear::dpsgd::CLIP_GRID;
-use privpred_linear::methods::{self, SeedPolicy};
+use privpred_linear::methods::{self, Knob, MethodConfig, SeedPolicy};
 use privpred_linear::train::LAMBDA_GRID;
 use privpred_linear::{LbfgsOptions, LinearError, TrainParams, train_private};
 use rand::RngExt;
@@ -93,10 +93,14 @@ pub struct Args {
     /// Inference budget B ≥ 1 for prediction sensitivity and subsample-and-aggregate.
     #[arg(long, default_value_t = defaults::BUDGET)]
     pub budget: u64,
-    /// L2 strength λ > 0, or `cv` to cross-validate over the SPEC §6 grid on a 10 % hold-out.
-    /// Subsample-and-aggregate: the teachers' λ (default 0, as in the paper).
-    #[arg(long, default_value = "cv", allow_negative_numbers = true, value_parser = args::positive_or_cv)]
-    pub lambda: ValueOrCv,
+    /// L2 strength λ: a public value > 0 (chosen without the data: costs nothing), `private`
+    /// (the private split selection over the grid {1e-5, …, 0.5}: inside the guarantee; the
+    /// release is trained on the 80 % of the training set the selection does not use) or `cv`
+    /// (the paper's selection on a 10 % hold-out, without privacy: the guarantee is then
+    /// marked not valid). Default: the public value 0.01 for private methods, `cv` for the
+    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0).
+    #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
+    pub lambda: Option<ValueOrCv>,
     /// Which analysis calibrates the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
@@ -111,8 +115,10 @@ pub struct Args {
     /// ResNets).
     #[arg(long)]
     pub teachers: Option<usize>,
-    /// DP-SGD: clip ν > 0, or `cv` (SPEC §6 grid; linear models only). Default: `cv` for
-    /// linear models, 1 for ResNets.
+    /// DP-SGD: clip ν: a public value > 0 (costs nothing), `private` (private split selection
+    /// over {5e-4, …, 0.5}, inside the guarantee) or `cv` (non-private hold-out selection,
+    /// outside the guarantee); the last two for linear models only. Default: the public value
+    /// 0.1 for linear models, 1 for ResNets.
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub clip: Option<ValueOrCv>,
     /// DP-SGD (and ResNet training): expected batch size b (default 256 linear, 600 ResNet).
@@ -240,7 +246,7 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         (args.pca.is_some(), "--pca"),
         (args.classes.is_some(), "--classes"),
         (args.bias.is_some(), "--bias"),
-        (args.lambda != ValueOrCv::Cv, "--lambda"),
+        (args.lambda.is_some(), "--lambda"),
         (args.unit_ball.is_some(), "--unit-ball"),
         (args.schema.is_some(), "--schema"),
     ] {
@@ -371,10 +377,29 @@ fn train_params(
             args.learning_rate
                 .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE),
         );
-    match args.clip.unwrap_or(ValueOrCv::Cv).value() {
+    match clip_arg(args).value() {
         Some(clip) => params.clip(clip),
         None => params.without_clip(),
     }
+}
+
+/// The public λ of a private linear method when `--lambda` is not given.
+const PUBLIC_LAMBDA: f64 = defaults::LINEAR_PUBLIC_LAMBDA;
+
+/// `--lambda` as given, or its default: [`PUBLIC_LAMBDA`] for a private method, `cv` for the
+/// non-private reference (which has no guarantee to keep).
+fn lambda_arg(args: &Args) -> ValueOrCv {
+    args.lambda.unwrap_or(match args.method.method() {
+        Some(_) => ValueOrCv::Value(PUBLIC_LAMBDA),
+        None => ValueOrCv::Cv,
+    })
+}
+
+/// `--clip` as given, or its default for linear DP-SGD: the public
+/// [`defaults::LINEAR_DPSGD_CLIP`].
+fn clip_arg(args: &Args) -> ValueOrCv {
+    args.clip
+        .unwrap_or(ValueOrCv::Value(defaults::LINEAR_DPSGD_CLIP))
 }
 
 /// The cross-validation record of the artifact and the summary.
@@ -399,70 +424,151 @@ struct LinearPlan {
     cv_draws: usize,
 }
 
-/// λ: given, fixed by the method, or cross-validated on a hold-out (privacy cost ignored, as
-/// in the paper; recorded in the artifact). Returns λ and the CV record (null when none).
+/// How λ (or the clip) was chosen: the value, the selection's record kind, its private
+/// diagnostics (null when none) and, for the private split, the part the release trains on.
+struct Chosen {
+    value: f64,
+    selection: SelectionMethod,
+    record: serde_json::Value,
+    final_train: Option<UnitBallDataset>,
+}
+
+impl Chosen {
+    fn public(value: f64) -> Chosen {
+        Chosen {
+            value,
+            selection: SelectionMethod::Public,
+            record: serde_json::Value::Null,
+            final_train: None,
+        }
+    }
+}
+
+/// The private split selection of `knob` over `grid` (privpred-core's `tuning`).
+fn private_split(
+    cfg: &MethodConfig,
+    data: &LinearData,
+    grid: &[f64],
+    knob: Knob,
+    rng: &mut PrivRng,
+) -> anyhow::Result<Chosen> {
+    let s = methods::private_split_select(cfg, &data.train, grid, knob, rng).map_err(lin)?;
+    let parameter = if knob == Knob::Clip { "clip" } else { "lambda" };
+    let record = json!({
+        "parameter": parameter,
+        "protocol": "private-split",
+        "final_n": s.plan.final_n,
+        "part_n": s.plan.part_n,
+        "holdout_n": s.plan.holdout_n,
+        "holdout_correct": s.private_counts.iter().map(|&(v, c)| json!({"value": v, "correct": c})).collect::<Vec<_>>(),
+        "chosen": s.chosen,
+    });
+    Ok(Chosen {
+        value: s.chosen,
+        selection: SelectionMethod::PrivateSplit,
+        record,
+        final_train: Some(s.final_train),
+    })
+}
+
+/// λ: given (public), fixed by the method, selected privately (the private split) or by the
+/// paper's non-private hold-out selection (recorded as outside the guarantee).
 fn choose_lambda(
     args: &Args,
     plan: &LinearPlan,
     data: &LinearData,
     lbfgs: &LbfgsOptions,
     rng: &mut PrivRng,
-) -> anyhow::Result<(f64, serde_json::Value)> {
-    let lambda_arg = args.lambda.value();
-    Ok(match (plan.method, lambda_arg) {
-        (Some(Method::SubsampleAggregate), l) => (l.unwrap_or(0.0), serde_json::Value::Null),
-        (Some(Method::DpSgd), _) => (0.0, serde_json::Value::Null),
-        (_, Some(l)) => (l, serde_json::Value::Null),
-        (m, None) => {
-            let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
-            let cv = match m {
-                None => methods::non_private::select_lambda(&tr, &ho, &LAMBDA_GRID, lbfgs)
-                    .map_err(lin)?,
-                Some(m) => {
-                    let cfg = TrainParams::new(
-                        m,
-                        args.calibration,
-                        plan.privacy.expect("checked"),
-                        plan.budget,
-                    )
-                    .neighbours(args.neighbours)
-                    .check()
-                    .map_err(lin)?;
-                    methods::cv_lambda_draws(&cfg, &tr, &ho, &LAMBDA_GRID, plan.cv_draws, rng)
-                        .map_err(lin)?
-                }
-            };
-            // the non-private model has no mechanism to draw: its score is one evaluation
-            let draws = if m.is_some() { plan.cv_draws } else { 1 };
-            (cv.best, cv_json("lambda", draws, &cv.scores, cv.best))
-        }
+) -> anyhow::Result<Chosen> {
+    let arg = lambda_arg(args);
+    let m = match (plan.method, arg) {
+        (Some(Method::DpSgd), _) => return Ok(Chosen::public(0.0)),
+        (Some(Method::SubsampleAggregate), ValueOrCv::Cv) => return Ok(Chosen::public(0.0)),
+        (_, ValueOrCv::Value(l)) => return Ok(Chosen::public(l)),
+        (m, _) => m,
+    };
+    let Some(m) = m else {
+        // the non-private reference: `cv` selects on the hold-out, `private` means the same
+        let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
+        let cv = methods::non_private::select_lambda(&tr, &ho, &LAMBDA_GRID, lbfgs).map_err(lin)?;
+        return Ok(Chosen {
+            value: cv.best,
+            selection: SelectionMethod::NonPrivateHoldout,
+            record: cv_json("lambda", 1, &cv.scores, cv.best),
+            final_train: None,
+        });
+    };
+    let cfg = TrainParams::new(
+        m,
+        args.calibration,
+        plan.privacy.expect("checked"),
+        plan.budget,
+    )
+    .neighbours(args.neighbours)
+    .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
+    .check()
+    .map_err(lin)?;
+    if arg == ValueOrCv::Private {
+        return private_split(&cfg, data, &LAMBDA_GRID, Knob::Lambda, rng);
+    }
+    let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
+    let cv =
+        methods::cv_lambda_draws(&cfg, &tr, &ho, &LAMBDA_GRID, plan.cv_draws, rng).map_err(lin)?;
+    Ok(Chosen {
+        value: cv.best,
+        selection: SelectionMethod::NonPrivateHoldout,
+        record: cv_json("lambda", plan.cv_draws, &cv.scores, cv.best),
+        final_train: None,
     })
 }
 
-/// Trains a private linear model (cross-validating DP-SGD's clip when asked); returns the
-/// model and the summary.
+/// Trains a private linear model (selecting DP-SGD's clip when asked); returns the model and
+/// the summary.
 fn fit_private(
     args: &Args,
     plan: &LinearPlan,
     m: Method,
     data: &LinearData,
-    lambda: f64,
-    cv_record: &mut serde_json::Value,
+    mut chosen: Chosen,
     rng: &mut PrivRng,
-) -> anyhow::Result<(StoredModel, serde_json::Value)> {
-    let train = &data.train;
+) -> anyhow::Result<(StoredModel, serde_json::Value, serde_json::Value)> {
     let privacy = plan.privacy.expect("checked");
-    let mut params = train_params(args, m, privacy, plan.budget, lambda, plan.seed_policy);
-    if m == Method::DpSgd && args.clip.unwrap_or(ValueOrCv::Cv).value().is_none() {
-        // `--clip cv`: the clip is selected on a hold-out with the otherwise checked params
-        let cv_cfg = params.clone().check().map_err(lin)?;
-        let (tr, ho) = holdout_unit(train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
-        let cv = methods::cv_clip_draws(&cv_cfg, &tr, &ho, &CLIP_GRID, plan.cv_draws, rng)
+    let mut params = train_params(
+        args,
+        m,
+        privacy,
+        plan.budget,
+        chosen.value,
+        plan.seed_policy,
+    );
+    let clip = clip_arg(args);
+    if m == Method::DpSgd && clip.value().is_none() {
+        // the clip is selected with the otherwise checked params
+        let sel_cfg = params
+            .clone()
+            .clip(defaults::LINEAR_DPSGD_CLIP)
+            .check()
             .map_err(lin)?;
-        *cv_record = cv_json("clip", plan.cv_draws, &cv.scores, cv.best);
-        params = params.clip(cv.best);
+        chosen = if clip == ValueOrCv::Private {
+            private_split(&sel_cfg, data, &CLIP_GRID, Knob::Clip, rng)?
+        } else {
+            let (tr, ho) = holdout_unit(&data.train, defaults::HOLDOUT_FRACTION, data.holdout_seed);
+            let cv = methods::cv_clip_draws(&sel_cfg, &tr, &ho, &CLIP_GRID, plan.cv_draws, rng)
+                .map_err(lin)?;
+            Chosen {
+                value: cv.best,
+                selection: SelectionMethod::NonPrivateHoldout,
+                record: cv_json("clip", plan.cv_draws, &cv.scores, cv.best),
+                final_train: None,
+            }
+        };
+        params = params.clip(chosen.value);
     }
-    let cfg = params.check_for(train.n).map_err(lin)?;
+    let train = chosen.final_train.as_ref().unwrap_or(&data.train);
+    let cfg = params
+        .selection(chosen.selection)
+        .check_for(train.n)
+        .map_err(lin)?;
     let p = train_private(&cfg, train, rng).map_err(lin)?;
     let s = json!({
         "method": m.name(),
@@ -478,6 +584,7 @@ fn fit_private(
         "noise": p.calibration.noise(),
         "mechanism": p.calibration.mechanism.name(),
         "valid_guarantee": p.calibration.is_valid(),
+        "selection": p.calibration.selection,
         "notes": p.calibration.notes,
         "optimization": p.certificate().map(|c| json!({
             "gradient_norm_bound": c.gradient_norm_bound,
@@ -485,7 +592,7 @@ fn fit_private(
         })),
         "steps": p.dp_sgd_steps(),
     });
-    Ok((StoredModel::Private(Box::new(p)), s))
+    Ok((StoredModel::Private(Box::new(p)), s, chosen.record))
 }
 
 /// What `train` tells the data owner and never writes into the artifact: the fit's measured
@@ -574,18 +681,19 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         _ => None,
     };
     let lbfgs = LbfgsOptions::default();
-    let (lambda, mut cv_record) = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
+    let chosen = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
 
-    let (model, summary) = match method {
+    let (model, summary, cv_record) = match method {
         None => {
+            let lambda = chosen.value;
             let fit = methods::non_private::fit(&data.train, lambda, &lbfgs).map_err(lin)?;
             let s = json!({
                 "method": "non-private", "lambda": lambda, "n": data.train.n,
                 "lbfgs": fit.lbfgs,
             });
-            (StoredModel::NonPrivate(fit.model), s)
+            (StoredModel::NonPrivate(fit.model), s, chosen.record)
         }
-        Some(m) => fit_private(args, &plan, m, &data, lambda, &mut cv_record, &mut rng)?,
+        Some(m) => fit_private(args, &plan, m, &data, chosen, &mut rng)?,
     };
     let prov = &data.provenance;
     // only data-independent facts: the hold-out scores stay with the data owner
@@ -657,6 +765,11 @@ fn print_private_diagnostics(model: &StoredModel, cv: &serde_json::Value) {
     if let (Some(param), Some(scores)) = (cv["parameter"].as_str(), cv.get("scores")) {
         lines.push(format!("cross-validated {param}: hold-out scores {scores}"));
     }
+    if let (Some(param), Some(counts)) = (cv["parameter"].as_str(), cv.get("holdout_correct")) {
+        lines.push(format!(
+            "private selection of {param}: candidates' hold-out correct counts {counts}"
+        ));
+    }
     if lines.is_empty() {
         return;
     }
@@ -684,10 +797,11 @@ fn print_linear_summary(
     );
     super::shared::print_guarantee(model.private().map(|p| &p.calibration));
     let cv_note = |p: &str| {
-        if summary["private_diagnostics"]["cross_validation"]["parameter"] == p {
-            " (cross-validated)"
-        } else {
-            ""
+        let cv = &summary["private_diagnostics"]["cross_validation"];
+        match (cv["parameter"] == p, cv["protocol"].as_str()) {
+            (false, _) => " (public value: costs nothing)",
+            (true, Some("private-split")) => " (private selection, inside the guarantee)",
+            (true, _) => " (selected on the private data without privacy: outside any guarantee)",
         }
     };
     if let Some(l) = summary["lambda"].as_f64() {

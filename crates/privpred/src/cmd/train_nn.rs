@@ -108,10 +108,15 @@ struct Setup {
 fn setup(req: &Request) -> anyhow::Result<Setup> {
     let clip = match req.clip {
         None => defaults::RESNET_CLIP,
-        Some(ValueOrCv::Cv) => {
-            return Err(usage(
-                "invalid clip = cv: cross-validating ν retrains a ResNet per grid value; pass --clip ν > 0 (default 1)",
-            ));
+        Some(sel @ (ValueOrCv::Cv | ValueOrCv::Private)) => {
+            return Err(usage(format!(
+                "invalid clip = {}: selecting ν retrains a ResNet per grid value; pass a public --clip ν > 0 (default 1, costs nothing)",
+                if sel == ValueOrCv::Cv {
+                    "cv"
+                } else {
+                    "private"
+                }
+            )));
         }
         Some(ValueOrCv::Value(v)) => v,
     };
@@ -258,6 +263,9 @@ fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyho
         im.net.classes(),
         req.neighbours,
     )
+    .map_err(usage)?
+    // the clip is a public value (ResNets take no selection)
+    .with_selection(privpred_core::SelectionMethod::Public)
     .map_err(usage)?;
     let sigma = cal
         .mechanism
@@ -297,6 +305,8 @@ fn train_teachers(
         im.net.classes(),
         req.neighbours,
     )
+    .map_err(usage)?
+    .with_selection(privpred_core::SelectionMethod::Public)
     .map_err(usage)?;
     if teachers > n {
         return Err(usage(format!(
