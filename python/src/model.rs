@@ -40,6 +40,7 @@ struct TrainArgs {
     batch_size: Option<usize>,
     epochs: Option<f64>,
     learning_rate: Option<f64>,
+    loss: privpred_core::Loss,
 }
 
 /// A fitted model: what an artifact holds, plus the in-memory budget ledger and the
@@ -105,7 +106,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, loss="softmax"))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -128,7 +129,15 @@ pub fn train(
     epochs: Option<f64>,
     learning_rate: Option<f64>,
     extra: Option<&str>,
+    loss: &str,
 ) -> PyResult<NativeModel> {
+    let loss = privpred_core::Loss::parse(loss).ok_or_else(|| {
+        invalid(
+            "loss",
+            loss,
+            "must be 'softmax' or 'logistic' (one sigmoid output, two classes)",
+        )
+    })?;
     let method = match method {
         "non-private" => None,
         m => Some(guarantee::method(m)?),
@@ -196,6 +205,7 @@ pub fn train(
         batch_size,
         epochs,
         learning_rate,
+        loss,
     };
     let (features, n, d) = rows(&x);
     let labels = y.as_slice()?.to_vec();
@@ -361,6 +371,7 @@ fn config(
     })?;
     let params = TrainParams::new(m, args.mode, privacy, args.budget)
         .neighbours(args.neighbours)
+        .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
         .teachers(args.teachers.unwrap_or(256))

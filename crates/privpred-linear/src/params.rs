@@ -98,6 +98,12 @@ impl TrainParams {
         self.0.neighbours = neighbours;
         self
     }
+    /// The model's output layer: [`privpred_core::Loss::Logistic`] trains a two-class problem
+    /// as one sigmoid output ([`crate::binary`]).
+    pub fn loss(mut self, loss: privpred_core::Loss) -> Self {
+        self.0.loss = loss;
+        self
+    }
 
     /// Validates against the training-set size `n` (teachers and batch size in 1..=n, a
     /// finite budget for the prediction-time methods, DP-SGD's clip set) and then as

@@ -6,7 +6,7 @@ use crate::error::{LinearError, Result};
 use crate::lbfgs::LbfgsOptions;
 use crate::shim::{CalibrationRequest, DpSgdSchedule};
 use crate::train::check_lambda;
-use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
 use serde::{Deserialize, Serialize};
 
 /// How the randomness of a predictor was seeded (recorded with the guarantee).
@@ -59,6 +59,10 @@ pub struct MethodConfig {
     /// absent from a serialised configuration).
     #[serde(default)]
     pub(crate) neighbours: privpred_core::Neighbours,
+    /// The model's output layer: softmax (C columns) or, for two classes, one sigmoid output
+    /// ([`crate::binary`]); softmax when absent from a serialised configuration.
+    #[serde(default)]
+    pub(crate) loss: Loss,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -102,6 +106,7 @@ impl MethodConfig {
                 seed: privpred_core::defaults::SEED,
             },
             neighbours: privpred_core::Neighbours::ReplaceOne,
+            loss: Loss::Softmax,
         }
     }
 
@@ -153,6 +158,10 @@ impl MethodConfig {
     pub fn neighbours(&self) -> privpred_core::Neighbours {
         self.neighbours
     }
+    /// The model's output layer and loss (softmax, or one sigmoid output for two classes).
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
 
     /// The calibration request for training on `n` examples with `classes` classes.
     pub fn request(&self, n: usize, classes: usize) -> CalibrationRequest {
@@ -183,11 +192,24 @@ impl MethodConfig {
             classes,
             dp_sgd,
             neighbours: self.neighbours,
+            loss: self.loss,
         }
     }
 
     /// Validates the configuration against the training data's size.
     pub fn check(&self, n: usize) -> Result<()> {
+        if self.loss == Loss::Logistic
+            && !matches!(
+                self.method,
+                Method::ModelSensitivity | Method::PredictionSensitivity
+            )
+        {
+            return Err(LinearError::invalid(
+                "binary",
+                self.method,
+                "the binary (sigmoid) model is trained by model-sensitivity and prediction-sensitivity; use the softmax model for this method",
+            ));
+        }
         match self.method {
             Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
                 check_lambda(self.lambda, true)?
