@@ -40,6 +40,7 @@ fn req(
             batch_size: 256,
             epochs: 2.0,
         }),
+        loss: privpred_core::Loss::Softmax,
     }
 }
 

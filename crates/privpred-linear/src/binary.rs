@@ -201,6 +201,123 @@ mod tests {
         x
     }
 
+    /// Model and prediction sensitivity train the binary model end to end: the calibration
+    /// records the logistic loss (K = 1), the released model keeps the binary layout (the
+    /// noise is drawn over w only), answers are (0, s) with noise on s, the artifact round
+    /// trip re-derives the binary calibration, and a logistic guarantee on a model that is not
+    /// in the binary layout is refused.
+    #[test]
+    fn binary_methods_end_to_end() {
+        use crate::artifact::{load, save};
+        use crate::methods::{MethodConfig, PredictorKind, train_private};
+        use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
+        use privpred_data::preprocess::Preprocessing;
+        use rand::SeedableRng;
+        let ds = toy(400, 6, 2, 3);
+        let fitted = Preprocessing {
+            scale: 1.0,
+            ..Preprocessing::default()
+        }
+        .fit(&ds, 0)
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        for m in [Method::ModelSensitivity, Method::PredictionSensitivity] {
+            for delta in [0.0, 1e-5] {
+                let mut cfg = MethodConfig::new(
+                    m,
+                    CalibrationMode::Corrected,
+                    Privacy::new(1.0, delta).unwrap(),
+                    Budget::finite(10).unwrap(),
+                );
+                cfg.lambda = 1e-2;
+                cfg.loss = Loss::Logistic;
+                let p = train_private(&cfg, &ds, &mut rng).unwrap();
+                assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
+                assert_eq!(p.calibration.assumptions.k, 1.0);
+                let model = match &p.kind {
+                    PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
+                        model.clone()
+                    }
+                    k => panic!("{k:?}"),
+                };
+                assert!(is_binary_layout(&model), "{m}");
+                let rows: Vec<&[f32]> = (0..5).map(|i| ds.row(i)).collect();
+                for a in p.try_predict(&rows, &mut rng).unwrap() {
+                    let s = a.scores.unwrap();
+                    assert_eq!(s[0], 0.0);
+                    assert_eq!(a.label, u32::from(s[1] > 0.0));
+                }
+                let path = dir.path().join(format!("{m}-{delta}.safetensors"));
+                save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
+                assert_eq!(load(&path).unwrap().private(), Some(&p), "{m}");
+                // a logistic guarantee on a softmax-layout model is refused
+                let mut bad = p.clone();
+                match &mut bad.kind {
+                    PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
+                        model.theta[0] = 0.5
+                    }
+                    _ => unreachable!(),
+                }
+                let e = crate::rederive::check_rederived(&bad, false).unwrap_err();
+                assert!(e.contains("binary"), "{e}");
+            }
+        }
+        // loss perturbation and DP-SGD are refused with the binary model
+        for m in [Method::LossPerturbation, Method::DpSgd, Method::SubsampleAggregate] {
+            let mut cfg = MethodConfig::new(
+                m,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 1e-5).unwrap(),
+                Budget::finite(10).unwrap(),
+            );
+            cfg.loss = Loss::Logistic;
+            let e = train_private(&cfg, &ds, &mut rng).unwrap_err().to_string();
+            assert!(e.contains("binary"), "{m}: {e}");
+        }
+    }
+
+    /// The binary release's noise: with ℓ2-Laplace output noise the distance of the released
+    /// w from w* is Gamma(D, β) distributed (mean D/β, β = Nλε/2 up to the certificate's 1 %);
+    /// a draw over D·2 coordinates (the softmax layout) would have mean 2D/β. 400 draws.
+    #[test]
+    fn model_sensitivity_noise_lives_in_r_d() {
+        use crate::methods::{MethodConfig, PredictorKind, train_private};
+        use privpred_core::{Budget, CalibrationMode, Loss, Method, Noise, Privacy};
+        use rand::SeedableRng;
+        let ds = toy(300, 8, 2, 4);
+        let mut cfg = MethodConfig::new(
+            Method::ModelSensitivity,
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, 0.0).unwrap(),
+            Budget::Unlimited,
+        );
+        cfg.lambda = 0.05;
+        cfg.loss = Loss::Logistic;
+        let base = fit_binary(&ds, 0.05, &LbfgsOptions::default()).unwrap().model;
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(8);
+        let p = train_private(&cfg, &ds, &mut rng).unwrap();
+        let Noise::L2Laplace { beta } = p.calibration.noise() else {
+            panic!()
+        };
+        let want = 300.0 * 0.05 * 1.0 / 2.0 / 1.01;
+        assert!((beta - want).abs() < 1e-9 * want, "{beta} vs {want}");
+        let mut total = 0.0;
+        let draws = 400;
+        for _ in 0..draws {
+            let m = perturb_binary(&base, &p.calibration, &mut rng).unwrap();
+            assert!(is_binary_layout(&m));
+            let w0 = weights(&base);
+            let w1 = weights(&m);
+            total += w0.iter().zip(&w1).map(|(a, b)| (a - b).powi(2)).sum::<f64>().sqrt();
+        }
+        let mean = total / draws as f64;
+        // Gamma(8, β): mean 8/β, sd √8/β; the mean of 400 draws has sd √8/(20β)
+        let (mu, sd) = (8.0 / beta, 8f64.sqrt() / (20.0 * beta));
+        assert!((mean - mu).abs() < 6.0 * sd, "mean {mean} vs {mu} ± {sd}");
+        let _ = PredictorKind::Released { model: base };
+    }
+
     #[test]
     fn refuses_more_than_two_classes() {
         let ds = toy(100, 4, 3, 1);
