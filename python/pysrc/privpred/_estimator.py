@@ -110,6 +110,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         DP-SGD: the clip norm nu, or ``"cv"``.
     batch_size, epochs, learning_rate : optional
         DP-SGD's expected batch size (256), epochs (20) and learning rate (1).
+    binary : "auto", True or False, default="auto"
+        Two-class problems as one sigmoid (logistic) output instead of a two-class
+        softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
+        the same guarantee needs less noise. ``"auto"``: the sigmoid model whenever the
+        labels have two classes and the method is model sensitivity or prediction
+        sensitivity (the methods that train it); True requires it (a ValueError
+        otherwise); False keeps the softmax. ``guarantee_["assumptions"]["loss"]`` says
+        which was used.
 
     Attributes
     ----------
@@ -162,6 +170,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         batch_size: Optional[int] = None,
         epochs: Optional[float] = None,
         learning_rate: Optional[float] = None,
+        binary: Union[bool, str] = "auto",
     ):
         self.method = method
         self.epsilon = epsilon
@@ -178,6 +187,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.batch_size = batch_size
         self.epochs = epochs
         self.learning_rate = learning_rate
+        self.binary = binary
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -206,6 +216,22 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 return None
             raise ValueError(f"invalid {name} = {v}: must be a finite number > 0 or `cv`")
         return float(v)
+
+    def _loss(self, method: str, n_classes: int) -> str:
+        """The output layer for ``binary`` (see the class docstring)."""
+        sigmoid_methods = ("model-sensitivity", "prediction-sensitivity")
+        b = self.binary
+        if isinstance(b, str) and b == "auto":
+            return "logistic" if n_classes == 2 and method in sigmoid_methods else "softmax"
+        if b is True or (isinstance(b, np.bool_) and bool(b)):
+            if n_classes != 2 or method not in sigmoid_methods:
+                raise ValueError(
+                    f"invalid binary = True for {n_classes} classes and method = {method}: the sigmoid model needs two classes and method model-sensitivity or prediction-sensitivity"
+                )
+            return "logistic"
+        if b is False or (isinstance(b, np.bool_) and not bool(b)):
+            return "softmax"
+        raise ValueError(f"invalid binary = {b!r}: must be 'auto', True or False")
 
     def fit(self, X, y):
         """Train the private model.
@@ -238,6 +264,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes (got {len(classes)} class)"
             )
         bias = _bias_value(self.bias)
+        loss = self._loss(method, len(classes))
         try:
             extra = json.dumps({"classes": classes.tolist()})
         except TypeError:
@@ -262,6 +289,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             epochs=None if self.epochs is None else float(self.epochs),
             learning_rate=None if self.learning_rate is None else float(self.learning_rate),
             extra=extra,
+            loss=loss,
         )
         self.classes_ = classes
         self._set_native(native)

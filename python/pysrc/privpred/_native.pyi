@@ -43,6 +43,7 @@ def train(
     epochs: Optional[float] = None,
     learning_rate: Optional[float] = None,
     extra: Optional[str] = None,
+    loss: str = "softmax",
 ) -> NativeModel: ...
 def load(
     path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False
