@@ -250,6 +250,11 @@ impl Loss {
         }
     }
 
+    /// Whether this is the softmax (the default, not written in serialised records).
+    pub fn is_softmax(&self) -> bool {
+        *self == Loss::Softmax
+    }
+
     /// Parses a kebab-case name.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -280,8 +285,9 @@ pub struct Assumptions {
     pub n: Option<usize>,
     /// L2-regularisation λ (None where it does not enter).
     pub lambda: Option<f64>,
-    /// The model's output layer and loss (softmax when absent from a serialised record).
-    #[serde(default)]
+    /// The model's output layer and loss (softmax when absent from a serialised record; only
+    /// the logistic loss is written, so softmax records read and rewrite as before).
+    #[serde(default, skip_serializing_if = "Loss::is_softmax")]
     pub loss: Loss,
 }
 

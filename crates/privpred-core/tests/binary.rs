@@ -10,7 +10,14 @@ use privpred_core::{
     Budget, CalibrationMode, Loss, Mechanism, Method, Neighbours, Noise, Privacy, VectorNoise,
 };
 
-fn req(method: Method, eps: f64, delta: f64, n: usize, lambda: f64, loss: Loss) -> CalibrationRequest {
+fn req(
+    method: Method,
+    eps: f64,
+    delta: f64,
+    n: usize,
+    lambda: f64,
+    loss: Loss,
+) -> CalibrationRequest {
     let mut r = CalibrationRequest::new(
         method,
         CalibrationMode::Corrected,
@@ -30,7 +37,11 @@ fn req(method: Method, eps: f64, delta: f64, n: usize, lambda: f64, loss: Loss) 
 fn logistic(y: f64, s: f64) -> f64 {
     // ln(1 + e^{−ys}), stable
     let t = -y * s;
-    if t > 0.0 { t + (-t).exp().ln_1p() } else { t.exp().ln_1p() }
+    if t > 0.0 {
+        t + (-t).exp().ln_1p()
+    } else {
+        t.exp().ln_1p()
+    }
 }
 
 /// K and L of the logistic loss from central differences over a grid of scores: the
@@ -55,9 +66,18 @@ fn logistic_constants_from_finite_differences() {
         let p0 = 1.0 - p1;
         k_soft = k_soft.max((p0 - 1.0).hypot(p1));
     }
-    assert!(k <= Loss::Logistic.k() + 1e-6 && k >= Loss::Logistic.k() - 1e-6, "K {k}");
-    assert!(l <= Loss::Logistic.l() + 1e-6 && l >= Loss::Logistic.l() - 1e-6, "L {l}");
-    assert!((k_soft - Loss::Softmax.k()).abs() < 1e-6, "softmax K {k_soft}");
+    assert!(
+        k <= Loss::Logistic.k() + 1e-6 && k >= Loss::Logistic.k() - 1e-6,
+        "K {k}"
+    );
+    assert!(
+        l <= Loss::Logistic.l() + 1e-6 && l >= Loss::Logistic.l() - 1e-6,
+        "L {l}"
+    );
+    assert!(
+        (k_soft - Loss::Softmax.k()).abs() < 1e-6,
+        "softmax K {k_soft}"
+    );
     assert_eq!(Loss::Logistic.outputs(2), 1);
     assert_eq!(Loss::Softmax.outputs(2), 2);
 }
@@ -67,8 +87,15 @@ fn logistic_constants_from_finite_differences() {
 #[test]
 fn model_sensitivity_is_chaudhuri_corollary_8() {
     for (n, lambda, eps) in [(569, 1e-2, 1.0), (60_000, 1e-4, 0.1), (1000, 0.5, 10.0)] {
-        let c = calibrate(&req(Method::ModelSensitivity, eps, 0.0, n, lambda, Loss::Logistic))
-            .unwrap();
+        let c = calibrate(&req(
+            Method::ModelSensitivity,
+            eps,
+            0.0,
+            n,
+            lambda,
+            Loss::Logistic,
+        ))
+        .unwrap();
         let Noise::L2Laplace { beta } = c.noise() else {
             panic!("{:?}", c.noise())
         };
@@ -77,8 +104,15 @@ fn model_sensitivity_is_chaudhuri_corollary_8() {
         assert_eq!(c.assumptions.loss, Loss::Logistic);
         assert_eq!((c.assumptions.k, c.assumptions.l), (1.0, 0.25));
         // the softmax's β is √2 smaller (K = √2)
-        let s = calibrate(&req(Method::ModelSensitivity, eps, 0.0, n, lambda, Loss::Softmax))
-            .unwrap();
+        let s = calibrate(&req(
+            Method::ModelSensitivity,
+            eps,
+            0.0,
+            n,
+            lambda,
+            Loss::Softmax,
+        ))
+        .unwrap();
         let Noise::L2Laplace { beta: bs } = s.noise() else {
             panic!()
         };
@@ -93,8 +127,15 @@ fn model_sensitivity_is_chaudhuri_corollary_8() {
 #[test]
 fn loss_perturbation_uses_the_logistic_constants() {
     for eps in [0.1, 1.0, 10.0] {
-        let c = calibrate(&req(Method::LossPerturbation, eps, 0.0, 569, 1e-6, Loss::Logistic))
-            .unwrap();
+        let c = calibrate(&req(
+            Method::LossPerturbation,
+            eps,
+            0.0,
+            569,
+            1e-6,
+            Loss::Logistic,
+        ))
+        .unwrap();
         let Mechanism::ObjectivePerturbation {
             noise: VectorNoise::L2Laplace { beta },
             rho: Some(rho),
@@ -102,12 +143,22 @@ fn loss_perturbation_uses_the_logistic_constants() {
         else {
             panic!("{:?}", c.mechanism)
         };
-        assert!((1.0 + 0.25 / rho).ln() <= eps / 2.0 + 1e-15, "Jacobian term");
+        assert!(
+            (1.0 + 0.25 / rho).ln() <= eps / 2.0 + 1e-15,
+            "Jacobian term"
+        );
         assert!((rho - 1.0 / (2.0 * eps)).abs() <= 1e-12 * rho, "rho {rho}");
         assert!((beta - eps / 4.0).abs() <= 1e-12 * beta, "beta {beta}");
         // softmax with two classes: ρ = 2LC/ε = 2/ε, β = ε/(4√2)
-        let s = calibrate(&req(Method::LossPerturbation, eps, 0.0, 569, 1e-6, Loss::Softmax))
-            .unwrap();
+        let s = calibrate(&req(
+            Method::LossPerturbation,
+            eps,
+            0.0,
+            569,
+            1e-6,
+            Loss::Softmax,
+        ))
+        .unwrap();
         let Mechanism::ObjectivePerturbation { rho: Some(rs), .. } = s.mechanism else {
             panic!()
         };
@@ -121,7 +172,14 @@ fn loss_perturbation_uses_the_logistic_constants() {
 #[test]
 fn prediction_sensitivity_on_one_score() {
     let (n, lambda, eps) = (569, 1e-2, 1.0);
-    let mut r = req(Method::PredictionSensitivity, eps, 0.0, n, lambda, Loss::Logistic);
+    let mut r = req(
+        Method::PredictionSensitivity,
+        eps,
+        0.0,
+        n,
+        lambda,
+        Loss::Logistic,
+    );
     r.budget = Budget::finite(10).unwrap();
     let c = calibrate(&r).unwrap();
     let Noise::L2Laplace { beta } = c.noise() else {
@@ -156,10 +214,7 @@ fn minimiser(n: f64, lambda: f64, z: [f64; 2]) -> [f64; 2] {
     for _ in 0..200 {
         let (a, b) = (sig(-w[0]), sig(-(z[0] * w[0] + z[1] * w[1])));
         // gradient of N·J: −(N−1)σ(−w₁)e₁ − σ(−zᵀw)z + μw
-        let g = [
-            -(n - 1.0) * a - b * z[0] + mu * w[0],
-            -b * z[1] + mu * w[1],
-        ];
+        let g = [-(n - 1.0) * a - b * z[0] + mu * w[0], -b * z[1] + mu * w[1]];
         let (ca, cb) = ((n - 1.0) * a * (1.0 - a), b * (1.0 - b));
         let h = [
             [ca + cb * z[0] * z[0] + mu, cb * z[0] * z[1]],
@@ -194,7 +249,10 @@ fn binary_sensitivity_worst_case_pair() {
     let moved = (w[0] - w2[0]).hypot(w[1] - w2[1]);
     let bound = 2.0 / (n * lambda);
     assert!(moved <= bound, "moved {moved} > bound {bound}");
-    assert!(moved > 0.95 * bound, "pair not near worst case: {moved} vs {bound}");
+    assert!(
+        moved > 0.95 * bound,
+        "pair not near worst case: {moved} vs {bound}"
+    );
     let cal = calibrate_certified(&req(
         Method::ModelSensitivity,
         eps,
@@ -208,6 +266,12 @@ fn binary_sensitivity_worst_case_pair() {
         panic!()
     };
     let loss = beta * moved;
-    assert!(loss <= eps, "privacy loss {loss} of the pair exceeds eps {eps}");
-    assert!(loss > eps / std::f64::consts::SQRT_2, "loss {loss}: audit too weak");
+    assert!(
+        loss <= eps,
+        "privacy loss {loss} of the pair exceeds eps {eps}"
+    );
+    assert!(
+        loss > eps / std::f64::consts::SQRT_2,
+        "loss {loss}: audit too weak"
+    );
 }

@@ -166,7 +166,12 @@ mod tests {
             let step = solve(&mut h, &mut g, d);
             v.iter_mut().zip(&step).for_each(|(a, b)| *a -= b);
         }
-        let err: f64 = w.iter().zip(&v).map(|(a, b)| (a - b).powi(2)).sum::<f64>().sqrt();
+        let err: f64 = w
+            .iter()
+            .zip(&v)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
         let norm: f64 = v.iter().map(|a| a * a).sum::<f64>().sqrt();
         assert!(err <= 1e-6 * norm.max(1.0), "err {err:e}, |w| {norm}");
         // ‖∇J_b‖ ≤ γ/λ-close: the certificate is recorded as the binary one.
@@ -264,7 +269,11 @@ mod tests {
             }
         }
         // loss perturbation and DP-SGD are refused with the binary model
-        for m in [Method::LossPerturbation, Method::DpSgd, Method::SubsampleAggregate] {
+        for m in [
+            Method::LossPerturbation,
+            Method::DpSgd,
+            Method::SubsampleAggregate,
+        ] {
             let mut cfg = MethodConfig::new(
                 m,
                 CalibrationMode::Corrected,
@@ -294,7 +303,9 @@ mod tests {
         );
         cfg.lambda = 0.05;
         cfg.loss = Loss::Logistic;
-        let base = fit_binary(&ds, 0.05, &LbfgsOptions::default()).unwrap().model;
+        let base = fit_binary(&ds, 0.05, &LbfgsOptions::default())
+            .unwrap()
+            .model;
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(8);
         let p = train_private(&cfg, &ds, &mut rng).unwrap();
         let Noise::L2Laplace { beta } = p.calibration.noise() else {
@@ -309,7 +320,12 @@ mod tests {
             assert!(is_binary_layout(&m));
             let w0 = weights(&base);
             let w1 = weights(&m);
-            total += w0.iter().zip(&w1).map(|(a, b)| (a - b).powi(2)).sum::<f64>().sqrt();
+            total += w0
+                .iter()
+                .zip(&w1)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
+                .sqrt();
         }
         let mean = total / draws as f64;
         // Gamma(8, β): mean 8/β, sd √8/β; the mean of 400 draws has sd √8/(20β)

@@ -60,8 +60,9 @@ pub struct MethodConfig {
     #[serde(default)]
     pub(crate) neighbours: privpred_core::Neighbours,
     /// The model's output layer: softmax (C columns) or, for two classes, one sigmoid output
-    /// ([`crate::binary`]); softmax when absent from a serialised configuration.
-    #[serde(default)]
+    /// ([`crate::binary`]); softmax when absent from a serialised configuration (and not
+    /// written when softmax).
+    #[serde(default, skip_serializing_if = "Loss::is_softmax")]
     pub(crate) loss: Loss,
 }
 

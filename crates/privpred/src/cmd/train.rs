@@ -443,6 +443,7 @@ fn fit_private(
         "method": m.name(),
         "calibration": p.calibration.mode().name(),
         "neighbours": p.calibration.neighbours().name(),
+        "loss": p.calibration.assumptions.loss.name(),
         "epsilon": p.calibration.epsilon(),
         "delta": p.calibration.delta(),
         "budget": p.calibration.budget().get(),
@@ -510,10 +511,7 @@ fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
 fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Result<()> {
     match (loss, method) {
         (privpred_core::Loss::Softmax, _)
-        | (
-            _,
-            Some(Method::ModelSensitivity | Method::PredictionSensitivity),
-        ) => Ok(()),
+        | (_, Some(Method::ModelSensitivity | Method::PredictionSensitivity)) => Ok(()),
         (_, m) => Err(usage(format!(
             "invalid loss = logistic for method = {}: the one-output sigmoid model is trained by model-sensitivity and prediction-sensitivity; use --loss softmax",
             m.map_or("non-private", |m| m.name())
