@@ -110,14 +110,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         DP-SGD: the clip norm nu, or ``"cv"``.
     batch_size, epochs, learning_rate : optional
         DP-SGD's expected batch size (256), epochs (20) and learning rate (1).
-    binary : "auto", True or False, default="auto"
+    binary : "auto", True or False, default=False
         Two-class problems as one sigmoid (logistic) output instead of a two-class
         softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
         the same guarantee needs less noise. ``"auto"``: the sigmoid model whenever the
         labels have two classes and the method is model sensitivity or prediction
         sensitivity (the methods that train it); True requires it (a ValueError
-        otherwise); False keeps the softmax. ``guarantee_["assumptions"]["loss"]`` says
-        which was used.
+        otherwise); False keeps the softmax. With Gaussian noise (delta > 0) both models
+        give the same predictions once lambda is chosen for each; with delta = 0 the sigmoid
+        model needs less noise. ``guarantee_["assumptions"]["loss"]`` says which was used.
 
     Attributes
     ----------
@@ -170,7 +171,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         batch_size: Optional[int] = None,
         epochs: Optional[float] = None,
         learning_rate: Optional[float] = None,
-        binary: Union[bool, str] = "auto",
+        binary: Union[bool, str] = False,
     ):
         self.method = method
         self.epsilon = epsilon
