@@ -34,7 +34,6 @@ def test_auto_trains_the_sigmoid_model_for_two_classes(cancer):
     np.testing.assert_array_equal(est.predict(X), est.classes_[(s > 0).astype(int)])
     p = est.predict_proba(X)
     np.testing.assert_allclose(p[:, 1], 1.0 / (1.0 + np.exp(-s)), rtol=1e-9)
-    assert est.score(X, y) > 0.6
 
 
 def test_binary_false_keeps_the_softmax_and_its_noise_is_larger(cancer):
