@@ -47,6 +47,7 @@ struct TrainArgs {
     /// (costs nothing), `private` = the private split selection (inside the guarantee), `cv`
     /// = the paper's non-private hold-out selection (the guarantee is marked not valid).
     select: Option<SelectionMethod>,
+    loss: privpred_core::Loss,
 }
 
 /// A fitted model: what an artifact holds, plus the in-memory budget ledger and the
@@ -113,7 +114,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax"))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -138,7 +139,15 @@ pub fn train(
     extra: Option<&str>,
     n_jobs: Option<usize>,
     select: Option<&str>,
+    loss: &str,
 ) -> PyResult<NativeModel> {
+    let loss = privpred_core::Loss::parse(loss).ok_or_else(|| {
+        invalid(
+            "loss",
+            loss,
+            "must be 'softmax' or 'logistic' (one sigmoid output, two classes)",
+        )
+    })?;
     let select = match select {
         None => None,
         Some("private") => Some(SelectionMethod::PrivateSplit),
@@ -219,6 +228,7 @@ pub fn train(
         epochs,
         learning_rate,
         select,
+        loss,
     };
     let (features, n, d) = rows(&x);
     let labels = y.as_slice()?.to_vec();
@@ -442,6 +452,7 @@ fn config(
     })?;
     let params = TrainParams::new(m, args.mode, privacy, args.budget)
         .neighbours(args.neighbours)
+        .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
         .teachers(args.teachers.unwrap_or(256))

@@ -236,6 +236,7 @@ pub fn calibration_for(req: &AuditRequest) -> Result<Calibration> {
         classes: s.classes,
         dp_sgd,
         neighbours: s.neighbours,
+        loss: privpred_core::Loss::Softmax,
     };
     Ok(privpred_core::calibrate::calibrate(&creq)?)
 }

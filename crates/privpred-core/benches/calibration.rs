@@ -30,6 +30,7 @@ fn request(method: Method, mode: CalibrationMode, delta: f64) -> CalibrationRequ
         // add/remove: the RDP accountant this bench has always timed (replace-one DP-SGD uses
         // the slower PLD accountant, timed by `account`).
         neighbours: privpred_core::Neighbours::AddRemove,
+        loss: privpred_core::Loss::Softmax,
     }
 }
 

@@ -5,18 +5,20 @@
 use crate::composition::{
     advanced_per_answer_epsilon, advanced_per_answer_epsilon_paper, zcdp_rho_for,
 };
+use crate::delta_prime::{optimise_delta_prime, paper_delta_prime_grid, sigma_advanced};
 use crate::dpsgd::{Accountant, DpSgdSchedule, dpsgd_epsilon, noise_multiplier_neighbours};
 use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
 use crate::guarantee::{Calibration, Guarantee};
 use crate::mechanism::{Mechanism, Scores, VectorNoise};
 use crate::privacy::{Budget, Privacy};
-use crate::types::{Assumptions, CalibrationMode, Method, Neighbours};
+use crate::types::{Assumptions, CalibrationMode, Loss, Method, Neighbours};
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroU64;
 
-/// Everything a calibration needs. The constants K = √2 and L = 1/2 of SPEC §2 (softmax
-/// cross-entropy on the unit ball) are fixed; they are recorded in the result.
+/// Everything a calibration needs. The constants K and L follow from the model's loss
+/// ([`Loss`]: K = √2 and L = 1/2 for softmax cross-entropy, SPEC §2; K = 1 and L = 1/4 for
+/// the logistic loss of a two-class model); they are recorded in the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRequest {
     /// Which method.
@@ -39,6 +41,10 @@ pub struct CalibrationRequest {
     /// when absent from a serialised request).
     #[serde(default)]
     pub neighbours: Neighbours,
+    /// The model's output layer and loss (softmax by default and when absent from a
+    /// serialised request, and not written when softmax; logistic needs `classes` = 2).
+    #[serde(default, skip_serializing_if = "Loss::is_softmax")]
+    pub loss: Loss,
 }
 
 impl CalibrationRequest {
@@ -58,16 +64,19 @@ impl CalibrationRequest {
             classes: 10,
             dp_sgd: None,
             neighbours: Neighbours::ReplaceOne,
+            loss: Loss::Softmax,
         }
     }
 
-    /// The assumptions this request rests on (K = √2, L = 1/2, C, N, λ).
+    /// The assumptions this request rests on (K and L of its loss, C, N, λ).
     pub fn assumptions(&self) -> Assumptions {
         Assumptions {
+            k: self.loss.k(),
+            l: self.loss.l(),
             classes: self.classes,
             n: self.n,
             lambda: self.lambda,
-            ..Assumptions::default()
+            loss: self.loss,
         }
     }
 }
@@ -84,6 +93,13 @@ fn check_constants(a: &Assumptions) -> Result<()> {
             "classes",
             a.classes,
             "must be an integer >= 2",
+        ));
+    }
+    if a.loss == Loss::Logistic && a.classes != 2 {
+        return Err(CoreError::invalid(
+            "classes",
+            a.classes,
+            "must be 2 for the logistic (one-output) model; use the softmax model for more classes",
         ));
     }
     Ok(())
@@ -163,11 +179,17 @@ pub fn check_relation(method: Method, neighbours: Neighbours) -> Result<()> {
 }
 
 fn base(req: &CalibrationRequest, budget: Budget, mechanism: Mechanism) -> Calibration {
-    Calibration::new(
+    let mut c = Calibration::new(
         Guarantee::valid(req.privacy, budget, req.neighbours, req.mode),
         mechanism,
         req.assumptions(),
-    )
+    );
+    if req.loss == Loss::Logistic {
+        c.notes.push(
+            "two-class logistic (sigmoid) model: one output column, K = 1, L = 1/4 (Chaudhuri, Monteleoni & Sarwate 2011, Section 3.4)".into(),
+        );
+    }
+    c
 }
 
 /// Calibrates `req.method` in `req.mode` for `req.privacy` and `req.budget` (SPEC §3–5).
@@ -203,7 +225,9 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
 /// Δ·σ_AG(ε, δ) is (ε, δ)-DP (Balle & Wang 2018, Thm 8). One release, B = ∞; `tight` equals
 /// `corrected` (the analytic Gaussian is already exact for one release). Neighbours:
 /// replace-one (Δ compares two datasets of the same size N); add-remove is refused
-/// ([`check_relation`]).
+/// ([`check_relation`]). Two-class logistic model ([`Loss::Logistic`]): K = 1, so
+/// Δ = 2/(Nλ) on w ∈ R^D and β = Nλε/2, Chaudhuri, Monteleoni & Sarwate (2011), Corollary 8
+/// (output perturbation for logistic regression).
 pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     let n = need_n(a, req.method)?;
@@ -262,6 +286,13 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 /// `paper` keeps the published β = ε/(2K) and σ under both relations; under replace-one that
 /// spends ε on the noise alone (1.5ε in all) and is labelled `valid_guarantee: false`.
 /// B = ∞. `tight` equals `corrected` (no tighter analysis is claimed here).
+///
+/// Two-class logistic model ([`Loss::Logistic`]): the same proof with the logistic constants
+/// K = 1 (|ℓ′| ≤ 1), L = 1/4 (|ℓ″| ≤ c = 1/4) and one output column (each example's Hessian
+/// ℓ″·xxᵀ has rank 1), as in Chaudhuri, Monteleoni & Sarwate (2011), Theorem 9 and
+/// Section 3.4: ρ = 2L·1/ε = 1/(2ε), so (1 + L/ρ) ≤ e^{L/ρ} = e^{ε/2}; b ∈ R^D with
+/// ‖b′ − b‖ ≤ 2 under replace-one, β = ε/4 (their Algorithm 2 spends its ε′ with b's density
+/// ∝ e^{−ε′‖b‖/2} on the same sensitivity 2; here half of ε goes to the noise, so β = (ε/2)/2).
 pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     if let Some(0) = a.n {
@@ -277,7 +308,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         ));
     }
     let p = req.privacy;
-    let rho = 2.0 * a.l * a.classes as f64 / p.epsilon();
+    let rho = 2.0 * a.l * a.outputs() as f64 / p.epsilon();
     if req.neighbours == Neighbours::AddRemove
         && let (Some(n), Some(l)) = (a.n, a.lambda)
         && n as f64 * l > rho
@@ -431,64 +462,6 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Paper's grid for δ′: `torch.linspace(0, δ, 1000)[1:-1]` (998 interior points).
-fn paper_delta_prime_grid(delta: f64) -> impl Iterator<Item = f64> {
-    (1..999).map(move |i| delta * i as f64 / 999.0)
-}
-
-/// σ″(δ′)/Δ of prediction sensitivity's advanced-composition branch, or ∞ where invalid.
-fn sigma_advanced(eps: f64, delta: f64, b: u64, dp: f64, paper: bool) -> f64 {
-    let e0 = if paper {
-        advanced_per_answer_epsilon_paper(eps, b, dp)
-    } else {
-        match advanced_per_answer_epsilon(eps, b, dp) {
-            Ok(e) => e,
-            Err(_) => return f64::INFINITY,
-        }
-    };
-    let d0 = (delta - dp) / b as f64;
-    if !(e0 > 0.0 && d0 > 0.0) {
-        return f64::INFINITY;
-    }
-    sigma_ag(e0, d0).unwrap_or(f64::INFINITY)
-}
-
-/// Minimises σ″(δ′) over δ′ ∈ (0, δ): a scan over ln δ′ and a golden-section refinement.
-/// Every δ′ gives a valid guarantee, so an approximate minimiser is still sound.
-fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
-    let f = |t: f64| sigma_advanced(eps, delta, b, delta * t.exp(), false);
-    // t = ln(δ′/δ) ∈ [−40, −1e-9].
-    let n = 80;
-    let (tmin, tmax) = (-40.0_f64, -1e-9_f64);
-    let mut best = (f64::INFINITY, tmax);
-    for i in 0..=n {
-        let t = tmin + (tmax - tmin) * i as f64 / n as f64;
-        let v = f(t);
-        if v < best.0 {
-            best = (v, t);
-        }
-    }
-    let step = (tmax - tmin) / n as f64;
-    let (mut lo, mut hi) = ((best.1 - step).max(tmin), (best.1 + step).min(tmax));
-    let g = 0.5 * (5f64.sqrt() - 1.0);
-    for _ in 0..60 {
-        let c = hi - g * (hi - lo);
-        let d = lo + g * (hi - lo);
-        if f(c) < f(d) {
-            hi = d;
-        } else {
-            lo = c;
-        }
-    }
-    let t = 0.5 * (lo + hi);
-    let v = f(t);
-    if v < best.0 {
-        (v, delta * t.exp())
-    } else {
-        (best.0, delta * best.1.exp())
-    }
-}
-
 /// Prediction sensitivity (noise on each answer's logits), SPEC §3 and §5.
 ///
 /// Theorem (paper, appendix Thms "prediction sensitivity" and "Gaussian prediction
@@ -502,7 +475,10 @@ fn optimise_delta_prime(eps: f64, delta: f64, b: u64) -> (f64, f64) {
 /// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). `tight` with δ = 0
 /// releases the label only, by a selection over the logits
 /// ([`prediction_sensitivity_selection`]). Neighbours: replace-one; add-remove is refused
-/// ([`check_relation`]).
+/// ([`check_relation`]). Two-class logistic model ([`Loss::Logistic`]): each answer is one
+/// score s = wᵀx with sensitivity Δ = 2K/(Nλ) = 2/(Nλ) (K = 1; Chaudhuri, Monteleoni &
+/// Sarwate 2011, Corollary 8 bounds ‖w − w′‖ ≤ 2/(Nλ), and |s − s′| ≤ ‖w − w′‖‖x‖); the
+/// noise is drawn in R^1 and the label is 1 when the noisy score is > 0.
 pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let a = &req.assumptions();
     let nz = need_budget(req.budget, req.method)?;
@@ -617,15 +593,35 @@ pub fn logit_selection_beta(epsilon: f64, budget: u64, sensitivity: f64) -> f64 
     epsilon / (budget as f64 * std::f64::consts::SQRT_2 * sensitivity)
 }
 
+/// β of a selection over the two scores (0, s) of a two-class logistic model that is
+/// (ε/B)-DP per answer: β = ε/(B·Δ), Δ = `sensitivity` of s = wᵀx.
+///
+/// Proof. As in [`logit_selection_beta`], with the scores (0, wᵀx): a replaced example moves
+/// w by at most Δ, so the change of the scores is d = (0, (w′ − w)ᵀx), whose range is
+/// |(w′ − w)ᵀx| ≤ Δ (not √2Δ: only one score moves). After the shift by (max d + min d)/2 the
+/// per-score sensitivity is Δ∞ = Δ/2, and the exponential mechanism (McSherry & Talwar 2007,
+/// Thm 6) and permute-and-flip (McKenna & Sheldon 2020, Thm 1) are ε₀-DP at
+/// β = ε₀/(2Δ∞) = ε₀/Δ; basic composition over B answers at ε₀ = ε/B.
+pub fn logit_selection_beta_binary(epsilon: f64, budget: u64, sensitivity: f64) -> f64 {
+    epsilon / (budget as f64 * sensitivity)
+}
+
 /// Prediction sensitivity in `tight` with δ = 0 when only the label is released: a selection
 /// over the logits ([`LOGIT_SELECTION`]) at β = ε/(B·√2·Δ) ([`logit_selection_beta`], whose
-/// doc comment is the proof), instead of ℓ2-Laplace noise on the whole logit vector.
+/// doc comment is the proof), instead of ℓ2-Laplace noise on the whole logit vector; for the
+/// two-class logistic model over the scores (0, s) at β = ε/(B·Δ)
+/// ([`logit_selection_beta_binary`]).
 pub fn prediction_sensitivity_selection(
     req: &CalibrationRequest,
     b: NonZeroU64,
     sens: f64,
 ) -> Calibration {
-    let beta = logit_selection_beta(req.privacy.epsilon(), b.get(), sens);
+    let binary = req.loss == Loss::Logistic;
+    let beta = if binary {
+        logit_selection_beta_binary(req.privacy.epsilon(), b.get(), sens)
+    } else {
+        logit_selection_beta(req.privacy.epsilon(), b.get(), sens)
+    };
     let over = Scores::Logits;
     let (mech, what) = match LOGIT_SELECTION {
         LogitSelection::Exponential => (
@@ -641,9 +637,15 @@ pub fn prediction_sensitivity_selection(
     c.notes.push(format!(
         "mechanism: {what}; label only, the logits are not released"
     ));
-    c.notes.push(format!(
-        "beta = eps/(B*sqrt(2)*Delta) with Delta = 2K/(N*lambda) = {sens:.6e}: the logits move by at most Delta in l2, their change has range <= sqrt(2)*Delta, so the shift-invariant selection is (eps/B)-DP per answer; basic composition over B"
-    ));
+    c.notes.push(if binary {
+        format!(
+            "beta = eps/(B*Delta) with Delta = 2K/(N*lambda) = {sens:.6e}: over the scores (0, s) of the logistic model only s moves, by at most Delta, so the shift-invariant selection is (eps/B)-DP per answer; basic composition over B"
+        )
+    } else {
+        format!(
+            "beta = eps/(B*sqrt(2)*Delta) with Delta = 2K/(N*lambda) = {sens:.6e}: the logits move by at most Delta in l2, their change has range <= sqrt(2)*Delta, so the shift-invariant selection is (eps/B)-DP per answer; basic composition over B"
+        )
+    });
     c
 }
 

@@ -33,6 +33,7 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
             "classes": c.assumptions.classes,
             "n": c.assumptions.n,
             "lambda": c.assumptions.lambda,
+            "loss": c.assumptions.loss.name(),
         },
         "notes": c.notes,
     });

@@ -10,6 +10,7 @@ pub mod calibrate;
 pub mod certify;
 pub mod composition;
 pub mod defaults;
+mod delta_prime;
 pub mod dpsgd;
 pub mod error;
 pub mod gaussian;

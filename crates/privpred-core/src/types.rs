@@ -192,12 +192,92 @@ pub enum Noise {
     },
 }
 
+/// The output layer of a linear model and its loss: which constants a calibration uses.
+///
+/// - `softmax`: θ ∈ R^{D×C}, softmax cross-entropy. The gradient of ℓ with respect to the
+///   logits is p − e_y, of norm ≤ √2, so ‖∇_θ ℓ‖_F ≤ √2‖x‖: K = √2; the Hessian with respect
+///   to the logits, diag(p) − ppᵀ, has eigenvalues ≤ 1/2 and rank ≤ C: L = 1/2, C output
+///   columns (SPEC §2).
+/// - `logistic` (two classes only): one output column w ∈ R^D, score s = wᵀx, class 1 when
+///   s > 0, loss ℓ = ln(1 + e^{−y s}) with y = ±1. |∂ℓ/∂s| = σ(−ys) < 1, so
+///   ‖∇_w ℓ‖ ≤ ‖x‖: K = 1; ∂²ℓ/∂s² = σ(s)(1 − σ(s)) ≤ 1/4 and the Hessian σ(s)(1 − σ(s))xxᵀ
+///   has rank 1: L = 1/4, one output column. These are the constants of Chaudhuri, Monteleoni
+///   & Sarwate (2011), Section 3.4 (logistic regression: |ℓ′| ≤ 1, |ℓ″| ≤ c = 1/4).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum Loss {
+    /// C output columns, softmax cross-entropy (K = √2, L = 1/2).
+    #[default]
+    Softmax,
+    /// One output column for two classes, logistic (sigmoid) loss (K = 1, L = 1/4).
+    Logistic,
+}
+
+impl Loss {
+    /// The kebab-case name used in results, artifacts and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Softmax => "softmax",
+            Loss::Logistic => "logistic",
+        }
+    }
+
+    /// Lipschitz constant K of ℓ in θ on the unit ball (√2 softmax, 1 logistic).
+    pub fn k(self) -> f64 {
+        match self {
+            Loss::Softmax => std::f64::consts::SQRT_2,
+            Loss::Logistic => 1.0,
+        }
+    }
+
+    /// Bound L on the eigenvalues of ℓ's Hessian on the unit ball (1/2 softmax, 1/4 logistic).
+    pub fn l(self) -> f64 {
+        match self {
+            Loss::Softmax => 0.5,
+            Loss::Logistic => 0.25,
+        }
+    }
+
+    /// Number of output columns (the rank bound of one example's Hessian): C for softmax, 1
+    /// for logistic.
+    pub fn outputs(self, classes: usize) -> usize {
+        match self {
+            Loss::Softmax => classes,
+            Loss::Logistic => 1,
+        }
+    }
+
+    /// Whether this is the softmax (the default, not written in serialised records).
+    pub fn is_softmax(&self) -> bool {
+        *self == Loss::Softmax
+    }
+
+    /// Parses a kebab-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "softmax" => Some(Loss::Softmax),
+            "logistic" => Some(Loss::Logistic),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The constants and sizes a calibration rests on (SPEC §2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Assumptions {
-    /// Lipschitz constant of the loss (√2 for softmax cross-entropy on the unit ball).
+    /// Lipschitz constant of the loss (√2 for softmax cross-entropy on the unit ball, 1 for
+    /// the logistic loss of a two-class model).
     pub k: f64,
-    /// Bound on the Hessian's eigenvalues (1/2).
+    /// Bound on the Hessian's eigenvalues (1/2 softmax, 1/4 logistic).
     pub l: f64,
     /// Number of classes C.
     pub classes: usize,
@@ -205,6 +285,17 @@ pub struct Assumptions {
     pub n: Option<usize>,
     /// L2-regularisation λ (None where it does not enter).
     pub lambda: Option<f64>,
+    /// The model's output layer and loss (softmax when absent from a serialised record; only
+    /// the logistic loss is written, so softmax records read and rewrite as before).
+    #[serde(default, skip_serializing_if = "Loss::is_softmax")]
+    pub loss: Loss,
+}
+
+impl Assumptions {
+    /// The number of output columns the noise and the Hessian's rank bound live in.
+    pub fn outputs(&self) -> usize {
+        self.loss.outputs(self.classes)
+    }
 }
 
 impl Default for Assumptions {
@@ -215,6 +306,7 @@ impl Default for Assumptions {
             classes: 10,
             n: None,
             lambda: None,
+            loss: Loss::Softmax,
         }
     }
 }

@@ -40,6 +40,7 @@ fn req(
             batch_size: 256,
             epochs: 2.0,
         }),
+        loss: privpred_core::Loss::Softmax,
     }
 }
 
@@ -536,6 +537,7 @@ proptest! {
             method: m, mode: MODES[modei],
             privacy,
             budget, n: Some(n), lambda: Some(lambda), classes: 10, dp_sgd: None, neighbours: Neighbours::ReplaceOne,
+            loss: privpred_core::Loss::Softmax,
         };
         if let Ok(c) = calibrate(&r) {
             let a = noise_amount(&c.noise());

@@ -14,10 +14,12 @@
 //! - [`methods`]: [`methods::train_private`] → [`methods::PrivatePredictor`], plus the exact
 //!   study shortcuts.
 //! - [`dpsgd`]: DP-SGD with Poisson sampling and joint per-example clipping.
+//! - [`binary`]: two-class problems as one sigmoid output (K = 1, L = 1/4).
 //! - [`artifact`]: safetensors files with the guarantee and preprocessing in the header.
 //! - [`rederive`]: a loaded guarantee recalibrated from its public parameters and compared.
 
 pub mod artifact;
+pub mod binary;
 pub mod dpsgd;
 pub mod error;
 pub mod exact;

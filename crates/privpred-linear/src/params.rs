@@ -98,6 +98,12 @@ impl TrainParams {
         self.0.neighbours = neighbours;
         self
     }
+    /// The model's output layer: [`privpred_core::Loss::Logistic`] trains a two-class problem
+    /// as one sigmoid output ([`crate::binary`]).
+    pub fn loss(mut self, loss: privpred_core::Loss) -> Self {
+        self.0.loss = loss;
+        self
+    }
 
     /// How λ (or DP-SGD's clip) was chosen: recorded in the guarantee with its cost
     /// (`privpred_core::tuning`; a non-private selection marks the guarantee not valid).

@@ -60,6 +60,7 @@ pub fn request_of(cal: &Calibration) -> Result<CalibrationRequest, String> {
         classes: a.classes,
         dp_sgd,
         neighbours: cal.neighbours(),
+        loss: a.loss,
     })
 }
 
@@ -164,9 +165,24 @@ pub fn check_rederived(p: &PrivatePredictor, legacy: bool) -> Result<(), String>
 }
 
 /// The predictor's parameters agree with its guarantee: λ, the certificate's γ, DP-SGD's
-/// steps.
+/// steps, and a binary (logistic) guarantee's model has the binary layout (two columns,
+/// column 0 zero: [`crate::binary`]), whose noise is calibrated for one output column.
 fn check_params(p: &PrivatePredictor) -> Result<(), String> {
     let cal = &p.calibration;
+    if cal.assumptions.loss == privpred_core::Loss::Logistic {
+        let ok = match &p.kind {
+            crate::methods::PredictorKind::Released { model }
+            | crate::methods::PredictorKind::NoisyLogits { model } => {
+                crate::binary::is_binary_layout(model)
+            }
+            crate::methods::PredictorKind::Teachers { .. } => false,
+        };
+        if !ok {
+            return Err(
+                "assumptions.loss: the guarantee is for the binary (logistic) model, whose noise covers one output column, but the model is not a two-class model with column 0 zero; refusing it".into(),
+            );
+        }
+    }
     match p.params {
         MethodParams::Regularised {
             lambda,

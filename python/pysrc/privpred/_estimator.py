@@ -153,6 +153,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         guarantee when it ends (public facts only).
     n_jobs : int or None, default=None
         Threads used by training (None: all cores; -1: all cores; -2: all but one).
+    binary : "auto", True or False, default=False
+        Two-class problems as one sigmoid (logistic) output instead of a two-class
+        softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
+        the same guarantee needs less noise. ``"auto"``: the sigmoid model whenever the
+        labels have two classes and the method is model sensitivity or prediction
+        sensitivity (the methods that train it); True requires it (a ValueError
+        otherwise); False keeps the softmax. With Gaussian noise (delta > 0) both models
+        give the same predictions once lambda is chosen for each; with delta = 0 the sigmoid
+        model needs less noise. ``guarantee_["assumptions"]["loss"]`` says which was used.
 
     Attributes
     ----------
@@ -221,6 +230,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         class_weight: Any = None,
         verbose: int = 0,
         n_jobs: Optional[int] = None,
+        binary: Union[bool, str] = False,
     ):
         self.method = method
         self.epsilon = epsilon
@@ -243,6 +253,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.binary = binary
 
     # scikit-learn's parameter validation (types and ranges; messages name the parameter);
     # the core checks what depends on several parameters
@@ -268,6 +279,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "n_jobs": [Integral, None],
         "odometer": [str, os.PathLike, None],
         "odometer_key": [str, None],
+        "binary": ["boolean", StrOptions({"auto"})],
     }
 
     def __sklearn_tags__(self):
@@ -309,6 +321,21 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         if len(picks) > 1:
             raise ValueError("invalid lam/clip: 'private' and 'cv' cannot be mixed")
         return picks.pop() if picks else None
+    def _loss(self, method: str, n_classes: int) -> str:
+        """The output layer for ``binary`` (see the class docstring)."""
+        sigmoid_methods = ("model-sensitivity", "prediction-sensitivity")
+        b = self.binary
+        if isinstance(b, str) and b == "auto":
+            return "logistic" if n_classes == 2 and method in sigmoid_methods else "softmax"
+        if b is True or (isinstance(b, np.bool_) and bool(b)):
+            if n_classes != 2 or method not in sigmoid_methods:
+                raise ValueError(
+                    f"invalid binary = True for {n_classes} classes and method = {method}: the sigmoid model needs two classes and method model-sensitivity or prediction-sensitivity"
+                )
+            return "logistic"
+        if b is False or (isinstance(b, np.bool_) and not bool(b)):
+            return "softmax"
+        raise ValueError(f"invalid binary = {b!r}: must be 'auto', True or False")
 
     def fit(self, X, y):
         """Train the private model.
@@ -368,6 +395,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         # data-independent facts saved with the model: the labels (when JSON can hold them)
         # and which hyperparameter the fit selects on the data (for the guarantee's summary)
         cv = _cross_validated(method, self.lam, self.clip)
+        loss = self._loss(method, len(classes))
         try:
             extra = json.dumps({"classes": classes.tolist(), "cross_validated": cv})
         except TypeError:
@@ -375,7 +403,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         y_enc = np.ascontiguousarray(y_enc, dtype=np.uint32)
         reservation = self._reserve(X, y_enc, method)
         try:
-            native = self._train(X, y_enc, classes, method, bias, extra)
+            native = self._train(X, y_enc, classes, method, bias, extra, loss)
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # nothing was released: the fit is not charged
@@ -412,7 +440,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             self.calibration,
         )
 
-    def _train(self, X, y_enc, classes, method, bias, extra):
+    def _train(self, X, y_enc, classes, method, bias, extra, loss):
         return _native.train(
             X,
             y_enc,
@@ -435,6 +463,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             extra=extra,
             n_jobs=_threads(self.n_jobs),
             select=self._select(),
+            loss=loss,
         )
 
     def _set_native(self, native) -> None:

@@ -47,6 +47,7 @@ def train(
     learning_rate: Optional[float] = None,
     extra: Optional[str] = None,
     n_jobs: Optional[int] = None,
+    loss: str = "softmax",
 ) -> NativeModel: ...
 def load(
     path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False

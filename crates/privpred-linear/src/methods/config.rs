@@ -6,7 +6,7 @@ use crate::error::{LinearError, Result};
 use crate::lbfgs::LbfgsOptions;
 use crate::shim::{CalibrationRequest, DpSgdSchedule};
 use crate::train::check_lambda;
-use privpred_core::{Budget, CalibrationMode, Method, Privacy};
+use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
 use serde::{Deserialize, Serialize};
 
 /// How the randomness of a predictor was seeded (recorded with the guarantee).
@@ -63,6 +63,11 @@ pub struct MethodConfig {
     /// ([`privpred_core::tuning`]; a public value by default).
     #[serde(default)]
     pub(crate) selection: privpred_core::SelectionMethod,
+    /// The model's output layer: softmax (C columns) or, for two classes, one sigmoid output
+    /// ([`crate::binary`]); softmax when absent from a serialised configuration (and not
+    /// written when softmax).
+    #[serde(default, skip_serializing_if = "Loss::is_softmax")]
+    pub(crate) loss: Loss,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -107,6 +112,7 @@ impl MethodConfig {
             },
             neighbours: privpred_core::Neighbours::ReplaceOne,
             selection: privpred_core::SelectionMethod::Public,
+            loss: Loss::Softmax,
         }
     }
 
@@ -158,6 +164,10 @@ impl MethodConfig {
     pub fn neighbours(&self) -> privpred_core::Neighbours {
         self.neighbours
     }
+    /// The model's output layer and loss (softmax, or one sigmoid output for two classes).
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
 
     /// How λ (or DP-SGD's clip) was chosen.
     pub fn selection(&self) -> privpred_core::SelectionMethod {
@@ -193,11 +203,24 @@ impl MethodConfig {
             classes,
             dp_sgd,
             neighbours: self.neighbours,
+            loss: self.loss,
         }
     }
 
     /// Validates the configuration against the training data's size.
     pub fn check(&self, n: usize) -> Result<()> {
+        if self.loss == Loss::Logistic
+            && !matches!(
+                self.method,
+                Method::ModelSensitivity | Method::PredictionSensitivity
+            )
+        {
+            return Err(LinearError::invalid(
+                "binary",
+                self.method,
+                "the binary (sigmoid) model is trained by model-sensitivity and prediction-sensitivity; use the softmax model for this method",
+            ));
+        }
         match self.method {
             Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
                 check_lambda(self.lambda, true)?

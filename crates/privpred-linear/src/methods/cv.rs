@@ -83,7 +83,11 @@ pub fn cv_lambda_draws<R: Rng + ?Sized>(
         let mut c = cfg.clone();
         c.lambda = l;
         let calibration = calibrate(&c, train.n, train.classes)?;
-        let theta = Arc::new(train::fit_logistic(train, l, nonpriv.as_deref(), &cfg.lbfgs)?.model);
+        let theta = Arc::new(if cfg.loss == privpred_core::Loss::Logistic {
+            crate::binary::fit_binary(train, l, &cfg.lbfgs)?.model
+        } else {
+            train::fit_logistic(train, l, nonpriv.as_deref(), &cfg.lbfgs)?.model
+        });
         nonpriv = Some(theta.clone());
         let fit = Fit {
             cfg: &c,

@@ -8,10 +8,11 @@
 
 use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
+use crate::binary;
 use crate::error::Result;
 use crate::model::LinearModel;
 use crate::train::{self, Optimization};
-use privpred_core::{Calibration, Method};
+use privpred_core::{Calibration, Loss, Method};
 use privpred_data::Dataset;
 use rand::Rng;
 use std::sync::Arc;
@@ -36,6 +37,26 @@ pub struct ModelFit {
 pub(crate) fn model_fit(fit: &Fit<'_>, reuse: &Reuse) -> Result<ModelFit> {
     let (cfg, train) = (fit.cfg, fit.train);
     let gamma = fit.calibration.certified.map(|c| c.gradient_norm_bound);
+    if cfg.loss == Loss::Logistic {
+        // The binary minimiser (crate::binary); only a shared fit in the binary layout is
+        // reused.
+        let report = match (fit.purpose, gamma, &reuse.nonprivate) {
+            (Purpose::Release, Some(g), _) => {
+                binary::fit_binary_certified(train, cfg.lambda, &cfg.lbfgs, g)?
+            }
+            (_, _, Some(m)) if binary::is_binary_layout(m) => {
+                return Ok(ModelFit {
+                    model: m.clone(),
+                    optimization: None,
+                });
+            }
+            _ => binary::fit_binary(train, cfg.lambda, &cfg.lbfgs)?,
+        };
+        return Ok(ModelFit {
+            model: Arc::new(report.model),
+            optimization: report.optimization,
+        });
+    }
     let report = match (fit.purpose, gamma, &reuse.nonprivate) {
         (Purpose::Release, Some(g), warm) => {
             train::fit_logistic_certified(train, cfg.lambda, warm.as_deref(), &cfg.lbfgs, g)?
@@ -57,11 +78,16 @@ pub(crate) fn model_fit(fit: &Fit<'_>, reuse: &Reuse) -> Result<ModelFit> {
 /// Model sensitivity from a (shared) non-private fit: θ* + one draw of the calibrated noise
 /// over all D·C coordinates jointly, drawn by the calibration's own mechanism (output
 /// perturbation, [`privpred_core::Mechanism::perturb`]; any other mechanism is an error).
+/// A binary calibration ([`Loss::Logistic`]) draws it over the D weights of the sigmoid
+/// output only ([`binary::perturb_binary`]).
 pub fn perturb_model<R: Rng + ?Sized>(
     base: &LinearModel,
     calibration: &Calibration,
     rng: &mut R,
 ) -> Result<LinearModel> {
+    if calibration.assumptions.loss == Loss::Logistic {
+        return binary::perturb_binary(base, calibration, rng);
+    }
     let mut m = base.clone();
     calibration.mechanism.perturb(rng, &mut m.theta)?;
     Ok(m)

@@ -10,10 +10,11 @@
 use super::model_sensitivity::{ModelFit, model_fit};
 use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor};
 use super::{Reuse, Scores};
+use crate::binary;
 use crate::error::Result;
 use crate::model::{LinearModel, argmax};
 use crate::train;
-use privpred_core::{Answer, Calibration, Method};
+use privpred_core::{Answer, Calibration, Loss, Method};
 use privpred_data::Dataset;
 use rand::Rng;
 
@@ -22,7 +23,7 @@ use rand::Rng;
 pub struct PredictionSensitivity;
 
 /// Prediction sensitivity from (shared) non-private logits (row-major `n × c`): one noise
-/// draw in R^C per answer, then arg-max; or, where the calibration is a selection over the
+/// draw in R^C per answer (in R^1, on the score, for a binary calibration), then arg-max; or, where the calibration is a selection over the
 /// logits (`tight`, δ = 0, label only), one draw of that selection per answer. Every draw is
 /// made by the calibration's mechanism ([`privpred_core::Mechanism::perturb`] /
 /// [`privpred_core::Mechanism::select`]).
@@ -41,9 +42,14 @@ pub fn prediction_sensitivity_labels<R: Rng + ?Sized>(
         return Ok(out);
     }
     let mut buf = vec![0.0; c];
+    let binary = calibration.assumptions.loss == Loss::Logistic;
     for l in logits.chunks_exact(c) {
         buf.copy_from_slice(l);
-        mechanism.perturb(rng, &mut buf)?;
+        if binary {
+            binary::perturb_score(&mut buf, calibration, rng)?;
+        } else {
+            mechanism.perturb(rng, &mut buf)?;
+        }
         out.push(argmax(&buf) as u32);
     }
     Ok(out)
@@ -66,7 +72,11 @@ pub(crate) fn answer<R: Rng + ?Sized>(
             scores: None,
         });
     }
-    mechanism.perturb(rng, &mut l)?;
+    if calibration.assumptions.loss == Loss::Logistic {
+        binary::perturb_score(&mut l, calibration, rng)?;
+    } else {
+        mechanism.perturb(rng, &mut l)?;
+    }
     Ok(Answer {
         label: argmax(&l) as u32,
         scores: Some(l),

@@ -2,8 +2,8 @@
 
 use privpred_core::calibrate::{CalibrationRequest, calibrate};
 use privpred_core::{
-    Budget, Calibration, CalibrationMode, DpSgdSchedule, Mechanism, Method, Neighbours, Privacy,
-    Scores, VectorNoise,
+    Budget, Calibration, CalibrationMode, DpSgdSchedule, Loss, Mechanism, Method, Neighbours,
+    Privacy, Scores, VectorNoise,
 };
 
 /// Arguments of `privpred calibrate`.
@@ -43,6 +43,10 @@ pub struct Args {
     /// replaced example (default) or in one added/removed example.
     #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]
     pub neighbours: Neighbours,
+    /// The model's output layer: `softmax` (C outputs, K = √2, L = 1/2) or, for two classes,
+    /// `logistic` (one sigmoid output, K = 1, L = 1/4).
+    #[arg(long, value_enum, default_value_t = Loss::Softmax)]
+    pub loss: Loss,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -62,6 +66,7 @@ fn request(args: &Args) -> anyhow::Result<CalibrationRequest> {
     req.lambda = args.lambda;
     req.classes = args.classes;
     req.neighbours = args.neighbours;
+    req.loss = args.loss;
     if args.method == Method::DpSgd {
         match (args.batch_size, args.epochs) {
             (Some(b), Some(e)) => {

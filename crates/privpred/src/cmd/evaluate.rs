@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let c = &p.calibration;
             json!({
                 "method": c.method().name(), "calibration": c.mode().name(),
-                "neighbours": c.neighbours().name(),
+                "neighbours": c.neighbours().name(), "loss": c.assumptions.loss.name(),
                 "epsilon": c.epsilon(), "delta": c.delta(), "budget": c.budget().get(),
                 "valid_guarantee": c.is_valid(), "n": c.assumptions.n, "lambda": p.lambda(),
                 "teachers": p.teachers(), "clip": p.clip(), "classes": p.classes(), "input_dim": p.input_dim(),

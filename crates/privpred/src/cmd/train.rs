@@ -108,6 +108,11 @@ pub struct Args {
     /// or added/removed. Recorded in the artifact.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// Linear models: the output layer. `softmax` (one output per class) or, for two-class
+    /// data, `logistic` (one sigmoid output: less noise for the same guarantee; model
+    /// sensitivity and prediction sensitivity). Recorded in the artifact.
+    #[arg(long, value_enum, default_value_t = privpred_core::Loss::Softmax)]
+    pub loss: privpred_core::Loss,
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -245,6 +250,7 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
         (args.classes.is_some(), "--classes"),
+        (args.loss != privpred_core::Loss::Softmax, "--loss"),
         (args.bias.is_some(), "--bias"),
         (args.lambda.is_some(), "--lambda"),
         (args.unit_ball.is_some(), "--unit-ball"),
@@ -367,6 +373,7 @@ fn train_params(
     };
     let params = TrainParams::new(m, args.calibration, privacy, budget)
         .neighbours(args.neighbours)
+        .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
         .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
@@ -505,6 +512,7 @@ fn choose_lambda(
         plan.budget,
     )
     .neighbours(args.neighbours)
+    .loss(args.loss)
     .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
     .check()
     .map_err(lin)?;
@@ -574,6 +582,7 @@ fn fit_private(
         "method": m.name(),
         "calibration": p.calibration.mode().name(),
         "neighbours": p.calibration.neighbours().name(),
+        "loss": p.calibration.assumptions.loss.name(),
         "epsilon": p.calibration.epsilon(),
         "delta": p.calibration.delta(),
         "budget": p.calibration.budget().get(),
@@ -637,6 +646,19 @@ fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--loss logistic` (one sigmoid output) is trained by model sensitivity and prediction
+/// sensitivity; any other method is refused before any work.
+fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Result<()> {
+    match (loss, method) {
+        (privpred_core::Loss::Softmax, _)
+        | (_, Some(Method::ModelSensitivity | Method::PredictionSensitivity)) => Ok(()),
+        (_, m) => Err(usage(format!(
+            "invalid loss = logistic for method = {}: the one-output sigmoid model is trained by model-sensitivity and prediction-sensitivity; use --loss softmax",
+            m.map_or("non-private", |m| m.name())
+        ))),
+    }
+}
+
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
 fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
     let method = args.method.method();
@@ -646,6 +668,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         None => 0.0,
     };
     let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
+    check_loss(args.loss, method)?;
     check_public_preprocessing(args)?;
     super::shared::check_out_dir(&args.out)?;
 
@@ -666,6 +689,12 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         cv_draws,
     };
     let data = load_linear_data(args, &plan, &mut rng)?;
+    if args.loss == privpred_core::Loss::Logistic && data.train.classes != 2 {
+        return Err(usage(format!(
+            "invalid loss = logistic for {} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax",
+            data.train.classes
+        )));
+    }
     let charge = match (&args.odometer, &data.odometer_key) {
         (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(
             super::odometer::FitRequest {
