@@ -71,12 +71,12 @@ impl std::fmt::Display for Method {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum CalibrationMode {
-    /// The paper's formulas and reference code exactly; not always a valid guarantee (SPEC §4).
+    /// The paper's formulas and reference code exactly; not always a valid guarantee (docs/guarantees.md#errata).
     Paper,
-    /// The paper's analysis with the errata of SPEC §4 fixed (default).
+    /// The paper's analysis with its errata fixed (default; docs/guarantees.md#errata).
     #[default]
     Corrected,
-    /// Modern accounting with the same (ε, δ) guarantee and less noise (SPEC §5).
+    /// Modern accounting with the same (ε, δ) guarantee and less noise (docs/guarantees.md#calibrations).
     Tight,
 }
 
@@ -106,7 +106,7 @@ impl std::fmt::Display for CalibrationMode {
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Neighbours {
-    /// D and D′ have the same size and differ in one example (SPEC §1's default).
+    /// D and D′ have the same size and differ in one example (the default).
     #[default]
     ReplaceOne,
     /// D′ = D ∪ {z} or D′ = D ∖ {z} (one example added or removed).

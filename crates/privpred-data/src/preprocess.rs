@@ -695,10 +695,10 @@ impl FittedPreprocessing {
     pub fn data_dependent(&self) -> Vec<String> {
         let mut v = Vec::new();
         if self.recipe.pca.is_some() {
-            v.push("PCA fitted on the private training data; its privacy cost is not accounted (as in the paper, SPEC §2)".into());
+            v.push("PCA fitted on the private training data; its privacy cost is not accounted (as in the paper)".into());
         }
         if self.recipe.unit_ball == UnitBall::MaxNorm {
-            v.push("max-norm normalisation divides by a statistic of the private training data (reproduction option, SPEC §2/§4.5)".into());
+            v.push("max-norm normalisation divides by a statistic of the private training data (reproduction option)".into());
         }
         v
     }

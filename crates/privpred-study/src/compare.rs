@@ -140,7 +140,7 @@ pub fn render(c: &Comparison) -> String {
             if m.valid_guarantee {
                 "yes"
             } else {
-                "NO (paper rule, SPEC §4)"
+                "NO (paper rule, see docs/guarantees.md#errata)"
             }
         );
     }
@@ -222,7 +222,7 @@ pub fn recommend(c: &Comparison) -> String {
         100.0 * c.nonprivate
     );
     if c.results.iter().any(|r| !r.example.valid_guarantee) {
-        s.push_str("Rows marked NO use the paper's calibration where SPEC §4 shows it does not deliver the stated guarantee; they are shown for reference only.\n");
+        s.push_str("Rows marked NO use the paper's calibration where docs/guarantees.md#errata shows it does not deliver the stated guarantee; they are shown for reference only.\n");
     }
     s.push_str("Note: λ / ν were cross-validated on a hold-out of the training data; the paper ignores the privacy cost of this selection.\n");
     s

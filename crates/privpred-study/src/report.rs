@@ -324,7 +324,7 @@ fn guarantees_html(gs: &[Guarantee]) -> String {
             if g.valid {
                 "yes"
             } else {
-                "NO (paper rule, SPEC §4)"
+                "NO (paper rule, see docs/guarantees.md#errata)"
             },
             g.notes
                 .iter()

@@ -20,7 +20,7 @@ fn two_class(dir: &Path) -> String {
     }
     let p = dir.join("two.csv");
     std::fs::write(&p, s).unwrap();
-    format!("csv:{}", p.display())
+    format!("csv-pixels:{}", p.display())
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
         assert_eq!(j["loss"], "logistic", "{method}: {j}");
     }
     // refusals: three classes, and methods that do not train the sigmoid model
-    let three = format!("csv:{}", toy_csv(dir, 90).display());
+    let three = format!("csv-pixels:{}", toy_csv(dir, 90).display());
     let o = dir.join("x.safetensors");
     let o = o.to_str().unwrap();
     let base = [

@@ -100,7 +100,7 @@ fn postgres_odometer(test: &str) -> Option<String> {
 fn refuses_past_the_limit(odo: &str) {
     let dir = tempfile::tempdir().unwrap();
     let csv = toy_csv(dir.path(), 300);
-    let ds = format!("csv:{}", csv.display());
+    let ds = format!("csv-pixels:{}", csv.display());
     limit(odo, &ds, "1", "1e-5");
     let (c, _, e, _) = train(
         dir.path(),
@@ -159,7 +159,7 @@ fn refuses_past_the_limit(odo: &str) {
     lines.reverse();
     let rev = dir.path().join("reversed.csv");
     std::fs::write(&rev, format!("{header}\n{}\n", lines.join("\n"))).unwrap();
-    let rds = format!("csv:{}", rev.display());
+    let rds = format!("csv-pixels:{}", rev.display());
     let (c, _, e, _) = train(
         dir.path(),
         odo,
@@ -207,7 +207,7 @@ fn a_fit_past_the_limit_is_refused_before_training_postgres() {
 /// charged and write their models, the rest are refused with exit 2 and write nothing.
 fn concurrent_trainers(odo: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let ds = format!("csv:{}", toy_csv(dir.path(), 300).display());
+    let ds = format!("csv-pixels:{}", toy_csv(dir.path(), 300).display());
     limit(odo, &ds, "1", "0");
     let n = 10;
     let children: Vec<_> = (0..n)
@@ -279,7 +279,7 @@ fn concurrent_trainers_cannot_both_pass_the_limit_postgres() {
 #[test]
 fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
     let dir = tempfile::tempdir().unwrap();
-    let ds = format!("csv:{}", toy_csv(dir.path(), 300).display());
+    let ds = format!("csv-pixels:{}", toy_csv(dir.path(), 300).display());
     let odo = dir.path().join("odo.sqlite");
     let o = odo.to_str().unwrap();
     let (c, _, e, _) = train(

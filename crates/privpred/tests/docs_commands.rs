@@ -106,7 +106,7 @@ fn feature_enabled(f: &str) -> bool {
 
 /// Splits a shell line into words (quotes and backslashes honoured, `$VAR` and `${VAR}`
 /// outside single quotes replaced by `0`, a `#` word ends the line); `None` marks a command
-/// separator (`&&`, `||`, `|`, `;`, `&`).
+/// separator (`&&`, `||`, `|`, `;`, `&`) or a redirection (`>`, `>>`, `2>`, `<`).
 fn shell_words(line: &str) -> Vec<Option<String>> {
     let mut words = Vec::new();
     let mut cur = String::new();
@@ -165,7 +165,7 @@ fn shell_words(line: &str) -> Vec<Option<String>> {
     words
         .into_iter()
         .map(|w| match w.as_str() {
-            "&&" | "||" | "|" | ";" | "&" => None,
+            "&&" | "||" | "|" | ";" | "&" | ">" | ">>" | "2>" | "<" => None,
             _ => Some(w.trim_end_matches(';').to_string()),
         })
         .collect()

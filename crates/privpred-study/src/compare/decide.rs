@@ -324,7 +324,7 @@ pub fn render_grid(g: &GridComparison) -> String {
         .iter()
         .any(|c| c.results.iter().any(|r| !r.example.valid_guarantee))
     {
-        out.push_str("Cells marked (NO) use the paper's calibration where SPEC §4 shows it does not deliver the stated guarantee; they are never recommended.\n");
+        out.push_str("Cells marked (NO) use the paper's calibration where docs/guarantees.md#errata shows it does not deliver the stated guarantee; they are never recommended.\n");
     }
     out.push_str("Private-prediction methods' guarantees cover B answers; private-training methods' models are private for any number of answers (the same draws at every B). λ / ν were cross-validated on a hold-out of the training data; the paper ignores the privacy cost of this selection.\n");
     out

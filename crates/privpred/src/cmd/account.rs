@@ -42,7 +42,7 @@ pub struct DpSgdArgs {
     /// add/remove neighbours.
     #[arg(long, value_enum)]
     pub accountant: Option<Accountant>,
-    /// The neighbouring relation (SPEC §1): `add-remove` (the RDP and PLD accountants of the
+    /// The neighbouring relation (docs/guarantees.md#neighbouring-relations): `add-remove` (the RDP and PLD accountants of the
     /// sampled Gaussian) or `replace-one` (the PLD accountant of the replace-one dominating
     /// pair (1−q)N(0,σ²)+qN(1,σ²) vs (1−q)N(0,σ²)+qN(−1,σ²)).
     #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]

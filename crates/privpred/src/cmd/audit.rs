@@ -60,7 +60,7 @@ pub struct Args {
     /// erratum 4.2; `corrected`/`tight` clip jointly).
     #[arg(long, default_value_t = AuditSetting::default().tensors)]
     pub tensors: usize,
-    /// The neighbouring relation of the audited claim (SPEC §1): the product is calibrated
+    /// The neighbouring relation of the audited claim (docs/guarantees.md#neighbouring-relations): the product is calibrated
     /// for it and audited on that relation's worst-case pair.
     #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]
     pub neighbours: Neighbours,
@@ -248,7 +248,7 @@ fn print_text(r: &AuditReport) {
         if r.valid_guarantee {
             ""
         } else {
-            " (flagged: not a valid guarantee, SPEC §4)"
+            " (flagged: not a valid guarantee, docs/guarantees.md#errata)"
         }
     );
     println!(

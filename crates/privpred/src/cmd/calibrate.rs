@@ -39,7 +39,7 @@ pub struct Args {
     /// Which analysis sets the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
-    /// The neighbouring relation of the guarantee (SPEC §1): datasets differing in one
+    /// The neighbouring relation of the guarantee (docs/guarantees.md#neighbouring-relations): datasets differing in one
     /// replaced example (default) or in one added/removed example.
     #[arg(long, value_enum, default_value_t = Neighbours::ReplaceOne)]
     pub neighbours: Neighbours,
@@ -159,7 +159,7 @@ pub fn to_text(c: &Calibration) -> String {
         ));
     }
     if !c.is_valid() {
-        s.push_str("WARNING: paper mode reproduces the published rule, which does NOT deliver this guarantee (SPEC §4). Use --calibration corrected for deployment.\n");
+        s.push_str("WARNING: paper mode reproduces the published rule, which does NOT deliver this guarantee (docs/guarantees.md#errata). Use --calibration corrected for deployment.\n");
     }
     for n in &c.notes {
         s.push_str(&format!("  - {n}\n"));

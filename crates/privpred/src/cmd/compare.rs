@@ -51,7 +51,7 @@ pub struct Args {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// The neighbouring relation every method is calibrated for (SPEC §1); methods without
+    /// The neighbouring relation every method is calibrated for (docs/guarantees.md#neighbouring-relations); methods without
     /// an analysis under it are listed as not applicable.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,

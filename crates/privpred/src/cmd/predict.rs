@@ -117,7 +117,7 @@ pub(crate) fn invalid_guarantee(
     Ok(Some(w))
 }
 
-/// Why a seeded artifact is refused by `predict` and `serve` (SPEC erratum 4.9).
+/// Why a seeded artifact is refused by `predict` and `serve` (docs/guarantees.md#errata).
 pub(crate) fn seeded_refusal(path: &Path, seed: u64) -> String {
     format!(
         "{}: trained with --seed {seed}: its noise can be regenerated from the seed and subtracted, so it is an experiment, not a private release (erratum 4.9); `privpred evaluate` still reads it. Train again without --seed (OS-seeded noise) to get a model that predict and serve accept",

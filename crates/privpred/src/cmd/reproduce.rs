@@ -57,7 +57,7 @@ pub struct Args {
     /// row.
     #[arg(long, allow_negative_numbers = true)]
     pub bias: Option<String>,
-    /// The neighbouring relation every method of the sweep is calibrated for (SPEC §1: one
+    /// The neighbouring relation every method of the sweep is calibrated for (docs/guarantees.md#neighbouring-relations: one
     /// study compares methods under one relation; DP-SGD included). Recorded in every row.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,

@@ -104,7 +104,7 @@ pub struct Args {
     /// Which analysis calibrates the noise.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
-    /// The neighbouring relation of the guarantee (SPEC §1): one example replaced (default)
+    /// The neighbouring relation of the guarantee (docs/guarantees.md#neighbouring-relations): one example replaced (default)
     /// or added/removed. Recorded in the artifact.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
@@ -357,7 +357,7 @@ fn load_linear_data(
 
 /// The method's parameters from the arguments (λ, teachers, DP-SGD's schedule and clip —
 /// `None` for `--clip cv`), unchecked: [`TrainParams::check_for`] validates them, with the
-/// defaults of SPEC §6 ([`privpred_core::defaults`]) for what is not given.
+/// study's defaults ([`privpred_core::defaults`]) for what is not given.
 fn train_params(
     args: &Args,
     m: Method,

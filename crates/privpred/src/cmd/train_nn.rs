@@ -8,7 +8,7 @@
 //! reference code's per-layer clipping and shuffled batches and is labelled not valid), and
 //! `subsample-aggregate` (T teachers on disjoint slices; each answer is an
 //! exponential-mechanism draw over their votes, at most B answers). Defaults follow the paper
-//! (SPEC §6): batch 600, lr 0.1 divided by 10 three times at equal intervals, momentum 0.9, no
+//! (the study's schedule): batch 600, lr 0.1 divided by 10 three times at equal intervals, momentum 0.9, no
 //! weight decay, flip + 4-pixel-pad crop, DP-SGD 100 epochs, teachers 500 epochs, T = 16,
 //! ν = 1. Inputs are normalised with fixed public constants (the CIFAR-10 channel statistics
 //! for cifar10, mean 0.5 / std 0.25 otherwise), never with statistics of the private data.
