@@ -51,8 +51,14 @@ def summary(g: Dict[str, Any], not_covered: Iterable[str] = ()) -> str:
         f"(calibration '{g.get('calibration')}'); not covered: {', '.join(gaps)}."
     )
     if not g.get("valid_guarantee", True):
-        sentence = (
-            f"NOT a valid guarantee (the '{g.get('calibration')}' calibration reproduces the "
-            f"published rules, which do not deliver it): {sentence[0].lower()}{sentence[1:]}"
-        )
+        selection = g.get("selection") or {}
+        if g.get("calibration") == "paper":
+            why = (f"the '{g.get('calibration')}' calibration reproduces the published rules, "
+                   "which do not deliver it")
+        elif selection.get("method") == "non-private-holdout":
+            why = ("the hyperparameter was selected on the private data without privacy, "
+                   "outside this guarantee")
+        else:
+            why = "the stored calibration does not deliver it"
+        sentence = f"NOT a valid guarantee ({why}): {sentence[0].lower()}{sentence[1:]}"
     return sentence
