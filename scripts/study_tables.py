@@ -8,7 +8,7 @@ summary.csv gives every (figure, calibration, series, x) mean and std, its timin
 thread-seconds per group. Writes markdown to stdout:
 
 1. per figure and calibration mode, mean ± std test accuracy (%) of every setting;
-2. the evidence behind each published finding of SPEC §7 (best method per setting, the B where
+2. the evidence behind each published finding of docs/study.md (best method per setting, the B where
    loss perturbation overtakes subsample-and-aggregate, how often DP-SGD is best, where
    prediction sensitivity ranks) per calibration mode — the verdicts are written by hand from it;
 3. thread-seconds per figure and method (timings.jsonl), and with --log (stderr of the run
@@ -105,7 +105,7 @@ def best(t, x):
 
 
 def print_findings(tables):
-    print("## Evidence for the published findings (SPEC §7)\n")
+    print("## Evidence for the published findings (docs/study.md)\n")
     for mode in MODES:
         lines = []
         t = tables.get(("fig1a", mode))

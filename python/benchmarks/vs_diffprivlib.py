@@ -9,7 +9,7 @@ chosen value are timed and scored on the 10,000 test images.
 
 Both libraries get the same rows: raw pixels mapped into the unit ball by x / ||x||
 (privpred's `normalize` rule, which it applies itself; diffprivlib gets the normalised rows
-with data_norm = 1, a data-independent bound). The lambda grid is privpred's (SPEC section 6);
+with data_norm = 1, a data-independent bound). The lambda grid is privpred's (docs/study.md);
 diffprivlib's C is mapped from it by its own definition, l2 strength = 1 / (C n).
 
     python benchmarks/vs_diffprivlib.py [--dataset mnist] [--repetitions 3] [--json out.json]

@@ -50,13 +50,13 @@ pub struct AuditSetting {
     /// DP-SGD epochs.
     pub epochs: f64,
     /// DP-SGD parameter tensors clipped separately in `paper` mode (the reference code's
-    /// per-layer clipping, SPEC erratum 4.2); `corrected`/`tight` clip jointly.
+    /// per-layer clipping, docs/guarantees.md#errata (erratum 4.2)); `corrected`/`tight` clip jointly.
     pub tensors: usize,
     /// DP-SGD simulation: audit on a replace-one pair even when the audited claim is for
     /// add/remove neighbours (a claim for replace-one is always audited on its replace-one
     /// pair).
     pub replace_one: bool,
-    /// The neighbouring relation of the audited claim (SPEC §1): the product is calibrated for
+    /// The neighbouring relation of the audited claim (docs/guarantees.md#neighbouring-relations): the product is calibrated for
     /// it and the worst-case pair is that relation's.
     #[serde(default)]
     pub neighbours: Neighbours,
@@ -140,7 +140,7 @@ pub struct AuditReport {
     pub budget: Option<u64>,
     /// The calibrated noise that was audited.
     pub noise: Noise,
-    /// Whether the calibration itself says it is a valid guarantee (SPEC §4).
+    /// Whether the calibration itself says it is a valid guarantee (docs/guarantees.md#errata).
     pub valid_guarantee: bool,
     /// The neighbouring pair and simulation, in words.
     pub pair: String,

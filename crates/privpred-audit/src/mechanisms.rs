@@ -61,7 +61,7 @@ fn core_err(e: privpred_core::CoreError) -> AuditError {
 /// Subsample-and-aggregate's answer: the exponential mechanism P(y) ∝ exp(β·votes_y) over
 /// the teachers' votes, `answers` times on the same query (the B answers of the budget).
 ///
-/// Worst-case pair (SPEC erratum 4.1): replacing one training example changes one teacher's
+/// Worst-case pair (docs/guarantees.md#errata (erratum 4.1)): replacing one training example changes one teacher's
 /// vote from the dominant class `a` to the rare class `b`: votes′ = votes − e_a + e_b.
 /// The log-likelihood ratio of B answers is β·(#b − #a) + const, so the statistic #b − #a
 /// gives the optimal tests.
@@ -339,7 +339,7 @@ impl Mechanism for ShiftedNoise {
 /// How DP-SGD forms its batches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Batching {
-    /// Each example independently with probability q per step (SPEC §3; what the RDP
+    /// Each example independently with probability q per step (docs/guarantees.md#calibrations; what the RDP
     /// accountant assumes).
     Poisson {
         /// Sampling rate q = b/N.
@@ -348,7 +348,7 @@ pub enum Batching {
         steps: u64,
     },
     /// The reference code: shuffle, then fixed-size batches; every example is in exactly one
-    /// of the `steps_per_epoch` batches of each epoch (SPEC erratum 4.3).
+    /// of the `steps_per_epoch` batches of each epoch (docs/guarantees.md#errata (erratum 4.3)).
     Shuffled {
         /// Batches per epoch ⌈N/b⌉.
         steps_per_epoch: u64,
@@ -361,7 +361,7 @@ pub enum Batching {
 /// is released. D′ = D ∪ {canary} whose clipped gradient has norm `sensitivity` (in units of
 /// the clip norm ν) along a direction no other example's gradient touches, so the projection
 /// of step t's noisy sum is y_t = I_t·s + N(0, σ²) with I_t the canary's inclusion.
-/// Joint clipping: s = 1. Per-layer clipping of k tensors to ν each (SPEC erratum 4.2): the
+/// Joint clipping: s = 1. Per-layer clipping of k tensors to ν each (docs/guarantees.md#errata (erratum 4.2)): the
 /// canary has norm ν in every tensor, s = √k, while the noise is still σν per coordinate.
 /// The statistic is the exact log-likelihood ratio of (y_1, …, y_T).
 #[derive(Debug, Clone)]
@@ -372,7 +372,7 @@ pub struct CanaryGradient {
     pub sensitivity: f64,
     /// Batch formation.
     pub batching: Batching,
-    /// Replace-one neighbours (SPEC §1) instead of add/remove: D holds an example whose
+    /// Replace-one neighbours (docs/guarantees.md#neighbouring-relations) instead of add/remove: D holds an example whose
     /// clipped gradient is −s along the canary direction, D′ replaces it by the canary (+s).
     /// The RDP accountant of the sampled Gaussian (Mironov, Talwar & Zhang 2019) is stated for
     /// add/remove neighbours; this pair checks whether a claim also holds for replace-one.

@@ -1,4 +1,4 @@
-//! Audits of the label-only selection mechanisms of `tight` (SPEC §5): permute-and-flip over
+//! Audits of the label-only selection mechanisms of `tight` (docs/guarantees.md#calibrations): permute-and-flip over
 //! the teachers' votes (subsample-and-aggregate, δ = 0) and the selection over the logits
 //! (prediction sensitivity, δ = 0; permute-and-flip or the exponential mechanism).
 //!

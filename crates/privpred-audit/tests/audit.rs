@@ -263,8 +263,8 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(audit(&req).is_err());
 }
 
-/// Finding (reported, not an erratum of SPEC §4): the DP-SGD accountant is stated for
-/// add/remove neighbours while SPEC §1 defines replace-one. With full batches (q = 1, one step:
+/// Finding (reported, not an erratum of docs/guarantees.md#errata): the DP-SGD accountant is stated for
+/// add/remove neighbours while docs/guarantees.md#neighbouring-relations defines replace-one. With full batches (q = 1, one step:
 /// a plain Gaussian mechanism) replacing an example moves the sum by 2ν, so the product's
 /// σ for ε = 2 leaks more than ε = 2 on a replace-one pair. The same pair with σ doubled
 /// (the replace-one sensitivity) is not refuted, which checks the replace-one simulation.

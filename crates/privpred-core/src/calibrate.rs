@@ -1,4 +1,4 @@
-//! Calibration of every method in the three modes (SPEC §3–5): how much noise a method needs
+//! Calibration of every method in the three modes (docs/guarantees.md#calibrations–5): how much noise a method needs
 //! for (ε, δ) and an inference budget B. The entry point is [`calibrate`]; each method also
 //! has its own function whose doc comment states the theorem it implements.
 
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use std::num::NonZeroU64;
 
 /// Everything a calibration needs. The constants K and L follow from the model's loss
-/// ([`Loss`]: K = √2 and L = 1/2 for softmax cross-entropy, SPEC §2; K = 1 and L = 1/4 for
+/// ([`Loss`]: K = √2 and L = 1/2 for softmax cross-entropy, docs/guarantees.md#the-setting; K = 1 and L = 1/4 for
 /// the logistic loss of a two-class model); they are recorded in the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRequest {
@@ -37,7 +37,7 @@ pub struct CalibrationRequest {
     pub classes: usize,
     /// DP-SGD only: batch size and epochs.
     pub dp_sgd: Option<DpSgdSchedule>,
-    /// The neighbouring relation the guarantee is for (SPEC §1; `replace-one` by default and
+    /// The neighbouring relation the guarantee is for (docs/guarantees.md#neighbouring-relations; `replace-one` by default and
     /// when absent from a serialised request).
     #[serde(default)]
     pub neighbours: Neighbours,
@@ -146,7 +146,7 @@ fn need_budget(b: Budget, method: Method) -> Result<NonZeroU64> {
 
 /// The error for a method that privpred has no analysis for under add/remove neighbours.
 /// Model sensitivity, prediction sensitivity and subsample-and-aggregate are analysed for
-/// replace-one (SPEC §1): their noise scale depends on the training-set size N (2K/(Nλ)) or
+/// replace-one (docs/guarantees.md#neighbouring-relations): their noise scale depends on the training-set size N (2K/(Nλ)) or
 /// on a partition into ⌊N/T⌋ slices, both of which an added or removed example changes, so
 /// the replace-one numbers are not reused and no add/remove bound is claimed.
 fn no_add_remove_analysis(method: Method) -> CoreError {
@@ -192,7 +192,7 @@ fn base(req: &CalibrationRequest, budget: Budget, mechanism: Mechanism) -> Calib
     c
 }
 
-/// Calibrates `req.method` in `req.mode` for `req.privacy` and `req.budget` (SPEC §3–5).
+/// Calibrates `req.method` in `req.mode` for `req.privacy` and `req.budget` (docs/guarantees.md#calibrations–5).
 /// Errors (never NaN, never a panic) for arguments out of range, δ > 0 asked of a δ = 0-only
 /// rule, or DP-SGD with δ = 0.
 pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
@@ -216,7 +216,7 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Model sensitivity (output perturbation), SPEC §3.
+/// Model sensitivity (output perturbation), docs/guarantees.md#calibrations.
 ///
 /// Theorem (paper, appendix Thm "model sensitivity", via Chaudhuri et al. 2011 Lemma 7): for
 /// λ-strongly convex regularised ERM with a K-Lipschitz loss on the unit ball, the minimiser
@@ -263,7 +263,7 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Loss perturbation (objective perturbation), SPEC §3 and erratum 4.7.
+/// Loss perturbation (objective perturbation), docs/guarantees.md#calibrations and erratum 4.7.
 ///
 /// Theorem (paper, appendix Thm "loss perturbation", after Chaudhuri et al. 2011 Thm 9 and
 /// Kifer et al. 2012 Thm 2): minimise (1/N)Σℓ + (1/N)tr(BᵀΘ) + (ρ_eff/(2N))‖Θ‖²_F with
@@ -277,7 +277,7 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 ///   (ε/2, δ) at sensitivity K). The proof keeps ρ_eff the same on D and D′, so under
 ///   add/remove the Nλ floor must not be active (ρ ≥ Nλ): otherwise b′ − b also contains
 ///   λΘ, unbounded, and the calibration is refused.
-/// - `replace-one` (SPEC §1; erratum 4.7): b′ − b = ∇ℓ(z′)⊗x′ − ∇ℓ(z)⊗x, so ‖b′ − b‖ ≤ 2K:
+/// - `replace-one` (docs/guarantees.md#neighbouring-relations; erratum 4.7): b′ − b = ∇ℓ(z′)⊗x′ − ∇ℓ(z)⊗x, so ‖b′ − b‖ ≤ 2K:
 ///   the noise term needs twice the noise for the same ε/2, β = ε/(4K) (δ = 0) and the
 ///   Gaussian σ doubled, 2·(K/ε)·√(8 ln(2/δ) + 4ε). The Jacobian bound is unchanged:
 ///   A − E ⪰ ρ_eff·I still holds with one example replaced (its Hessian is replaced by one
@@ -368,7 +368,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// DP-SGD, SPEC §3 and §5.
+/// DP-SGD, docs/guarantees.md#calibrations and §5.
 ///
 /// Theorem: T steps of the Poisson-subsampled Gaussian mechanism (rate q, noise multiplier σ,
 /// per-example clipping to ν jointly over all parameters) are (ε, δ)-DP with ε from the RDP
@@ -378,7 +378,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
 /// `tight`: the smaller of RDP and a pessimistic PLD accountant (Koskela et al. 2020;
 /// Doroshenko et al. 2022). These accountants bound add/remove neighbours.
 ///
-/// Under replace-one neighbours (SPEC §1, the default) `corrected` and `tight` use the PLD
+/// Under replace-one neighbours (docs/guarantees.md#neighbouring-relations, the default) `corrected` and `tight` use the PLD
 /// accountant of the replace-one dominating pair (1−q)N(0,σ²) + qN(1,σ²) vs
 /// (1−q)N(0,σ²) + qN(−1,σ²) ([`crate::pld::pld_epsilon_neighbours`], whose doc comment proves
 /// the domination via Balle, Barthe & Gaboardi 2018 Thm 2 and Zhu, Dong & Wang 2022 Thm 10);
@@ -462,7 +462,7 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
-/// Prediction sensitivity (noise on each answer's logits), SPEC §3 and §5.
+/// Prediction sensitivity (noise on each answer's logits), docs/guarantees.md#calibrations and §5.
 ///
 /// Theorem (paper, appendix Thms "prediction sensitivity" and "Gaussian prediction
 /// sensitivity"): each answer θᵀx has L2 sensitivity Δ = 2K/(Nλ) (Lemma "sensitivity bound",
@@ -470,7 +470,7 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
 /// composition; all modes). δ > 0: σ = min(σ′, σ″) with σ′ = Δ·σ_AG(ε/B, δ/B) (basic
 /// composition) and σ″ = min_{δ′} Δ·σ_AG(ε*, (δ−δ′)/B) with ε* the per-answer ε of Dwork &
 /// Rothblum (2016, Thm 1.1). `paper`: ε* by the closed form over the reference's 998-point
-/// grid (SPEC §4.6: not a valid guarantee when σ″ is chosen); `corrected`: ε* solved exactly
+/// grid (docs/guarantees.md#errata (erratum 4.6): not a valid guarantee when σ″ is chosen); `corrected`: ε* solved exactly
 /// and δ′ optimised. `tight`: B Gaussian answers are √B·Δ/σ-GDP (Dong, Roth & Su 2019,
 /// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). `tight` with δ = 0
 /// releases the label only, by a selection over the logits
@@ -560,7 +560,7 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 }
 
 /// The selection mechanism `tight` uses for prediction sensitivity with δ = 0, where only the
-/// label is released (SPEC §5): see [`prediction_sensitivity_selection`]. Chosen by measurement
+/// label is released (docs/guarantees.md#calibrations): see [`prediction_sensitivity_selection`]. Chosen by measurement
 /// (docs/study.md, "Label-only prediction sensitivity"): at every (ε, B) of the study it was at
 /// least as accurate as the exponential mechanism over the logits and as ℓ2-Laplace noise on
 /// the whole logit vector.
@@ -649,9 +649,9 @@ pub fn prediction_sensitivity_selection(
     c
 }
 
-/// Subsample-and-aggregate (exponential mechanism over T teachers' votes), SPEC §3, §4.1, §5.
+/// Subsample-and-aggregate (exponential mechanism over T teachers' votes), docs/guarantees.md#calibrations, §4.1, §5.
 ///
-/// Theorem (McSherry & Talwar 2007, Thm 6; SPEC §4.1): P(y) ∝ exp(β·votes_y) with vote
+/// Theorem (McSherry & Talwar 2007, Thm 6; docs/guarantees.md#errata (erratum 4.1)): P(y) ∝ exp(β·votes_y) with vote
 /// sensitivity 1 is 2β-DP per answer (the normaliser moves too), not β as the paper states.
 /// δ = 0: `corrected` β = ε/(2B) (basic composition); `paper` β = ε/B (flagged invalid).
 /// δ > 0: per-answer ε₀ = max(ε/B, ε₀_adv) with ε₀_adv the per-answer ε of Dwork & Rothblum
@@ -736,7 +736,7 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
 
 /// Subsample-and-aggregate in `tight` with δ = 0: permute-and-flip over the vote counts.
 ///
-/// Sensitivity of the votes (replace-one, SPEC §1): the teachers train on disjoint slices of
+/// Sensitivity of the votes (replace-one, docs/guarantees.md#neighbouring-relations): the teachers train on disjoint slices of
 /// a fixed partition, so replacing one training example changes one teacher's slice and at
 /// most that teacher's vote: one count goes up by 1 and another down by 1. Each count, the
 /// quality score q_y = votes_y, therefore has sensitivity Δ = max_y max_{D∼D′} |q_y(D) −

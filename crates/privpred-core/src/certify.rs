@@ -1,4 +1,4 @@
-//! Certified minimisers (SPEC erratum 4.8): the guarantee accounts for the solver's residual.
+//! Certified minimisers (docs/guarantees.md#errata (erratum 4.8)): the guarantee accounts for the solver's residual.
 //!
 //! Model sensitivity's Δ = 2K/(Nλ), prediction sensitivity's logit bound and loss
 //! perturbation's change-of-variables argument all assume the **exact** minimiser θ*. A solver

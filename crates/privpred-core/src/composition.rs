@@ -23,7 +23,7 @@ pub fn advanced_epsilon(epsilon0: f64, k: u64, delta_prime: f64) -> f64 {
 
 /// The paper's closed-form per-answer ε₀ (appendix, proof of Theorem 9):
 /// ε₀ = √(2/k)(√(ln(1/δ′) + ε) − √(ln(1/δ′))), from replacing e^{ε₀} − 1 by ε₀.
-/// SPEC §4.6: this ε₀ is slightly too large — composing it exceeds ε by about kε₀³/4.
+/// docs/guarantees.md#errata (erratum 4.6): this ε₀ is slightly too large — composing it exceeds ε by about kε₀³/4.
 /// Kept for `paper` mode only.
 pub fn advanced_per_answer_epsilon_paper(epsilon: f64, k: u64, delta_prime: f64) -> f64 {
     let l = (1.0 / delta_prime).ln();
@@ -32,7 +32,7 @@ pub fn advanced_per_answer_epsilon_paper(epsilon: f64, k: u64, delta_prime: f64)
 
 /// The largest per-answer ε₀ whose k-fold composition by Dwork & Rothblum (2016, Theorem
 /// 1.1) is ≤ ε, i.e. the exact solve of √(2k ln(1/δ′))ε₀ + kε₀(e^{ε₀} − 1)/2 = ε
-/// (SPEC §4.6, `corrected`). The left side is increasing in ε₀; bisection to 1e-12 relative,
+/// (docs/guarantees.md#errata (erratum 4.6), `corrected`). The left side is increasing in ε₀; bisection to 1e-12 relative,
 /// returning the lower end (less ε₀ ⇒ more noise).
 pub fn advanced_per_answer_epsilon(epsilon: f64, k: u64, delta_prime: f64) -> Result<f64> {
     Epsilon::new(epsilon)?;
@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn exact_inversion_never_exceeds_target_but_paper_does() {
-        // SPEC §4.6: the paper's closed form overshoots ε; the exact solve does not.
+        // docs/guarantees.md#errata (erratum 4.6): the paper's closed form overshoots ε; the exact solve does not.
         for &(eps, b, dp) in &[
             (1.0, 100u64, 1e-5),
             (10.0, 10, 1e-5),

@@ -1,4 +1,4 @@
-//! Prediction sensitivity's advanced-composition branch (SPEC §3, erratum 4.6): σ″(δ′) and
+//! Prediction sensitivity's advanced-composition branch (docs/guarantees.md#calibrations, erratum 4.6): σ″(δ′) and
 //! its minimisation over the split δ′ of δ, in the paper's grid or optimised.
 
 use crate::composition::{advanced_per_answer_epsilon, advanced_per_answer_epsilon_paper};

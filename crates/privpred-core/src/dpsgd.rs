@@ -117,7 +117,7 @@ impl SampledSteps {
 }
 
 /// ε spent by DP-SGD with noise multiplier σ under `accountant`, for the neighbouring
-/// relation `neighbours` (SPEC §1).
+/// relation `neighbours` (docs/guarantees.md#neighbouring-relations).
 ///
 /// - `add-remove`: [`dpsgd_epsilon`] (RDP: Mironov, Talwar & Zhang 2019; PLD: both
 ///   directions of the add/remove pair).

@@ -17,7 +17,7 @@ use crate::types::{Assumptions, CalibrationMode, Method, Neighbours, Noise};
 use serde::{Deserialize, Serialize};
 
 /// Whether a guarantee holds, with the reasons where it does not (`paper` mode keeps the
-/// published rules, some of which do not deliver the stated (ε, δ): SPEC §4).
+/// published rules, some of which do not deliver the stated (ε, δ): docs/guarantees.md#errata).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "validity", rename_all = "kebab-case")]
 pub enum Validity {

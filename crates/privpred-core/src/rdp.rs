@@ -6,7 +6,7 @@
 use crate::error::{CoreError, Result};
 use crate::gaussian::log_erfc;
 
-/// The orders α used by default: SPEC §3's list (1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4,
+/// The orders α used by default: docs/guarantees.md#calibrations's list (1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4,
 /// 4.5, 5..63, 128, 256, 512) merged with TensorFlow Privacy's default list
 /// (1.1, 1.2, …, 10.9, 12..63, 128, 256, 512) — a superset of both.
 pub fn default_orders() -> Vec<f64> {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The five private-prediction methods of the study (SPEC §1).
+/// The five private-prediction methods of the study (docs/guarantees.md#neighbouring-relations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
@@ -64,7 +64,7 @@ impl std::fmt::Display for Method {
     }
 }
 
-/// Calibration mode (SPEC §3): which analysis sets the noise.
+/// Calibration mode (docs/guarantees.md#calibrations): which analysis sets the noise.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -97,7 +97,7 @@ impl std::fmt::Display for CalibrationMode {
     }
 }
 
-/// The neighbouring relation a guarantee is stated for (SPEC §1). Every guarantee names its
+/// The neighbouring relation a guarantee is stated for (docs/guarantees.md#neighbouring-relations). Every guarantee names its
 /// relation: an add/remove ε-DP mechanism is in general only 2ε-DP under replace-one (group
 /// privacy), so results under different relations are not comparable.
 #[derive(
@@ -197,7 +197,7 @@ pub enum Noise {
 /// - `softmax`: θ ∈ R^{D×C}, softmax cross-entropy. The gradient of ℓ with respect to the
 ///   logits is p − e_y, of norm ≤ √2, so ‖∇_θ ℓ‖_F ≤ √2‖x‖: K = √2; the Hessian with respect
 ///   to the logits, diag(p) − ppᵀ, has eigenvalues ≤ 1/2 and rank ≤ C: L = 1/2, C output
-///   columns (SPEC §2).
+///   columns (docs/guarantees.md#the-setting).
 /// - `logistic` (two classes only): one output column w ∈ R^D, score s = wᵀx, class 1 when
 ///   s > 0, loss ℓ = ln(1 + e^{−y s}) with y = ±1. |∂ℓ/∂s| = σ(−ys) < 1, so
 ///   ‖∇_w ℓ‖ ≤ ‖x‖: K = 1; ∂²ℓ/∂s² = σ(s)(1 − σ(s)) ≤ 1/4 and the Hessian σ(s)(1 − σ(s))xxᵀ
@@ -271,7 +271,7 @@ impl std::fmt::Display for Loss {
     }
 }
 
-/// The constants and sizes a calibration rests on (SPEC §2).
+/// The constants and sizes a calibration rests on (docs/guarantees.md#the-setting).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Assumptions {
     /// Lipschitz constant of the loss (√2 for softmax cross-entropy on the unit ball, 1 for

@@ -1,4 +1,4 @@
-//! Property and regression tests of the calibrations (SPEC §3–5) and errata (SPEC §4).
+//! Property and regression tests of the calibrations (docs/guarantees.md#calibrations–5) and errata (docs/guarantees.md#errata).
 
 use privpred_core::calibrate::{CalibrationRequest, calibrate};
 use privpred_core::composition::{advanced_epsilon, advanced_per_answer_epsilon_paper};
@@ -85,7 +85,7 @@ fn every_method_mode_and_delta_calibrates() {
                             && c.mechanism.epsilon_spent().unwrap() <= 1.0
                     );
                 }
-                // Paper mode is flagged invalid exactly where SPEC §4 says so.
+                // Paper mode is flagged invalid exactly where docs/guarantees.md#errata says so.
                 if m == Method::SubsampleAggregate {
                     assert_eq!(c.is_valid(), mode != CalibrationMode::Paper);
                 }
@@ -223,7 +223,7 @@ fn spec_table_formulas() {
 
 #[test]
 fn erratum_4_1_exact_privacy_loss_of_the_exponential_mechanism() {
-    // Worst-case neighbouring vote vectors (SPEC §4.1): changing one training example moves
+    // Worst-case neighbouring vote vectors (docs/guarantees.md#errata (erratum 4.1)): changing one training example moves
     // one teacher's vote from class a to class b. D: a has 1 vote, b has T−1; D′: a has 0,
     // b has T. The exact privacy loss of answering "a" is ln P_D(a) − ln P_D′(a), which tends
     // to 2β as βT grows. Over B answers to the same query the worst-case loss is B times it.
@@ -305,7 +305,7 @@ fn erratum_4_1_and_4_6_delta_rule() {
             composed(2.0 * bc)
         );
         assert!(composed(2.0 * bp) > eps, "paper should exceed");
-        // Even ignoring the factor 2, the closed form alone overshoots (SPEC §4.6).
+        // Even ignoring the factor 2, the closed form alone overshoots (docs/guarantees.md#errata (erratum 4.6)).
         let closed = advanced_per_answer_epsilon_paper(eps, b, delta);
         if closed > eps / b as f64 {
             assert!(advanced_epsilon(closed, b, delta) > eps);
@@ -649,7 +649,7 @@ fn dpsgd_noise_decreasing_in_n_and_epsilon() {
     }
 }
 
-/// SPEC §1: every calibration names its relation; replace-one is the default.
+/// docs/guarantees.md#neighbouring-relations: every calibration names its relation; replace-one is the default.
 #[test]
 fn every_calibration_carries_its_relation() {
     let r = CalibrationRequest::new(

@@ -1,7 +1,7 @@
 //! # privpred-data
 //!
 //! Readers, dataset discovery and fetching, and the preprocessing that keeps every example
-//! inside the unit ball (SPEC §2).
+//! inside the unit ball (docs/guarantees.md#the-setting).
 //!
 //! ```no_run
 //! use privpred_data::{DatasetSpec, LoadOptions, load, preprocess::Preprocessing};

@@ -1,4 +1,4 @@
-//! Preprocessing as explicit, recorded steps that end inside the unit ball (SPEC §2).
+//! Preprocessing as explicit, recorded steps that end inside the unit ball (docs/guarantees.md#the-setting).
 //!
 //! Order: pixel scaling → class subset (first C′ classes) → subsample N (seeded) → PCA to D
 //! (fitted on the selected training rows, centred) → unit-ball rule → optional bias feature.
@@ -100,7 +100,7 @@ pub enum UnitBall {
         radius: f64,
     },
     /// Divide by the training set's maximum norm (the reference code's rule): a statistic of
-    /// the private data, offered only as a labelled reproduction option (SPEC §2, §4.5).
+    /// the private data, offered only as a labelled reproduction option (docs/guarantees.md#the-setting, §4.5).
     /// Queries above that norm are clipped.
     MaxNorm,
 }
@@ -175,7 +175,7 @@ pub struct Preprocessing {
     /// Append a constant bias feature inside the unit ball, of value [`Self::bias_value`].
     pub bias: bool,
     /// The bias feature's value v ∈ [0, 1) when `bias` is set (0 = no bias feature): rows
-    /// become [x·√(1 − v²), v] (SPEC §2). Recipes written before this field existed (artifacts
+    /// become [x·√(1 − v²), v] (docs/guarantees.md#the-setting). Recipes written before this field existed (artifacts
     /// with `"bias": true` alone) read as √½, the value they used. Set both with
     /// [`Self::with_bias`].
     #[serde(default = "legacy_bias_value")]

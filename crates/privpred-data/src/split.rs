@@ -1,5 +1,5 @@
 //! Deterministic seeded splits: the test hold-out of sources without a test split and the
-//! 10 % validation hold-out of cross-validation (SPEC §6).
+//! 10 % validation hold-out of cross-validation (docs/study.md).
 
 use crate::dataset::{Dataset, UnitBallDataset};
 use crate::error::{DataError, Result};

@@ -2,7 +2,7 @@
 //! 12 of the 256 teachers' shards (⌊N/256⌋ examples each, the study's preprocessing, no bias) at
 //! N = 10⁴ … 10⁶ with the teachers' solver options and prints each N's mean teacher test
 //! accuracy, training accuracy, pairwise agreement on the test set, L-BFGS iterations and ‖θ‖.
-//! The teachers' λ is 0 (SPEC §6, as in the paper) unless `LAMBDA` is set.
+//! The teachers' λ is 0 (docs/study.md, as in the paper) unless `LAMBDA` is set.
 //!
 //! Run (after `privpred data generate mnist1m --n 1000000`):
 //! `LAMBDA=0 cargo run --release -p privpred-linear --example teacher_probe`.

@@ -120,7 +120,7 @@ impl LoadedModel {
         self.model.private()
     }
 
-    /// The experiment seed of a private predictor trained with `--seed` (SPEC erratum 4.9):
+    /// The experiment seed of a private predictor trained with `--seed` (docs/guarantees.md#errata (erratum 4.9)):
     /// its noise can be regenerated from the seed and subtracted, so it is an experiment, not
     /// a private release — `serve` and `predict` refuse it, `evaluate` reads it.
     pub fn experiment_seed(&self) -> Option<u64> {

@@ -18,7 +18,7 @@
 //! columns), so (∇_θ₁ J_s − ∇_θ₀ J_s)/2 = a + λu = ∇J_b(u) whatever m is, and
 //! ‖∇J_b(u)‖ ≤ (‖∇_θ₀J_s‖ + ‖∇_θ₁J_s‖)/2 ≤ ‖∇J_s(θ)‖_F/√2. A softmax fit at 2λ certified to
 //! ‖∇J_s‖ ≤ √2·γ therefore certifies u = θ₁ − θ₀ to ‖∇J_b(u)‖ ≤ γ, the bound the binary
-//! calibration assumes (SPEC erratum 4.8). The solver, its f64 certification and its
+//! calibration assumes (docs/guarantees.md#errata (erratum 4.8)). The solver, its f64 certification and its
 //! preconditioner are the softmax ones, unchanged.
 
 use crate::error::{LinearError, Result};

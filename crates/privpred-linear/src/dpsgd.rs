@@ -1,4 +1,4 @@
-//! DP-SGD for the linear model (SPEC §3, errata 4.2 and 4.3 fixed).
+//! DP-SGD for the linear model (docs/guarantees.md#calibrations, errata 4.2 and 4.3 fixed).
 //!
 //! Each step draws every example independently with probability q = b/N (Poisson sampling,
 //! implemented exactly by geometric gap skipping), computes each selected example's gradient
@@ -7,7 +7,7 @@
 //! coordinates, divides by the expected batch size b and takes an SGD step (heavy-ball
 //! momentum, learning rate divided by 10 three times at equal intervals, as the reference's
 //! `StepLR`). σ (the noise multiplier) comes from the core's accountant for the sampled
-//! Gaussian mechanism with q and the number of steps. Training uses no L2 term (SPEC §6).
+//! Gaussian mechanism with q and the number of steps. Training uses no L2 term (docs/study.md).
 //! Momentum and the learning-rate schedule are post-processing of the noisy gradients.
 
 use crate::error::{LinearError, Result};
@@ -44,7 +44,7 @@ impl Default for DpSgdConfig {
     }
 }
 
-/// The clip grid of SPEC §6.
+/// The clip grid of docs/study.md.
 pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1];
 
 impl DpSgdConfig {

@@ -1,4 +1,4 @@
-//! The f64 pass of the certification (SPEC erratum 4.8): the loss and gradient of the logistic
+//! The f64 pass of the certification (docs/guarantees.md#errata (erratum 4.8)): the loss and gradient of the logistic
 //! objective with every product, softmax and sum in f64, over the nonzero features only, and
 //! the a-priori bound on its rounding error.
 //!

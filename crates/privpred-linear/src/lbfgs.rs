@@ -17,7 +17,7 @@ pub enum GradNorm {
     /// max |gᵢ| — what PyTorch's `tolerance_grad` and scikit-learn's `tol` (L-BFGS-B `pgtol`)
     /// test; the reference code's criterion.
     Max,
-    /// ‖g‖₂ — SPEC §6's "gradient norm ≤ 1e-4" taken literally; stricter than `Max` (the
+    /// ‖g‖₂ — docs/study.md's "gradient norm ≤ 1e-4" taken literally; stricter than `Max` (the
     /// default: on MNIST it is worth ~0.2 points of test accuracy at λ = 1e-5).
     #[default]
     L2,
@@ -28,7 +28,7 @@ pub enum GradNorm {
 pub struct LbfgsOptions {
     /// History size m.
     pub memory: usize,
-    /// Stop when the gradient norm is ≤ this (SPEC §6: 1e-4).
+    /// Stop when the gradient norm is ≤ this (docs/study.md: 1e-4).
     pub grad_tol: f64,
     /// Which norm `grad_tol` applies to.
     pub norm: GradNorm,
@@ -47,7 +47,7 @@ pub struct LbfgsOptions {
     /// t with |φ'(t)| ≤ c₂|φ'(0)|, found by safeguarded secant steps on φ'. For refining a fit
     /// below the resolution of its objective's value (the decrease g²/(2L) of a step falls
     /// under the value's rounding, so Armijo tests on values stall), as the f64 certification
-    /// pass of SPEC erratum 4.8 does. Default: false (the strong-Wolfe search).
+    /// pass of docs/guarantees.md#errata (erratum 4.8) does. Default: false (the strong-Wolfe search).
     #[serde(default)]
     pub gradient_only: bool,
 }
@@ -195,7 +195,7 @@ where
 
 /// [`minimize_preconditioned`] from a start whose value `f0` and gradient `g0` the caller has
 /// already computed (the same run, without evaluating `x0` again; the report counts that
-/// evaluation as the first). Used by the certification pass (SPEC erratum 4.8), which checks
+/// evaluation as the first). Used by the certification pass (docs/guarantees.md#errata (erratum 4.8)), which checks
 /// the start before refining it.
 pub fn minimize_from_evaluated<F>(
     mut f: F,

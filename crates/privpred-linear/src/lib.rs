@@ -1,9 +1,9 @@
 //! # privpred-linear
 //!
-//! Multinomial logistic regression θ ∈ R^{D×C} on unit-ball data (SPEC §2) and the five
+//! Multinomial logistic regression θ ∈ R^{D×C} on unit-ball data (docs/guarantees.md#the-setting) and the five
 //! private-prediction methods of van der Maaten & Hannun (NeurIPS 2020) for linear models:
 //! model sensitivity, loss perturbation, DP-SGD, prediction sensitivity and
-//! subsample-and-aggregate (SPEC §3), each calibrated by `privpred-core`.
+//! subsample-and-aggregate (docs/guarantees.md#calibrations), each calibrated by `privpred-core`.
 //!
 //! - [`kernel`]: the fused logits/softmax/gradient pass (AVX2+FMA when available, rayon over
 //!   row blocks for large N).

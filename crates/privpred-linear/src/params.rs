@@ -1,5 +1,5 @@
 //! Checked training parameters of the linear methods (issue #17 step 3), in the style of
-//! linfa's `ParamGuard`: [`TrainParams`] starts from the defaults of SPEC §6 kept in
+//! linfa's `ParamGuard`: [`TrainParams`] starts from the defaults of docs/study.md kept in
 //! [`privpred_core::defaults`], is adjusted with setters, and [`ParamGuard::check`] returns the
 //! validated [`MethodConfig`] (`check_for` adds the checks that need the training-set size).
 //! [`LbfgsParams`] does the same for the solver's options.
@@ -19,14 +19,14 @@ use privpred_core::{Budget, CalibrationMode, Method, Neighbours, Privacy};
 pub struct TrainParams(MethodConfig);
 
 impl TrainParams {
-    /// The defaults of SPEC §6 for `method` (see [`MethodConfig::new`]): λ, T, the teachers'
+    /// The defaults of docs/study.md for `method` (see [`MethodConfig::new`]): λ, T, the teachers'
     /// λ, the DP-SGD schedule and ν from [`privpred_core::defaults`].
     pub fn new(method: Method, mode: CalibrationMode, privacy: Privacy, budget: Budget) -> Self {
         TrainParams(MethodConfig::new(method, mode, privacy, budget))
     }
 
     /// L2 strength λ (> 0 for model sensitivity, loss perturbation and prediction
-    /// sensitivity, whose calibrations divide by it: SPEC §3).
+    /// sensitivity, whose calibrations divide by it: docs/guarantees.md#calibrations).
     pub fn lambda(mut self, lambda: f64) -> Self {
         self.0.lambda = lambda;
         self
@@ -93,7 +93,7 @@ impl TrainParams {
         self.0.seed_policy = policy;
         self
     }
-    /// The neighbouring relation of the guarantee (SPEC §1).
+    /// The neighbouring relation of the guarantee (docs/guarantees.md#neighbouring-relations).
     pub fn neighbours(mut self, neighbours: Neighbours) -> Self {
         self.0.neighbours = neighbours;
         self
@@ -293,7 +293,7 @@ mod tests {
                 assert!(e.contains("lambda") && e.contains("> 0"), "{m}: {e}");
             }
         }
-        // DP-SGD ignores λ (SPEC §6): 0 is fine, NaN is not.
+        // DP-SGD ignores λ (docs/study.md): 0 is fine, NaN is not.
         assert!(params(Method::DpSgd).lambda(0.0).check().is_ok());
         assert!(params(Method::DpSgd).lambda(f64::NAN).check().is_err());
     }

@@ -3,7 +3,7 @@
 pub use privpred_core::calibrate::CalibrationRequest;
 
 /// The calibration every fit of this crate uses: the core's, with the solver's residual
-/// accounted for (SPEC erratum 4.8, `privpred_core::certify::calibrate_certified`).
+/// accounted for (docs/guarantees.md#errata (erratum 4.8), `privpred_core::certify::calibrate_certified`).
 pub fn calibrate(
     req: &CalibrationRequest,
 ) -> privpred_core::error::Result<privpred_core::Calibration> {

@@ -1,6 +1,6 @@
 //! Fitting multinomial logistic regression by full-batch L-BFGS.
 //!
-//! Objective (SPEC §2, §3):
+//! Objective (docs/guarantees.md#the-setting, §3):
 //! J(θ) = (1/N) Σₙ ℓ(θᵀxₙ, yₙ) + (λ/2)‖θ‖²_F + (1/N)⟨b, θ⟩,
 //! with ℓ the softmax cross-entropy and `b` the optional loss-perturbation term (zero otherwise).
 
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::exact::SparseRows;
 pub use crate::lbfgs::{GradNorm, Termination};
 
-/// The λ grid of SPEC §6 (cross-validated on a 10 % hold-out).
+/// The λ grid of docs/study.md (cross-validated on a 10 % hold-out).
 pub const LAMBDA_GRID: [f64; 10] = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1];
 
 /// The regularised (and optionally perturbed) logistic objective over a design.
@@ -74,7 +74,7 @@ impl<'a> Objective<'a> {
     /// (the linear term of loss perturbation has no curvature). The two forward products per
     /// row run on the same fused register-tiled kernel as the gradient; rows are processed in
     /// parallel blocks with f64 accumulation. Used for Newton-type diagnostics (the Hessian's
-    /// eigenvalues are ≤ L = 1/2 per unit-norm row: SPEC §2).
+    /// eigenvalues are ≤ L = 1/2 per unit-norm row: docs/guarantees.md#the-setting).
     pub fn hessian_vector(&self, theta: &[f64], v: &[f64], out: &mut [f64]) {
         use rayon::prelude::*;
         let (d, c) = (self.design.d, self.design.c);
@@ -141,7 +141,7 @@ impl<'a> Objective<'a> {
     /// Value and gradient in f64 throughout: the features are widened exactly from their
     /// stored f32, θ stays f64 (the fast kernel rounds it to f32), products, softmax and every
     /// sum are f64, zero features are skipped (MNIST is ~80 % zeros). The certification pass of
-    /// SPEC erratum 4.8 ([`Objective::certify`]); deterministic (row blocks reduced in order).
+    /// docs/guarantees.md#errata (erratum 4.8) ([`Objective::certify`]); deterministic (row blocks reduced in order).
     pub fn value_grad_f64(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
         self.value_grad_sparse(&SparseRows::new(&self.design), theta, grad)
     }
@@ -533,7 +533,7 @@ fn l2(g: &[f64]) -> f64 {
     g.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
-/// The certificate of a released fit as measured (SPEC erratum 4.8). Its measured values
+/// The certificate of a released fit as measured (docs/guarantees.md#errata (erratum 4.8)). Its measured values
 /// (`gradient_norm`, `rounding_bound`, `refinement_evaluations`) are statistics of the
 /// private data: `train --json` reports them to the data owner, but a released artifact
 /// carries only the public [`Certificate`] (the bound γ and that it was met).
@@ -563,7 +563,7 @@ impl Optimization {
     }
 }
 
-/// The public part of a released fit's certificate (SPEC erratum 4.8): the bound γ on
+/// The public part of a released fit's certificate (docs/guarantees.md#errata (erratum 4.8)): the bound γ on
 /// ‖∇J(θ̂)‖₂ that the released iterate was certified to meet. γ is a function of the method,
 /// the loss's constants and N only, so it may be released; the measured norm may not.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -626,7 +626,7 @@ pub fn fit_logistic(
 
 /// [`fit_logistic`] whose result is certified to ‖∇J(θ̂)‖₂ ≤ `gamma` in f64
 /// ([`Objective::certify`]): the fits that model sensitivity and prediction sensitivity
-/// release (SPEC erratum 4.8). Errors with [`LinearError::NotCertified`] when the bound is not
+/// release (docs/guarantees.md#errata (erratum 4.8)). Errors with [`LinearError::NotCertified`] when the bound is not
 /// reached.
 pub fn fit_logistic_certified(
     ds: &UnitBallDataset,
@@ -744,7 +744,7 @@ pub fn select_best(grid: &[f64], mut score: impl FnMut(f64) -> Result<f64>) -> R
 
 /// Cross-validates λ of the non-private model on `holdout` (trained on `train`); warm-starts
 /// each fit from the previous one (the grid is visited from large λ to small).
-/// The privacy cost of hyper-parameter selection is ignored, as in the paper (SPEC §2).
+/// The privacy cost of hyper-parameter selection is ignored, as in the paper (docs/guarantees.md#the-setting).
 pub fn cv_lambda_nonprivate(
     train: &UnitBallDataset,
     holdout: &Dataset,
@@ -849,7 +849,7 @@ pub(crate) mod tests {
                 // f32 products in the kernel: tolerance relative to ‖v‖ (‖x‖ ≤ 1, H ≤ 1/2 + λ).
                 prop_assert!((fd - hv[i]).abs() <= 2e-3 * vnorm + 1e-4, "i={i} fd={fd} hv={}", hv[i]);
             }
-            // Curvature bound of SPEC §2: vᵀHv ≤ (L + λ)‖v‖² with L = 1/2 on the unit ball.
+            // Curvature bound of docs/guarantees.md#the-setting: vᵀHv ≤ (L + λ)‖v‖² with L = 1/2 on the unit ball.
             let vhv: f64 = v.iter().zip(&hv).map(|(a, b)| a * b).sum();
             prop_assert!(vhv <= (0.5 + lambda) * vnorm * vnorm + 1e-6);
             prop_assert!(vhv >= lambda * vnorm * vnorm - 1e-6);

@@ -23,7 +23,7 @@ fn full_mnist_accuracy_targets() {
         (60_000, 10_000, 784, 10)
     );
 
-    // non-private, λ cross-validated on a 10 % hold-out (SPEC §6 grid): ≥ 92 %
+    // non-private, λ cross-validated on a 10 % hold-out (docs/study.md grid): ≥ 92 %
     let opts = LbfgsOptions::default();
     let (tr, ho) = holdout_unit(&train, 0.1, 7);
     let cv = cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &opts).unwrap();

@@ -1,4 +1,4 @@
-//! Calibrations for the two deep-model methods, delegated to `privpred_core` (SPEC §3–5):
+//! Calibrations for the two deep-model methods, delegated to `privpred_core` (docs/guarantees.md#calibrations–5):
 //! DP-SGD's noise multiplier from the accountant of the sampled Gaussian mechanism, and
 //! subsample-and-aggregate's β for the exponential mechanism.
 

@@ -1,6 +1,6 @@
 //! # privpred-nn
 //!
-//! Deep models for private prediction (SPEC §6–7, figure 7): ResNet-20 with GroupNorm on
+//! Deep models for private prediction (docs/study.md–7, figure 7): ResNet-20 with GroupNorm on
 //! CIFAR-10, trained with DP-SGD (Poisson sampling, joint per-example clipping) or as T = 16
 //! subsample-and-aggregate teachers. The default engine is a small purpose-built CPU engine on
 //! the `gemm` crate with hand-written backward passes, which makes exact per-example gradients

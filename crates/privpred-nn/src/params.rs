@@ -1,5 +1,5 @@
 //! Checked ResNet training parameters (issue #17 step 3), in the style of linfa's
-//! `ParamGuard`: [`SgdParams`] starts from the paper's schedule (SPEC §6, the values in
+//! `ParamGuard`: [`SgdParams`] starts from the paper's schedule (docs/study.md, the values in
 //! [`privpred_core::defaults`]), is adjusted with setters, and [`ParamGuard::check`] returns a
 //! validated [`SgdConfig`]; [`DpSgdParams`] adds the clip ν, the noise multiplier σ and the
 //! teacher count and validates against the training-set size. Every refusal names the
@@ -14,7 +14,7 @@ use privpred_core::params::{self as p, ParamGuard};
 pub struct SgdParams(SgdConfig);
 
 impl Default for SgdParams {
-    /// The teachers' schedule of SPEC §6 ([`SgdConfig::paper_teacher`]).
+    /// The teachers' schedule of docs/study.md ([`SgdConfig::paper_teacher`]).
     fn default() -> Self {
         SgdParams(SgdConfig::paper_teacher())
     }
@@ -95,7 +95,7 @@ pub struct DpSgdParams {
 }
 
 impl Default for DpSgdParams {
-    /// The paper's DP-SGD schedule, ν and T of SPEC §6, σ = 0 until calibrated.
+    /// The paper's DP-SGD schedule, ν and T of docs/study.md, σ = 0 until calibrated.
     fn default() -> Self {
         DpSgdParams {
             sgd: SgdParams::dpsgd(),
@@ -117,7 +117,7 @@ impl DpSgdParams {
         self.clip = clip;
         self
     }
-    /// Noise multiplier σ ≥ 0 (from the accountant, SPEC §3).
+    /// Noise multiplier σ ≥ 0 (from the accountant, docs/guarantees.md#calibrations).
     pub fn noise_multiplier(mut self, sigma: f64) -> Self {
         self.noise_multiplier = sigma;
         self

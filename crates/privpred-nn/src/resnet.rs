@@ -123,7 +123,7 @@ impl std::str::FromStr for InitScheme {
     }
 }
 
-/// Number of GroupNorm groups for `c` channels: min(32, c) (SPEC §6).
+/// Number of GroupNorm groups for `c` channels: min(32, c) (docs/study.md).
 pub fn gn_groups(c: usize) -> usize {
     let g = c.min(32);
     // groups must divide channels

@@ -1,6 +1,6 @@
 //! Subsample-and-aggregate over a teacher ensemble: the vote matrix is computed once per
 //! partition, and every (ε, B) answer set is derived from it by the exponential mechanism
-//! P(y) ∝ exp(β·votes_y) with β from the calibration (SPEC §3, §4.1).
+//! P(y) ∝ exp(β·votes_y) with β from the calibration (docs/guarantees.md#calibrations, §4.1).
 
 use crate::error::{NnError, Result};
 use rand::Rng;
@@ -74,7 +74,7 @@ impl VoteMatrix {
     }
 
     /// One private answer per query: the exponential mechanism with inverse temperature β
-    /// over the vote counts (its privacy per answer is 2β, SPEC §4.1: β must come from the
+    /// over the vote counts (its privacy per answer is 2β, docs/guarantees.md#errata (erratum 4.1): β must come from the
     /// calibration), drawn by [`privpred_core::Mechanism::Exponential`] over the votes.
     pub fn private_answers(&self, beta: f64, rng: &mut impl Rng) -> Result<Vec<u32>> {
         let mechanism = privpred_core::Mechanism::Exponential {

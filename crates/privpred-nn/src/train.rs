@@ -1,4 +1,4 @@
-//! Training: mini-batch SGD with momentum (non-private, teachers) and DP-SGD (SPEC §3, §4.2–4.3).
+//! Training: mini-batch SGD with momentum (non-private, teachers) and DP-SGD (docs/guarantees.md#calibrations, §4.2–4.3).
 //!
 //! Gradients are computed example by example in parallel (rayon, one contiguous chunk of the
 //! batch per worker): each worker runs forward + backward for its examples and either adds
@@ -53,7 +53,7 @@ impl<'a> TrainInputs<'a> {
     }
 }
 
-/// Hyper-parameters of SGD with momentum and the step schedule (SPEC §6).
+/// Hyper-parameters of SGD with momentum and the step schedule (docs/study.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SgdConfig {
     /// Passes over the training set (fractional allowed).
@@ -77,7 +77,7 @@ pub struct SgdConfig {
 
 impl SgdConfig {
     /// The paper's schedule for subsample-and-aggregate teachers: 500 epochs, batch 600,
-    /// lr 0.1 divided by 10 three times, momentum 0.9 (no Nesterov), no weight decay (SPEC §6:
+    /// lr 0.1 divided by 10 three times, momentum 0.9 (no Nesterov), no weight decay (docs/study.md:
     /// the teachers train without L2; the reference code's `--weight_decay` defaults to 0),
     /// augmentation, the reference code's initialisation.
     pub fn paper_teacher() -> Self {
@@ -142,10 +142,10 @@ impl SgdConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum Clipping {
     /// The whole per-example gradient (all parameters jointly) to norm ≤ ν: sensitivity ν,
-    /// what the accountant assumes (SPEC §3, `corrected`/`tight`).
+    /// what the accountant assumes (docs/guarantees.md#calibrations, `corrected`/`tight`).
     Joint,
     /// Each parameter tensor separately to ν, as the paper's reference code does: the true
-    /// sensitivity is √k·ν for k tensors (SPEC §4.2) — **not a valid guarantee**.
+    /// sensitivity is √k·ν for k tensors (docs/guarantees.md#errata (erratum 4.2)) — **not a valid guarantee**.
     PerLayer,
 }
 
@@ -157,7 +157,7 @@ pub enum Sampling {
     /// of the sampled Gaussian mechanism assumes).
     Poisson,
     /// Shuffled fixed-size batches, as the paper's reference code — **not** covered by the
-    /// accountant (SPEC §4.3).
+    /// accountant (docs/guarantees.md#errata (erratum 4.3)).
     Shuffle,
 }
 
@@ -187,7 +187,7 @@ impl DpSgdConfig {
             sampling: Sampling::Poisson,
         }
     }
-    /// `paper`: the reference code's per-layer clipping and shuffled batches (SPEC §4.2–4.3).
+    /// `paper`: the reference code's per-layer clipping and shuffled batches (docs/guarantees.md#errata (erratum 4.2)–4.3).
     pub fn paper(sgd: SgdConfig, clip: f64, noise_multiplier: f64) -> Self {
         DpSgdConfig {
             sgd,
@@ -706,7 +706,7 @@ pub struct TeacherEnsemble {
     pub params: Vec<Vec<f32>>,
 }
 
-/// Splits `0..n` into `t` disjoint random slices of ⌊n/t⌋ (SPEC §6).
+/// Splits `0..n` into `t` disjoint random slices of ⌊n/t⌋ (docs/study.md).
 pub fn partition(n: usize, t: usize, rng: &mut impl Rng) -> Result<Vec<Vec<usize>>> {
     if t == 0 || t > n {
         return Err(NnError::invalid(

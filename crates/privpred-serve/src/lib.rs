@@ -1,7 +1,7 @@
 //! # privpred-serve
 //!
 //! An HTTP prediction service for private-prediction models with an **enforced, durable
-//! inference budget** (SPEC §1: the guarantee covers B answers). See [`ledger`] for the
+//! inference budget** (docs/guarantees.md#neighbouring-relations: the guarantee covers B answers). See [`ledger`] for the
 //! accounting guarantees (recorded before release, no overspend under concurrency or across
 //! replicas, fail closed, crash-safe), [`server`] for the API, [`auth`] for bearer tokens.
 //! [`odometer`] is the data owner's privacy odometer (a limit per dataset on the total (ε, δ)

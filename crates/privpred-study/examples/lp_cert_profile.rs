@@ -1,4 +1,4 @@
-//! Where a certified loss-perturbation repetition spends its time (SPEC erratum 4.8): for each
+//! Where a certified loss-perturbation repetition spends its time (docs/guarantees.md#errata (erratum 4.8)): for each
 //! `EPS:LAMBDA` pair, R repetitions on full MNIST as the study runs them (sequential kernels,
 //! shared preconditioner around θ*(λ)), timing the fast f32 fit and the f64 certification
 //! separately, plus one f32 pass, one f64 pass and one rounding-bound pass.

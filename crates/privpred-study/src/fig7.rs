@@ -1,4 +1,4 @@
-//! Figure 7 of the paper (SPEC §7): ResNet-20-GN on CIFAR-10, DP-SGD vs
+//! Figure 7 of the paper (docs/study.md): ResNet-20-GN on CIFAR-10, DP-SGD vs
 //! subsample-and-aggregate, accuracy vs ε (fig7a, B = 10) and vs B (fig7b, ε = 1), δ = 1e-5.
 //!
 //! The expensive parts are trained once per context and cached on disk (so a study can resume):
@@ -63,7 +63,7 @@ pub struct Fig7Config {
 }
 
 impl Fig7Config {
-    /// The paper's setting (SPEC §6): all of CIFAR-10, T = 16 teachers × 500 epochs, DP-SGD
+    /// The paper's setting (docs/study.md): all of CIFAR-10, T = 16 teachers × 500 epochs, DP-SGD
     /// 100 epochs, batch 600, lr 0.1 with three ÷10 drops, ν = 1 — needs a GPU-class budget
     /// of compute (see the crate README for CPU timings).
     pub fn full(cache_dir: PathBuf) -> Self {

@@ -1,4 +1,4 @@
-//! The figures of the study (SPEC §7) as data: dataset, x-axis with its grid, the fixed
+//! The figures of the study (docs/study.md) as data: dataset, x-axis with its grid, the fixed
 //! parameters and the methods of each figure.
 
 use crate::error::{Result, StudyError};
@@ -212,7 +212,7 @@ pub struct Setting {
     pub dim: Option<usize>,
     /// Number of classes: the first C digits (None: all).
     pub classes: Option<usize>,
-    /// Fixed L2 regularisation (None: cross-validated as SPEC §6 says).
+    /// Fixed L2 regularisation (None: cross-validated as docs/study.md says).
     pub lambda: Option<f64>,
     /// Number of teachers of subsample-and-aggregate.
     pub teachers: usize,
@@ -237,13 +237,13 @@ pub struct Figure {
     pub title: &'static str,
 }
 
-/// The ten-point grid of λ used for cross-validation and fig6a (SPEC §6).
+/// The ten-point grid of λ used for cross-validation and fig6a (docs/study.md).
 pub const LAMBDA_GRID: [f64; 10] = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1];
 
-/// The DP-SGD clip-value grid for cross-validation (SPEC §6).
+/// The DP-SGD clip-value grid for cross-validation (docs/study.md).
 pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1];
 
-/// Default number of subsample-and-aggregate teachers for linear models (SPEC §6).
+/// Default number of subsample-and-aggregate teachers for linear models (docs/study.md).
 pub const DEFAULT_TEACHERS: usize = privpred_core::defaults::LINEAR_TEACHERS;
 
 const ALL_BUT_DPSGD: [Method; 4] = [

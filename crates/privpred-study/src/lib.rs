@@ -3,7 +3,7 @@
 //! The empirical study of "The Trade-Offs of Private Prediction" (van der Maaten & Hannun,
 //! NeurIPS 2020) as a reproducible, resumable and shardable sweep:
 //!
-//! - [`figures`]: the figures of SPEC §7 as data (dataset, x-axis grid and scale, fixed
+//! - [`figures`]: the figures of docs/study.md as data (dataset, x-axis grid and scale, fixed
 //!   parameters, methods);
 //! - [`units`]: units of work (figure, calibration, method, setting, repetition) with stable
 //!   ids, per-unit seeds derived from (seed, unit id), and `--shard k/n`;

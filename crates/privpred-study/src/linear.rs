@@ -2,7 +2,7 @@
 //! exact shortcuts of the study (see `privpred_linear::methods`):
 //!
 //! - data are loaded, preprocessed (scale 1/255, class subset, subsample, PCA, bias feature,
-//!   per-example normalisation into the unit ball) and split (10 % hold-out, SPEC §6) once per
+//!   per-example normalisation into the unit ball) and split (10 % hold-out, docs/study.md) once per
 //!   data configuration;
 //! - non-private fits θ*(λ) on the 90 % part (for cross-validation) and on the whole training
 //!   set are computed once per (data, λ) and shared by every ε, δ, B, calibration mode and
@@ -53,7 +53,7 @@ use std::time::Instant;
 
 /// The study's and `compare`'s default bias value ([`privpred_data::preprocess::BIAS_DEFAULT`]:
 /// 0, no bias feature, chosen on the training hold-out; docs/study.md). The paper's own code appends 1 outside the unit
-/// ball (SPEC §4.4), so no calibration mode has a bias value of its own: one default for all.
+/// ball (docs/guarantees.md#errata (erratum 4.4)), so no calibration mode has a bias value of its own: one default for all.
 pub use privpred_data::preprocess::BIAS_DEFAULT;
 
 pub use privpred_linear::methods::CV_DRAWS_DEFAULT;
@@ -76,7 +76,7 @@ pub struct LinearOptions {
     pub max_train: Option<usize>,
     /// Cap on test examples (quick: 2,000).
     pub max_test: Option<usize>,
-    /// Hold-out fraction for cross-validation (SPEC §6: 0.1).
+    /// Hold-out fraction for cross-validation (docs/study.md: 0.1).
     pub holdout_fraction: f64,
     /// Private draws averaged per cross-validated λ (model sensitivity, prediction
     /// sensitivity, loss perturbation) and per DP-SGD clip ν (default [`CV_DRAWS_DEFAULT`]).
@@ -88,7 +88,7 @@ pub struct LinearOptions {
     pub dpsgd_batch_size: usize,
     /// DP-SGD epochs.
     pub dpsgd_epochs: f64,
-    /// The neighbouring relation every method is calibrated for (SPEC §1; replace-one by
+    /// The neighbouring relation every method is calibrated for (docs/guarantees.md#neighbouring-relations; replace-one by
     /// default). Recorded in the manifest's options and in every row.
     #[serde(default)]
     pub neighbours: privpred_core::Neighbours,
@@ -218,7 +218,7 @@ pub struct LinearRunner {
 /// The calibration mode whose draws a group's repetitions use: `corrected` for `tight` model
 /// sensitivity and loss perturbation, whose `tight` calibration is the `corrected` one (the
 /// core's notes "tight = corrected for a single release" and "tight = corrected for loss
-/// perturbation": SPEC §5 has no tighter analysis of one output or objective perturbation),
+/// perturbation": docs/guarantees.md#calibrations has no tighter analysis of one output or objective perturbation),
 /// and for `tight` DP-SGD under replace-one neighbours, where both modes use the PLD
 /// accountant of the replace-one dominating pair (`privpred_core::calibrate::dp_sgd`; under
 /// add-remove `tight` takes the better of RDP and PLD and keeps its own draws); otherwise the
@@ -282,7 +282,7 @@ fn memoised(g: &Group, neighbours: Neighbours) -> bool {
 }
 
 /// The study's solver: L-BFGS to max|∇ᵢ| ≤ 1e-4 — the reference's stopping rule (PyTorch's
-/// `tolerance_grad` is a max-abs test), which SPEC §6 names; `privpred train` keeps the
+/// `tolerance_grad` is a max-abs test), which docs/study.md names; `privpred train` keeps the
 /// stricter ‖∇‖₂ ≤ 1e-4 by default.
 pub(crate) fn lbfgs() -> LbfgsOptions {
     LbfgsOptions {

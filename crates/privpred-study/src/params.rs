@@ -69,7 +69,7 @@ impl LinearParams {
         self.0.dpsgd_epochs = epochs;
         self
     }
-    /// The neighbouring relation every method is calibrated for (SPEC §1).
+    /// The neighbouring relation every method is calibrated for (docs/guarantees.md#neighbouring-relations).
     pub fn neighbours(mut self, neighbours: Neighbours) -> Self {
         self.0.neighbours = neighbours;
         self

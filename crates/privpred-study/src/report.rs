@@ -40,7 +40,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// The neighbouring relation a calibration's guarantee is stated for (SPEC §1), as the report
+/// The neighbouring relation a calibration's guarantee is stated for (docs/guarantees.md#neighbouring-relations), as the report
 /// prints it: the calibration's own `neighbours` field.
 pub fn neighbouring_relation(calibration: &Calibration) -> &'static str {
     calibration.neighbours().name()

@@ -82,7 +82,7 @@ pub struct Measurement {
     /// Steps that look at the private data without privacy accounting (`;`-separated):
     /// cross-validation of λ / ν on a hold-out, PCA fitted on training data, max-norm scaling.
     pub data_dependent_steps: String,
-    /// The neighbouring relation of the guarantee (SPEC §1). Rows written before this column
+    /// The neighbouring relation of the guarantee (docs/guarantees.md#neighbouring-relations). Rows written before this column
     /// existed read as `replace-one`, but their loss-perturbation and DP-SGD numbers were
     /// add/remove calibrations (erratum 4.7): their manifests lack the relation, so
     /// `--resume` never mixes them with new rows.

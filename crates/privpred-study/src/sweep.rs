@@ -52,7 +52,7 @@ pub trait Runner: Sync {
     /// (another B of a budget axis, `tight` loss perturbation from `corrected`) instead of
     /// computing them again. Default: ignored.
     fn resumed(&self, _group: &Group, _repetition: u32, _m: &Measurement) {}
-    /// The neighbouring relation every method of this runner is calibrated for (SPEC §1: one
+    /// The neighbouring relation every method of this runner is calibrated for (docs/guarantees.md#neighbouring-relations: one
     /// study, one relation).
     fn neighbours(&self) -> privpred_core::Neighbours {
         privpred_core::Neighbours::ReplaceOne

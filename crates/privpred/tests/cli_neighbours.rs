@@ -1,4 +1,4 @@
-//! The neighbouring relation on every guarantee (issue 14 §1, SPEC §1 and erratum 4.7):
+//! The neighbouring relation on every guarantee (issue 14 §1, docs/guarantees.md#neighbouring-relations and erratum 4.7):
 //! `--neighbours replace-one|add-remove` on calibrate, account, train, compare, audit and
 //! reproduce; the relation in `calibrate --json`, artifacts and result rows; and the PLD
 //! accountant's degenerate inputs (issue 20), which are errors with exit code 2, never panics

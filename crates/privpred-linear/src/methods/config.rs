@@ -40,9 +40,9 @@ pub struct MethodConfig {
     /// Inference budget B (forced to unlimited for private-training methods).
     pub(crate) budget: Budget,
     /// L2 strength λ > 0 for model sensitivity, loss perturbation (a floor on ρ/N) and
-    /// prediction sensitivity. Ignored by DP-SGD (no L2, SPEC §6).
+    /// prediction sensitivity. Ignored by DP-SGD (no L2, docs/study.md).
     pub(crate) lambda: f64,
-    /// Subsample-and-aggregate: number of teachers T (SPEC §6: 256 for linear/MNIST).
+    /// Subsample-and-aggregate: number of teachers T (docs/study.md: 256 for linear/MNIST).
     pub(crate) teachers: usize,
     /// Subsample-and-aggregate: the teachers' λ (the paper trains them without L2: 0).
     pub(crate) teacher_lambda: f64,
@@ -55,7 +55,7 @@ pub struct MethodConfig {
     pub(crate) teacher_lbfgs: LbfgsOptions,
     /// Recorded seed policy.
     pub(crate) seed_policy: SeedPolicy,
-    /// The neighbouring relation of the guarantee (SPEC §1; replace-one by default and when
+    /// The neighbouring relation of the guarantee (docs/guarantees.md#neighbouring-relations; replace-one by default and when
     /// absent from a serialised configuration).
     #[serde(default)]
     pub(crate) neighbours: privpred_core::Neighbours,
@@ -86,7 +86,7 @@ pub fn teacher_lbfgs_options() -> LbfgsOptions {
 }
 
 impl MethodConfig {
-    /// A configuration with the defaults of SPEC §6 (λ = 1e-4 until cross-validated,
+    /// A configuration with the defaults of docs/study.md (λ = 1e-4 until cross-validated,
     /// T = 256, teachers without L2, DP-SGD defaults with ν = 0.1, experiment seed 0).
     pub fn new(method: Method, mode: CalibrationMode, privacy: Privacy, budget: Budget) -> Self {
         MethodConfig {

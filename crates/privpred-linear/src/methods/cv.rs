@@ -50,7 +50,7 @@ pub fn check_cv_draws(k: usize) -> Result<usize> {
 
 /// Cross-validates λ for `cfg.method` (model sensitivity, loss perturbation, prediction
 /// sensitivity): trains the private predictor on `train` for each λ of `grid` and scores it by
-/// the **mean hold-out accuracy of `draws` independent mechanism draws** (SPEC §6; the privacy
+/// the **mean hold-out accuracy of `draws` independent mechanism draws** (docs/study.md; the privacy
 /// cost of the selection is ignored, as in the paper). One draw per λ picks nearly at random
 /// among neighbouring λ where the mechanism's accuracy varies by several points from draw to
 /// draw (issue #16); the mean of k draws has 1/√k of that spread.
@@ -123,7 +123,7 @@ pub fn cv_clip<R: Rng + ?Sized>(
 }
 
 /// Cross-validates DP-SGD's clip ν over `grid` on `holdout` by the **mean hold-out accuracy
-/// of `draws` independent private runs** per value (SPEC §6; issue #16, the rule of
+/// of `draws` independent private runs** per value (docs/study.md; issue #16, the rule of
 /// [`cv_lambda_draws`] applied to ν; the privacy cost of the selection is ignored, as in the
 /// paper). The runs of one value are drawn one after the other from `rng`. Cost: `draws`
 /// DP-SGD trainings per value (nothing is shared between DP-SGD runs).

@@ -1,4 +1,4 @@
-//! DP-SGD for the linear model (SPEC §3, errata 4.2 and 4.3 fixed; the algorithm is
+//! DP-SGD for the linear model (docs/guarantees.md#calibrations, errata 4.2 and 4.3 fixed; the algorithm is
 //! [`crate::dpsgd`]): noise multiplier σ from the core's accountant for the sampled Gaussian
 //! mechanism (Abadi et al. 2016; Mironov et al. 2019), clip ν given or cross-validated
 //! ([`super::cv_clip`]).

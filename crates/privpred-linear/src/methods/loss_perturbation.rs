@@ -1,6 +1,6 @@
-//! Loss perturbation (objective perturbation, SPEC §3): the minimiser of
+//! Loss perturbation (objective perturbation, docs/guarantees.md#calibrations): the minimiser of
 //! (1/N)Σℓ + (1/N)⟨b, θ⟩ + (ρ_eff/(2N))‖θ‖² with b one draw of the calibrated noise and
-//! ρ_eff = max(ρ, Nλ) (Chaudhuri et al. 2011, Theorem 9; Kifer et al. 2012; SPEC §3); in
+//! ρ_eff = max(ρ, Nλ) (Chaudhuri et al. 2011, Theorem 9; Kifer et al. 2012; docs/guarantees.md#calibrations); in
 //! `corrected`/`tight` certified to ‖∇J‖₂ ≤ γ and released with AMP's output noise (Iyengar et
 //! al. 2019, Theorem 1; erratum 4.8).
 //!
@@ -27,7 +27,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LossPerturbation;
 
-/// ρ_eff = max(ρ, Nλ) of loss perturbation (SPEC §3): the regulariser actually used, with ρ
+/// ρ_eff = max(ρ, Nλ) of loss perturbation (docs/guarantees.md#calibrations): the regulariser actually used, with ρ
 /// from the calibration (2LC/ε when it records none) and the floor Nλ.
 pub fn loss_perturbation_rho_eff(
     calibration: &Calibration,
@@ -43,7 +43,7 @@ pub fn loss_perturbation_rho_eff(
 }
 
 /// Loss perturbation: draws b from the calibrated noise and minimises
-/// (1/N)Σℓ + (1/N)⟨b, θ⟩ + (ρ_eff/(2N))‖θ‖² with ρ_eff = max(ρ, Nλ) (SPEC §3), from `warm`
+/// (1/N)Σℓ + (1/N)⟨b, θ⟩ + (ρ_eff/(2N))‖θ‖² with ρ_eff = max(ρ, Nλ) (docs/guarantees.md#calibrations), from `warm`
 /// (e.g. the non-private solution: exact, the objective is strictly convex).
 pub fn loss_perturbation_fit<R: Rng + ?Sized>(
     train: &UnitBallDataset,
@@ -225,7 +225,7 @@ pub fn loss_perturbation_fit_preconditioned<R: Rng + ?Sized>(
     )
 }
 
-/// Loss perturbation with its certificate (SPEC erratum 4.8): like
+/// Loss perturbation with its certificate (docs/guarantees.md#errata (erratum 4.8)): like
 /// [`loss_perturbation_fit_preconditioned`] (with `pre`) or [`loss_perturbation_fit_report`]
 /// (without), also returning the [`Optimization`] certificate of the released fit (`None` in
 /// `paper` mode, whose calibration assumes the exact minimiser).
@@ -294,7 +294,7 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
     Ok((m, r))
 }
 
-/// Loss perturbation with the solver's residual accounted for (SPEC erratum 4.8): when the
+/// Loss perturbation with the solver's residual accounted for (docs/guarantees.md#errata (erratum 4.8)): when the
 /// calibration carries a certificate (`corrected`/`tight`, from
 /// `privpred_core::certify::calibrate_certified`), the fit is certified to ‖∇J(θ̂)‖₂ ≤ γ in f64
 /// on the perturbed objective ([`Objective::certify`], refused otherwise) and released as

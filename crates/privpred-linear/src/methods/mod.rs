@@ -1,4 +1,4 @@
-//! The five private-prediction methods for linear models (SPEC §1, §3), one module each behind
+//! The five private-prediction methods for linear models (docs/guarantees.md#neighbouring-relations, §3), one module each behind
 //! one trait, [`PrivateMethod`]:
 //!
 //! | module | method | shared across repetitions | one draw |
@@ -191,7 +191,7 @@ pub trait PrivateMethod {
     const METHOD: Method;
 
     /// The calibration for training with `cfg` on `n` examples of `classes` classes: the
-    /// core's (SPEC §3), with the solver's residual accounted for (erratum 4.8,
+    /// core's (docs/guarantees.md#calibrations), with the solver's residual accounted for (erratum 4.8,
     /// `privpred_core::certify::calibrate_certified`), with the hyper-parameter selection's
     /// record ([`privpred_core::tuning`]).
     fn calibrate(&self, cfg: &MethodConfig, n: usize, classes: usize) -> Result<Calibration> {

@@ -1,7 +1,7 @@
-//! Model sensitivity (output perturbation, SPEC §3): the L2-regularised minimiser θ*(λ),
+//! Model sensitivity (output perturbation, docs/guarantees.md#calibrations): the L2-regularised minimiser θ*(λ),
 //! certified to ‖∇J‖₂ ≤ γ where the calibration assumed it (erratum 4.8), plus one draw of the
 //! calibrated noise over all D·C coordinates jointly. The noise is calibrated to the
-//! sensitivity 2/(Nλ) of θ* (Chaudhuri et al. 2011, Theorem 6; SPEC §3).
+//! sensitivity 2/(Nλ) of θ* (Chaudhuri et al. 2011, Theorem 6; docs/guarantees.md#calibrations).
 //!
 //! Shared across repetitions: θ*(λ) ([`ModelFit`], also prediction sensitivity's); each draw
 //! adds fresh noise to it (exact: θ* is a deterministic function of the data).

@@ -1,4 +1,4 @@
-//! The non-private baseline (SPEC §6: "non-private" in every figure and in `privpred train
+//! The non-private baseline (docs/study.md: "non-private" in every figure and in `privpred train
 //! non-private`): L2-regularised multinomial logistic regression θ*(λ), released as is.
 //!
 //! # Why it is not a [`super::PrivateMethod`]
@@ -45,7 +45,7 @@ pub fn score(model: &LinearModel, queries: &Dataset) -> Result<Vec<f64>> {
 
 /// λ of best hold-out accuracy over `grid` (trained on `train`, warm-started from large λ to
 /// small; ties to the first value of `grid`). The privacy cost of the selection is ignored,
-/// as in the paper (SPEC §2) — here there is no privacy to account.
+/// as in the paper (docs/guarantees.md#the-setting) — here there is no privacy to account.
 pub fn select_lambda(
     train: &UnitBallDataset,
     holdout: &Dataset,

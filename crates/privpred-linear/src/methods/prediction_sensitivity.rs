@@ -1,6 +1,6 @@
-//! Prediction sensitivity (noisy logits, SPEC §3): the non-private θ*(λ) is kept secret and
+//! Prediction sensitivity (noisy logits, docs/guarantees.md#calibrations): the non-private θ*(λ) is kept secret and
 //! every answer adds one draw of the calibrated noise to the query's logits (sensitivity of
-//! the logits 2/(Nλ) for unit-ball queries, SPEC §3) and returns the arg-max; in `tight` with
+//! the logits 2/(Nλ) for unit-ball queries, docs/guarantees.md#calibrations) and returns the arg-max; in `tight` with
 //! δ = 0 the answer is a label-only selection over the logits. Each answer spends the
 //! inference budget B the calibration divides ε by.
 //!

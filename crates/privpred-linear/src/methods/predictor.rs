@@ -45,7 +45,7 @@ pub enum MethodParams {
     Regularised {
         /// λ used for training.
         lambda: f64,
-        /// The public certificate of the released fit (SPEC erratum 4.8): the bound γ the
+        /// The public certificate of the released fit (docs/guarantees.md#errata (erratum 4.8)): the bound γ the
         /// released fit met, in `corrected`/`tight`; `None` in `paper`.
         certificate: Option<Certificate>,
     },
@@ -386,7 +386,7 @@ impl PrivatePredictor {
         self.diagnostics.dp_sgd
     }
 
-    /// The public certificate of the released fit (SPEC erratum 4.8): the bound γ it met, for
+    /// The public certificate of the released fit (docs/guarantees.md#errata (erratum 4.8)): the bound γ it met, for
     /// model sensitivity, loss perturbation and prediction sensitivity in `corrected`/`tight`;
     /// `None` otherwise.
     pub fn certificate(&self) -> Option<Certificate> {

@@ -1,7 +1,7 @@
-//! Subsample-and-aggregate (SPEC §3; Dwork & Feldman 2018): T teachers trained on disjoint
+//! Subsample-and-aggregate (docs/guarantees.md#calibrations; Dwork & Feldman 2018): T teachers trained on disjoint
 //! shards of a random partition are kept secret; every answer is one draw of the calibrated
 //! selection mechanism over their votes — the exponential mechanism (McSherry & Talwar 2007;
-//! vote sensitivity 1 under replace-one, SPEC §3) or, in `tight` with δ = 0, permute-and-flip
+//! vote sensitivity 1 under replace-one, docs/guarantees.md#calibrations) or, in `tight` with δ = 0, permute-and-flip
 //! (McKenna & Sheldon 2020). Each answer spends the inference budget B.
 //!
 //! Shared across repetitions: the teachers (their partition drawn once) and their votes on

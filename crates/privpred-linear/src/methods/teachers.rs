@@ -1,4 +1,4 @@
-//! Subsample-and-aggregate's teachers (SPEC §3): T models trained on disjoint shards of a
+//! Subsample-and-aggregate's teachers (docs/guarantees.md#calibrations): T models trained on disjoint shards of a
 //! random partition ([`train_teachers`]), their votes on a query set ([`VoteMatrix`]) and the
 //! selection mechanisms over those votes.
 

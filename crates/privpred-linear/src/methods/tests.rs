@@ -6,7 +6,7 @@ use crate::train::tests::toy;
 use privpred_core::{Budget, CalibrationMode, Noise, Privacy};
 use rand::SeedableRng;
 
-/// A configuration at (ε, δ, B) in `corrected` with the defaults of SPEC §6.
+/// A configuration at (ε, δ, B) in `corrected` with the defaults of docs/study.md.
 pub(crate) fn cfg(m: Method, eps: f64, delta: f64, b: u64) -> MethodConfig {
     MethodConfig::new(
         m,

@@ -1,6 +1,6 @@
 //! The budget ledger: durable, transactional accounting of the inference budget.
 //!
-//! Every answer of a private-prediction model costs one unit of the budget B (SPEC §1). The
+//! Every answer of a private-prediction model costs one unit of the budget B (docs/guarantees.md#neighbouring-relations). The
 //! ledger guarantees, for SQLite and PostgreSQL alike:
 //!
 //! * **Recorded before release.** A request's answers are computed in memory, then one

@@ -96,7 +96,7 @@ impl LinearRunner {
     /// (without L2), DP-SGD's schedule and the study's solver ([`lbfgs`]), built through the
     /// checked params ([`TrainParams`]). Every value is in range before it gets here (the
     /// study's options are checked by `LinearParams`, T ≥ 1 by the CLI, λ and ν come from the
-    /// grids of SPEC §6), so a refusal is a bug in the study, not a user error: it is
+    /// grids of docs/study.md), so a refusal is a bug in the study, not a user error: it is
     /// returned as [`StudyError::Compute`] naming the out-of-range value, never a panic.
     pub(crate) fn method_config(
         &self,
