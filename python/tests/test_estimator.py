@@ -105,7 +105,7 @@ def test_the_pickle_guard_reads_the_models_kind_not_the_method_parameter(digits,
 
 @pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate"])
 def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_path, digits, method):
-    # formerly fit -> save(p) -> 3 in-memory answers -> load(p, ledger=new, init_ledger=True)
+    # the attack: fit -> save(p) -> 3 in-memory answers -> load(p, ledger=new, init_ledger=True)
     # -> 3 more: two budgets for one model
     Xtr, Xte, ytr, yte = digits
     kw = {"teachers": 16} if method == "subsample-aggregate" else {}

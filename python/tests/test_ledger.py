@@ -1,5 +1,5 @@
 """The durable budget ledger from Python: the same SQLite file `privpred serve --ledger`
-uses, shared by estimators, processes, restarted sessions and the server (issue 18)."""
+uses, shared by estimators, processes, restarted processes and the server."""
 
 from __future__ import annotations
 
