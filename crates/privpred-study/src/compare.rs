@@ -111,7 +111,7 @@ pub fn render(c: &Comparison) -> String {
         c.neighbours,
         100.0 * c.nonprivate
     );
-    out.push_str("| method | kind | accuracy (%) | noise | λ / ν | guarantee covers | valid |\n|---|---|---|---|---|---|---|\n");
+    out.push_str("| method | kind | accuracy (%) | noise | λ / ν | selection | guarantee covers | valid |\n|---|---|---|---|---|---|---|---|\n");
     for r in &c.results {
         let m = &r.example;
         let kind = if r.method.is_private_training() {
@@ -126,12 +126,13 @@ pub fn render(c: &Comparison) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {kind} | {:.2} ± {:.2} | {} {:.4e} | {hp} | {} | {} |",
+            "| {} | {kind} | {:.2} ± {:.2} | {} {:.4e} | {hp} | {} | {} | {} |",
             r.method,
             100.0 * r.mean,
             100.0 * r.std,
             m.noise,
             m.noise_param,
+            m.selection_text(),
             if r.method.is_private_training() {
                 "any number of answers".to_string()
             } else {
@@ -145,7 +146,7 @@ pub fn render(c: &Comparison) -> String {
         );
     }
     for (m, why) in &c.skipped {
-        let _ = writeln!(out, "| {m} | – | not applicable: {why} | | | | |");
+        let _ = writeln!(out, "| {m} | – | not applicable: {why} | | | | | |");
     }
     out.push('\n');
     out.push_str(&recommend(c));
@@ -224,7 +225,31 @@ pub fn recommend(c: &Comparison) -> String {
     if c.results.iter().any(|r| !r.example.valid_guarantee) {
         s.push_str("Rows marked NO use the paper's calibration where docs/guarantees.md#errata shows it does not deliver the stated guarantee; they are shown for reference only.\n");
     }
-    s.push_str("Note: λ / ν were cross-validated on a hold-out of the training data; the paper ignores the privacy cost of this selection.\n");
+    s.push_str(&selection_note(c.results.iter()));
+    s
+}
+
+/// What the selection of λ / ν cost, per method (the `selection` of its rows), and a warning
+/// when a selection is outside the guarantee.
+pub fn selection_note<'a>(results: impl Iterator<Item = &'a MethodResult>) -> String {
+    let mut per: Vec<(Method, String, bool)> = Vec::new();
+    for r in results {
+        if !per.iter().any(|(m, _, _)| *m == r.method) {
+            let outside = r.example.selection.is_some_and(|s| !s.is_inside());
+            per.push((r.method, r.example.selection_text().to_string(), outside));
+        }
+    }
+    let mut s = String::from("Selection of λ / ν: ");
+    s.push_str(
+        &per.iter()
+            .map(|(m, l, _)| format!("{m}: {l}"))
+            .collect::<Vec<_>>()
+            .join("; "),
+    );
+    s.push_str(".\n");
+    if per.iter().any(|(_, _, o)| *o) {
+        s.push_str("Rows whose selection is non-private-holdout chose λ / ν on a hold-out of the private training data without privacy: that choice is outside the stated guarantee (use a public value or `private`).\n");
+    }
     s
 }
 
@@ -353,6 +378,8 @@ mod tests {
                 preprocessing: String::new(),
                 data_dependent_steps: String::new(),
                 neighbours: privpred_core::Neighbours::ReplaceOne,
+                selection: None,
+                selection_label: String::new(),
             },
         }
     }

@@ -16,7 +16,8 @@
 //!   provenance) for `compare` and `reproduce`.
 //!
 //! Data-dependent steps that the paper ignores in its privacy analysis (cross-validation of λ
-//! and ν on a hold-out, PCA fitted on training data) are recorded in every result row.
+//! and ν on a hold-out, PCA fitted on training data) are recorded in every result row, and
+//! every row states how its λ or ν was selected and what that cost ([`selection`]).
 
 pub mod compare;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod results;
+pub mod selection;
 pub mod summary;
 pub mod sweep;
 pub mod table1;

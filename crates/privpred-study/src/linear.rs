@@ -92,6 +92,10 @@ pub struct LinearOptions {
     /// default). Recorded in the manifest's options and in every row.
     #[serde(default)]
     pub neighbours: privpred_core::Neighbours,
+    /// How λ and DP-SGD's ν are chosen ([`crate::selection`]; the paper's non-private
+    /// hold-out selection by default). Recorded in the manifest's options and, per row, in
+    /// its `selection` record.
+    pub selection: crate::selection::SelectionOptions,
 }
 
 impl LinearOptions {
@@ -106,6 +110,7 @@ impl LinearOptions {
             max_test: quick.then_some(privpred_core::defaults::QUICK_MAX_TEST),
             holdout_fraction: privpred_core::defaults::HOLDOUT_FRACTION,
             neighbours: privpred_core::Neighbours::ReplaceOne,
+            selection: crate::selection::SelectionOptions::PAPER,
             cv_draws: CV_DRAWS_DEFAULT,
             bias: BIAS_DEFAULT,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
@@ -181,6 +186,7 @@ pub struct Prepared {
 pub(crate) type Key = String;
 
 mod group;
+mod private_select;
 pub(crate) use group::mechanism_id;
 
 /// The runner of fig1–fig6 (linear models).
@@ -620,6 +626,8 @@ impl Runner for LinearRunner {
         let (key, p) = train_clock.time(|| self.prepared(g, seed))?;
         let nonpriv = train_clock.time(|| self.nonprivate(&key, &p))?;
         let sel = train_clock.time(|| self.select(g, &key, &p, seed, &rid))?;
+        // the private split trains the release on its final part (a data configuration of its own)
+        let (key, p) = sel.release.clone().unwrap_or((key, p));
         let cal = self.calibration(g, &p, p.train.n, sel.lambda)?;
         self.check_shared_draws(g, &p, &cal, sel.lambda)?;
         let cfg = self.method_config(&cal, sel.lambda, sel.clip, g.setting.teachers)?;

@@ -74,6 +74,11 @@ impl LinearParams {
         self.0.neighbours = neighbours;
         self
     }
+    /// How λ and DP-SGD's ν are chosen ([`crate::selection`]).
+    pub fn selection(mut self, selection: crate::selection::SelectionOptions) -> Self {
+        self.0.selection = selection;
+        self
+    }
 }
 
 /// A range refusal of the core helpers as the study's usage error.
@@ -109,6 +114,20 @@ impl ParamGuard for LinearParams {
         p::unit_half_open("bias", o.bias).map_err(usage)?;
         p::at_least_one("dpsgd-batch-size", o.dpsgd_batch_size).map_err(usage)?;
         p::positive("dpsgd-epochs", o.dpsgd_epochs).map_err(usage)?;
+        for (name, c) in [
+            ("lambda", o.selection.lambda),
+            ("clip", o.selection.clip),
+        ] {
+            if let crate::selection::Choice::Value(v) = c {
+                p::positive(name, v).map_err(usage)?;
+            }
+        }
+        if o.selection.uses_private_split() && o.neighbours != Neighbours::ReplaceOne {
+            return Err(StudyError::Unsupported(format!(
+                "the private split selection of λ / ν is analysed for replace-one neighbours only (its parts' sizes would depend on N under {}); use --neighbours replace-one or a public value",
+                o.neighbours
+            )));
+        }
         Ok(o)
     }
 

@@ -82,6 +82,9 @@ pub struct Provenance {
     pub bias: Option<f64>,
     /// Private draws averaged per cross-validated λ, when known.
     pub cv_draws: Option<usize>,
+    /// How λ and DP-SGD's ν were selected, when known
+    /// ([`crate::selection::SelectionOptions::describe`]).
+    pub selection: Option<String>,
     /// privpred's version.
     pub version: String,
     /// The run seed.
@@ -126,6 +129,8 @@ pub struct Guarantee {
     pub valid: bool,
     /// The calibration's notes: formula and theorem used.
     pub notes: Vec<String>,
+    /// How λ / ν was selected and what that cost ([`crate::selection::label`]).
+    pub selection: String,
 }
 
 impl Guarantee {
@@ -183,6 +188,7 @@ pub fn guarantee_of(
         noise_param: m.noise_param,
         valid: m.valid_guarantee,
         notes,
+        selection: m.selection_text().to_string(),
     }
 }
 
@@ -283,6 +289,9 @@ fn provenance_html(p: &Provenance, extra: &[(&str, String)]) -> String {
             &k.to_string(),
         );
     }
+    if let Some(sel) = &p.selection {
+        row("selection of λ / ν", sel);
+    }
     if !p.data_dependent.is_empty() {
         row(
             "data-dependent steps (privacy cost not accounted)",
@@ -309,12 +318,12 @@ fn provenance_html(p: &Provenance, extra: &[(&str, String)]) -> String {
 
 fn guarantees_html(gs: &[Guarantee]) -> String {
     let mut s = String::from(
-        "<table class=\"guarantees\">\n<tr><th class=\"l\">method</th><th class=\"l\">guarantee</th><th class=\"l\">neighbouring relation</th><th class=\"l\">calibration</th><th class=\"l\">noise</th><th class=\"l\">valid</th><th class=\"l\">how it is calibrated</th></tr>\n",
+        "<table class=\"guarantees\">\n<tr><th class=\"l\">method</th><th class=\"l\">guarantee</th><th class=\"l\">neighbouring relation</th><th class=\"l\">calibration</th><th class=\"l\">noise</th><th class=\"l\">valid</th><th class=\"l\">selection of λ / ν</th><th class=\"l\">how it is calibrated</th></tr>\n",
     );
     for g in gs {
         let _ = writeln!(
             s,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{} {:.4e}</td><td class=\"l\">{}</td><td class=\"l small\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{} {:.4e}</td><td class=\"l\">{}</td><td class=\"l\">selection: {}</td><td class=\"l small\">{}</td></tr>",
             escape(&g.method.to_string()),
             escape(&g.statement()),
             escape(&g.neighbouring),
@@ -326,6 +335,7 @@ fn guarantees_html(gs: &[Guarantee]) -> String {
             } else {
                 "NO (paper rule, see docs/guarantees.md#errata)"
             },
+            escape(&g.selection),
             g.notes
                 .iter()
                 .map(|n| escape(n))

@@ -88,6 +88,26 @@ pub struct Measurement {
     /// `--resume` never mixes them with new rows.
     #[serde(default)]
     pub neighbours: privpred_core::Neighbours,
+    /// How λ (or DP-SGD's ν) was selected and what that cost: `{method, epsilon, delta,
+    /// composition}` as in a trained model's guarantee (`non-private-holdout`: outside the
+    /// guarantee). Rows written before this column existed read as None.
+    #[serde(default)]
+    pub selection: Option<privpred_core::Selection>,
+    /// The selection for people ([`crate::selection::label`]), e.g. `non-private-holdout —
+    /// outside the guarantee`.
+    #[serde(default)]
+    pub selection_label: String,
+}
+
+impl Measurement {
+    /// The selection's label, `unrecorded` for rows written before it was recorded.
+    pub fn selection_text(&self) -> &str {
+        if self.selection_label.is_empty() {
+            "unrecorded"
+        } else {
+            &self.selection_label
+        }
+    }
 }
 
 fn legacy_bias() -> f64 {
@@ -190,6 +210,10 @@ struct CsvRow<'a> {
     preprocessing: &'a str,
     data_dependent_steps: &'a str,
     neighbours: privpred_core::Neighbours,
+    selection: Option<privpred_core::SelectionMethod>,
+    selection_epsilon: Option<f64>,
+    selection_delta: Option<f64>,
+    selection_label: &'a str,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -233,6 +257,10 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             preprocessing: &r.m.preprocessing,
             data_dependent_steps: &r.m.data_dependent_steps,
             neighbours: r.m.neighbours,
+            selection: r.m.selection.map(|s| s.method),
+            selection_epsilon: r.m.selection.and_then(|s| s.epsilon),
+            selection_delta: r.m.selection.and_then(|s| s.delta),
+            selection_label: r.m.selection_text(),
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Point {
     pub std: f64,
     /// Mean accuracy of the non-private model.
     pub nonprivate: f64,
+    /// How λ / ν was selected and what that cost ([`crate::selection::label`]), e.g.
+    /// `non-private-holdout — outside the guarantee`.
+    pub selection: String,
 }
 
 /// Mean and sample standard deviation.
@@ -77,6 +80,7 @@ pub fn summarize(rows: &[Row]) -> Vec<Point> {
             mean,
             std,
             nonprivate: mean_std(&np).0,
+            selection: r0.m.selection_text().to_string(),
         });
         i = j;
     }
@@ -100,6 +104,27 @@ pub fn write_summary(dir: &Path, points: &[Point], quick: bool) -> Result<String
     let md = markdown(points, quick);
     write_atomic(&dir.join(files::SUMMARY_MD), md.as_bytes())?;
     Ok(md)
+}
+
+/// The `selection: LABEL (lines)` lines of one table, one per distinct label, before its
+/// header row (each line ends in a blank line so that the table still parses).
+fn selection_lines(pts: &[&Point]) -> String {
+    let mut labels: Vec<(&str, Vec<&str>)> = Vec::new();
+    for p in pts {
+        match labels.iter_mut().find(|(l, _)| *l == p.selection) {
+            Some((_, series)) => {
+                if !series.contains(&p.series.as_str()) {
+                    series.push(&p.series);
+                }
+            }
+            None => labels.push((&p.selection, vec![&p.series])),
+        }
+    }
+    let mut s = String::new();
+    for (label, series) in labels {
+        let _ = writeln!(s, "selection: {label} ({})\n", series.join(", "));
+    }
+    s
 }
 
 /// Markdown tables: one per (figure, calibration), rows = x, columns = lines, cells mean ± std
@@ -141,6 +166,7 @@ pub fn markdown(points: &[Point], quick: bool) -> String {
             pts.first()
                 .map_or(privpred_core::Neighbours::ReplaceOne, |p| p.neighbours)
         );
+        md.push_str(&selection_lines(&pts));
         let _ = write!(md, "| {} |", def.axis.kind.name());
         for s in &series {
             let _ = write!(md, " {s} |");

@@ -463,6 +463,8 @@ impl Runner for SyntheticRunner {
                     preprocessing: String::new(),
                     data_dependent_steps: String::new(),
                     neighbours: privpred_core::Neighbours::ReplaceOne,
+                    selection: None,
+                    selection_label: String::new(),
                 },
             )
         })?;

@@ -326,6 +326,9 @@ pub fn render_grid(g: &GridComparison) -> String {
     {
         out.push_str("Cells marked (NO) use the paper's calibration where docs/guarantees.md#errata shows it does not deliver the stated guarantee; they are never recommended.\n");
     }
-    out.push_str("Private-prediction methods' guarantees cover B answers; private-training methods' models are private for any number of answers (the same draws at every B). λ / ν were cross-validated on a hold-out of the training data; the paper ignores the privacy cost of this selection.\n");
+    out.push_str("Private-prediction methods' guarantees cover B answers; private-training methods' models are private for any number of answers (the same draws at every B).\n");
+    out.push_str(&super::selection_note(
+        g.cells.iter().flat_map(|c| c.results.iter()),
+    ));
     out
 }

@@ -10,12 +10,15 @@ use crate::results::Measurement;
 use crate::sweep::Done;
 use crate::units::{Group, rng_for};
 use privpred_core::ParamGuard;
-use privpred_core::{Calibration, Method};
+use crate::selection::Choice;
+use privpred_core::{Calibration, Method, SelectionMethod};
 use privpred_data::Dataset;
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::dpsgd::DpSgdConfig;
 use privpred_linear::exact::NonzerosCell;
-use privpred_linear::methods::{Fit, Purpose, Reuse, Scores, SharedFit, loss_perturbation_rho_eff};
+use privpred_linear::methods::{
+    Fit, Knob, Purpose, Reuse, Scores, SharedFit, loss_perturbation_rho_eff,
+};
 use privpred_linear::train::accuracy_of;
 use privpred_linear::{MethodConfig, TrainParams};
 use rand::SeedableRng;
@@ -33,6 +36,25 @@ pub(crate) struct Selected {
     pub source: &'static str,
     /// The data-dependent step of the selection, if any.
     pub note: Option<String>,
+    /// The selection's record (how it was chosen, what it cost).
+    pub record: privpred_core::Selection,
+    /// The private split's release data (the final part, under its own key); None: the release
+    /// trains on the whole training set.
+    pub release: Option<(Key, Arc<Prepared>)>,
+}
+
+impl Selected {
+    /// A value chosen without the data (`source`: how the row names it).
+    fn public(lambda: Option<f64>, clip: Option<f64>, source: &'static str) -> Selected {
+        Selected {
+            lambda,
+            clip,
+            source,
+            note: None,
+            record: crate::selection::public(),
+            release: None,
+        }
+    }
 }
 
 impl LinearRunner {
@@ -271,12 +293,11 @@ impl LinearRunner {
                         format!("at most N = {n} teachers (each needs one example)"),
                     ));
                 }
-                Ok(Selected {
-                    lambda: None,
-                    clip: None,
-                    source: "none (teachers without L2, as in the paper)",
-                    note: None,
-                })
+                Ok(Selected::public(
+                    None,
+                    None,
+                    "none (teachers without L2, as in the paper)",
+                ))
             }
             Method::DpSgd => self.select_clip(g, key, p, seed, rid),
         }
@@ -293,12 +314,12 @@ impl LinearRunner {
         rid: &str,
     ) -> Result<Selected> {
         if let Some(l) = g.setting.lambda {
-            return Ok(Selected {
-                lambda: Some(l),
-                clip: None,
-                source: "fixed",
-                note: None,
-            });
+            return Ok(Selected::public(Some(l), None, "fixed"));
+        }
+        match self.opts.selection.lambda {
+            Choice::Value(l) => return Ok(Selected::public(Some(l), None, "public")),
+            Choice::Private => return self.select_private(g, key, p, seed, rid, Knob::Lambda),
+            Choice::Cv => {}
         }
         let k = self.opts.cv_draws.max(1);
         let cals = LAMBDA_GRID
@@ -338,6 +359,8 @@ impl LinearRunner {
                 "λ cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {k} private draws per value, once per setting (privacy cost not accounted, as in the paper)",
                 100.0 * self.opts.holdout_fraction,
             )),
+            record: non_private_holdout(),
+            release: None,
         })
     }
 
@@ -353,6 +376,13 @@ impl LinearRunner {
         seed: u64,
         rid: &str,
     ) -> Result<Selected> {
+        match self.opts.selection.clip {
+            Choice::Value(nu) => {
+                return Ok(Selected::public(None, Some(nu), "none (DP-SGD without L2)"));
+            }
+            Choice::Private => return self.select_private(g, key, p, seed, rid, Knob::Clip),
+            Choice::Cv => {}
+        }
         let cal90 = self.calibration(g, p, p.train90.n, None)?;
         let k = self.opts.cv_draws.max(1);
         let scores: Vec<f64> = CLIP_GRID
@@ -383,6 +413,8 @@ impl LinearRunner {
                 "clip ν cross-validated on a {:.0}% hold-out of the training set by the mean accuracy of {k} private run(s) per value, once per setting (privacy cost not accounted, as in the paper)",
                 100.0 * self.opts.holdout_fraction
             )),
+            record: non_private_holdout(),
+            release: None,
         })
     }
 
@@ -415,16 +447,15 @@ impl LinearRunner {
             rho: cal.mechanism.rho(),
             valid_guarantee: cal.is_valid(),
             bias: self.opts.bias,
-            cv_draws: match (g.method, sel.source) {
-                (Method::DpSgd, _) => Some(self.opts.cv_draws.max(1)),
-                (_, "cross-validated") => Some(self.opts.cv_draws.max(1)),
-                _ => None,
-            },
+            cv_draws: (sel.record.method == SelectionMethod::NonPrivateHoldout)
+                .then_some(self.opts.cv_draws.max(1)),
             dataset_checksum: p.checksum.clone(),
             dataset_labels: p.labels.clone(),
             preprocessing: p.steps.clone(),
             data_dependent_steps: dd.join("; "),
             neighbours: cal.neighbours(),
+            selection: Some(sel.record),
+            selection_label: crate::selection::label(&sel.record),
         }
     }
 
@@ -453,6 +484,16 @@ impl LinearRunner {
             done(r, m)?;
         }
         Ok(todo)
+    }
+}
+
+/// The record of the paper's selection on the training hold-out: outside the guarantee.
+fn non_private_holdout() -> privpred_core::Selection {
+    privpred_core::Selection {
+        method: SelectionMethod::NonPrivateHoldout,
+        epsilon: None,
+        delta: None,
+        composition: privpred_core::tuning::Composition::Outside,
     }
 }
 

@@ -43,6 +43,13 @@ pub fn compare_html(
         b.push_str(&plots);
     }
     b.push_str(&tables_html(g, &methods));
+    let _ = writeln!(
+        b,
+        "<p class=\"small\" id=\"selection\">{}</p>",
+        escape(&compare::selection_note(
+            g.cells.iter().flat_map(|c| c.results.iter())
+        ))
+    );
     if let Some(c) = g.cells.first()
         && !c.skipped.is_empty()
     {

@@ -262,6 +262,16 @@ fn points_table(pts: &[&Point], x_name: &str) -> String {
             .map(|(c, l)| format!("<th>{} ({})</th>", escape(l), escape(&c.to_string())))
             .collect::<String>()
     );
+    // how each line's λ / ν was selected, and what that cost
+    s.push_str("<tr class=\"selection\"><th>selection</th>");
+    for (c, l) in &cal_series {
+        let label = pts
+            .iter()
+            .find(|p| p.calibration == *c && &p.series == l)
+            .map_or("", |p| p.selection.as_str());
+        let _ = write!(s, "<td class=\"l small\">selection: {}</td>", escape(label));
+    }
+    s.push_str("<td></td></tr>\n");
     for (idx, x) in xs {
         let _ = write!(s, "<tr><td>{}</td>", escape(&fmt_num(x)));
         let mut np = f64::NAN;

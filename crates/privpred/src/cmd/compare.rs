@@ -8,6 +8,9 @@ use privpred_study::linear::LinearRunner;
 use privpred_study::params::LinearParams;
 use privpred_study::progress::{self, Observer, Silent};
 use privpred_study::report::{self, Provenance};
+use privpred_study::selection::{Choice, SelectionOptions};
+
+use super::args::ValueOrCv;
 use std::path::PathBuf;
 
 /// Arguments of `privpred compare`.
@@ -63,6 +66,19 @@ pub struct Args {
     /// chosen on the training hold-out, docs/study.md).
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
+    /// L2 strength λ of model sensitivity, loss perturbation and prediction sensitivity: a
+    /// public value > 0 (chosen without the data: costs nothing; default 0.01, as `train`),
+    /// `private` (the private split selection over the grid {1e-5, …, 0.5}: inside the
+    /// guarantee, the release trained on the 80 % of the training set the selection does not
+    /// use; replace-one only) or `cv` (the paper's selection on a hold-out of the training data
+    /// without privacy: outside the guarantee, and every row says so).
+    #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
+    pub lambda: Option<ValueOrCv>,
+    /// DP-SGD's clip ν: a public value > 0 (costs nothing; default 0.1, as `train`), `private`
+    /// (private split selection over {5e-4, …, 0.5}, inside the guarantee; replace-one only) or
+    /// `cv` (non-private hold-out selection, outside the guarantee).
+    #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
+    pub clip: Option<ValueOrCv>,
     /// Also write one self-contained HTML report here (plots, tables, guarantees, provenance).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -71,9 +87,32 @@ pub struct Args {
     pub json: bool,
 }
 
+/// `--lambda` / `--clip` as the runner's selection options: `train`'s public defaults unless
+/// given; `private` under add-remove neighbours is a usage error (exit 2).
+fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
+    let choice = |v: Option<ValueOrCv>, default: f64| match v {
+        None => Choice::Value(default),
+        Some(ValueOrCv::Value(x)) => Choice::Value(x),
+        Some(ValueOrCv::Private) => Choice::Private,
+        Some(ValueOrCv::Cv) => Choice::Cv,
+    };
+    let s = SelectionOptions::new(
+        choice(args.lambda, privpred_core::defaults::LINEAR_PUBLIC_LAMBDA),
+        choice(args.clip, privpred_core::defaults::LINEAR_DPSGD_CLIP),
+    );
+    if s.uses_private_split() && args.neighbours != privpred_core::Neighbours::ReplaceOne {
+        return Err(crate::exit::usage(format!(
+            "--lambda/--clip private under --neighbours {}: the private split selection is analysed for replace-one neighbours only (its parts' sizes would depend on N); use --neighbours replace-one or a public value",
+            args.neighbours
+        )));
+    }
+    Ok(s)
+}
+
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (epsilons, budgets) = grid_axes(&args)?;
+    let selection = selection(&args)?;
     let (bias, cv_draws) =
         super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
     let opts = LinearParams::new(args.quick)
@@ -83,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .neighbours(args.neighbours)
         .bias(bias)
         .cv_draws(cv_draws)
+        .selection(selection)
         .check()
         .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);
@@ -113,7 +153,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         quick: args.quick,
         bias: Some(bias),
-        cv_draws: Some(cv_draws),
+        // the hold-out draws count only where a value is cross-validated
+        cv_draws: (selection.lambda == Choice::Cv || selection.clip == Choice::Cv)
+            .then_some(cv_draws),
+        selection: Some(selection.describe()),
         ..Provenance::default()
     };
     if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
@@ -132,6 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "quick": args.quick,
             "bias": bias,
             "cv_draws": cv_draws,
+            "selection": selection,
             "nonprivate_accuracy": g.nonprivate(),
             "grid": g,
             "decisions": decisions_json(&g),

@@ -5,6 +5,7 @@ use privpred_core::CalibrationMode;
 use privpred_core::ParamGuard;
 use privpred_study::linear::LinearRunner;
 use privpred_study::params::LinearParams;
+use privpred_study::selection::SelectionOptions;
 use privpred_study::sweep::{self, SweepConfig};
 use privpred_study::units::Shard;
 use privpred_study::{FigureId, progress, report, results, summary, table1};
@@ -61,6 +62,12 @@ pub struct Args {
     /// study compares methods under one relation; DP-SGD included). Recorded in every row.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// How λ and DP-SGD's clip ν are selected: `paper` (the paper's protocol: on a hold-out of
+    /// the training data without privacy, outside the guarantee), `public` (train's public
+    /// defaults λ = 0.01, ν = 0.1: cost nothing) or `private` (the private split selection,
+    /// inside the guarantee; replace-one only). Recorded in every row's `selection`.
+    #[arg(long, value_enum, default_value_t = Protocol::Paper)]
+    pub selection: Protocol,
     /// Figure 7 only: stop training cleanly after this many seconds (at the next epoch
     /// boundary), keeping the run's checkpoint under `<out>/nn-cache`; `--resume` continues
     /// it with the same result as an uninterrupted run.
@@ -70,6 +77,28 @@ pub struct Args {
     /// table, the guarantees, provenance).
     #[arg(long)]
     pub report: Option<PathBuf>,
+}
+
+/// `reproduce --selection`: how the study selects λ and ν.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// The paper's non-private hold-out selection (outside the guarantee).
+    Paper,
+    /// Public values chosen without the data (cost nothing).
+    Public,
+    /// The private split selection (inside the guarantee; replace-one only).
+    Private,
+}
+
+impl Protocol {
+    /// The runner's selection options.
+    pub fn options(self) -> SelectionOptions {
+        match self {
+            Protocol::Paper => SelectionOptions::PAPER,
+            Protocol::Public => SelectionOptions::PUBLIC,
+            Protocol::Private => SelectionOptions::PRIVATE,
+        }
+    }
 }
 
 /// Checks `--bias` (default [`privpred_data::preprocess::BIAS_DEFAULT`]) and `--cv-draws`:
@@ -146,6 +175,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             })?;
         }
     }
+    if args.selection == Protocol::Private {
+        if args.neighbours != privpred_core::Neighbours::ReplaceOne {
+            return Err(crate::exit::usage(format!(
+                "--selection private under --neighbours {}: the private split selection is analysed for replace-one neighbours only (its parts' sizes would depend on N); use --neighbours replace-one or --selection public",
+                args.neighbours
+            )));
+        }
+        if let Some(f) = figures.iter().find(|f| f.needs_nn()) {
+            return Err(crate::exit::usage(format!(
+                "--selection private: {f} trains with the fixed public clip and T (nothing to select); run it with --selection paper or public"
+            )));
+        }
+    }
     let repetitions = args.repetitions.unwrap_or(if args.quick { 3 } else { 100 });
     crate::limits::count(
         "repetitions",
@@ -167,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .cv_draws(cv_draws)
         .bias(bias)
         .neighbours(args.neighbours)
+        .selection(args.selection.options())
         .check()
         .map_err(crate::exit::usage)?;
     let linear = LinearRunner::new(opts);
@@ -241,7 +284,8 @@ fn write_report(
         seed: args.seed,
         quick: args.quick,
         bias: rows.first().map(|r| r.m.bias),
-        cv_draws: Some(args.cv_draws),
+        cv_draws: (args.selection == Protocol::Paper).then_some(args.cv_draws),
+        selection: Some(args.selection.options().describe()),
         ..report::Provenance::default()
     };
     let html =
@@ -507,6 +551,11 @@ mod nn {
                         // fig7's calibrations (privpred_nn::calib::dpsgd and
                         // subsample_aggregate) are replace-one; add-remove is refused above.
                         neighbours: privpred_core::Neighbours::ReplaceOne,
+                        // ν is the fixed public RESNET_CLIP; T is fixed: nothing is selected
+                        selection: Some(privpred_study::selection::public()),
+                        selection_label: privpred_study::selection::label(
+                            &privpred_study::selection::public(),
+                        ),
                     },
                 )?;
             }
