@@ -114,10 +114,7 @@ impl ParamGuard for LinearParams {
         p::unit_half_open("bias", o.bias).map_err(usage)?;
         p::at_least_one("dpsgd-batch-size", o.dpsgd_batch_size).map_err(usage)?;
         p::positive("dpsgd-epochs", o.dpsgd_epochs).map_err(usage)?;
-        for (name, c) in [
-            ("lambda", o.selection.lambda),
-            ("clip", o.selection.clip),
-        ] {
+        for (name, c) in [("lambda", o.selection.lambda), ("clip", o.selection.clip)] {
             if let crate::selection::Choice::Value(v) = c {
                 p::positive(name, v).map_err(usage)?;
             }

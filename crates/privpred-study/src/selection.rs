@@ -156,7 +156,10 @@ mod tests {
 
     #[test]
     fn options_name_their_protocol_and_serialise_their_choices() {
-        assert_eq!(SelectionOptions::new(Choice::Cv, Choice::Cv).protocol, "paper");
+        assert_eq!(
+            SelectionOptions::new(Choice::Cv, Choice::Cv).protocol,
+            "paper"
+        );
         let public = SelectionOptions::new(
             Choice::Value(defaults::LINEAR_PUBLIC_LAMBDA),
             Choice::Value(defaults::LINEAR_DPSGD_CLIP),

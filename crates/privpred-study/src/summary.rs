@@ -120,8 +120,34 @@ fn selection_lines(pts: &[&Point]) -> String {
             None => labels.push((&p.selection, vec![&p.series])),
         }
     }
+    // one line per selection method: a private split's ε, δ follow the setting, so its
+    // labels along an ε axis collapse into one line
+    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
+    for (label, series) in &labels {
+        let method = label.split(" — ").next().unwrap_or(label);
+        let several = labels
+            .iter()
+            .filter(|(l, _)| l.split(" — ").next() == Some(method))
+            .count()
+            > 1;
+        let text = if several {
+            format!("{method} — each setting's ε, δ (parallel composition, inside the guarantee)")
+        } else {
+            label.to_string()
+        };
+        match lines.iter_mut().find(|(t, _)| *t == text) {
+            Some((_, all)) => {
+                for x in series {
+                    if !all.contains(x) {
+                        all.push(x);
+                    }
+                }
+            }
+            None => lines.push((text, series.clone())),
+        }
+    }
     let mut s = String::new();
-    for (label, series) in labels {
+    for (label, series) in lines {
         let _ = writeln!(s, "selection: {label} ({})\n", series.join(", "));
     }
     s

@@ -7,10 +7,10 @@ use super::{Key, LinearRunner, Prepared, argmax_first, calibrate, lbfgs, noise_f
 use crate::error::{Result, StudyError};
 use crate::figures::LAMBDA_GRID;
 use crate::results::Measurement;
+use crate::selection::Choice;
 use crate::sweep::Done;
 use crate::units::{Group, rng_for};
 use privpred_core::ParamGuard;
-use crate::selection::Choice;
 use privpred_core::{Calibration, Method, SelectionMethod};
 use privpred_data::Dataset;
 use privpred_linear::dpsgd::CLIP_GRID;
