@@ -62,8 +62,8 @@ pub struct Args {
     /// default, chosen on the training hold-out, docs/study.md; before: √½).
     #[arg(long, allow_negative_numbers = true)]
     pub bias: Option<String>,
-    /// Private draws averaged per cross-validated λ or DP-SGD clip ν (1..=1000; default 5,
-    /// chosen on the training hold-out, docs/study.md).
+    /// With `--lambda cv` / `--clip cv`: private draws averaged per cross-validated λ or
+    /// DP-SGD clip ν (1..=1000; default 5, chosen on the training hold-out, docs/study.md).
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// L2 strength λ of model sensitivity, loss perturbation and prediction sensitivity: a
