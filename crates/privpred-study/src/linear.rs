@@ -606,7 +606,8 @@ impl Runner for LinearRunner {
         }
     }
 
-    /// The group's λ or clip is selected on the hold-out (unless fixed), its release's shared
+    /// The group's λ or clip is chosen (fixed, public, the private split, or selected on the
+    /// hold-out: [`crate::selection`]), its release's shared
     /// fit taken from the cache, and each repetition is one draw from it
     /// ([`SharedFit::draw`]), seeded by the repetition.
     fn run_group(

@@ -209,11 +209,12 @@ struct CsvRow<'a> {
     dataset_labels: &'a str,
     preprocessing: &'a str,
     data_dependent_steps: &'a str,
-    neighbours: privpred_core::Neighbours,
     selection: Option<privpred_core::SelectionMethod>,
     selection_epsilon: Option<f64>,
     selection_delta: Option<f64>,
     selection_label: &'a str,
+    // the last column, as it has been since it was added
+    neighbours: privpred_core::Neighbours,
 }
 
 impl<'a> From<&'a Row> for CsvRow<'a> {
@@ -256,11 +257,11 @@ impl<'a> From<&'a Row> for CsvRow<'a> {
             dataset_labels: &r.m.dataset_labels,
             preprocessing: &r.m.preprocessing,
             data_dependent_steps: &r.m.data_dependent_steps,
-            neighbours: r.m.neighbours,
             selection: r.m.selection.map(|s| s.method),
             selection_epsilon: r.m.selection.and_then(|s| s.epsilon),
             selection_delta: r.m.selection.and_then(|s| s.delta),
             selection_label: r.m.selection_text(),
+            neighbours: r.m.neighbours,
         }
     }
 }

@@ -271,7 +271,9 @@ impl LinearRunner {
         Ok(accuracy_of(&draw.labels, &p.hold.labels))
     }
 
-    /// The group's λ or clip: fixed by the figure, or selected on the hold-out.
+    /// The group's λ or clip: fixed by the figure, or chosen as the runner's
+    /// [`crate::selection::SelectionOptions`] say (a public value, the private split, or the
+    /// paper's selection on the hold-out).
     pub(crate) fn select(
         &self,
         g: &Group,
