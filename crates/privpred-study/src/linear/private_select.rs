@@ -68,3 +68,78 @@ impl LinearRunner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::LinearOptions;
+    use super::*;
+    use crate::results::Measurement;
+    use crate::selection::SelectionOptions;
+    use crate::sweep::Runner;
+    use privpred_core::tuning::{SELECTION_FRACTION, SplitPlan};
+    use privpred_core::{Method, Neighbours};
+    use std::sync::Mutex;
+
+    /// One repetition of `method`'s fig1a group (ε = 1) on digits under `selection`.
+    fn row(method: Method, selection: SelectionOptions) -> Measurement {
+        let mut opts = LinearOptions::new(true);
+        opts.dataset = Some("digits".into());
+        opts.selection = selection;
+        let runner = LinearRunner::new(opts);
+        let g = crate::holdout::group(method, 1.0, 0.0, 10, 8);
+        let got = Mutex::new(None);
+        let done = |_, m: Measurement| {
+            *got.lock().unwrap() = Some(m);
+            Ok(())
+        };
+        runner.run_group(&g, &[0], 7, &done).unwrap();
+        got.into_inner().unwrap().unwrap()
+    }
+
+    /// The private split's record carries the group's (ε, δ) with parallel composition, and
+    /// the release is trained on the split's final part (the paper's protocol on all of it).
+    #[test]
+    fn the_private_split_records_its_cost_and_trains_the_release_on_the_final_part() {
+        let paper = row(Method::ModelSensitivity, SelectionOptions::PAPER);
+        let s = paper.selection.unwrap();
+        assert_eq!(s.method, SelectionMethod::NonPrivateHoldout);
+        assert!(!s.is_inside());
+        assert_eq!(
+            paper.selection_label,
+            "non-private-holdout — outside the guarantee"
+        );
+        let private = row(Method::ModelSensitivity, SelectionOptions::PRIVATE);
+        let s = private.selection.unwrap();
+        assert_eq!(s.method, SelectionMethod::PrivateSplit);
+        assert_eq!((s.epsilon, s.delta), (Some(1.0), Some(0.0)));
+        let plan = SplitPlan::new(paper.n_train, LAMBDA_GRID.len(), SELECTION_FRACTION).unwrap();
+        assert_eq!(private.n_train, plan.final_n);
+        assert!(LAMBDA_GRID.contains(&private.lambda.unwrap()));
+        assert_eq!(private.cv_draws, None);
+        let public = row(Method::ModelSensitivity, SelectionOptions::PUBLIC);
+        assert_eq!(public.selection.unwrap().method, SelectionMethod::Public);
+        assert_eq!(public.lambda, Some(defaults::LINEAR_PUBLIC_LAMBDA));
+        assert_eq!(public.n_train, paper.n_train);
+        // subsample-and-aggregate selects nothing under any protocol
+        let saa = row(Method::SubsampleAggregate, SelectionOptions::PRIVATE);
+        assert_eq!(saa.selection.unwrap().method, SelectionMethod::Public);
+    }
+
+    #[test]
+    fn the_private_split_is_refused_under_add_remove() {
+        use privpred_core::ParamGuard;
+        let e = crate::params::LinearParams::new(true)
+            .neighbours(Neighbours::AddRemove)
+            .selection(SelectionOptions::PRIVATE)
+            .check()
+            .unwrap_err();
+        assert!(e.is_usage() && e.to_string().contains("replace-one"), "{e}");
+        assert!(
+            crate::params::LinearParams::new(true)
+                .neighbours(Neighbours::AddRemove)
+                .selection(SelectionOptions::PUBLIC)
+                .check()
+                .is_ok()
+        );
+    }
+}
