@@ -1,6 +1,6 @@
 //! Hold-out accuracy of the private mechanisms on the study's validation split — the 10 %
 //! hold-out of the training set that cross-validation uses (docs/study.md), never the test set —
-//! for choosing preprocessing and selection defaults by measurement (issue #16: the bias value
+//! for choosing preprocessing and selection defaults by measurement (the bias value
 //! and the number of private draws per cross-validated λ). `cargo run --release -p
 //! privpred-study --example holdout` regenerates the tables of docs/study.md.
 //!

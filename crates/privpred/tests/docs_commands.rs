@@ -713,7 +713,7 @@ fn readme_tour_runs_on_digits() {
     ] {
         assert!(
             ran.contains(step),
-            "the tour has no `{step}` step any more: {ran:?}"
+            "the tour lacks its `{step}` step: {ran:?}"
         );
     }
 }
