@@ -478,7 +478,7 @@ impl FittedPreprocessing {
             (UnitBall::MaxNorm, m) => {
                 return invalid(
                     "max-norm statistic",
-                    format!("{m:?}"),
+                    m.map_or_else(|| "none".to_string(), |m| m.to_string()),
                     "a positive finite number for the max-norm rule".into(),
                 );
             }

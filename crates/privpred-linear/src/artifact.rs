@@ -440,9 +440,9 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         let t = h.teachers.unwrap_or(0);
         if t == 0 || p.teachers() != Some(t) {
             return Err(format!(
-                "teachers: header {:?}, guarantee {:?} (need the same T ≥ 1)",
-                h.teachers,
-                p.teachers()
+                "teachers: header {}, guarantee {} (need the same T ≥ 1)",
+                crate::rederive::shown(h.teachers),
+                crate::rederive::shown(p.teachers())
             ));
         }
         if h.shard_size.unwrap_or(0) == 0 {
@@ -452,9 +452,9 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
             && (t > n || h.shard_size != Some(n / t))
         {
             return Err(format!(
-                "shard_size: {t} teachers for N = {n} training examples have ⌊N/T⌋ = {} each, the header states {:?}",
+                "shard_size: {t} teachers for N = {n} training examples have ⌊N/T⌋ = {} each, the header states {}",
                 n / t.max(1),
-                h.shard_size
+                crate::rederive::shown(h.shard_size)
             ));
         }
     }

@@ -166,7 +166,7 @@ pub fn votes_draws(
         let other = cal.noise();
         return Err(StudyError::Compute {
             context: g.id(),
-            message: format!("subsample-and-aggregate calibrated with {other:?}"),
+            message: format!("subsample-and-aggregate calibrated with {other} noise"),
         });
     }
     let mut rng = rng_for(seed, &format!("holdout/{}", g.id()));
