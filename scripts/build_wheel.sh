@@ -6,7 +6,8 @@
 #    mainstream Linux of the last ten years); the extension is stripped (pyproject.toml).
 # 2. Check: `twine check --strict` (the metadata PyPI would accept), the installed size.
 # 3. Test: a clean virtual environment with no Rust toolchain on PATH installs the wheel,
-#    and the Python tests (python/tests) run against that install, not the sources.
+#    and the Python tests (python/tests) run against that install, not the sources; so does
+#    the README's Python step (crates/privpred/tests/docs_commands.rs, PRIVPRED_PYTHON).
 #
 # Usage: scripts/build_wheel.sh [--no-test]
 # Environment: PYTHON (default python3); PRIVPRED_WHEEL_DIR (default target/wheels);
@@ -80,4 +81,18 @@ import privpred, sys
 assert "/site-packages/" in privpred.__file__, privpred.__file__
 print("testing", privpred.__file__)' \
         && env PATH="$work/user/bin:$clean_path" "$user_py" -m pytest -q -p no:cacheprovider .)
+    # The README's Python step against the same install: the docs test runs the snippet with
+    # PRIVPRED_PYTHON (cargo is looked up on the original PATH; the interpreter needs none).
+    if command -v cargo >/dev/null; then
+        log=$(mktemp /tmp/privpred-readme-python.XXXXXX)
+        PRIVPRED_PYTHON="$user_py" cargo test --release -p privpred --test docs_commands \
+            -- --exact readme_python_step_runs 2>&1 | tee "$log"
+        if grep -q "privpred-test-skip: docs_commands::readme_python_step_runs" "$log"; then
+            echo "error: the README's Python step skipped with PRIVPRED_PYTHON set" >&2
+            exit 1
+        fi
+        rm -f "$log"
+    else
+        echo "note: cargo not on PATH: the README's Python step (docs_commands) was not run" >&2
+    fi
 fi

@@ -5,7 +5,8 @@ issue numbers ("issue #12", "issue 16", "#17's") and the history of the work ("s
 
 Usage:
     python3 scripts/check_user_text.py            # README.md, CHANGELOG.md, docs/: exit 1 on any hit
-    python3 scripts/check_user_text.py --code     # also list hits in crates/*/src, python/ (file:line)
+    python3 scripts/check_user_text.py --code     # also list hits in the code (file:line): crates/*/
+                                                  # {src,tests,examples,benches}, python/, scripts/, .ci/run
     python3 scripts/check_user_text.py --strict   # with --code: exit 1 on code hits too
     python3 scripts/check_user_text.py --self-test
 
@@ -52,6 +53,15 @@ HISTORY_PATTERNS = [
     ("history", re.compile(r"\bfor now\b", re.I)),
     ("history", re.compile(r"\bnot yet\b", re.I)),
 ]
+# Checked in the code only (the documentation is swept separately).
+CODE_HISTORY_PATTERNS = [
+    ("history", re.compile(r"\btoday'?s?\b", re.I)),
+    ("history", re.compile(r"\bused to (be|give|allocate|panic|hang|return|print)\b", re.I)),
+    ("history", re.compile(
+        r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
+        r"|thirteenth|fourteenth|fifteenth|last|previous|this|\d+(st|nd|rd|th)) (work )?session\b",
+        re.I)),
+]
 
 # Lines of code that carry user-facing or reader-facing text: comments, doc comments and
 # string literals. (A blunt filter: any line with a comment marker or a quote.)
@@ -65,13 +75,24 @@ def doc_files() -> list[Path]:
 
 
 def code_files() -> list[Path]:
+    """The code's text: the crates' sources, tests, examples and benches, the Python package
+    and its tests, the scripts (this one excepted: its self-test quotes what it looks for) and
+    the CI entry point."""
     out: list[Path] = []
-    for src in sorted((ROOT / "crates").glob("*/src")):
-        out += sorted(src.rglob("*.rs"))
+    for sub in ("src", "tests", "examples", "benches"):
+        for d in sorted((ROOT / "crates").glob(f"*/{sub}")):
+            out += sorted(d.rglob("*.rs"))
     py = ROOT / "python"
     if py.is_dir():
         for ext in ("*.py", "*.rs", "*.pyi"):
             out += sorted(p for p in py.rglob(ext) if "target" not in p.parts)
+    scripts = ROOT / "scripts"
+    if scripts.is_dir():
+        for ext in ("*.py", "*.sh", "*.txt"):
+            out += sorted(p for p in scripts.rglob(ext) if p.resolve() != Path(__file__).resolve())
+    ci = ROOT / ".ci" / "run"
+    if ci.is_file():
+        out.append(ci)
     return out
 
 
@@ -100,7 +121,7 @@ def scan_doc(path: Path) -> list[tuple[int, str, str]]:
 def scan_code(path: Path) -> list[tuple[int, str, str]]:
     text = path.read_text(encoding="utf-8", errors="replace")
     hits = []
-    for n, kind, line in scan_text(text, REFERENCE_PATTERNS + HISTORY_PATTERNS):
+    for n, kind, line in scan_text(text, REFERENCE_PATTERNS + HISTORY_PATTERNS + CODE_HISTORY_PATTERNS):
         if CODE_TEXT.search(line):
             hits.append((n, kind, line))
     return hits
@@ -123,6 +144,9 @@ def self_test() -> None:
         "before this fix, the sampler",
         "round 3 of the rerun",
         "(formerly 8 spaces)",
+        "today's calibration",
+        "it used to give no rows",
+        "the fourteenth session measured",
     ]
     good = [
         "erratum 4.1: subsample-and-aggregate",
@@ -130,8 +154,10 @@ def self_test() -> None:
         "see [the guarantees](guarantees.md#errata)",
         "an issue with the data",
         "no longer than 10 s",
+        "the values used to choose the region",
+        "a restarted session sees the spend",
     ]
-    pats = REFERENCE_PATTERNS + HISTORY_PATTERNS
+    pats = REFERENCE_PATTERNS + HISTORY_PATTERNS + CODE_HISTORY_PATTERNS
     for s in bad:
         assert scan_text(s, pats), f"not caught: {s!r}"
     for s in good:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Equality check for behaviour-preserving refactors (issue #17): runs two `privpred` binaries
+# Equality check for behaviour-preserving refactors: runs two `privpred` binaries
 # on the same seeded work and compares what they write byte for byte.
 #
 #   scripts/equality_check.sh BEFORE_BIN AFTER_BIN [WORKDIR]
@@ -27,8 +27,8 @@
 #     binary's work directory);
 #   - evaluate --json: "seconds" (wall time) and "model" (the path of the model file).
 #
-# Comparing across a change of defaults (e.g. issue #16's study --bias √½ → 0 and --cv-draws
-# 1 → 5 between 20c5d53 and the issue #17 work), AFTER is given the old defaults explicitly:
+# Comparing across a change of defaults (e.g. study --bias √½ → 0 and --cv-draws 1 → 5
+# after 20c5d53), AFTER is given BEFORE's defaults explicitly:
 #   EQ_AFTER_ARGS            extra arguments for AFTER's reproduce and train commands;
 #   EQ_AFTER_REPRODUCE_ARGS  extra arguments for AFTER's reproduce commands only;
 #   EQ_AFTER_TRAIN_ARGS      extra arguments for AFTER's train commands only.

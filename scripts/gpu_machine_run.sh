@@ -1,5 +1,5 @@
 #!/bin/bash
-# What was run on the GPU machine lent to one session (16 cores, one NVIDIA H100/H200; no
+# What runs on a lent GPU machine (16 cores, one NVIDIA H100/H200; no
 # network), from the repository root, with `.dev/` holding the stripped release binaries
 # (`privpred`, `nn-bench`), the gzipped MNIST IDX files under `.dev/data/mnist/` and the CIFAR-10
 # JPEG copy. Results go to $OUT. Everything is time-limited so that the whole run fits one call.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises the hold-out measurements of issue #16 (stdlib only).
+"""Summarises the hold-out measurements (stdlib only): the bias value and the draws per cross-validated λ.
 
 Input: the JSON lines written by `cargo run --release -p privpred-study --example holdout --
 bias ...` and `... -- cv ...` (one line per dataset × method × ε × bias × λ with the hold-out

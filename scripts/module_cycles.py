@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reports import circles between the modules of each crate under crates/ (issue #17, step 5).
+"""Reports import circles between the modules of each crate under crates/.
 
     python3 scripts/module_cycles.py [CRATE_DIR ...]     # default: every crates/*/
 

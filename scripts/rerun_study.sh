@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole linear study of issue #16 in one process, timed:
+# The whole linear study in one process, timed:
 #
 #   scripts/rerun_study.sh [OUT_DIR] [PRIVPRED_BIN]
 #
@@ -11,7 +11,7 @@
 #   OUT_DIR.time  /usr/bin/time -v of the process (wall time, CPU seconds, peak memory)
 #   OUT_DIR.md    scripts/study_tables.py's tables, findings evidence, times and the
 #                 differences against the committed docs/study.md
-# Run it on an otherwise idle machine: its wall time is the number issue #16 reports.
+# Run it on an otherwise idle machine: its wall time is the study's time docs/study.md reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/all}

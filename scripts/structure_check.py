@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks issue #17's size and shape constraints on the Rust sources (CI runs it after rustfmt).
+"""Checks the size and shape constraints on the Rust sources (CI runs it after rustfmt).
 
     python3 scripts/structure_check.py [--allow FILE] [--max-file N] [--max-fn N]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables, findings evidence, time and differences of a study run (issue #16's rerun).
+"""Tables, findings evidence, time and differences of a study run.
 
     scripts/study_tables.py RUN_DIR [--previous DOC.md] [--log RUN.log] > tables.md
 
@@ -249,7 +249,7 @@ def load_previous(doc):
 
 
 def print_diff(tables, prev):
-    print("## Against the previous tables\n")
+    print("## Against the committed tables\n")
     print("| figure | mode | previous reps | cells | mean Δ (points) | mean |Δ| | largest |Δ| (setting, series: before → after) |")
     print("|---|---|---|---|---|---|---|")
     by_series = []

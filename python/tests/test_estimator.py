@@ -92,7 +92,7 @@ def test_budgeted_methods_spend_and_refuse_past_b(digits, method):
 
 @pytest.mark.parametrize("method", ["prediction-sensitivity", "subsample-aggregate"])
 def test_the_pickle_guard_reads_the_models_kind_not_the_method_parameter(digits, method):
-    # formerly set_params(method="model-sensitivity") let a fitted budgeted estimator pickle
+    # set_params(method="model-sensitivity") must not let a fitted budgeted estimator pickle
     # with its secret parameters (un-noised theta*, or every teacher) and a fresh budget
     Xtr, Xte, ytr, yte = digits
     kw = {"teachers": 16} if method == "subsample-aggregate" else {}

@@ -299,7 +299,8 @@ pub fn mechanism_for(req: &AuditRequest, cal: &Calibration) -> Result<AuditedPai
             "loss perturbation is audited end to end, or its noise term alone with --noise-term (see e2e::EndToEnd)".into(),
         )),
         (m, noise) => Err(AuditError::Run(format!(
-            "calibration of {m} returned unexpected noise {noise:?}"
+            "calibration of {m} returned an unexpected mechanism ({})",
+            noise.noise()
         ))),
     }
 }

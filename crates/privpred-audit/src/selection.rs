@@ -44,7 +44,7 @@ impl Selection {
     ) -> Result<Self> {
         if !noise.is_selection() {
             return Err(AuditError::Unsupported(format!(
-                "a selection audit needs a selection mechanism, not {noise:?}"
+                "a selection audit needs a selection mechanism, not {noise}"
             )));
         }
         if scores.len() != scores_neighbour.len() || scores.len() < 2 {
@@ -131,7 +131,7 @@ impl Selection {
             Noise::Exponential { beta } | Noise::PermuteAndFlip { beta } => beta,
             other => {
                 return Err(AuditError::Unsupported(format!(
-                    "a selection audit needs a selection mechanism, not {other:?}"
+                    "a selection audit needs a selection mechanism, not {other}"
                 )));
             }
         };

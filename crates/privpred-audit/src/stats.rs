@@ -116,6 +116,16 @@ pub enum Side {
     Below,
 }
 
+/// The region in words: `score ≥ t` or `score < t`.
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::AtLeast => "score ≥ t",
+            Side::Below => "score < t",
+        })
+    }
+}
+
 /// Which dataset the region S is likelier under: the bound is
 /// ln((P[M(likelier) ∈ S] − δ) / P[M(other) ∈ S]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +135,16 @@ pub enum Likelier {
     Neighbour,
     /// S is likelier under D.
     Original,
+}
+
+/// `D′` (the neighbour) or `D` (the original).
+impl std::fmt::Display for Likelier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Likelier::Neighbour => "D′",
+            Likelier::Original => "D",
+        })
+    }
 }
 
 /// The result of a distinguishing test: a lower bound on ε with its confidence.

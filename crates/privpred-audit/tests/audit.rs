@@ -1,4 +1,4 @@
-//! Audits of every method and mode (issue 8). All runs are seeded (deterministic); bounds are
+//! Audits of every method and mode. All runs are seeded (deterministic); bounds are
 //! stated at confidence 1 − 1e-6, so that a sound calibration is refuted with probability
 //! ≤ 1e-6 per check whatever the seed, and a refutation is a 1e-6-level statistical result.
 
@@ -367,7 +367,7 @@ fn erratum_4_7_replace_one_pair_refutes_the_add_remove_beta() {
     assert!(new.empirical_epsilon_lower > 1.2, "{new:?}");
 }
 
-/// `tight` with δ = 0 releases labels by selection (issue 16): permute-and-flip over the
+/// `tight` with δ = 0 releases labels by selection: permute-and-flip over the
 /// votes and the selection over the logits. Sound: never refuted; not vacuous: the worst-case
 /// pairs bring the bound close to the claim; and a deliberately broken calibration (the
 /// sensitivity halved, i.e. β doubled) is refuted on the same pair.

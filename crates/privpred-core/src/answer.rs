@@ -1,5 +1,5 @@
 //! One released answer to a prediction query: the type shared by the linear predictors, the
-//! ResNet artifacts and the HTTP service (one definition instead of three, issue #17).
+//! ResNet artifacts and the HTTP service (one definition, so the three cannot disagree).
 
 use serde::{Deserialize, Serialize};
 

@@ -578,7 +578,7 @@ pub enum LogitSelection {
 /// β of a selection over the logits that is (ε/B)-DP per answer: β = ε/(B·√2·Δ) with
 /// Δ = `sensitivity` the logits' ℓ2 sensitivity (2K/(Nλ), or the certified Δ + 2γ/λ).
 ///
-/// Proof. A replaced example moves θ by at most Δ in Frobenius norm (the bound of today's
+/// Proof. A replaced example moves θ by at most Δ in Frobenius norm (the bound of the current
 /// noisy-logits calibration, paper appendix Lemma "sensitivity bound"), so the logits of a
 /// query ‖x‖ ≤ 1 move by d = (θ′ − θ)ᵀx with ‖d‖₂ ≤ ‖θ′ − θ‖_F·‖x‖ ≤ Δ, and the range of
 /// the change is max_y d_y − min_y d_y ≤ √2·‖d‖₂ ≤ √2·Δ (two coordinates of opposite sign

@@ -1,5 +1,5 @@
 //! The defaults of docs/study.md in one place: the CLI, the study, the linear methods and the ResNet
-//! engines read them from here (issue #17), so a default changes in exactly one line.
+//! engines read them from here, so a default changes in exactly one line.
 
 /// Subsample-and-aggregate teachers T for linear models (docs/study.md).
 pub const LINEAR_TEACHERS: usize = 256;

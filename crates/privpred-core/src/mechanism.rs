@@ -396,7 +396,7 @@ impl Mechanism {
         let mismatch = || {
             CoreError::invalid(
                 "noise",
-                format!("{noise:?}"),
+                noise.to_string(),
                 format!("not the noise {method}'s calibration uses"),
             )
         };

@@ -720,8 +720,8 @@ mod tests {
         }
     }
 
-    /// Regressions (issue 20): tiny σ or q made the grid arithmetic overflow (index out of
-    /// bounds) or hang; they are clear errors now, under both relations.
+    /// Degenerate parameters: tiny σ or q would make the grid arithmetic overflow (index out
+    /// of bounds) or hang; they are clear errors, under both relations.
     #[test]
     fn degenerate_parameters_are_errors_not_panics() {
         for n in Neighbours::ALL {

@@ -178,6 +178,16 @@ pub enum Budget {
     Unlimited,
 }
 
+/// `B = 50 answers` or `unlimited`.
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Finite(b) => write!(f, "B = {b} answers"),
+            Budget::Unlimited => f.write_str("unlimited"),
+        }
+    }
+}
+
 impl Budget {
     /// One answer.
     pub const ONE: Budget = Budget::Finite(NonZeroU64::MIN);

@@ -192,6 +192,23 @@ pub enum Noise {
     },
 }
 
+/// The noise in words and its parameter, as the commands print it: `ℓ2-Laplace, β = 12.5`,
+/// `Gaussian, σ = 0.8`, `exponential mechanism, β = 2`, `permute-and-flip, β = 2`. The
+/// parameter is shown to 12 significant digits (so 2.9999999999999996 reads as 3); JSON and
+/// artifacts keep the exact value.
+impl std::fmt::Display for Noise {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, symbol, v) = match *self {
+            Noise::L2Laplace { beta } => ("ℓ2-Laplace", "β", beta),
+            Noise::Gaussian { sigma } => ("Gaussian", "σ", sigma),
+            Noise::Exponential { beta } => ("exponential mechanism", "β", beta),
+            Noise::PermuteAndFlip { beta } => ("permute-and-flip", "β", beta),
+        };
+        let shown: f64 = format!("{v:.11e}").parse().unwrap_or(v);
+        write!(f, "{name}, {symbol} = {shown}")
+    }
+}
+
 /// The output layer of a linear model and its loss: which constants a calibration uses.
 ///
 /// - `softmax`: θ ∈ R^{D×C}, softmax cross-entropy. The gradient of ℓ with respect to the

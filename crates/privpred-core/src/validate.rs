@@ -54,14 +54,14 @@ pub fn check_calibration(cal: &Calibration) -> Result<()> {
         (true, b) => {
             return Err(CoreError::invalid(
                 "budget",
-                format!("{b:?}"),
+                b.to_string(),
                 format!("{m} releases a private model: its budget is unlimited"),
             ));
         }
         (false, b) => {
             return Err(CoreError::invalid(
                 "budget",
-                format!("{b:?}"),
+                b.to_string(),
                 format!("{m} needs a finite inference budget B >= 1"),
             ));
         }
@@ -124,7 +124,7 @@ fn check_mechanism(cal: &Calibration) -> Result<()> {
     if label_only_logits && !tight_pure {
         return Err(CoreError::invalid(
             "noise",
-            format!("{:?}", mech.noise()),
+            mech.noise().to_string(),
             format!("not the noise {m}'s calibration uses"),
         ));
     }

@@ -1,4 +1,4 @@
-//! The typed guarantee (issue #17 step 1): every calibration's `Calibration` and `Mechanism`
+//! The typed guarantee: every calibration's `Calibration` and `Mechanism`
 //! round-trip through JSON, the serialised record is the one privpred wrote before the types
 //! existed (checked against a copy of the old struct, `OldCalibration` below), and records
 //! written by older versions load with the right mechanism and validity.

@@ -273,7 +273,7 @@ fn permute_rows<T: Copy>(data: &mut [T], width: usize, src: &[usize]) {
 /// It also keeps, built on first use, its features with every row zero-padded to a stride
 /// ([`UnitBallDataset::padded_features`]): the linear kernels read rows padded to a multiple
 /// of 8, and without the shared copy every fit copied the whole matrix (≈ 190 MB per
-/// loss-perturbation fit on MNIST with the bias feature, d = 785; issue #16).
+/// loss-perturbation fit on MNIST with the bias feature, d = 785).
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitBallDataset(Dataset, PaddedCache);
 

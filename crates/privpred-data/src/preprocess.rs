@@ -31,12 +31,12 @@ const BLOCK: usize = 256;
 /// Relative safety margin of the unit-ball rules.
 pub const MARGIN: f64 = 1e-6;
 
-/// The bias value before it became a parameter, `f32(√½)` rounded down: what an artifact's
-/// recipe with `"bias": true` and no `bias_value` (written before issue #16) means.
+/// The bias value of a recipe that does not record one, `f32(√½)` rounded down: what an
+/// artifact's recipe with `"bias": true` and no `bias_value` means.
 pub const BIAS_VALUE: f32 = std::f32::consts::FRAC_1_SQRT_2;
 
-/// The bias value `compare` and the study use unless told otherwise: 0, no bias feature
-/// (issue #16; before, √½). Chosen by measurement on the training hold-out, never the test set
+/// The bias value `compare` and the study use unless told otherwise: 0, no bias feature.
+/// Chosen by measurement on the training hold-out, never the test set
 /// (`cargo run --release -p privpred-study --example holdout -- bias`, MNIST and
 /// Fashion-MNIST, every method at ε ∈ {0.1, 1, 10}, v ∈ {0, 0.05, 0.1, 0.2, √½}; tables and
 /// rule in docs/study.md, "Choosing the bias value"): 0 has the best mean rank over the 24
@@ -478,7 +478,7 @@ impl FittedPreprocessing {
             (UnitBall::MaxNorm, m) => {
                 return invalid(
                     "max-norm statistic",
-                    format!("{m:?}"),
+                    m.map_or_else(|| "none".to_string(), |m| m.to_string()),
                     "a positive finite number for the max-norm rule".into(),
                 );
             }

@@ -1,4 +1,4 @@
-//! Data sets that tests need but the repository cannot obtain by itself (today only the
+//! Data sets that tests need but the repository cannot obtain by itself (at present only the
 //! CIFAR-10 JPEG copy, see docs/data.md), found through the normal resolution order
 //! ([`crate::read::candidate_dirs`]: `--data-dir`, `$PRIVPRED_DATA_DIR`, the cache,
 //! `shared/data`).

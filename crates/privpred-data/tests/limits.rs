@@ -1,4 +1,4 @@
-//! Regression tests of issue 20 for the data readers: sizes claimed by a file's header are
+//! Hostile sizes in the data readers: sizes claimed by a file's header are
 //! checked against the limits (`privpred_data::limits`) and the input's size before anything
 //! is allocated for them, and a corrupt first CSV row is never silently taken for a header.
 //! A counting global allocator records the largest single allocation of each read.
@@ -77,7 +77,7 @@ fn noise(n: usize) -> Vec<u8> {
 fn a_gzipped_idx_promising_millions_of_images_allocates_only_what_it_holds() {
     let t = tempfile::tempdir().unwrap();
     // 64 KiB of incompressible bytes: the gzip size allowance (× 1032) admits a header of
-    // 60,000 × 28 × 28 = 47 M values, which used to be allocated at once (188 MB as f32).
+    // 60,000 × 28 × 28 = 47 M values, which a reader must not allocate at once (188 MB as f32).
     let p = t.path().join("train-images-idx3-ubyte.gz");
     std::fs::write(&p, gz(&idx_bytes(&[60_000, 28, 28], &noise(64 << 10)))).unwrap();
     let (big, r) = largest(|| privpred_data::idx::read_images(&p));

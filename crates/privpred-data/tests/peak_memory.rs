@@ -1,5 +1,5 @@
-//! Peak resident memory of loading + preprocessing a large IDX dataset (issue #3: "never
-//! hold two copies"). Measured with the kernel's own peak-RSS counter: `VmHWM` in
+//! Peak resident memory of loading + preprocessing a large IDX dataset (the rule: never
+//! hold two copies). Measured with the kernel's own peak-RSS counter: `VmHWM` in
 //! `/proc/self/status`, reset to the current RSS between cases by writing `5` to
 //! `/proc/self/clear_refs`. One test in its own binary, so nothing else runs in the process.
 //!

@@ -63,7 +63,8 @@ fn dataset(rows: &[Vec<f32>], classes: usize) -> Dataset {
     .unwrap()
 }
 
-/// Bias values: none, the edges of [0, 1), the old √½, the small values of issue #16 and any
+/// Bias values: none, the edges of [0, 1), √½ (the value of recipes without one), the small values
+/// the hold-out measurements tried, and any
 /// value in between.
 fn bias_value() -> impl Strategy<Value = f64> {
     prop_oneof![
@@ -203,8 +204,8 @@ fn bias_value_sets_the_column_and_the_feature_scale() {
     );
 }
 
-/// A recipe written before the bias value existed (`"bias": true` alone, as in every artifact
-/// before issue #16) reads as √½ and maps rows exactly as the old code did.
+/// A recipe written before the bias value existed (`"bias": true` alone, as in artifacts
+/// of earlier builds) reads as √½ and maps rows exactly as a fixed √½ bias does.
 #[test]
 fn old_recipes_without_a_bias_value_mean_sqrt_half() {
     let old = r#"{"scale":1.0,"classes":null,"subsample":null,"pca":null,"bias":true,"unit_ball":{"rule":"normalize"}}"#;

@@ -549,7 +549,7 @@ impl Sweep {
 }
 
 impl Sweep {
-    /// Family 7: the second round of hand-made bad inputs, each of which must exit 2: gzip
+    /// Family 7: hand-made bad inputs, each of which must exit 2: gzip
     /// bombs (an IDX header promising 2 × 10⁹ values over a short payload, counts that
     /// disagree), trailing gzip bytes, one-class data, tab-separated and mixed-delimiter CSVs,
     /// bad query files (`/dev/zero`, a typo in the first row, a trailing comma, mixed
@@ -645,7 +645,7 @@ impl Sweep {
             run_case(&self.bin, a, self.timeout, Expect::Usage, &mut t);
         }
         (
-            "second round (gzip bombs, query files, delimiters, one class, flags)",
+            "hand-made bad inputs (gzip bombs, query files, delimiters, one class, flags)",
             t,
         )
     }

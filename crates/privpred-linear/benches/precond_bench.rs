@@ -52,7 +52,7 @@ const SETTINGS: [(&str, &str, f64, f64, f64); 5] = [
 
 /// Each fit variant of a setting: plain L-BFGS, or preconditioned with a start and a scaling.
 const VARIANTS: [(&str, Option<(LpStart, PrecondScaling)>); 5] = [
-    ("plain, θw − b/ρ (today)", None),
+    ("plain, θw − b/ρ (current)", None),
     ("P, θw − b/ρ", Some((LpStart::Shift, PrecondScaling::None))),
     (
         "P, Newton start",

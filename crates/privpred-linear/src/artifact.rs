@@ -440,9 +440,9 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         let t = h.teachers.unwrap_or(0);
         if t == 0 || p.teachers() != Some(t) {
             return Err(format!(
-                "teachers: header {:?}, guarantee {:?} (need the same T ≥ 1)",
-                h.teachers,
-                p.teachers()
+                "teachers: header {}, guarantee {} (need the same T ≥ 1)",
+                crate::rederive::shown(h.teachers),
+                crate::rederive::shown(p.teachers())
             ));
         }
         if h.shard_size.unwrap_or(0) == 0 {
@@ -452,9 +452,9 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
             && (t > n || h.shard_size != Some(n / t))
         {
             return Err(format!(
-                "shard_size: {t} teachers for N = {n} training examples have ⌊N/T⌋ = {} each, the header states {:?}",
+                "shard_size: {t} teachers for N = {n} training examples have ⌊N/T⌋ = {} each, the header states {}",
                 n / t.max(1),
-                h.shard_size
+                crate::rederive::shown(h.shard_size)
             ));
         }
     }
@@ -858,7 +858,7 @@ mod tests {
         };
         let mut kinds = Vec::new();
         // written before the certified minimiser (erratum 4.8): their noise is smaller than
-        // today's calibration of the same public parameters, so they are refused
+        // the current calibration of the same public parameters, so they are refused
         for name in ["released-pca", "noisy-logits"] {
             let r = reason(&dir.join(format!("{name}.safetensors")));
             assert!(r.contains("guarantee: `noise.beta`"), "{name}: {r}");
@@ -885,7 +885,7 @@ mod tests {
             }
             if old_h.pointer("/predictor/calibration/neighbours").is_none() {
                 // written before guarantees named their relation: the loader labels it
-                // (issue 14, tested above); everything else must be as written
+                // (tested above); everything else must be as written
                 let c = new.pointer_mut("/predictor/calibration").unwrap();
                 c.as_object_mut().unwrap().remove("neighbours");
                 c["notes"]
@@ -1000,7 +1000,7 @@ mod tests {
         assert_eq!(lo.preprocessing, fitted.for_release());
     }
 
-    /// Issue 14: an artifact written before guarantees named their relation (no
+    /// An artifact written before guarantees named their relation (no
     /// `neighbours` in its calibration) loads labelled with the relation its calibration
     /// holds for: add-remove for loss perturbation (the appendix's β = ε/(2K)), replace-one
     /// for model sensitivity; a current artifact keeps its recorded relation.
@@ -1326,7 +1326,7 @@ mod tests {
 
     /// The ledger id is the model's identity: drawn at save, read back, kept by
     /// `save_model_with_id`, unchanged by header padding (which changes the file's bytes and
-    /// so, formerly, its ledger key) and covered by the checksum.
+    /// so must not change its ledger key) and covered by the checksum.
     #[test]
     fn the_ledger_id_is_random_kept_and_covered_by_the_checksum() {
         let dir = tempfile::tempdir().unwrap();

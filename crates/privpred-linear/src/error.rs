@@ -44,8 +44,8 @@ pub enum LinearError {
     /// A numerical procedure failed (e.g. the optimiser produced a non-finite value).
     #[error("numerical failure: {0}")]
     Numerical(String),
-    /// A fit did not reach the certified gradient-norm bound its guarantee assumes (SPEC
-    /// erratum 4.8): it is refused, never released.
+    /// A fit did not reach the certified gradient-norm bound its guarantee assumes
+    /// (docs/guarantees.md, erratum 4.8): it is refused, never released.
     #[error("fit not certified: {0}")]
     NotCertified(String),
     /// The privacy core rejected the calibration request.

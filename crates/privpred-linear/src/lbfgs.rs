@@ -84,6 +84,19 @@ pub enum Termination {
     ValueConverged,
 }
 
+/// Why the optimiser stopped, in words.
+impl std::fmt::Display for Termination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Termination::Converged => "the gradient norm reached the tolerance",
+            Termination::MaxIterations => "the iteration cap",
+            Termination::MaxEvaluations => "the evaluation cap",
+            Termination::LineSearchStalled => "the line search stalled",
+            Termination::ValueConverged => "the objective stopped changing",
+        })
+    }
+}
+
 /// Outcome of one minimisation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LbfgsReport {

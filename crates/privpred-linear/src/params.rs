@@ -1,4 +1,4 @@
-//! Checked training parameters of the linear methods (issue #17 step 3), in the style of
+//! Checked training parameters of the linear methods, in the style of
 //! linfa's `ParamGuard`: [`TrainParams`] starts from the defaults of docs/study.md kept in
 //! [`privpred_core::defaults`], is adjusted with setters, and [`ParamGuard::check`] returns the
 //! validated [`MethodConfig`] (`check_for` adds the checks that need the training-set size).

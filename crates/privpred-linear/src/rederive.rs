@@ -190,8 +190,8 @@ fn check_params(p: &PrivatePredictor) -> Result<(), String> {
         } => {
             if cal.assumptions.lambda.is_none_or(|l| !close(l, lambda)) {
                 return Err(format!(
-                    "lambda: the model was trained with λ = {lambda} but its guarantee assumes {:?}",
-                    cal.assumptions.lambda
+                    "lambda: the model was trained with λ = {lambda} but its guarantee assumes {}",
+                    shown(cal.assumptions.lambda)
                 ));
             }
             let stated = cal.certified.map(|c| c.gradient_norm_bound);
@@ -203,7 +203,9 @@ fn check_params(p: &PrivatePredictor) -> Result<(), String> {
             };
             if !same {
                 return Err(format!(
-                    "optimization.gradient_norm_bound: the certificate states {met:?}, the guarantee assumes {stated:?}"
+                    "optimization.gradient_norm_bound: the certificate states {}, the guarantee assumes {}",
+                    shown(met),
+                    shown(stated)
                 ));
             }
         }
@@ -211,13 +213,19 @@ fn check_params(p: &PrivatePredictor) -> Result<(), String> {
             let stated = cal.mechanism.record_extras().steps;
             if stated != Some(steps) {
                 return Err(format!(
-                    "dp_sgd.steps: the model took {steps} steps, its guarantee accounts for {stated:?}"
+                    "dp_sgd.steps: the model took {steps} steps, its guarantee accounts for {}",
+                    shown(stated)
                 ));
             }
         }
         MethodParams::Teachers { .. } => {}
     }
     Ok(())
+}
+
+/// An optional recorded value as printed in a refusal: the value, or `none`.
+pub(crate) fn shown<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "none".to_string(), |v| v.to_string())
 }
 
 #[cfg(test)]

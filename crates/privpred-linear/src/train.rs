@@ -440,7 +440,7 @@ impl<'a> Objective<'a> {
         let norm = l2(&g2);
         let Some(slack) = self.certificate_slack(sp, &t2, norm, gamma) else {
             return Err(LinearError::NotCertified(format!(
-                "after {} more L-BFGS iterations on the f64 objective (stopped: {:?}) the gradient norm is {norm:.3e} > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8), or above it once its rounding error is added; the model is not released. A larger lambda makes the objective better conditioned",
+                "after {} more L-BFGS iterations on the f64 objective (stopped: {}) the gradient norm is {norm:.3e} > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8), or above it once its rounding error is added; the model is not released. A larger lambda makes the objective better conditioned",
                 rep.iterations, rep.termination
             )));
         };

@@ -1,4 +1,4 @@
-//! Cross-validation of λ by the mean of k private draws (issue #16): on a small synthetic
+//! Cross-validation of λ by the mean of k private draws: on a small synthetic
 //! problem whose hold-out accuracy varies from draw to draw, one draw per λ often picks a λ
 //! other than the one with the best expected accuracy; the mean of k draws finds it.
 //!

@@ -393,7 +393,7 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
     let max_c = privpred_data::limits::MAX_CLASSES;
     if c.in_channels == 0 || c.image_size == 0 || c.blocks_per_stage == 0 {
         return Err(format!(
-            "architecture {c:?}: in_channels = {}, image_size = {}, blocks_per_stage = {} (each must be at least 1)",
+            "architecture {c}: in_channels = {}, image_size = {}, blocks_per_stage = {} (each must be at least 1)",
             c.in_channels, c.image_size, c.blocks_per_stage
         ));
     }
@@ -404,7 +404,7 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         || !(2..=max_c).contains(&c.classes)
     {
         return Err(format!(
-            "architecture {c:?} outside the limits (in_channels ≤ {MAX_IN_CHANNELS}, image_size ≤ {MAX_IMAGE_SIZE}, widths ≤ {MAX_WIDTH}, blocks_per_stage ≤ {MAX_BLOCKS_PER_STAGE}, classes 2..={max_c})"
+            "architecture {c} outside the limits (in_channels ≤ {MAX_IN_CHANNELS}, image_size ≤ {MAX_IMAGE_SIZE}, widths ≤ {MAX_WIDTH}, blocks_per_stage ≤ {MAX_BLOCKS_PER_STAGE}, classes 2..={max_c})"
         ));
     }
     if h.members == 0 || h.members > MAX_MEMBERS {
@@ -423,8 +423,8 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
         || n.std.iter().any(|v| !(v.is_finite() && *v > 0.0))
     {
         return Err(format!(
-            "input normalisation {n:?}: need {} finite means and {} finite stds > 0",
-            c.in_channels, c.in_channels
+            "input normalisation (mean {:?}, std {:?}): need {} finite means and {} finite stds > 0",
+            n.mean, n.std, c.in_channels, c.in_channels
         ));
     }
     if let Some(names) = &h.class_names
@@ -453,8 +453,12 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
     check_calibration(cal).map_err(|e| format!("guarantee: {e}"))?;
     if cal.method() != method {
         return Err(format!(
-            "a {:?} model cannot carry a {} guarantee",
-            h.kind,
+            "a {} model cannot carry a {} guarantee",
+            match h.kind {
+                ModelKind::DpSgd => "DP-SGD",
+                ModelKind::Teachers => "teachers",
+                ModelKind::NonPrivate => "non-private",
+            },
             cal.method()
         ));
     }

@@ -1,4 +1,4 @@
-//! Checked ResNet training parameters (issue #17 step 3), in the style of linfa's
+//! Checked ResNet training parameters, in the style of linfa's
 //! `ParamGuard`: [`SgdParams`] starts from the paper's schedule (docs/study.md, the values in
 //! [`privpred_core::defaults`]), is adjusted with setters, and [`ParamGuard::check`] returns a
 //! validated [`SgdConfig`]; [`DpSgdParams`] adds the clip ν, the noise multiplier σ and the

@@ -34,6 +34,19 @@ pub struct ResNetConfig {
     pub classes: usize,
 }
 
+/// The architecture in words: `3×32×32 input, widths [16, 32, 64], 3 blocks per stage, 10
+/// classes`.
+impl std::fmt::Display for ResNetConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.image_size;
+        write!(
+            f,
+            "{}×{s}×{s} input, widths {:?}, {} blocks per stage, {} classes",
+            self.in_channels, self.widths, self.blocks_per_stage, self.classes
+        )
+    }
+}
+
 impl ResNetConfig {
     /// ResNet-20 for 32×32 RGB inputs (≈ 0.27 M parameters).
     pub fn resnet20(classes: usize) -> Self {
@@ -67,7 +80,7 @@ impl ResNetConfig {
         {
             return Err(NnError::invalid(
                 "resnet config",
-                format!("{self:?}"),
+                self.to_string(),
                 "need in_channels ≥ 1, image_size ≥ 2, blocks_per_stage ≥ 1, classes ≥ 2",
             ));
         }

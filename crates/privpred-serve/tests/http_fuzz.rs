@@ -1,4 +1,4 @@
-//! A bounded fuzz run of the HTTP surface (issue #20): generated malformed and hostile
+//! A bounded fuzz run of the HTTP surface: generated malformed and hostile
 //! requests — raw bytes over TCP — against a live server with a real SQLite ledger. For every
 //! case: the server does not crash (it answers `/healthz` afterwards), the reply is a
 //! well-formed HTTP/1.1 response (or, for input that is not HTTP at all, a closed

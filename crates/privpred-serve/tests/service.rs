@@ -625,7 +625,7 @@ fn info_endpoints_reveal_no_weights() {
     assert_eq!(c.get("/nope").unwrap().status, 404);
 }
 
-// ---- issue #20: the ledger is never created silently, and is checked while it is used ----
+// ---- the ledger is never created silently, and is checked while it is used ----
 
 fn missing_ledger_needs_init(ledger: TestLedger) {
     let m = fixture(Method::PredictionSensitivity, 20, 4, "init");
@@ -661,7 +661,7 @@ fn sqlite_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// The red-team reproducer: B = 20, 20 answers, ledger deleted, restart → formerly 20 more.
+/// B = 20, 20 answers, ledger deleted, restart: no fresh ledger, so no 20 more answers.
 #[test]
 fn deleted_ledger_is_not_recreated_on_restart() {
     for only_wal in [false, true] {
@@ -819,7 +819,7 @@ fn backup_and_show(ledger: TestLedger) {
 }
 both_ledgers!(backup_and_show);
 
-// ---- issue #20: the HTTP surface ----
+// ---- the HTTP surface ----
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -903,7 +903,7 @@ fn truncated_body_is_400_and_slow_body_408() {
     assert_eq!(spent_in_ledger(&l, &s.model_id), 0);
 }
 
-/// 300 idle connections (the red team's reproducer) no longer starve a normal request, and
+/// 300 idle connections do not starve a normal request, and
 /// idle or slowloris connections are closed after the header timeout.
 #[test]
 fn idle_and_slowloris_connections_are_bounded() {

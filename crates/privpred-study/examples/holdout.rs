@@ -1,4 +1,4 @@
-//! Regenerates the hold-out tables of docs/study.md (issue #16). Everything is measured on the
+//! Regenerates the hold-out tables of docs/study.md. Everything is measured on the
 //! study's 10 % hold-out of the training set, never on the test set.
 //!
 //! ```sh

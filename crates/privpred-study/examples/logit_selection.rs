@@ -1,4 +1,4 @@
-//! Label-only prediction sensitivity with δ = 0 (issue 16): today's ℓ2-Laplace noise on the
+//! Label-only prediction sensitivity with δ = 0: ℓ2-Laplace noise on the
 //! whole logit vector (β = ε/(BΔ), then arg-max) against a selection over the logits at
 //! β = ε/(B·√2·Δ) — the exponential mechanism and permute-and-flip — on MNIST with the
 //! study's preprocessing (bias feature on) and λ grid.

@@ -1,4 +1,4 @@
-//! Subsample-and-aggregate with δ = 0 (issue 16): the exponential mechanism (`corrected`) and
+//! Subsample-and-aggregate with δ = 0: the exponential mechanism (`corrected`) and
 //! permute-and-flip (`tight`) over the votes of T = 256 linear teachers on MNIST (the study's
 //! preprocessing, bias on), both at β = ε/(2B); test accuracy mean ± std of 20 draws on one
 //! partition. `cargo run --release -p privpred-study --example vote_selection`.

@@ -10,7 +10,7 @@
 //! for DP-SGD the test accuracy of the network(s) trained for that ε (one training run per
 //! repetition up to `dpsgd_runs`, then reused — say so when reporting).
 //!
-//! Study code over the `privpred-nn` engines, next to the other figures (issue #17); compiled
+//! Study code over the `privpred-nn` engines, next to the other figures; compiled
 //! with the `nn` feature. Errors are the engine crate's [`NnError`].
 
 use privpred_core::ParamGuard;

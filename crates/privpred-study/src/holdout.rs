@@ -1,6 +1,6 @@
 //! Hold-out accuracy of the private mechanisms on the study's validation split — the 10 %
 //! hold-out of the training set that cross-validation uses (docs/study.md), never the test set —
-//! for choosing preprocessing and selection defaults by measurement (issue #16: the bias value
+//! for choosing preprocessing and selection defaults by measurement (the bias value
 //! and the number of private draws per cross-validated λ). `cargo run --release -p
 //! privpred-study --example holdout` regenerates the tables of docs/study.md.
 //!
@@ -166,7 +166,7 @@ pub fn votes_draws(
         let other = cal.noise();
         return Err(StudyError::Compute {
             context: g.id(),
-            message: format!("subsample-and-aggregate calibrated with {other:?}"),
+            message: format!("subsample-and-aggregate calibrated with {other} noise"),
         });
     }
     let mut rng = rng_for(seed, &format!("holdout/{}", g.id()));

@@ -1,4 +1,4 @@
-//! Checked options of the study's linear runner (issue #17 step 3), in the style of linfa's
+//! Checked options of the study's linear runner, in the style of linfa's
 //! `ParamGuard`: [`LinearParams`] starts from the defaults ([`LinearOptions::new`], whose
 //! values live in [`privpred_core::defaults`]), is adjusted with setters, and
 //! [`ParamGuard::check`] returns validated [`LinearOptions`]. Every refusal names the option

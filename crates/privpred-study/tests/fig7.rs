@@ -1,6 +1,6 @@
 //! Figure 7 (ResNet-20 on CIFAR-10) as study code: its units answer every (method, ε, B)
-//! point from models trained once and cached, and record the data source's checksum. Moved
-//! here from privpred-nn with the module (issue #17); needs the `nn` feature:
+//! point from models trained once and cached, and record the data source's checksum. Needs
+//! the `nn` feature:
 //! `cargo test --release -p privpred-study --features nn --test fig7`.
 #![cfg(feature = "nn")]
 
@@ -99,7 +99,7 @@ fn fig7_units_answer_every_point_from_cached_models() {
         sa2[0].noise_param < sa[0].noise_param,
         "more answers need a smaller β"
     );
-    // tight with δ = 0 answers by permute-and-flip over the same votes (issue 16)
+    // tight with δ = 0 answers by permute-and-flip over the same votes
     let mode = ctx.cfg.mode;
     ctx.cfg.mode = privpred_core::CalibrationMode::Tight;
     let pf = fig7::run_unit(

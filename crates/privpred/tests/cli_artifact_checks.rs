@@ -143,7 +143,7 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
 }
 
 /// `ledger show` and `ledger backup` on a missing file, a directory or a file that is not a
-/// ledger: exit 2 with the reason (formerly exit 1).
+/// ledger: exit 2 (a bad file, not an internal failure) with the reason.
 #[test]
 fn ledger_show_and_backup_refuse_missing_or_invalid_files_with_exit_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! `privpred audit` through the binary (issue 8): the JSON contract, the verdicts for sound
+//! `privpred audit` through the binary: the JSON contract, the verdicts for sound
 //! and erroneous calibrations, and exit code 2 on bad input. Seeded, deterministic.
 
 mod common;

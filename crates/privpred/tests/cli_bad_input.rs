@@ -1,4 +1,4 @@
-//! Bad input, second round, at the command line: a gzip bomb fails fast, query files are
+//! Hand-made bad input at the command line: a gzip bomb fails fast, query files are
 //! bounded and never lose a row, false acceptances are refused, and every refusal of a bad
 //! file or argument exits 2 with each cause printed once.
 
@@ -127,7 +127,7 @@ fn query_files_are_bounded_and_never_lose_a_row() {
         &["predict", "--model", &m, "--input", qs],
         "line 1: column 3 (`x3`)",
     );
-    // A trailing comma names the empty column (it used to give "no query rows").
+    // A trailing comma names the empty column (not "no query rows").
     std::fs::write(&q, "1,2,3,\n").unwrap();
     assert_bad(
         &["predict", "--model", &m, "--input", qs],

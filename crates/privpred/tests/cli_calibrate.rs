@@ -1,5 +1,5 @@
 //! Integration tests of `privpred calibrate` and `privpred account dp-sgd` (the command-line
-//! contract of issue 2: JSON fields, human-readable text, exit code 2 on bad input).
+//! contract: JSON fields, human-readable text, exit code 2 on bad input).
 
 mod common;
 

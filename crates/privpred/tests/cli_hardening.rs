@@ -1,4 +1,4 @@
-//! Issue 20 regression tests at the command line: counts near `u64::MAX` are usage errors
+//! Hostile sizes and edited files at the command line: counts near `u64::MAX` are usage errors
 //! naming the flag and its limit (not capacity-overflow panics, huge allocations or hangs), an
 //! edited model artifact is refused by every command that loads it, and bad data files are
 //! clear errors.

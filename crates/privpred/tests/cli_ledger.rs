@@ -73,10 +73,10 @@ fn padded_copy(model: &Path, to: &Path) {
     std::fs::write(to, out).unwrap();
 }
 
-/// `predict` and `serve` spend one budget, keyed by the ledger id: formerly `predict` kept
-/// `<model>.ledger.json` and `serve` `<model>.ledger.sqlite`, each with a full B (serve spent
-/// 50, then `predict --init-ledger` gave 50 more), and a copy of the artifact with 8 spaces of
-/// header padding was a new model with a fresh budget (100 answers for B = 50). The budget's
+/// `predict` and `serve` spend one budget, keyed by the ledger id: two ledgers per model
+/// (one per command, each with a full B, so serve's 50 then `predict --init-ledger`'s 50 more)
+/// or a copy of the artifact with 8 spaces of header padding taken for a new model with a
+/// fresh budget would release 100 answers for B = 50. The budget's
 /// arithmetic is checked and a ledger is never created or reset silently.
 #[test]
 fn predict_and_serve_share_one_ledger_keyed_by_the_ledger_id() {
@@ -175,8 +175,8 @@ fn predict_and_serve_share_one_ledger_keyed_by_the_ledger_id() {
 }
 
 /// N processes of `privpred predict` on one model with B = 12: exactly B answers in total
-/// (formerly 30 concurrent runs on B = 50 released 150: the JSON ledger was read, modified
-/// and written with no lock).
+/// (a ledger read, modified and written with no lock would let 30 concurrent runs on B = 50
+/// release 150).
 #[test]
 fn concurrent_predict_processes_never_overspend() {
     let tmp = tempfile::tempdir().unwrap();
@@ -248,8 +248,8 @@ fn an_old_json_ledger_is_migrated_once() {
     assert!(!lp.exists(), "no JSON ledger is written");
 }
 
-/// Restoring a ledger backup taken before answers were given (formerly: 50 more answers for
-/// B = 50), or answering from a second ledger, is refused: the spend mark beside the model
+/// Restoring a ledger backup taken before answers were given (which would allow 50 more
+/// answers for B = 50), or answering from a second ledger, is refused: the spend mark beside the model
 /// records more than the restored ledger. `ledger reconcile` raises the ledger to the mark.
 #[test]
 fn a_restored_older_backup_or_a_second_ledger_is_refused() {
@@ -310,7 +310,7 @@ fn a_restored_older_backup_or_a_second_ledger_is_refused() {
 }
 
 /// kill -9, then delete the `-wal` file: the newest transactions are lost from the ledger
-/// (formerly 100 answers for B = 50), but not from the spend mark, so the restart is refused.
+/// (which alone would allow 100 answers for B = 50), but not from the spend mark, so the restart is refused.
 #[test]
 fn a_deleted_wal_after_kill_9_is_detected() {
     let tmp = tempfile::tempdir().unwrap();
@@ -357,7 +357,7 @@ fn row(i: u64) -> Vec<f32> {
 }
 
 /// B = 20: 20 answers, SIGTERM, copy only the `.sqlite` file (the checkpoint put everything
-/// there), delete the ledger, restart: formerly a fresh ledger and 20 more answers; now an
+/// there), delete the ledger, restart: not a fresh ledger and 20 more answers but an
 /// error (exit 2) naming --init-ledger, and the copy keeps the count.
 #[test]
 fn serve_never_recreates_a_deleted_ledger_and_the_sqlite_file_alone_is_a_backup() {

@@ -1,7 +1,7 @@
-//! The neighbouring relation on every guarantee (issue 14 §1, docs/guarantees.md#neighbouring-relations and erratum 4.7):
+//! The neighbouring relation on every guarantee (docs/guarantees.md#neighbouring-relations and erratum 4.7):
 //! `--neighbours replace-one|add-remove` on calibrate, account, train, compare, audit and
 //! reproduce; the relation in `calibrate --json`, artifacts and result rows; and the PLD
-//! accountant's degenerate inputs (issue 20), which are errors with exit code 2, never panics
+//! accountant's degenerate inputs, which are errors with exit code 2, never panics
 //! or hangs.
 
 mod common;
@@ -104,8 +104,8 @@ fn account_dp_sgd_under_both_relations() {
     assert_bad(&a, "add-remove neighbours only");
 }
 
-/// Issue 20: σ ≤ 1e-8 or q ≤ 1e-312 panicked (index out of bounds in pld.rs); σ ≈ 1e-320
-/// hung. Now: exit 2 with the valid range, promptly, under both relations and accountants.
+/// σ ≤ 1e-8 or q ≤ 1e-312 would overflow the PLD grid (index out of bounds in pld.rs) and
+/// σ ≈ 1e-320 would hang it: each exits 2 with the valid range, promptly, under both relations and accountants.
 #[test]
 fn pld_degenerate_inputs_are_usage_errors() {
     for n in ["replace-one", "add-remove"] {

@@ -1,4 +1,4 @@
-//! `tight` label-only selections (issue 16): `calibrate --json` names permute-and-flip for
+//! `tight` label-only selections: `calibrate --json` names permute-and-flip for
 //! subsample-and-aggregate with δ = 0 and the selection over the logits for prediction
 //! sensitivity with δ = 0; trained artifacts carry it, `predict` spends the budget, and
 //! `serve` reports the mechanism in `GET /v1/model` and spends one unit per answer.

@@ -83,7 +83,7 @@ fn outputs_shards_merge_and_resume() {
             .unwrap()
             .contains("cross-validated")
     }));
-    // The defaults chosen on the training hold-out (issue #16, docs/study.md): no bias
+    // The defaults chosen on the training hold-out (docs/study.md): no bias
     // feature, λ picked by the mean hold-out accuracy of 5 private draws.
     assert!(
         rows.iter().all(|r| r["bias"].as_f64() == Some(0.0)),

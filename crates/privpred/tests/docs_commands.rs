@@ -2,7 +2,8 @@
 //! block of README.md and docs/*.md parses with the command line's own parser, docs/cli.md is
 //! the binary's `--help` output (regenerate it with `scripts/gen_cli_docs.sh`), every relative
 //! link and anchor in the documentation resolves, and the README's five-minute tour runs end to
-//! end on the digits data set.
+//! end on the digits data set, its Python step included when `PRIVPRED_PYTHON` names an
+//! interpreter with privpred installed (`scripts/build_wheel.sh` runs it against the wheel).
 //!
 //! Blocks are checked when their language is `sh`, `bash`, `shell` or `console` (in `console`
 //! blocks only the `$ ` lines are commands). A block whose info string says `features=nn`
@@ -20,7 +21,6 @@ use std::process::{Command, Output};
 const PAGES_WRITTEN_ELSEWHERE: &[&str] = &[
     "docs/selection.md",
     "docs/ledger.md",
-    "docs/limits.md",
     "docs/tables.md",
     "docs/binary.md",
 ];
@@ -713,7 +713,101 @@ fn readme_tour_runs_on_digits() {
     ] {
         assert!(
             ran.contains(step),
-            "the tour has no `{step}` step any more: {ran:?}"
+            "the tour lacks its `{step}` step: {ran:?}"
+        );
+    }
+}
+
+// The README's Python step
+
+/// The environment variable naming a Python interpreter with privpred installed.
+const PYTHON_ENV: &str = "PRIVPRED_PYTHON";
+
+/// The tour's Python block and the output block after it.
+fn tour_python() -> (String, String) {
+    let tour = tour_section();
+    let bs = blocks(&tour);
+    let i = bs
+        .iter()
+        .position(|b| b.lang == "python")
+        .expect("the tour has a Python step");
+    let out = bs
+        .get(i + 1)
+        .filter(|b| b.lang == "text")
+        .expect("the tour's Python step shows its output in a `text` block");
+    (bs[i].lines.join("\n"), out.lines.join("\n"))
+}
+
+/// The README's Python snippet, run by `$PRIVPRED_PYTHON` in a fresh directory: it prints the
+/// line the README shows (the accuracy varies with the noise; the guarantee does not), and the
+/// artifact it saves is one the CLI evaluates. Skips with its `privpred-test-skip:` line when
+/// `PRIVPRED_PYTHON` is unset; an interpreter that is set but cannot run it fails the test.
+#[test]
+fn readme_python_step_runs() {
+    let name = "docs_commands::readme_python_step_runs";
+    let (code, shown) = tour_python();
+    assert!(
+        code.contains("import privpred") && code.contains(".save("),
+        "the Python step should train and save a model:\n{code}"
+    );
+    let Some(python) = std::env::var_os(PYTHON_ENV).filter(|p| !p.is_empty()) else {
+        // Straight to file descriptor 2, as one write: libtest captures `eprintln!`.
+        use std::io::Write;
+        let line = format!(
+            "privpred-test-skip: {name} skipped: {PYTHON_ENV} is not set (an interpreter with privpred installed, e.g. the wheel's venv of scripts/build_wheel.sh)\n"
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(&python)
+        .arg("-c")
+        .arg(&code)
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{PYTHON_ENV}={python:?} does not run: {e}"));
+    let out = common::stdout(&o);
+    assert!(
+        o.status.success(),
+        "the README's Python step failed under {python:?}:\n{}{out}",
+        common::stderr(&o)
+    );
+    // `accuracy 0.558; model-sensitivity: (10.0, 0.0)-DP, replace-one`: the part after `; `
+    // is the guarantee, which must match exactly.
+    let (_, want) = shown
+        .trim()
+        .split_once("; ")
+        .expect("the README's output line reads `accuracy A; GUARANTEE`");
+    let line = out.trim();
+    let (acc, got) = line
+        .split_once("; ")
+        .unwrap_or_else(|| panic!("unexpected output: {out}"));
+    assert_eq!(got, want, "the guarantee printed differs from the README's");
+    let acc: f64 = acc
+        .strip_prefix("accuracy ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no accuracy in {line}"));
+    assert!((0.0..=1.0).contains(&acc), "{line}");
+    let file = code
+        .split_once(".save(\"")
+        .and_then(|(_, r)| r.split_once('"'))
+        .map(|(f, _)| f)
+        .expect("the snippet saves to a literal path");
+    let saved = dir.path().join(file);
+    assert!(saved.is_file(), "the snippet saves {file}");
+    if digits_available() {
+        let o = Command::new(BIN)
+            .args(["evaluate", "--model"])
+            .arg(&saved)
+            .args(["--dataset", "digits"])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success() && common::stdout(&o).contains("model-sensitivity"),
+            "privpred evaluate on the Python artifact: {}{}",
+            common::stderr(&o),
+            common::stdout(&o)
         );
     }
 }

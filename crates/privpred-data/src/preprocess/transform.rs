@@ -234,7 +234,7 @@ impl FittedPreprocessing {
                 // Each row goes through a (d + 1)-wide scratch row, exactly as in
                 // `transform_rows`; its d features come back in place; then one pass from
                 // the last row down widens the rows (row j moves from j·d to j·(d+1) ≥ j·d,
-                // never over a row not yet moved).
+                // never over a row still to be moved).
                 features.par_chunks_mut(d).for_each_init(
                     || vec![0f32; d + 1],
                     |tmp, row| {
@@ -266,7 +266,7 @@ impl FittedPreprocessing {
 
     /// Preprocesses the training split it was fitted on (class subset and subsample
     /// included). Borrows the input, so it allocates the output beside it; a caller that
-    /// no longer needs the raw split should use [`Self::apply_train_owned`].
+    /// has no further use for the raw split should use [`Self::apply_train_owned`].
     pub fn apply_train(&self, train: &Dataset) -> Result<UnitBallDataset> {
         self.check_train_rows(train)?;
         let idx = self.train_indices(train)?;

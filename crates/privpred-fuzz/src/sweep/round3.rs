@@ -149,7 +149,7 @@ impl Sweep {
             run_case(&self.bin, a, self.timeout, Expect::Usage, &mut t);
         }
         (
-            "third round (ledger/odometer stores, out-of-range artifact fields, old format)",
+            "stores and artifact fields (ledger/odometer stores, out-of-range artifact fields, old format)",
             t,
         )
     }

@@ -1,5 +1,5 @@
-//! Hyper-parameter selection on a hold-out through the methods' shared fits and draws (SPEC
-//! §6; the privacy cost of the selection is ignored, as in the paper): λ for model
+//! Hyper-parameter selection on a hold-out through the methods' shared fits and draws
+//! (docs/study.md; the privacy cost of the selection is ignored, as in the paper): λ for model
 //! sensitivity, loss perturbation and prediction sensitivity ([`cv_lambda_draws`]), DP-SGD's
 //! clip ν ([`cv_clip_draws`]), each by the mean hold-out accuracy of several private draws.
 
@@ -12,7 +12,8 @@ use privpred_data::{Dataset, UnitBallDataset};
 use rand::Rng;
 use std::sync::Arc;
 
-/// selection rule before issue #16 (kept for callers that want it).
+/// Cross-validates λ over `grid` on `holdout` with one private draw per value
+/// ([`cv_lambda_draws`] with one draw; kept for callers that want the single-draw rule).
 pub fn cv_lambda<R: Rng + ?Sized>(
     cfg: &MethodConfig,
     train: &UnitBallDataset,
@@ -23,8 +24,7 @@ pub fn cv_lambda<R: Rng + ?Sized>(
     cv_lambda_draws(cfg, train, holdout, grid, 1, rng)
 }
 
-/// The default number of private draws averaged per cross-validated λ: 5 (issue #16; before,
-/// 1). Chosen by measurement on the training hold-out (`cargo run --release -p privpred-study
+/// The default number of private draws averaged per cross-validated λ: 5. Chosen by measurement on the training hold-out (`cargo run --release -p privpred-study
 /// --example holdout -- cv`, MNIST and Fashion-MNIST; tables in docs/study.md, "Choosing the
 /// number of draws"): the mean loss of the picked λ against the best one falls from 0.86
 /// points (k = 1) to 0.32 (k = 5) for model sensitivity and from 0.71 to 0.33 for loss
@@ -53,7 +53,7 @@ pub fn check_cv_draws(k: usize) -> Result<usize> {
 /// the **mean hold-out accuracy of `draws` independent mechanism draws** (docs/study.md; the privacy
 /// cost of the selection is ignored, as in the paper). One draw per λ picks nearly at random
 /// among neighbouring λ where the mechanism's accuracy varies by several points from draw to
-/// draw (issue #16); the mean of k draws has 1/√k of that spread.
+/// draw; the mean of k draws has 1/√k of that spread.
 ///
 /// Cost: the non-private fit per λ is shared by its draws, so model and prediction
 /// sensitivity pay k noise draws and hold-out predictions per λ; loss perturbation pays one
@@ -111,7 +111,7 @@ pub fn cv_lambda_draws<R: Rng + ?Sized>(
 }
 
 /// Cross-validates DP-SGD's clip ν over `grid` on `holdout` with one private run per value
-/// (the selection rule before issue #16; [`cv_clip_draws`] with one draw).
+/// ([`cv_clip_draws`] with one draw; kept for callers that want the single-run rule).
 pub fn cv_clip<R: Rng + ?Sized>(
     cfg: &MethodConfig,
     train: &UnitBallDataset,
@@ -123,7 +123,7 @@ pub fn cv_clip<R: Rng + ?Sized>(
 }
 
 /// Cross-validates DP-SGD's clip ν over `grid` on `holdout` by the **mean hold-out accuracy
-/// of `draws` independent private runs** per value (docs/study.md; issue #16, the rule of
+/// of `draws` independent private runs** per value (docs/study.md; the rule of
 /// [`cv_lambda_draws`] applied to ν; the privacy cost of the selection is ignored, as in the
 /// paper). The runs of one value are drawn one after the other from `rng`. Cost: `draws`
 /// DP-SGD trainings per value (nothing is shared between DP-SGD runs).

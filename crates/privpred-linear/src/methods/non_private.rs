@@ -9,7 +9,7 @@
 //! result row and `GET /v1/model`. The baseline promises nothing: it has no
 //! [`privpred_core::Method`] variant, no calibration and no mechanism, and its answers are
 //! deterministic. Giving it the trait would need a placeholder calibration, the kind of
-//! patched-in record issue #17 removed. So it keeps the trait's shape as plain functions —
+//! patched-in record the typed guarantee exists to rule out. So it keeps the trait's shape as plain functions —
 //! [`fit`] (the trait's shared fit and release at once: there is no draw), [`predict`],
 //! [`score`] (the trait's `score`: logits on the queries) and [`select_lambda`] (the
 //! counterpart of [`super::cv_lambda`], one evaluation per λ since there is no noise to

@@ -62,7 +62,11 @@ fn candidate_config(
                 "method",
                 m,
                 format!(
-                    "no private selection of {k:?} for this method (λ: model sensitivity, loss perturbation, prediction sensitivity, subsample-and-aggregate; clip: DP-SGD)"
+                    "no private selection of {} for this method (λ: model sensitivity, loss perturbation, prediction sensitivity, subsample-and-aggregate; clip: DP-SGD)",
+                    match k {
+                        Knob::Lambda => "λ",
+                        Knob::Clip => "the clip ν",
+                    }
                 ),
             ));
         }

@@ -27,7 +27,7 @@ pub(crate) fn mechanism_of(calibration: &Calibration) -> Result<&Mechanism> {
         Ok(mechanism)
     } else {
         Err(LinearError::Numerical(format!(
-            "subsample-and-aggregate with {:?} noise",
+            "subsample-and-aggregate with {} noise (it needs a selection over the votes)",
             calibration.noise()
         )))
     }

@@ -329,7 +329,7 @@ fn the_predictor_keeps_its_serialised_form() {
     }
 }
 
-/// DP-SGD's clip ν is scored by the mean hold-out accuracy of k private runs (issue #16): each
+/// DP-SGD's clip ν is scored by the mean hold-out accuracy of k private runs: each
 /// ν's score equals the mean of k runs trained by hand from the same generator stream, the k
 /// runs are distinct draws (their accuracies differ for some ν), one draw per value is
 /// [`cv_clip`], and k outside 1..=1000 is refused.

@@ -211,7 +211,7 @@ pub fn answer_key(model_id: &str, scope: Option<&[u8; 32]>, row: &[f32]) -> Key 
     h.finalize().into()
 }
 
-/// One request's freshly computed (not yet released) answers and their keys.
+/// One request's freshly computed (still unreleased) answers and their keys.
 #[derive(Debug)]
 pub struct SpendRequest {
     /// One key per row (SHA-256 of model id and preprocessed row).

@@ -206,7 +206,7 @@ pub(super) async fn set_state(conn: &str, id: i64, state: &str, note: &str) -> R
         .await?;
     if n != 1 {
         return Err(OdometerError::Store(format!(
-            "fit {id} is no longer reserved"
+            "fit {id} is not reserved (its reservation was released or taken over)"
         )));
     }
     Ok(())

@@ -233,7 +233,7 @@ pub(super) fn set_state(path: &Path, id: i64, state: &str, note: &str) -> Result
     )?;
     if n != 1 {
         return Err(OdometerError::Store(format!(
-            "fit {id} is no longer reserved in {}",
+            "fit {id} is not reserved (its reservation was released or taken over) in {}",
             path.display()
         )));
     }

@@ -367,7 +367,7 @@ impl LinearRunner {
     }
 
     /// DP-SGD's clip ν cross-validated on the hold-out by the mean accuracy of `cv_draws`
-    /// private runs per value (issue #16, the rule of [`Self::select_lambda`]): the runs of one
+    /// private runs per value (the rule of [`Self::select_lambda`]): the runs of one
     /// value come one after the other from that value's own seeded generator, so its first run
     /// is the one the single-run selection made before.
     fn select_clip(

@@ -255,10 +255,10 @@ fn print_text(r: &AuditReport) {
         "claimed                 epsilon = {}, delta = {}, budget = {budget}, {} neighbours",
         r.claimed_epsilon, r.delta, r.neighbours
     );
-    println!("noise                   {:?}", r.noise);
+    println!("noise                   {}", r.noise);
     println!("pair                    {}", r.pair);
     println!(
-        "test                    region {:?} threshold {:.6} (likelier under {:?}): D {} / {}, D' {} / {} (evaluation half; {} trials per dataset chose the region)",
+        "test                    region {}, t = {:.6} (likelier under {}): D {} / {}, D' {} / {} (evaluation half; {} trials per dataset chose the region)",
         r.test.side,
         r.test.threshold,
         r.test.likelier,

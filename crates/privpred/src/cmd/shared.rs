@@ -56,7 +56,7 @@ pub(crate) fn print_guarantee(c: Option<&privpred_core::Calibration>) {
                     " (NOT a valid guarantee: reproduction only)"
                 }
             );
-            println!("noise: {:?}", c.noise());
+            println!("noise: {}", c.noise());
             if let Some(s) = c.selection {
                 println!("hyper-parameter selection: {}", s.describe());
             }
