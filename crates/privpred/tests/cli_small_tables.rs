@@ -102,7 +102,10 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
     let v = json(&args);
     let sk = skipped(&v);
     let names: Vec<&str> = sk.iter().map(|(m, _)| m.as_str()).collect();
-    assert!(names.contains(&"dp-sgd") && names.contains(&"subsample-aggregate"), "{sk:?}");
+    assert!(
+        names.contains(&"dp-sgd") && names.contains(&"subsample-aggregate"),
+        "{sk:?}"
+    );
     // smaller T and batch: every method runs
     let mut small = base.to_vec();
     small.extend([
@@ -123,7 +126,10 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
     let n = small.len();
     small[n - 2] = "4";
     let c = json(&small);
-    assert_ne!(without_times(a)["grid"]["cells"], without_times(c)["grid"]["cells"]);
+    assert_ne!(
+        without_times(a)["grid"]["cells"],
+        without_times(c)["grid"]["cells"]
+    );
 }
 
 /// scikit-learn's wine table (142 training rows) through its example schema: the defaults list
