@@ -4,6 +4,7 @@
 //!   prediction with the in-memory budget ledger, the guarantee, artifacts.
 //! - [`accounting`]: `calibrate` and the DP-SGD accountants.
 //! - [`datasets`]: datasets through the CLI's loader and cache.
+//! - [`schema`]: table rows mapped through a schema, as `privpred train --schema` does.
 //! - [`odometer`]: the data owner's privacy odometer (the CLI's `train --odometer` store).
 //! - [`errors`]: Rust errors → Python exceptions with the same messages.
 //!
@@ -19,6 +20,7 @@ mod guarantee;
 mod ledger;
 mod model;
 mod odometer;
+mod schema;
 
 use pyo3::prelude::*;
 
@@ -33,6 +35,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::NativeModel>()?;
     m.add_function(wrap_pyfunction!(model::train, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
+    m.add_function(wrap_pyfunction!(schema::encode_table, m)?)?;
+    m.add_function(wrap_pyfunction!(schema::schema_check, m)?)?;
     m.add_function(wrap_pyfunction!(datasets::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate, m)?)?;
     m.add_class::<odometer::OdometerReservation>()?;

@@ -48,6 +48,9 @@ struct TrainArgs {
     /// = the paper's non-private hold-out selection (the guarantee is marked not valid).
     select: Option<SelectionMethod>,
     loss: privpred_core::Loss,
+    /// The schema the rows were mapped through (`crate::schema::encode_table`): saved with
+    /// the model, so that `predict`, `serve` and Python map raw queries the same way.
+    schema: Option<privpred_data::schema::Schema>,
 }
 
 /// A fitted model: what an artifact holds, plus the in-memory budget ledger and the
@@ -114,7 +117,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax"))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax", schema=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -140,7 +143,11 @@ pub fn train(
     n_jobs: Option<usize>,
     select: Option<&str>,
     loss: &str,
+    schema: Option<&str>,
 ) -> PyResult<NativeModel> {
+    let schema = schema
+        .map(|t| crate::schema::parse(t, "schema"))
+        .transpose()?;
     let loss = privpred_core::Loss::parse(loss).ok_or_else(|| {
         invalid(
             "loss",
@@ -229,8 +236,17 @@ pub fn train(
         learning_rate,
         select,
         loss,
+        schema,
     };
     let (features, n, d) = rows(&x);
+    if let Some(s) = &args.schema
+        && s.feature_dim() != d
+    {
+        return Err(PyValueError::new_err(format!(
+            "dimension mismatch: {d} features, the schema encodes {}",
+            s.feature_dim()
+        )));
+    }
     let labels = y.as_slice()?.to_vec();
     if labels.len() != n {
         return Err(PyValueError::new_err(format!(
@@ -266,6 +282,7 @@ fn train_impl(
     let provenance = Provenance {
         name: "python".into(),
         source: "numpy array".into(),
+        schema: args.schema.clone(),
         ..Provenance::default()
     };
     let ds = Dataset::new(d, classes, features, labels, provenance).map_err(data)?;
@@ -773,6 +790,14 @@ impl NativeModel {
     /// The trainer's measurements of the private data (measured certificate, DP-SGD's run
     /// statistics, hold-out scores), as JSON text marked private to the data owner; `null`
     /// for a loaded model. Never part of what `save` writes or a pickle holds.
+    /// The schema the model maps raw table rows through (JSON text), if it was trained on one.
+    fn schema_json(&self) -> Option<String> {
+        self.prep
+            .schema
+            .as_ref()
+            .and_then(|s| serde_json::to_string(s).ok())
+    }
+
     fn private_diagnostics_json(&self) -> String {
         self.diagnostics.to_string()
     }

@@ -388,6 +388,32 @@ impl Schema {
         Ok(out)
     }
 
+    /// The bytes a query row (every column but the label) may take as JSON, for a server's
+    /// default body limit: 32 per numeric column, 64 per ignored column, and per categorical
+    /// column twice its longest declared category plus 8 (quotes, escapes, separator), at
+    /// least 32.
+    pub fn query_row_bytes(&self) -> usize {
+        self.columns
+            .iter()
+            .map(|c| match c.kind {
+                ColumnType::Numeric => 32,
+                ColumnType::Ignore => 64,
+                ColumnType::Label => 0,
+                ColumnType::Categorical => {
+                    let longest = c
+                        .categories
+                        .as_deref()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(String::len)
+                        .max()
+                        .unwrap_or(0);
+                    longest.saturating_mul(2).saturating_add(8).max(32)
+                }
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+
     /// The common factor 1/√m of every entry.
     fn row_scale(&self) -> f64 {
         1.0 / (self.feature_columns().max(1) as f64).sqrt()

@@ -94,6 +94,12 @@ pub trait ServedModel: Send + Sync + 'static {
         let _ = raw;
         Err("this model takes rows of numbers".into())
     }
+    /// The bytes one raw query row may take in a JSON request body, for the default body limit
+    /// (`max_batch` rows of this size, plus 64 KiB). Default: 32 per number of
+    /// `info().input_dim`; a table's model allows for its longest declared category.
+    fn row_bytes(&self) -> usize {
+        self.info().input_dim.saturating_mul(32)
+    }
     /// Answers preprocessed rows, one [`Answer`] per row, with fresh noise per answer.
     fn answer(&self, rows: &[Vec<f32>], rng: &mut ChaCha20Rng) -> Result<Vec<Answer>>;
 }

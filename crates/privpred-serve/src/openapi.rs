@@ -2,8 +2,15 @@
 
 use serde_json::{Value, json};
 
-/// The API description for a model with `input_dim` raw features and batches of ≤ `max_batch`.
-pub fn document(input_dim: usize, max_batch: usize) -> Value {
+/// The API description for a model with `input_dim` raw features and batches of ≤ `max_batch`;
+/// `cells`: the model maps a table's rows through its schema, so a row's values are numbers
+/// (numeric columns) or strings (category names).
+pub fn document(input_dim: usize, max_batch: usize, cells: bool) -> Value {
+    let cell = if cells {
+        json!({ "type": ["number", "string"], "description": "A numeric column's number or a categorical column's category name, in the schema's column order." })
+    } else {
+        json!({ "type": "number" })
+    };
     let err = json!({ "$ref": "#/components/schemas/Error" });
     let err_resp =
         |d: &str| json!({ "description": d, "content": { "application/json": { "schema": err } } });
@@ -29,7 +36,7 @@ pub fn document(input_dim: usize, max_batch: usize) -> Value {
                     "properties": { "inputs": {
                         "type": "array", "minItems": 1, "maxItems": max_batch,
                         "description": "Raw input rows, preprocessed by the server exactly as at training time.",
-                        "items": { "type": "array", "minItems": input_dim, "maxItems": input_dim, "items": { "type": "number" } }
+                        "items": { "type": "array", "minItems": input_dim, "maxItems": input_dim, "items": cell }
                     } }
                 },
                 "Budget": {

@@ -326,9 +326,8 @@ impl Server {
         }
         let max_body = cfg.max_body_bytes.unwrap_or(
             cfg.max_batch
-                .saturating_mul(info.input_dim)
-                .saturating_mul(32)
-                + 65_536,
+                .saturating_mul(model.row_bytes())
+                .saturating_add(65_536),
         );
         let metrics = Metrics::new();
         let ledger = ledger.map(|(l, st)| {
@@ -638,6 +637,7 @@ async fn openapi(State(app): State<Arc<App>>) -> Response {
     axum::Json(crate::openapi::document(
         app.model.info().input_dim,
         app.max_batch,
+        app.model.takes_cells(),
     ))
     .into_response()
 }

@@ -595,6 +595,26 @@ impl Runner for LinearRunner {
         Ok(())
     }
 
+    /// The small-table rule: subsample-and-aggregate needs at least one training row per
+    /// teacher (T ≤ N), and DP-SGD an expected batch size no larger than the rows its clip is
+    /// selected on (the 90 % part; batch ≤ N keeps the sampling rate q = batch / N ≤ 1).
+    /// Neither is capped silently — a capped T or batch is a different method setting with a
+    /// different guarantee — the method is listed as not applicable, with the flag that fits.
+    fn not_applicable(&self, g: &Group, seed: u64) -> Result<Option<String>> {
+        let (_, p) = self.prepared(g, seed)?;
+        Ok(match g.method {
+            Method::SubsampleAggregate if g.setting.teachers > p.train.n => Some(format!(
+                "T = {} teachers need at least one training row each, and the training set has N = {} rows: pass --teachers {} or fewer",
+                g.setting.teachers, p.train.n, p.train.n
+            )),
+            Method::DpSgd if self.opts.dpsgd_batch_size > p.train90.n => Some(format!(
+                "its expected batch size {} is more than the N = {} rows its clip is selected on (the 90 % part of the training set): pass --dpsgd-batch-size {} or fewer",
+                self.opts.dpsgd_batch_size, p.train90.n, p.train90.n
+            )),
+            _ => None,
+        })
+    }
+
     /// Keeps a resumed run's finished measurement of a memoised group for the groups that
     /// replay it ([`rng_id`], `memoised`).
     fn resumed(&self, g: &Group, repetition: u32, m: &Measurement) {

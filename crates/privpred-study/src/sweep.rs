@@ -52,6 +52,12 @@ pub trait Runner: Sync {
     /// (another B of a budget axis, `tight` loss perturbation from `corrected`) instead of
     /// computing them again. Default: ignored.
     fn resumed(&self, _group: &Group, _repetition: u32, _m: &Measurement) {}
+    /// Why `group`'s method cannot run on this runner's data at all (e.g. more
+    /// subsample-and-aggregate teachers than training rows), or `None`: `compare` lists such
+    /// a method as not applicable with the reason instead of failing. Default: `None`.
+    fn not_applicable(&self, _group: &Group, _seed: u64) -> Result<Option<String>> {
+        Ok(None)
+    }
     /// The neighbouring relation every method of this runner is calibrated for (docs/guarantees.md#neighbouring-relations: one
     /// study, one relation).
     fn neighbours(&self) -> privpred_core::Neighbours {

@@ -28,7 +28,7 @@ except ImportError:  # older scikit-learn (e.g. beside diffprivlib 0.6, which ne
         return est._validate_data(X, y, reset=reset, **kw)
 
 
-from . import _native
+from . import _native, _schema
 from ._privacy import warn_fit_context
 from ._summary import summary as _summary
 
@@ -75,7 +75,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     Every row is mapped into the unit ball before training and prediction by the CLI's
     preprocessing with scale 1: the ``normalize`` rule (x / ||x||, data-independent; the
     CLI's default) unless ``unit_ball`` says otherwise, then the optional bias feature.
-    The guarantee assumes ||x|| <= 1 and this mapping ensures it.
+    The guarantee assumes ||x|| <= 1 and this mapping ensures it. With ``schema``, raw
+    table rows are first mapped through the schema's public bounds and categories exactly
+    as ``privpred train --schema`` maps them.
 
     Parameters
     ----------
@@ -123,9 +125,23 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         run is a reproducible experiment, recorded as such; its noise can be regenerated
         from the seed, so ``privpred serve`` and ``privpred predict`` refuse the saved
         model.
-    unit_ball : str, default="normalize"
+    unit_ball : str or None, default=None
         The unit-ball rule: ``normalize``, ``clip:R`` or ``max-norm`` (a statistic of
-        the private data, not accounted).
+        the private data, not accounted). None: ``normalize``, or ``clip:1`` with a
+        ``schema`` (its rows are already inside the unit ball; the CLI's default).
+    schema : str, os.PathLike, dict or None, default=None
+        A table's schema (the JSON file of ``privpred train --schema``, or the same JSON as
+        a dict; format in docs/tables.md): the label's classes, each numeric column's public
+        bounds and each categorical column's public categories. ``X`` then holds raw rows —
+        numbers and category strings, e.g. a DataFrame (columns matched by name) or an
+        object array in the schema's column order, with or without the label column — and
+        ``y`` the label values the schema declares. Rows are mapped into the unit ball from
+        the schema alone (no statistic of the data), the schema is saved with the model
+        (``predict``, ``privpred serve`` and :func:`privpred.load` map raw queries the same
+        way), and ``classes_`` are the schema's classes. A row that does not match (an
+        unknown category or label, a value outside bounds declared ``refuse``, a missing or
+        non-numeric value, the wrong number of columns) raises ValueError naming the row
+        and the column.
     teachers : int, optional
         Subsample-and-aggregate: number of teachers T (default 256).
     clip : float, "private", "cv" or None, default=None
@@ -218,7 +234,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         calibration: str = "corrected",
         bias: Union[float, bool, None] = None,
         random_state: Any = None,
-        unit_ball: str = "normalize",
+        unit_ball: Optional[str] = None,
         teachers: Optional[int] = None,
         clip: Any = None,
         batch_size: Optional[int] = None,
@@ -231,6 +247,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         verbose: int = 0,
         n_jobs: Optional[int] = None,
         binary: Union[bool, str] = False,
+        schema: Any = None,
     ):
         self.method = method
         self.epsilon = epsilon
@@ -254,6 +271,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.n_jobs = n_jobs
         self.binary = binary
+        self.schema = schema
 
     # scikit-learn's parameter validation (types and ranges; messages name the parameter);
     # the core checks what depends on several parameters
@@ -267,7 +285,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "calibration": [StrOptions({"corrected", "tight", "paper"})],
         "bias": [Interval(Real, 0, 1, closed="neither"), "boolean", None],
         "random_state": ["random_state"],
-        "unit_ball": [str],
+        "unit_ball": [str, None],
         "teachers": [Interval(Integral, 1, None, closed="left"), None],
         "clip": [Interval(Real, 0, None, closed="neither"), StrOptions({"private", "cv"}), None],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -280,6 +298,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "odometer": [str, os.PathLike, None],
         "odometer_key": [str, None],
         "binary": ["boolean", StrOptions({"auto"})],
+        "schema": [str, os.PathLike, dict, None],
     }
 
     def __sklearn_tags__(self):
@@ -373,11 +392,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 "and 'balanced' weights are computed from the private label counts; resample "
                 "or relabel with public information instead"
             )
-        X, y = validate_data(self, X, y, dtype=np.float32, order="C", accept_sparse="csr")
-        if sp.issparse(X):
-            X = np.ascontiguousarray(X.toarray(), dtype=np.float32)
-        check_classification_targets(y)
-        classes, y_enc = np.unique(y, return_inverse=True)
+        if self.schema is not None:
+            X, y_enc, classes, schema_text = self._table(X, y)
+        else:
+            schema_text = None
+            X, y = validate_data(self, X, y, dtype=np.float32, order="C", accept_sparse="csr")
+            if sp.issparse(X):
+                X = np.ascontiguousarray(X.toarray(), dtype=np.float32)
+            check_classification_targets(y)
+            classes, y_enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(
                 f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes (got {len(classes)} class)"
@@ -403,7 +426,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         y_enc = np.ascontiguousarray(y_enc, dtype=np.uint32)
         reservation = self._reserve(X, y_enc, method)
         try:
-            native = self._train(X, y_enc, classes, method, bias, extra, loss)
+            native = self._train(X, y_enc, classes, method, bias, extra, loss, schema_text)
         except BaseException:
             if reservation is not None:
                 reservation.cancel()  # nothing was released: the fit is not charged
@@ -421,6 +444,20 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 file=sys.stderr,
             )
         return self
+
+    def _table(self, X, y):
+        """Raw table rows through the schema: encoded rows, class indices, the classes and
+        the schema's JSON text (ValueError naming the row and column of a mismatch)."""
+        text, schema = _schema.load_schema(self.schema)
+        cells = _schema.rows(X, schema)
+        Xe, y_enc = _native.encode_table(text, cells, _schema.labels(y))
+        self.n_features_in_ = len(_schema.feature_names(schema))
+        if hasattr(X, "columns"):
+            self.feature_names_in_ = np.asarray(_schema.feature_names(schema), dtype=object)
+        else:
+            self.__dict__.pop("feature_names_in_", None)
+        classes = _schema.classes_like(_schema.classes_of(schema), y)
+        return Xe, y_enc, classes, text
 
     def _reserve(self, X, y_enc, method):
         """Reserves the fit's charge on the odometer (None without one)."""
@@ -440,7 +477,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             self.calibration,
         )
 
-    def _train(self, X, y_enc, classes, method, bias, extra, loss):
+    def _train(self, X, y_enc, classes, method, bias, extra, loss, schema_text=None):
         return _native.train(
             X,
             y_enc,
@@ -453,7 +490,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             calibration=self.calibration,
             neighbours=self.neighbours,
             bias=bias,
-            unit_ball=self.unit_ball,
+            unit_ball=self.unit_ball or ("normalize" if schema_text is None else "clip:1"),
             seed=self._seed(),
             teachers=self.teachers,
             clip=self._value_or_cv("clip", self.clip),
@@ -464,6 +501,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             n_jobs=_threads(self.n_jobs),
             select=self._select(),
             loss=loss,
+            schema=schema_text,
         )
 
     def _set_native(self, native) -> None:
@@ -503,6 +541,10 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     # ---- prediction ------------------------------------------------------------------
     def _queries(self, X) -> np.ndarray:
         check_is_fitted(self)
+        schema_text = self._native.schema_json()
+        if schema_text is not None:  # raw rows through the model's schema
+            cells = _schema.rows(X, json.loads(schema_text))
+            return _native.encode_table(schema_text, cells)[0]
         X = validate_data(self, X, reset=False, dtype=np.float32, order="C", accept_sparse="csr")
         if sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float32)
@@ -777,10 +819,18 @@ def load(
     params["fit_intercept"] = bool(bias)
     if bias:
         params["bias"] = float(bias[0].split()[0][len("bias:"):])
+    schema_text = native.schema_json()
+    if schema_text is not None:
+        params["schema"] = json.loads(schema_text)
     est = PrivateLogisticRegression(**params)
     py_extra = (info.get("extra") or {}).get("python") or {}
     classes = py_extra.get("classes")
+    if classes is None and schema_text is not None:
+        classes = _schema.classes_of(params["schema"])
     est.classes_ = np.asarray(classes) if classes is not None else np.arange(info["classes"])
-    est.n_features_in_ = info["input_dim"]
+    est.n_features_in_ = (
+        info["input_dim"] if schema_text is None
+        else len(_schema.feature_names(params["schema"]))
+    )
     est._set_native(native)
     return est

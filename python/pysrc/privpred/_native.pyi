@@ -1,7 +1,7 @@
 """Type stubs of the Rust extension module ``privpred._native``."""
 
 from os import PathLike
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ class NativeModel:
     def budget_state(self) -> Tuple[Optional[int], int]: ...
     def info_json(self) -> str: ...
     def private_diagnostics_json(self) -> str: ...
+    def schema_json(self) -> Optional[str]: ...
     def save(self, path: Union[str, PathLike[str]], ledger: Optional[str] = None) -> None: ...
 
 def train(
@@ -48,7 +49,12 @@ def train(
     extra: Optional[str] = None,
     n_jobs: Optional[int] = None,
     loss: str = "softmax",
+    schema: Optional[str] = None,
 ) -> NativeModel: ...
+def schema_check(text: str, source: str) -> str: ...
+def encode_table(
+    schema: str, rows: List[List[str]], labels: Optional[List[str]] = None
+) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.uint32]]]: ...
 def load(
     path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False
 ) -> NativeModel: ...

@@ -200,7 +200,10 @@ async fn read_body(
         ApiError::invalid(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("request body exceeds {} bytes", app.max_body),
+            format!(
+                "request body exceeds {} bytes: send fewer rows per request, or start the server with a larger --max-body-bytes",
+                app.max_body
+            ),
         )
         .with(json!({ "max_body_bytes": app.max_body }))
     };

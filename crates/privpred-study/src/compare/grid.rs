@@ -295,6 +295,9 @@ fn run_method(
     seed: u64,
     observer: &dyn Observer,
 ) -> Result<Outcome> {
+    if let Some(why) = runner.not_applicable(group, seed)? {
+        return Ok(Outcome::Skipped(why));
+    }
     observer.on_event(&Event::GroupStarted {
         group,
         pending: repetitions as usize,

@@ -45,6 +45,10 @@ pub struct Args {
     /// Subsample-and-aggregate teachers T.
     #[arg(long, default_value_t = privpred_core::defaults::LINEAR_TEACHERS)]
     pub teachers: usize,
+    /// DP-SGD's expected batch size (at most the rows of the training set's 90 % part, on
+    /// which its clip is selected; DP-SGD is listed as not applicable otherwise).
+    #[arg(long, default_value_t = privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE)]
+    pub dpsgd_batch_size: usize,
     /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
     pub repetitions: u32,
@@ -123,6 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .bias(bias)
         .cv_draws(cv_draws)
         .selection(selection)
+        .dpsgd_batch_size(args.dpsgd_batch_size)
         .check()
         .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);

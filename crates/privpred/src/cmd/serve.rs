@@ -50,7 +50,9 @@ pub struct Args {
     /// Most rows in one request.
     #[arg(long, value_name = "N", default_value_t = privpred_serve::server::DEFAULT_MAX_BATCH)]
     pub max_batch: usize,
-    /// Largest request body in bytes (default: 32 bytes per number of a full batch + 64 KiB).
+    /// Largest request body in bytes (default: a full batch at 32 bytes per number, or for a
+    /// table's model per numeric column, and twice the longest declared category plus 8 per
+    /// categorical column, + 64 KiB).
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
     /// Charge repeated identical queries again instead of returning the stored earlier answer.
@@ -113,6 +115,13 @@ impl ServedModel for LinearServed {
 
     fn takes_cells(&self) -> bool {
         self.preprocessing.schema.is_some()
+    }
+
+    fn row_bytes(&self) -> usize {
+        match &self.preprocessing.schema {
+            Some(s) => s.query_row_bytes(),
+            None => self.info.input_dim.saturating_mul(32),
+        }
     }
 
     fn preprocess_cells(&self, raw: &[String]) -> Result<Vec<f32>, String> {

@@ -1,0 +1,133 @@
+"""Tables through a schema: the estimator's ``schema=`` (the file ``privpred train --schema``
+reads, or the same JSON as a dict) and raw rows handed to the Rust core as text cells."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from . import _native
+
+
+def load_schema(schema: Any) -> Tuple[str, Dict[str, Any]]:
+    """The checked schema as canonical JSON text and as a dict.
+
+    ``schema`` is a path to a schema file (``str`` or ``os.PathLike``) or the schema itself
+    as a dict. A ValueError names what is wrong (the CLI's message).
+    """
+    if isinstance(schema, dict):
+        try:
+            text = json.dumps(schema)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"invalid schema: not JSON-serialisable ({e})") from None
+        source = "schema="
+    elif isinstance(schema, (str, os.PathLike)):
+        source = os.fspath(schema)
+        with open(source, "rb") as f:
+            raw = f.read((64 << 20) + 1)
+        if len(raw) > 64 << 20:
+            raise ValueError(f"invalid schema {source}: larger than 64 MiB: not a schema file")
+        text = raw.decode("utf-8", errors="replace")
+    else:
+        raise ValueError(
+            f"invalid schema = {schema!r}: must be a path to a schema file, a dict, or None"
+        )
+    canonical = _native.schema_check(text, source)
+    return canonical, json.loads(canonical)
+
+
+def cell(v: Any) -> str:
+    """One value as the text cell a CSV would hold (missing values as an empty cell)."""
+    if v is None:
+        return ""
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", errors="replace")
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if math.isnan(f):
+            return ""
+        return repr(f)
+    return str(v)
+
+
+def feature_names(schema: Dict[str, Any]) -> List[str]:
+    """The schema's columns other than the label, in order."""
+    return [c["name"] for c in schema["columns"] if c["type"] != "label"]
+
+
+def classes_of(schema: Dict[str, Any]) -> List[str]:
+    """The label column's classes."""
+    return next(c["classes"] for c in schema["columns"] if c["type"] == "label")
+
+
+def rows(X: Any, schema: Dict[str, Any]) -> List[List[str]]:
+    """The rows of ``X`` as text cells in the schema's column order.
+
+    A DataFrame (anything with ``columns``) is read by column name: every column the schema
+    declares except the label must be present (extra ones, the label included, are dropped).
+    Anything else is read as a 2-D array of rows in the schema's order, with or without the
+    label column.
+    """
+    if hasattr(X, "columns") and hasattr(X, "__getitem__"):
+        names = feature_names(schema)
+        have = [str(c) for c in X.columns]
+        missing = [n for n in names if n not in have]
+        if missing:
+            shown = ", ".join(f"`{n}`" for n in missing[:10])
+            raise ValueError(
+                f"invalid X: the schema's column(s) {shown} are not among the DataFrame's "
+                f"columns ({len(have)} columns)"
+            )
+        cols = [list(np.asarray(X[n], dtype=object)) for n in names]
+        return [[cell(v) for v in r] for r in zip(*cols)]
+    if not isinstance(X, np.ndarray):
+        # a list of rows may be ragged: each row's length is checked against the schema
+        out = []
+        for r in X:
+            if isinstance(r, (str, bytes)) or not hasattr(r, "__iter__"):
+                raise ValueError(
+                    "invalid X: expected a 2-D table of rows (a sequence of rows, each a "
+                    "sequence of values); a single row is [row]"
+                )
+            out.append([cell(v) for v in r])
+        return out
+    if X.ndim != 2:
+        raise ValueError(
+            f"invalid X: expected a 2-D table of rows (got {X.ndim} dimension(s)); a single "
+            "row is X[None, :]"
+        )
+    return [[cell(v) for v in r] for r in X]
+
+
+def labels(y: Sequence[Any]) -> List[str]:
+    """The labels as text cells."""
+    a = np.asarray(y, dtype=object)
+    if a.ndim != 1:
+        raise ValueError(f"invalid y: expected a 1-D array of labels (got {a.ndim} dimension(s))")
+    return [cell(v) for v in a]
+
+
+def classes_like(classes: List[str], y: Any) -> np.ndarray:
+    """The schema's classes in ``y``'s type where they read as such (numbers for numeric
+    labels), else as strings: ``predict`` then returns values comparable to ``y``."""
+    y = np.asarray(y)
+    if y.dtype.kind in "iufb":
+        try:
+            vals = [float(c) for c in classes]
+            out = np.asarray(vals).astype(y.dtype)
+            if all(float(o) == v for o, v in zip(out, vals)):
+                return out
+        except (ValueError, OverflowError):
+            pass
+    return np.asarray(classes)
