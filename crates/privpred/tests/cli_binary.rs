@@ -1,6 +1,6 @@
 //! Two-class problems as one sigmoid output on the command line: `calibrate --loss logistic`
 //! (K = 1, Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8: β = Nλε/2), `train --loss
-//! logistic` for model and prediction sensitivity, `predict` and `evaluate` on the artifact,
+//! logistic` for model sensitivity, prediction sensitivity and loss perturbation, `predict` and `evaluate` on the artifact,
 //! and the refusals (more than two classes, methods that do not train the sigmoid model).
 
 mod common;
@@ -67,7 +67,11 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let ds = two_class(dir);
-    for method in ["model-sensitivity", "prediction-sensitivity"] {
+    for method in [
+        "model-sensitivity",
+        "prediction-sensitivity",
+        "loss-perturbation",
+    ] {
         let out = dir.join(format!("{method}.safetensors"));
         ok(&[
             "train",
@@ -119,7 +123,7 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
     let mut a = vec!["train", "model-sensitivity", "--dataset", &three];
     a.extend_from_slice(&base);
     assert_bad(&a, "2 classes");
-    for m in ["loss-perturbation", "dp-sgd", "subsample-aggregate"] {
+    for m in ["dp-sgd", "subsample-aggregate"] {
         let mut a = vec!["train", m, "--dataset", &ds];
         a.extend_from_slice(&base);
         assert_bad(&a, "loss");

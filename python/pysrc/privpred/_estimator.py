@@ -157,11 +157,13 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         Two-class problems as one sigmoid (logistic) output instead of a two-class
         softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
         the same guarantee needs less noise. ``"auto"``: the sigmoid model whenever the
-        labels have two classes and the method is model sensitivity or prediction
-        sensitivity (the methods that train it); True requires it (a ValueError
-        otherwise); False keeps the softmax. With Gaussian noise (delta > 0) both models
-        give the same predictions once lambda is chosen for each; with delta = 0 the sigmoid
-        model needs less noise. ``guarantee_["assumptions"]["loss"]`` says which was used.
+        labels have two classes and the method is model sensitivity, prediction
+        sensitivity or loss perturbation (the methods that train it); True requires it (a
+        ValueError otherwise); False keeps the softmax. With Gaussian noise (delta > 0)
+        model and prediction sensitivity give the same predictions with either model once
+        lambda is chosen for each; with delta = 0, and for loss perturbation (whose rho is
+        four times smaller), the sigmoid model needs less noise.
+        ``guarantee_["assumptions"]["loss"]`` says which was used.
 
     Attributes
     ----------
@@ -323,14 +325,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         return picks.pop() if picks else None
     def _loss(self, method: str, n_classes: int) -> str:
         """The output layer for ``binary`` (see the class docstring)."""
-        sigmoid_methods = ("model-sensitivity", "prediction-sensitivity")
+        sigmoid_methods = ("model-sensitivity", "prediction-sensitivity", "loss-perturbation")
         b = self.binary
         if isinstance(b, str) and b == "auto":
             return "logistic" if n_classes == 2 and method in sigmoid_methods else "softmax"
         if b is True or (isinstance(b, np.bool_) and bool(b)):
             if n_classes != 2 or method not in sigmoid_methods:
                 raise ValueError(
-                    f"invalid binary = True for {n_classes} classes and method = {method}: the sigmoid model needs two classes and method model-sensitivity or prediction-sensitivity"
+                    f"invalid binary = True for {n_classes} classes and method = {method}: the sigmoid model needs two classes and method model-sensitivity, prediction-sensitivity or loss-perturbation"
                 )
             return "logistic"
         if b is False or (isinstance(b, np.bool_) and not bool(b)):

@@ -28,17 +28,18 @@ use std::sync::Arc;
 pub struct LossPerturbation;
 
 /// ρ_eff = max(ρ, Nλ) of loss perturbation (docs/guarantees.md#calibrations): the regulariser actually used, with ρ
-/// from the calibration (2LC/ε when it records none) and the floor Nλ.
+/// from the calibration (2LC/ε when it records none, C the loss's output columns) and the
+/// floor Nλ.
 pub fn loss_perturbation_rho_eff(
     calibration: &Calibration,
     lambda: f64,
     n: usize,
     c: usize,
 ) -> f64 {
-    let rho = calibration
-        .mechanism
-        .rho()
-        .unwrap_or(2.0 * calibration.assumptions.l * c as f64 / calibration.epsilon());
+    let a = &calibration.assumptions;
+    let rho = calibration.mechanism.rho().unwrap_or(
+        2.0 * calibration.assumptions.l * a.loss.outputs(c) as f64 / calibration.epsilon(),
+    );
     rho.max(n as f64 * lambda)
 }
 
@@ -315,6 +316,23 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
 ) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
     check_lambda(lambda, true)?;
     let (n, d, c) = (train.n, train.d, train.classes);
+    if calibration.assumptions.loss == privpred_core::Loss::Logistic {
+        // the one-output model (crate::binary): ρ from the calibration (1/(2ε)), b ∈ R^D
+        let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
+        let w = match &warm {
+            Warm::Plain(w) => *w,
+            Warm::Preconditioned(pre) => Some(&pre.warm),
+        };
+        return crate::binary::loss_perturbation_binary(
+            train,
+            calibration,
+            rho_eff,
+            w,
+            opts,
+            rng,
+            certify,
+        );
+    }
     let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
     if let Warm::Preconditioned(pre) = &warm
         && (pre.n != n || pre.warm.d != d || pre.warm.c != c || pre.rho_eff != rho_eff)
@@ -472,8 +490,9 @@ impl PrivateMethod for LossPerturbation {
         reuse: &Reuse,
         _: &mut R,
     ) -> Result<LpShared> {
+        let binary = fit.cfg.loss == privpred_core::Loss::Logistic;
         Ok(match (&reuse.moment, &reuse.nonprivate) {
-            (Some(moment), Some(warm)) => {
+            (Some(moment), Some(warm)) if !binary => {
                 let t = fit.train;
                 let rho_eff =
                     loss_perturbation_rho_eff(fit.calibration, fit.cfg.lambda, t.n, t.classes);
