@@ -352,8 +352,8 @@ mod tests {
                 assert!(e.contains("binary"), "{e}");
             }
         }
-        // DP-SGD and subsample-and-aggregate are refused with the binary model
-        for m in [Method::DpSgd, Method::SubsampleAggregate] {
+        // subsample-and-aggregate is refused with the binary model
+        for m in [Method::SubsampleAggregate] {
             let mut cfg = MethodConfig::new(
                 m,
                 CalibrationMode::Corrected,
@@ -547,6 +547,80 @@ mod tests {
             save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
             assert_eq!(load(&path).unwrap().private(), Some(&p));
         }
+    }
+
+    /// DP-SGD trains the binary model: the released model has the binary layout, the
+    /// calibration and the artifact's guarantee record `loss: logistic`, the round trip
+    /// re-derives it, and without noise (σ = 0, a clip no gradient reaches) it is plain SGD
+    /// on the logistic loss and separates the toy classes.
+    #[test]
+    fn dp_sgd_binary_end_to_end() {
+        use crate::artifact::{load, save};
+        use crate::dpsgd::{DpSgdConfig, train_dpsgd_binary};
+        use crate::methods::{MethodConfig, PredictorKind, train_private};
+        use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
+        use privpred_data::preprocess::Preprocessing;
+        use rand::SeedableRng;
+        let ds = toy(400, 6, 2, 3);
+        let fitted = Preprocessing {
+            scale: 1.0,
+            ..Preprocessing::default()
+        }
+        .fit(&ds, 0)
+        .unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let mut cfg = MethodConfig::new(
+            Method::DpSgd,
+            CalibrationMode::Corrected,
+            Privacy::new(1.0, 1e-5).unwrap(),
+            Budget::Unlimited,
+        );
+        cfg.loss = Loss::Logistic;
+        cfg.dp_sgd.clip = Some(0.1);
+        let p = train_private(&cfg, &ds, &mut rng).unwrap();
+        assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
+        let PredictorKind::Released { model } = &p.kind else {
+            panic!("{:?}", p.kind)
+        };
+        assert!(is_binary_layout(model));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dpsgd.safetensors");
+        save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.private(), Some(&p));
+        let json = serde_json::to_value(&loaded.private().unwrap().calibration).unwrap();
+        assert_eq!(json["assumptions"]["loss"], "logistic", "{json}");
+        let sgd = DpSgdConfig {
+            batch_size: 40,
+            epochs: 20.0,
+            learning_rate: 1.0,
+            momentum: 0.9,
+            clip: None,
+        };
+        let (m, stats) = train_dpsgd_binary(&ds, &sgd, 1e6, 0.0, &mut rng).unwrap();
+        assert_eq!(stats.clipped_fraction, 0.0);
+        let w = weights(&m);
+        let correct = (0..ds.n)
+            .filter(|&k| {
+                let s: f64 = ds.row(k).iter().zip(&w).map(|(&a, b)| a as f64 * b).sum();
+                (s > 0.0) == (ds.labels[k] == 1)
+            })
+            .count();
+        let fit = fit_binary(&ds, 1e-4, &LbfgsOptions::default())
+            .unwrap()
+            .model;
+        let wf = weights(&fit);
+        let best = (0..ds.n)
+            .filter(|&k| {
+                let s: f64 = ds.row(k).iter().zip(&wf).map(|(&a, b)| a as f64 * b).sum();
+                (s > 0.0) == (ds.labels[k] == 1)
+            })
+            .count();
+        assert!(
+            correct + 20 >= best,
+            "SGD {correct} vs L-BFGS {best} of {}",
+            ds.n
+        );
     }
 
     #[test]
