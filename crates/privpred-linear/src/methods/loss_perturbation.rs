@@ -10,6 +10,7 @@
 
 use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
+use crate::binary;
 use crate::error::{LinearError, Result};
 use crate::exact::NonzerosCell;
 use crate::kernel::Design;
@@ -282,6 +283,16 @@ enum Warm<'a> {
     Preconditioned(&'a LossPerturbationPreconditioner),
 }
 
+impl<'a> Warm<'a> {
+    /// The warm model, either way.
+    fn model(&self) -> Option<&'a LinearModel> {
+        match self {
+            Warm::Plain(w) => *w,
+            Warm::Preconditioned(pre) => Some(&pre.warm),
+        }
+    }
+}
+
 fn loss_perturbation_solve<R: Rng + ?Sized>(
     train: &UnitBallDataset,
     calibration: &Calibration,
@@ -314,16 +325,12 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     rng: &mut R,
     certify: bool,
 ) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
-    check_lambda(lambda, true)?;
-    let (n, d, c) = (train.n, train.d, train.classes);
     if calibration.assumptions.loss == privpred_core::Loss::Logistic {
         // the one-output model (crate::binary): ρ from the calibration (1/(2ε)), b ∈ R^D
-        let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
-        let w = match &warm {
-            Warm::Plain(w) => *w,
-            Warm::Preconditioned(pre) => Some(&pre.warm),
-        };
-        return crate::binary::loss_perturbation_binary(
+        check_lambda(lambda, true)?;
+        let rho_eff = loss_perturbation_rho_eff(calibration, lambda, train.n, train.classes);
+        let w = warm.model();
+        return binary::loss_perturbation_binary(
             train,
             calibration,
             rho_eff,
@@ -333,6 +340,21 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
             certify,
         );
     }
+    softmax_solve_certified(train, calibration, lambda, warm, opts, rng, certify)
+}
+
+/// [`loss_perturbation_solve_certified`] for the softmax model.
+fn softmax_solve_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    warm: Warm<'_>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+    certify: bool,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+    check_lambda(lambda, true)?;
+    let (n, d, c) = (train.n, train.d, train.classes);
     let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
     if let Warm::Preconditioned(pre) = &warm
         && (pre.n != n || pre.warm.d != d || pre.warm.c != c || pre.rho_eff != rho_eff)
