@@ -11,6 +11,8 @@ Models:
   softmax-2   privpred model sensitivity, binary=False (two output columns, K = sqrt(2))
   sigmoid     privpred model sensitivity, binary=True  (one output column, K = 1)
   diffprivlib diffprivlib.models.LogisticRegression, C = 1 / (lambda n), fit_intercept=False
+  lp-softmax-2  privpred loss perturbation, binary=False (rho = 2/eps, b in R^(2D))
+  lp-sigmoid    privpred loss perturbation, binary=True  (rho = 1/(2 eps), b in R^D)
 
 Data, the same rows for all three:
   breast-cancer  scikit-learn's load_breast_cancer (569 x 30), a stratified 75/25 split
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 import warnings
@@ -92,8 +95,9 @@ def make(model, eps, lam, n):
         from diffprivlib.models import LogisticRegression
 
         return LogisticRegression(epsilon=eps, data_norm=1.0, C=1.0 / (lam * n), fit_intercept=False)
+    method = "loss-perturbation" if model.startswith("lp-") else "model-sensitivity"
     return privpred.PrivateLogisticRegression(
-        method="model-sensitivity", epsilon=eps, lam=lam, binary=(model == "sigmoid")
+        method=method, epsilon=eps, lam=lam, binary=model.endswith("sigmoid")
     )
 
 
@@ -119,7 +123,7 @@ def main():
     ap.add_argument("--repetitions", type=int, default=10)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     ap.add_argument("--datasets", nargs="+", default=["breast-cancer", "mnist-0-4"])
-    ap.add_argument("--models", nargs="+", default=["softmax-2", "sigmoid", "diffprivlib"])
+    ap.add_argument("--models", nargs="+", default=["softmax-2", "sigmoid", "diffprivlib", "lp-softmax-2", "lp-sigmoid"])
     ap.add_argument("--json")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -128,6 +132,7 @@ def main():
     import sklearn
 
     rows = []
+    t0 = time.perf_counter()
     for name in a.datasets:
         Xtr, ytr, Xte, yte = breast_cancer() if name == "breast-cancer" else mnist_0_4()
         rng = np.random.default_rng(0)
@@ -146,7 +151,9 @@ def main():
         with open(a.json, "w") as f:
             json.dump({"repetitions": a.repetitions, "diffprivlib": diffprivlib.__version__,
                        "scikit-learn": sklearn.__version__, "numpy": np.__version__,
-                       "machine": platform.processor() or platform.machine(), "rows": rows},
+                       "machine": platform.processor() or platform.machine(),
+                       "threads": os.environ.get("RAYON_NUM_THREADS"),
+                       "wall_seconds": time.perf_counter() - t0, "rows": rows},
                       f, indent=1)
 
 

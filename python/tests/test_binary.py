@@ -54,20 +54,51 @@ def test_prediction_sensitivity_answers_on_one_score(cancer):
     assert est.predict(X[:20]).shape == (20,)
 
 
+def test_loss_perturbation_trains_the_sigmoid_model(cancer):
+    """Chaudhuri, Monteleoni & Sarwate (2011), Algorithm 2 with c = 1/4 (Section 3.4):
+    rho = 2c / eps' and beta = eps' / 4 under replace-one (b's sensitivity 2, half of eps'
+    on the noise), eps' = 0.99 eps (the certificate's residual share); the softmax's would be
+    rho = 2 / eps' and beta = eps' / (4 sqrt 2)."""
+    X, y = cancer
+    est = PLR(method="loss-perturbation", epsilon=2.0, lam=0.001, binary=True, random_state=0)
+    est.fit(X, y)
+    g = est.guarantee_
+    assert g["assumptions"]["loss"] == "logistic"
+    e1 = 0.99 * 2.0
+    assert g["noise"]["beta"] == pytest.approx(e1 / 4.0, rel=1e-12)
+    assert g["rho"] == pytest.approx(2 * 0.25 / e1, rel=1e-12)
+    assert np.all(est.theta_[:, 0] == 0.0)
+    soft = PLR(method="loss-perturbation", epsilon=2.0, lam=0.001, binary=False,
+               random_state=0).fit(X, y).guarantee_
+    assert soft["rho"] / g["rho"] == pytest.approx(4.0, rel=1e-12)
+
+
 def test_refusals(cancer, digits):
     X, y = cancer
     with pytest.raises(ValueError, match="binary"):
-        PLR(method="loss-perturbation", epsilon=1.0, lam=0.01, binary=True).fit(X, y)
+        PLR(method="subsample-and-aggregate", epsilon=1.0, lam=0.01, binary=True).fit(X, y)
     with pytest.raises(ValueError, match="binary"):
         PLR(epsilon=1.0, lam=0.01, binary="yes").fit(X, y)
     Xtr, _, ytr, _ = digits
     with pytest.raises(ValueError, match="binary"):
         PLR(epsilon=1.0, lam=0.01, binary=True).fit(Xtr, ytr)
     # auto keeps the softmax for ten classes and for the methods without a sigmoid model;
-    # the default (False) keeps it always
+    # the default is auto (the sigmoid model for two classes); False keeps the softmax
     est = PLR(epsilon=1.0, lam=0.01, binary="auto").fit(Xtr, ytr)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
-    est = PLR(method="loss-perturbation", epsilon=1.0, lam=0.01, binary="auto").fit(X, y)
+    est = PLR(method="subsample-and-aggregate", epsilon=1.0, lam=0.01, budget=5,
+              binary="auto").fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
     est = PLR(epsilon=1.0, lam=0.01).fit(X, y)
+    assert est.guarantee_["assumptions"]["loss"] == "logistic"
+    est = PLR(epsilon=1.0, lam=0.01, binary=False).fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
+
+
+def test_dp_sgd_trains_the_sigmoid_model(cancer):
+    X, y = cancer
+    est = PLR(method="dp-sgd", epsilon=10.0, delta=1e-5, clip=0.5, binary="auto", random_state=0)
+    est.fit(X, y)
+    assert est.guarantee_["assumptions"]["loss"] == "logistic"
+    assert np.all(est.theta_[:, 0] == 0.0)
+    assert est.decision_function(X).shape == (len(X),)

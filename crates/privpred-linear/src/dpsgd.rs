@@ -201,6 +201,111 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     Ok((LinearModel { d, c, theta }, stats))
 }
 
+/// The coefficient a of one example's gradient a·x of the binary loss ln(1 + e^{−y s})
+/// (y = ±1 from the label 0/1, s = wᵀx): a = −y σ(−y s), so |a| ≤ 1 and the gradient's norm
+/// is |a|·‖x‖ ≤ ‖x‖ (the two-class softmax's is √2·|p₁ − y₁|·‖x‖).
+pub fn binary_gradient_coefficient(s: f64, label: u32) -> f64 {
+    let y = if label == 1 { 1.0 } else { -1.0 };
+    -y / (1.0 + (y * s).exp())
+}
+
+/// DP-SGD for the binary (one sigmoid output) model ([`crate::binary`]): the algorithm of
+/// [`train_dpsgd`] with parameters w ∈ R^D, each selected example's gradient a·x
+/// ([`binary_gradient_coefficient`], norm ≤ ‖x‖) clipped to ν, summed, and N(0, σ²ν² I_D)
+/// added to the D coordinates. The sensitivity of each step's sum is ν, as for the softmax, so
+/// σ comes from the same accountant. Returns the binary layout [0, w].
+pub fn train_dpsgd_binary<R: Rng + ?Sized>(
+    ds: &privpred_data::UnitBallDataset,
+    cfg: &DpSgdConfig,
+    clip: f64,
+    noise_multiplier: f64,
+    rng: &mut R,
+) -> Result<(LinearModel, DpSgdStats)> {
+    cfg.check(ds.n)?;
+    if !(clip.is_finite() && clip > 0.0) {
+        return Err(LinearError::invalid(
+            "clip",
+            clip,
+            "must be a finite number > 0",
+        ));
+    }
+    if !(noise_multiplier.is_finite() && noise_multiplier >= 0.0) {
+        return Err(LinearError::invalid(
+            "noise-multiplier",
+            noise_multiplier,
+            "must be a finite number >= 0",
+        ));
+    }
+    if ds.classes != 2 {
+        return Err(LinearError::invalid(
+            "classes",
+            ds.classes,
+            "must be 2 for the binary (sigmoid) model; use the softmax model for more classes",
+        ));
+    }
+    let (n, d) = (ds.n, ds.d);
+    let q = cfg.batch_size as f64 / n as f64;
+    let steps = cfg.steps(n);
+    let norms: Vec<f64> = (0..n)
+        .map(|i| {
+            ds.row(i)
+                .iter()
+                .map(|&v| (v as f64).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
+    let (mut w, mut vel, mut gsum) = (vec![0f64; d], vec![0f64; d], vec![0f64; d]);
+    let std = noise_multiplier * clip;
+    let ln1q = (1.0 - q).ln();
+    let (mut examples, mut clipped) = (0u64, 0u64);
+    let inv_b = 1.0 / cfg.batch_size as f64;
+    for step in 0..steps {
+        let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
+        gsum.iter_mut().for_each(|v| *v = 0.0);
+        let mut i = if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
+        while i < n {
+            let x = ds.row(i);
+            let s: f64 = x.iter().zip(&w).map(|(&a, b)| a as f64 * b).sum();
+            let a = binary_gradient_coefficient(s, ds.labels[i]);
+            let norm = a.abs() * norms[i];
+            let a = if norm > clip {
+                clipped += 1;
+                a * clip / norm
+            } else {
+                a
+            };
+            gsum.iter_mut()
+                .zip(x)
+                .for_each(|(g, &xi)| *g += a * xi as f64);
+            examples += 1;
+            i += 1 + if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
+        }
+        for j in 0..d {
+            let z: f64 = StandardNormal.sample(rng);
+            let g = (gsum[j] + std * z) * inv_b;
+            vel[j] = cfg.momentum * vel[j] + g;
+            w[j] -= lr * vel[j];
+        }
+    }
+    if w.iter().any(|v| !v.is_finite()) {
+        return Err(LinearError::Numerical(
+            "DP-SGD diverged (non-finite parameters); lower the learning rate".into(),
+        ));
+    }
+    let theta = w.iter().flat_map(|&v| [0.0, v]).collect();
+    let stats = DpSgdStats {
+        steps,
+        examples,
+        clipped_fraction: if examples > 0 {
+            clipped as f64 / examples as f64
+        } else {
+            0.0
+        },
+    };
+    Ok((LinearModel { d, c: 2, theta }, stats))
+}
+
 /// A Geometric(q) number of failures before the first success: ⌊ln U / ln(1 − q)⌋.
 fn geometric<R: Rng + ?Sized>(rng: &mut R, ln1q: f64) -> usize {
     let u: f64 = rng.random::<f64>();
@@ -217,6 +322,32 @@ fn geometric<R: Rng + ?Sized>(rng: &mut R, ln1q: f64) -> usize {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    /// The binary per-example gradient a·x against central finite differences of
+    /// ln(1 + e^{−y wᵀx}) in w, and its norm ≤ ‖x‖ (the bound the clip relies on).
+    #[test]
+    fn binary_gradient_matches_finite_differences() {
+        let x = [0.3f64, -0.5, 0.7, 0.1];
+        let xn = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+        for (w, label) in [([0.2, -1.0, 3.0, 0.5], 1u32), ([-4.0, 2.0, 0.1, 1.0], 0)] {
+            let y = if label == 1 { 1.0 } else { -1.0 };
+            let f = |w: &[f64; 4]| {
+                let s: f64 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
+                (1.0 + (-y * s).exp()).ln()
+            };
+            let s: f64 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
+            let a = binary_gradient_coefficient(s, label);
+            for j in 0..4 {
+                let h = 1e-6;
+                let (mut p, mut m) = (w, w);
+                p[j] += h;
+                m[j] -= h;
+                let fd = (f(&p) - f(&m)) / (2.0 * h);
+                assert!((a * x[j] - fd).abs() < 1e-8, "{j}: {} vs {fd}", a * x[j]);
+            }
+            assert!(a.abs() * xn <= xn);
+        }
+    }
 
     #[test]
     fn geometric_gaps_give_poisson_rate() {

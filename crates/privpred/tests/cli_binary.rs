@@ -1,6 +1,6 @@
 //! Two-class problems as one sigmoid output on the command line: `calibrate --loss logistic`
 //! (K = 1, Chaudhuri, Monteleoni & Sarwate 2011, Corollary 8: β = Nλε/2), `train --loss
-//! logistic` for model and prediction sensitivity, `predict` and `evaluate` on the artifact,
+//! logistic` for model sensitivity, prediction sensitivity, loss perturbation and DP-SGD, `predict` and `evaluate` on the artifact,
 //! and the refusals (more than two classes, methods that do not train the sigmoid model).
 
 mod common;
@@ -67,17 +67,20 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let ds = two_class(dir);
-    for method in ["model-sensitivity", "prediction-sensitivity"] {
+    for method in [
+        "model-sensitivity",
+        "prediction-sensitivity",
+        "loss-perturbation",
+        "dp-sgd",
+    ] {
         let out = dir.join(format!("{method}.safetensors"));
-        ok(&[
+        let mut args = vec![
             "train",
             method,
             "--dataset",
             &ds,
             "--epsilon",
             "10",
-            "--lambda",
-            "0.01",
             "--loss",
             "logistic",
             "--budget",
@@ -86,7 +89,13 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
             "1",
             "--out",
             out.to_str().unwrap(),
-        ]);
+        ];
+        if method == "dp-sgd" {
+            args.extend(["--clip", "0.5", "--delta", "1e-5", "--batch-size", "32"]);
+        } else {
+            args.extend(["--lambda", "0.01"]);
+        }
+        ok(&args);
         let j: Value = serde_json::from_str(&ok(&[
             "evaluate",
             "--model",
@@ -119,9 +128,7 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
     let mut a = vec!["train", "model-sensitivity", "--dataset", &three];
     a.extend_from_slice(&base);
     assert_bad(&a, "2 classes");
-    for m in ["loss-perturbation", "dp-sgd", "subsample-aggregate"] {
-        let mut a = vec!["train", m, "--dataset", &ds];
-        a.extend_from_slice(&base);
-        assert_bad(&a, "loss");
-    }
+    let mut a = vec!["train", "subsample-aggregate", "--dataset", &ds];
+    a.extend_from_slice(&base);
+    assert_bad(&a, "loss");
 }

@@ -212,13 +212,16 @@ impl MethodConfig {
         if self.loss == Loss::Logistic
             && !matches!(
                 self.method,
-                Method::ModelSensitivity | Method::PredictionSensitivity
+                Method::ModelSensitivity
+                    | Method::PredictionSensitivity
+                    | Method::LossPerturbation
+                    | Method::DpSgd
             )
         {
             return Err(LinearError::invalid(
                 "binary",
                 self.method,
-                "the binary (sigmoid) model is trained by model-sensitivity and prediction-sensitivity; use the softmax model for this method",
+                "the binary (sigmoid) model is trained by model-sensitivity, prediction-sensitivity, loss-perturbation and dp-sgd; use the softmax model for this method",
             ));
         }
         match self.method {

@@ -36,7 +36,12 @@ fn run<R: Rng + ?Sized>(fit: &Fit<'_>, rng: &mut R) -> Result<(LinearModel, DpSg
     let t = fit.train;
     // the dataset's shared padded copy (Design::new would copy N × D floats per run)
     let design = Design::of(t);
-    let (model, stats) = dpsgd::train_dpsgd(&design, &cfg.dp_sgd, clip, sigma, rng)?;
+    let (model, stats) = if fit.calibration.assumptions.loss == privpred_core::Loss::Logistic {
+        // one sigmoid output: w ∈ R^D, per-example gradient norm ≤ ‖x‖
+        dpsgd::train_dpsgd_binary(t, &cfg.dp_sgd, clip, sigma, rng)?
+    } else {
+        dpsgd::train_dpsgd(&design, &cfg.dp_sgd, clip, sigma, rng)?
+    };
     Ok((model, stats, clip))
 }
 

@@ -10,6 +10,7 @@
 
 use super::{Draw, Fit, PredictorKind, PrivateMethod, PrivatePredictor, Purpose};
 use super::{Reuse, Scores};
+use crate::binary;
 use crate::error::{LinearError, Result};
 use crate::exact::NonzerosCell;
 use crate::kernel::Design;
@@ -28,17 +29,18 @@ use std::sync::Arc;
 pub struct LossPerturbation;
 
 /// ρ_eff = max(ρ, Nλ) of loss perturbation (docs/guarantees.md#calibrations): the regulariser actually used, with ρ
-/// from the calibration (2LC/ε when it records none) and the floor Nλ.
+/// from the calibration (2LC/ε when it records none, C the loss's output columns) and the
+/// floor Nλ.
 pub fn loss_perturbation_rho_eff(
     calibration: &Calibration,
     lambda: f64,
     n: usize,
     c: usize,
 ) -> f64 {
-    let rho = calibration
-        .mechanism
-        .rho()
-        .unwrap_or(2.0 * calibration.assumptions.l * c as f64 / calibration.epsilon());
+    let a = &calibration.assumptions;
+    let rho = calibration.mechanism.rho().unwrap_or(
+        2.0 * calibration.assumptions.l * a.loss.outputs(c) as f64 / calibration.epsilon(),
+    );
     rho.max(n as f64 * lambda)
 }
 
@@ -281,6 +283,16 @@ enum Warm<'a> {
     Preconditioned(&'a LossPerturbationPreconditioner),
 }
 
+impl<'a> Warm<'a> {
+    /// The warm model, either way.
+    fn model(&self) -> Option<&'a LinearModel> {
+        match self {
+            Warm::Plain(w) => *w,
+            Warm::Preconditioned(pre) => Some(&pre.warm),
+        }
+    }
+}
+
 fn loss_perturbation_solve<R: Rng + ?Sized>(
     train: &UnitBallDataset,
     calibration: &Calibration,
@@ -305,6 +317,34 @@ fn loss_perturbation_solve<R: Rng + ?Sized>(
 /// certification pass is skipped but the output noise is still drawn, so hold-out scores see
 /// the released mechanism's noise at each λ.
 fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
+    train: &UnitBallDataset,
+    calibration: &Calibration,
+    lambda: f64,
+    warm: Warm<'_>,
+    opts: &LbfgsOptions,
+    rng: &mut R,
+    certify: bool,
+) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+    if calibration.assumptions.loss == privpred_core::Loss::Logistic {
+        // the one-output model (crate::binary): ρ from the calibration (1/(2ε)), b ∈ R^D
+        check_lambda(lambda, true)?;
+        let rho_eff = loss_perturbation_rho_eff(calibration, lambda, train.n, train.classes);
+        let w = warm.model();
+        return binary::loss_perturbation_binary(
+            train,
+            calibration,
+            rho_eff,
+            w,
+            opts,
+            rng,
+            certify,
+        );
+    }
+    softmax_solve_certified(train, calibration, lambda, warm, opts, rng, certify)
+}
+
+/// [`loss_perturbation_solve_certified`] for the softmax model.
+fn softmax_solve_certified<R: Rng + ?Sized>(
     train: &UnitBallDataset,
     calibration: &Calibration,
     lambda: f64,
@@ -472,8 +512,9 @@ impl PrivateMethod for LossPerturbation {
         reuse: &Reuse,
         _: &mut R,
     ) -> Result<LpShared> {
+        let binary = fit.cfg.loss == privpred_core::Loss::Logistic;
         Ok(match (&reuse.moment, &reuse.nonprivate) {
-            (Some(moment), Some(warm)) => {
+            (Some(moment), Some(warm)) if !binary => {
                 let t = fit.train;
                 let rho_eff =
                     loss_perturbation_rho_eff(fit.calibration, fit.cfg.lambda, t.n, t.classes);

@@ -113,7 +113,8 @@ pub struct Args {
     pub neighbours: privpred_core::Neighbours,
     /// Linear models: the output layer. `softmax` (one output per class) or, for two-class
     /// data, `logistic` (one sigmoid output: less noise for the same guarantee; model
-    /// sensitivity and prediction sensitivity). Recorded in the artifact.
+    /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Recorded in the
+    /// artifact.
     #[arg(long, value_enum, default_value_t = privpred_core::Loss::Softmax)]
     pub loss: privpred_core::Loss,
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
@@ -521,14 +522,22 @@ fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--loss logistic` (one sigmoid output) is trained by model sensitivity and prediction
-/// sensitivity; any other method is refused before any work.
+/// `--loss logistic` (one sigmoid output) is trained by model sensitivity, prediction
+/// sensitivity, loss perturbation and DP-SGD; any other method is refused before any work.
 fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Result<()> {
     match (loss, method) {
         (privpred_core::Loss::Softmax, _)
-        | (_, Some(Method::ModelSensitivity | Method::PredictionSensitivity)) => Ok(()),
+        | (
+            _,
+            Some(
+                Method::ModelSensitivity
+                | Method::PredictionSensitivity
+                | Method::LossPerturbation
+                | Method::DpSgd,
+            ),
+        ) => Ok(()),
         (_, m) => Err(usage(format!(
-            "invalid loss = logistic for method = {}: the one-output sigmoid model is trained by model-sensitivity and prediction-sensitivity; use --loss softmax",
+            "invalid loss = logistic for method = {}: the one-output sigmoid model is trained by model-sensitivity, prediction-sensitivity, loss-perturbation and dp-sgd; use --loss softmax",
             m.map_or("non-private", |m| m.name())
         ))),
     }
