@@ -7,7 +7,7 @@
 //! return the first r whose coin with probability p_r = exp(β·(q_r − q*)) comes up heads. The
 //! paper writes β = ε/(2Δ) with Δ = max_r max_{D∼D′} |q_r(D) − q_r(D′)| (the sensitivity of
 //! every single score) and proves (Theorem 1) that permute-and-flip is then ε-DP, and
-//! (Theorem 2) that its expected quality E[q_r] is never below the exponential mechanism's
+//! (Theorem 2) that its expected quality E\[q_r\] is never below the exponential mechanism's
 //! P(r) ∝ exp(β·q_r) at the same β (the exponential mechanism is also ε-DP at β = ε/(2Δ)).
 //! The paper also notes that where the quality function is monotonic (all scores move in the
 //! same direction between neighbours) the exponential mechanism may use β = ε/Δ; privpred's

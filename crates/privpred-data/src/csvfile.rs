@@ -153,9 +153,9 @@ pub fn read_csv(path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
 /// control characters that is not a number; a first row mixing numbers and other cells is an
 /// error naming the line and column (never silently dropped).
 ///
-/// Stages: the first non-blank row fixes the layout ([`first_row_layout`]: header or data,
+/// Stages: the first non-blank row fixes the layout (`first_row_layout`: header or data,
 /// width, label column), then every data row is checked and split into features and a label
-/// ([`RowSink::push`]).
+/// (`RowSink::push`).
 pub fn parse_csv<R: Read>(r: R, path: &Path, opts: &CsvOptions) -> Result<CsvTable> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)

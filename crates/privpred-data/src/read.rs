@@ -1,4 +1,4 @@
-//! Dataset discovery and reading from local files (no network: [`crate::load`] adds the
+//! Dataset discovery and reading from local files (no network: [`crate::load()`] adds the
 //! fetch of a missing named dataset on top, and [`crate::fetch`] reads what it fetched
 //! through this module, so the two do not import each other).
 //!

@@ -138,7 +138,7 @@ fn gz(b: &[u8]) -> Vec<u8> {
 /// Runs the sweep; returns the exit status (1 if any case failed).
 ///
 /// Parses the flags, trains the base models the artifact cases mutate, runs each family of
-/// bad inputs in turn (one [`Sweep`] method each, in a fixed order so that the seeded
+/// bad inputs in turn (one `Sweep` method each, in a fixed order so that the seeded
 /// mutations are the same from run to run) and prints the report.
 pub fn main(args: &[String]) -> i32 {
     let opts = SweepOptions::parse(args);

@@ -484,10 +484,10 @@ pub fn load_with_bytes(path: &Path) -> Result<(LoadedModel, Vec<u8>)> {
 /// [`load`] on bytes already read from `path` (named in errors): the checksum and every
 /// header field are checked as for a file.
 ///
-/// Steps: the format and its version ([`check_format`]), the checksum over every entry, the
-/// JSON headers ([`read_headers`]), the one weights tensor and its SHA-256
-/// ([`weights_tensor`]), the model it holds ([`stored_model`]), and the preprocessing's
-/// output fitting the model ([`check_preprocessing_fits`]).
+/// Steps: the format and its version (`check_format`), the checksum over every entry, the
+/// JSON headers (`read_headers`), the one weights tensor and its SHA-256
+/// (`weights_tensor`), the model it holds (`stored_model`), and the preprocessing's
+/// output fitting the model (`check_preprocessing_fits`).
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
     let version = check_format(path, &meta)?;

@@ -8,7 +8,7 @@
 //! θ is copied once per pass into a class-padded layout (stride C rounded up to 4), each row's
 //! logits accumulate in two independent chains (even and odd nonzeros, so the FMA latency does
 //! not serialise the row), and the gradient update is one FMA per 4 classes per nonzero. The
-//! portable path ([`rows_portable`]) is the reference the vector path is tested against
+//! portable path (`rows_portable`) is the reference the vector path is tested against
 //! (`vector_pass_matches_portable`, 1e-13).
 //!
 //! Both paths satisfy the rounding model of [`crate::train::Objective::f64_gradient_error_bound`]:
@@ -69,7 +69,7 @@ pub(crate) const F64_BLOCK: usize = 1024;
 /// The nonzero features of every row (CSR, values as stored in f32), built once per training
 /// set: the f64 passes then skip zeros without branching (MNIST is ~80 % zeros). Also holds
 /// the per-feature sums of the data-only factors of the a-priori rounding bound
-/// ([`SparseRows::rounding_bound`]).
+/// (`SparseRows::rounding_bound`).
 #[derive(Debug, Clone)]
 pub struct SparseRows {
     ptr: Vec<usize>,

@@ -477,9 +477,9 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
 /// (`check_header`), tensor shapes are checked before the networks are allocated, and the
 /// weights must be finite.
 ///
-/// Steps: read and parse the file, check the format ([`check_format`]) and the checksum,
-/// read the headers ([`read_headers`]), check every tensor against the architecture
-/// ([`checked_tensor`]), then copy the weights into the members ([`read_members`]).
+/// Steps: read and parse the file, check the format (`check_format`) and the checksum,
+/// read the headers (`read_headers`), check every tensor against the architecture
+/// (`checked_tensor`), then copy the weights into the members (`read_members`).
 pub fn load(path: &Path) -> Result<NnModel> {
     let bytes = artifact::read_artifact_bytes(path).map_err(|e| match e {
         privpred_data::DataError::Io { path, source } => NnError::io(path, source),

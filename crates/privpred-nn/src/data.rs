@@ -226,8 +226,8 @@ type FolderEntry = (String, String, String, Vec<u8>);
 /// `per_class = Some((a, b))` only the first `a` train and `b` test files of each class (by
 /// sorted file name) are decoded.
 ///
-/// Steps: read the entries ([`read_folder_entries`]), take the classes from `train/`, sort
-/// the entries, then decode each split ([`decode_split`]).
+/// Steps: read the entries (`read_folder_entries`), take the classes from `train/`, sort
+/// the entries, then decode each split (`decode_split`).
 pub fn load_image_folder_tar(
     path: &Path,
     per_class: Option<(usize, usize)>,

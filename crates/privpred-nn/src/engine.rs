@@ -5,7 +5,7 @@
 //! the same for every engine; only the gradient oracle
 //! ([`GradientEngine::batch_gradient`]) and the batched forward pass
 //! ([`GradientEngine::predict_logits`]) move. Every engine reads the flat parameter vector laid
-//! out as [`ResNet::tensors`] and the inputs prepared on the CPU by the same
+//! out as `ResNet::tensors` and the inputs prepared on the CPU by the same
 //! [`crate::data::prepare_image`] code, so artifacts, initialisation and the optimiser are
 //! shared.
 //!

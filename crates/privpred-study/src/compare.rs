@@ -272,7 +272,7 @@ fn score(r: &MethodResult) -> f64 {
         }
 }
 
-/// The recommended method at one point: the highest [`score`] among the methods with a valid
+/// The recommended method at one point: the highest `score` among the methods with a valid
 /// guarantee — the same pick as [`recommend`].
 pub fn recommended(c: &Comparison) -> Option<&MethodResult> {
     c.results

@@ -21,7 +21,7 @@
 //! Every method goes through `privpred_linear::methods` (the `PrivateMethod` trait behind
 //! `SharedFit`): a group calibrates, selects λ or DP-SGD's clip on the hold-out with draws
 //! from shared fits on the 90 % part, takes the release's shared fit from a cache keyed by what
-//! it depends on, and its repetitions are draws from that fit ([`group`]).
+//! it depends on, and its repetitions are draws from that fit (`group`).
 //!
 //! Every fit whose result is shared runs on one thread (the parallel reduction of the gradient
 //! kernel sums in a scheduling-dependent order), so that resumed and sharded runs reproduce the

@@ -112,7 +112,7 @@ impl PartialEq for PrivatePredictor {
 }
 
 pub mod wire {
-    //! The serialised form of a [`PrivatePredictor`](super::PrivatePredictor): the artifact
+    //! The serialised form of a [`PrivatePredictor`]: the artifact
     //! header's `predictor` object, field for field as written since format version 1,
     //! except that `optimization` and `dp_sgd` hold only data-independent facts. Fields of
     //! earlier builds that measured the private data (`gradient_norm`, `rounding_bound`,
