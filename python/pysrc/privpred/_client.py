@@ -158,7 +158,13 @@ class Client:
         return labels
 
     def model(self) -> Dict[str, Any]:
-        """The model's description (method, guarantee, budget; no weights)."""
+        """Describe the served model.
+
+        Returns
+        -------
+        dict
+            The model's description (method, guarantee, budget; no weights).
+        """
         return self._request("/v1/model")
 
 

@@ -107,16 +107,6 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     calibration : {"corrected", "tight", "paper"}, default="corrected"
         Which analysis sets the noise (``paper`` reproduces the published rules, which
         do not always deliver the guarantee).
-    fit_intercept : bool, default=False
-        Learn an intercept: a constant bias feature of value v (``bias``) is appended to
-        every row, [x * sqrt(1 - v**2), v], so rows stay in the unit ball and the guarantee
-        is unchanged; its weight times v is ``intercept_``. The default is
-        False (scikit-learn's is True) by measurement on 10 % training hold-outs
-        (``benchmarks/fit_intercept.py``, 10 private fits per cell; model sensitivity,
-        loss perturbation and DP-SGD on digits, model sensitivity and loss perturbation on
-        MNIST, at epsilon 1 and 10): the intercept cost 1.1 points of accuracy on average
-        over the 10 cells, losing up to 5.9 points on digits (1,131 training rows) and
-        gaining 0.0 to 3.2 points on MNIST (54,000 rows). Large data sets may gain from it.
     bias : float, True or None, default=None
         The bias feature's value v in (0, 1) when ``fit_intercept`` is True (None: 0.05;
         True: sqrt(1/2)). Given with ``fit_intercept=False`` it is an error.
@@ -129,19 +119,6 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         The unit-ball rule: ``normalize``, ``clip:R`` or ``max-norm`` (a statistic of
         the private data, not accounted). None: ``normalize``, or ``clip:1`` with a
         ``schema`` (its rows are already inside the unit ball; the CLI's default).
-    schema : str, os.PathLike, dict or None, default=None
-        A table's schema (the JSON file of ``privpred train --schema``, or the same JSON as
-        a dict; format in docs/tables.md): the label's classes, each numeric column's public
-        bounds and each categorical column's public categories. ``X`` then holds raw rows —
-        numbers and category strings, e.g. a DataFrame (columns matched by name) or an
-        object array in the schema's column order, with or without the label column — and
-        ``y`` the label values the schema declares. Rows are mapped into the unit ball from
-        the schema alone (no statistic of the data), the schema is saved with the model
-        (``predict``, ``privpred serve`` and :func:`privpred.load` map raw queries the same
-        way), and ``classes_`` are the schema's classes. A row that does not match (an
-        unknown category or label, a value outside bounds declared ``refuse``, a missing or
-        non-numeric value, the wrong number of columns) raises ValueError naming the row
-        and the column.
     teachers : int, optional
         Subsample-and-aggregate: number of teachers T (default 256).
     clip : float, "private", "cv" or None, default=None
@@ -158,6 +135,16 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     odometer_key : str, optional
         The dataset's key in the odometer (default: :func:`privpred.odometer.dataset_key`
         of the training data).
+    fit_intercept : bool, default=False
+        Learn an intercept: a constant bias feature of value v (``bias``) is appended to
+        every row, [x * sqrt(1 - v**2), v], so rows stay in the unit ball and the guarantee
+        is unchanged; its weight times v is ``intercept_``. The default is
+        False (scikit-learn's is True) by measurement on 10 % training hold-outs
+        (``benchmarks/fit_intercept.py``, 10 private fits per cell; model sensitivity,
+        loss perturbation and DP-SGD on digits, model sensitivity and loss perturbation on
+        MNIST, at epsilon 1 and 10): the intercept cost 1.1 points of accuracy on average
+        over the 10 cells, losing up to 5.9 points on digits (1,131 training rows) and
+        gaining 0.0 to 3.2 points on MNIST (54,000 rows). Large data sets may gain from it.
     class_weight : None
         Only None (every example weighs 1). Per-class weights multiply an example's loss
         and so its gradient: the calibrations of every method bound one example's influence
@@ -184,6 +171,19 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         lambda is chosen for each; with delta = 0, and for loss perturbation (whose rho is
         four times smaller), the sigmoid model needs less noise.
         ``guarantee_["assumptions"]["loss"]`` says which was used.
+    schema : str, os.PathLike, dict or None, default=None
+        A table's schema (the JSON file of ``privpred train --schema``, or the same JSON as
+        a dict; format in docs/tables.md): the label's classes, each numeric column's public
+        bounds and each categorical column's public categories. ``X`` then holds raw rows —
+        numbers and category strings, e.g. a DataFrame (columns matched by name) or an
+        object array in the schema's column order, with or without the label column — and
+        ``y`` the label values the schema declares. Rows are mapped into the unit ball from
+        the schema alone (no statistic of the data), the schema is saved with the model
+        (``predict``, ``privpred serve`` and :func:`privpred.load` map raw queries the same
+        way), and ``classes_`` are the schema's classes. A row that does not match (an
+        unknown category or label, a value outside bounds declared ``refuse``, a missing or
+        non-numeric value, the wrong number of columns) raises ValueError naming the row
+        and the column.
 
     Attributes
     ----------
@@ -381,8 +381,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        self : PrivateLogisticRegression
-            The fitted estimator.
+        PrivateLogisticRegression
+            The fitted estimator (self).
 
         Raises
         ------
@@ -591,7 +591,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     @available_if(_releases_scores)
     def decision_function(self, X):
-        """Logits theta^T x (binary: the difference of the two), for public models.
+        """Compute the logits theta^T x (binary: their difference) of a public model.
 
         Parameters
         ----------
@@ -647,9 +647,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
 
     @property
     def budget_left_(self) -> Optional[int]:
-        """Answers left of the budget B (None: unlimited), from the durable ledger when the
-        model answers through one (``save(..., ledger=...)``, ``load(..., ledger=...)``),
-        else from the in-memory ledger."""
+        """Answers left of the budget B (None: unlimited).
+
+        Read from the durable ledger when the model answers through one
+        (``save(..., ledger=...)``, ``load(..., ledger=...)``), else from the in-memory
+        ledger.
+        """
         check_is_fitted(self)
         total, spent = self._native.budget_state()
         return None if total is None else total - spent

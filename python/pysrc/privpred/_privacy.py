@@ -247,7 +247,8 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        self : PublicBoundsScaler
+        PublicBoundsScaler
+            The fitted scaler (self).
         """
         X = validate_data(self, X, dtype=np.float64)
         self._checked_bounds(X.shape[1])
@@ -284,6 +285,7 @@ class PublicBoundsScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray of shape (n_samples, n_features)
+            The data on the scale of the bounds.
         """
         X = np.asarray(X, dtype=np.float64)
         lo, hi = self._checked_bounds(X.shape[1])

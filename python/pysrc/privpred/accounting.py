@@ -116,11 +116,11 @@ def epsilon_dp_sgd(
     sample_rate : float
         Poisson sampling rate q in (0, 1] (Opacus: ``sample_rate``).
     noise_multiplier : float
-        sigma > 0: noise standard deviation / clipping norm.
+        Sigma > 0: noise standard deviation / clipping norm.
     steps : int
         Number of noisy steps >= 1.
     delta : float
-        delta in (0, 1).
+        Delta in (0, 1).
     accountant : {"rdp", "pld", "rdp-classic", "best", "prv"} or None, default=None
         ``rdp``: Renyi DP (Mironov, Talwar & Zhang 2019), the smaller of the classic and
         improved conversions (as Opacus's ``RDPAccountant``; add-remove only); ``pld``:
@@ -167,9 +167,9 @@ def get_noise_multiplier(
     Parameters
     ----------
     target_epsilon : float
-        epsilon > 0.
+        Target epsilon > 0.
     target_delta : float
-        delta in (0, 1).
+        Target delta in (0, 1).
     sample_rate : float
         Poisson sampling rate q in (0, 1].
     epochs : float, optional
@@ -187,7 +187,7 @@ def get_noise_multiplier(
     Returns
     -------
     float
-        sigma.
+        The noise multiplier sigma.
 
     Raises
     ------

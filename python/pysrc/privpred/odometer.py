@@ -35,8 +35,28 @@ def _encode(X, y):
 
 
 def dataset_key(X, y) -> str:
-    """The odometer's key of the training set (X, y), as ``fit`` computes it: labels are
-    encoded as their index among the sorted distinct labels, features as float32."""
+    """Compute the odometer's key of the training set (X, y), as ``fit`` computes it.
+
+    Labels are encoded as their index among the sorted distinct labels, features as
+    float32; the key does not depend on the order of the rows.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The training features.
+    y : array-like of shape (n_samples,)
+        The training labels.
+
+    Returns
+    -------
+    str
+        The dataset's key: ``sha256:`` and the hex digest over its rows.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not a 2-d array or ``X`` and ``y`` differ in length.
+    """
     X, y_enc = _encode(X, y)
     return _native.dataset_identity(X, y_enc)
 
@@ -53,8 +73,37 @@ def set_limit(
 ) -> Dict[str, Any]:
     """Set (or change) a dataset's limit, creating the odometer if it does not exist.
 
-    Give the training data (``X``, ``y``) or its ``key``. Returns the dataset's record:
-    ``limit``, ``spent`` (``fits``, ``epsilon``, ``delta``) and ``fits``."""
+    Give the training data (``X``, ``y``) or its ``key``.
+
+    Parameters
+    ----------
+    odometer : str or os.PathLike
+        The odometer: an SQLite path or a postgres:// URL.
+    epsilon : float
+        The dataset's limit on the total epsilon of its fits.
+    delta : float, default=0.0
+        The dataset's limit on the total delta of its fits.
+    X : array-like of shape (n_samples, n_features), optional
+        The training features (with ``y``) whose :func:`dataset_key` keys the limit.
+    y : array-like of shape (n_samples,), optional
+        The training labels (with ``X``).
+    key : str, optional
+        The dataset's key, instead of ``X`` and ``y``.
+    neighbours : {"replace-one", "add-remove"}, default="replace-one"
+        The neighbouring relation of the limit.
+
+    Returns
+    -------
+    dict
+        The dataset's record: ``limit``, ``spent`` (``fits``, ``epsilon``, ``delta``) and
+        ``fits``.
+
+    Raises
+    ------
+    ValueError
+        If neither ``X`` and ``y`` nor ``key`` is given, or for an invalid key,
+        relation or limit.
+    """
     if key is None:
         if X is None or y is None:
             raise ValueError("invalid arguments: give X and y, or key")
@@ -65,5 +114,18 @@ def set_limit(
 
 
 def show(odometer, key: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Every dataset's record (or the one of ``key``): limit, total spent, fits."""
+    """List every dataset's record (or the one of ``key``): limit, total spent, fits.
+
+    Parameters
+    ----------
+    odometer : str or os.PathLike
+        The odometer: an SQLite path or a postgres:// URL.
+    key : str, optional
+        Only this dataset's record (default: every dataset's).
+
+    Returns
+    -------
+    list of dict
+        One record per dataset: ``limit``, ``spent`` and ``fits``.
+    """
     return json.loads(_native.odometer_show(os.fspath(odometer), key))
