@@ -8,6 +8,19 @@
 //! Blocks are checked when their language is `sh`, `bash`, `shell` or `console` (in `console`
 //! blocks only the `$ ` lines are commands). A block whose info string says `features=nn`
 //! (or `features=torch`) is checked only in a build with that feature.
+//!
+//! Runnable blocks: a shell or console block of docs/*.md whose info string holds the word
+//! `runnable` (```` ```console runnable ````) is run, not only parsed. Its commands (the `$ `
+//! lines of a `console` block, every line that is neither blank nor a comment of an `sh`,
+//! `bash` or `shell` block; a trailing `\` continues a command) run in order with
+//! `bash -o pipefail -c`, this build's `privpred` first on the `PATH`, the data cache as usual.
+//! A page's runnable blocks share one fresh temporary directory, so a later block sees the files
+//! an earlier one wrote. A command must exit with 0, or with `N` when its line ends with the
+//! comment `# exit N` (`privpred data schema no-such.csv   # exit 2`); the first that does not
+//! fails the test, naming file:line, the command and its standard error. Shown output is not
+//! compared. `data=NAME[,NAME…]` in the info string names the data sets a block needs: when one
+//! is absent (not cached and not fetchable) the block is skipped and the test prints one
+//! `privpred-test-skip:` line, or fails under `PRIVPRED_REQUIRE_DATA=1`.
 
 mod common;
 
@@ -810,4 +823,226 @@ fn readme_python_step_runs() {
             common::stdout(&o)
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runnable blocks
+
+/// One command of a runnable block: the page line it starts on, its shell text (continuation
+/// lines joined) and the exit code it must end with.
+struct Step {
+    line: usize,
+    cmd: String,
+    exit: i32,
+}
+
+/// Whether a block's info string marks it `runnable`.
+fn is_runnable(b: &Block) -> bool {
+    b.attrs.split_whitespace().any(|a| a == "runnable")
+}
+
+/// The data sets a block's info string names with `data=NAME[,NAME…]`.
+fn block_data(b: &Block) -> Vec<String> {
+    b.attrs
+        .split_whitespace()
+        .filter_map(|a| a.strip_prefix("data="))
+        .flat_map(|d| d.split(','))
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The exit code a command declares with a trailing `# exit N` comment; 0 without one.
+fn expected_exit(cmd: &str) -> i32 {
+    cmd.rsplit_once('#')
+        .and_then(|(_, c)| c.trim().strip_prefix("exit "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The commands of a shell or console block, in order: in a `console` block the `$ ` lines, in
+/// an `sh`, `bash` or `shell` block every line that is neither blank nor a comment.
+fn steps(b: &Block) -> Vec<Step> {
+    let console = b.lang == "console";
+    if !matches!(b.lang.as_str(), "sh" | "bash" | "shell" | "console") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.lines.len() {
+        let start = i;
+        let first = &b.lines[i];
+        i += 1;
+        let cmd = if console {
+            first.strip_prefix("$ ")
+        } else {
+            let t = first.trim();
+            (!t.is_empty() && !t.starts_with('#')).then_some(first.as_str())
+        };
+        let Some(cmd) = cmd else { continue };
+        let mut cmd = cmd.to_string();
+        while cmd.trim_end().ends_with('\\') && i < b.lines.len() {
+            cmd = format!(
+                "{} {}",
+                cmd.trim_end().trim_end_matches('\\'),
+                b.lines[i].trim()
+            );
+            i += 1;
+        }
+        out.push(Step {
+            line: b.first_line + start,
+            exit: expected_exit(&cmd),
+            cmd,
+        });
+    }
+    out
+}
+
+/// Whether the data set `name` is in reach (found, or fetched now).
+fn data_available(name: &str) -> bool {
+    let found = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    found(&["data", "info", name, "--no-fetch"]) || found(&["data", "fetch", name])
+}
+
+/// Runs one step with `bash -o pipefail -c` in `dir`, this build's `privpred` first on the
+/// `PATH`; `Err` says where and why when it ends with another exit code than it declares.
+fn run_step(file: &str, s: &Step, dir: &Path) -> Result<(), String> {
+    let bin_dir = Path::new(BIN).parent().expect("the binary's directory");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin_dir.to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    let o = Command::new("bash")
+        .args(["-o", "pipefail", "-c", &s.cmd])
+        .current_dir(dir)
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .output()
+        .expect("run bash");
+    let code = o.status.code().unwrap_or(-1);
+    if code == s.exit {
+        return Ok(());
+    }
+    Err(format!(
+        "{file}:{}: $ {}\n    exit {code} (the page expects {})\n    {}",
+        s.line,
+        s.cmd,
+        s.exit,
+        common::stderr(&o).trim().replace('\n', "\n    ")
+    ))
+}
+
+#[test]
+fn the_runnable_extractor_reads_steps_data_and_expected_exits() {
+    let text = "```console runnable data=digits,wine\n$ privpred calibrate subsample-aggregate \\\n    --epsilon 1 --budget 100\noutput\n$ privpred account dp-sgd --epsilon 0  # exit 2\n```\n```sh runnable\n# a comment\nprintf 'a\\n' > t.csv\n\nprivpred data schema t.csv\n```\n```console\n$ privpred not runnable\n```\n";
+    let bs = blocks(text);
+    let runnable: Vec<&Block> = bs.iter().filter(|b| is_runnable(b)).collect();
+    assert_eq!(runnable.len(), 2);
+    assert_eq!(block_data(runnable[0]), ["digits", "wine"]);
+    assert!(block_data(runnable[1]).is_empty());
+    let s: Vec<(usize, String, i32)> = runnable
+        .iter()
+        .flat_map(|b| steps(b))
+        .map(|s| (s.line, s.cmd, s.exit))
+        .collect();
+    assert_eq!(
+        s,
+        [
+            (
+                2,
+                "privpred calibrate subsample-aggregate --epsilon 1 --budget 100".to_string(),
+                0
+            ),
+            (
+                5,
+                "privpred account dp-sgd --epsilon 0  # exit 2".to_string(),
+                2
+            ),
+            (9, "printf 'a\\n' > t.csv".to_string(), 0),
+            (11, "privpred data schema t.csv".to_string(), 0),
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fails = Step {
+        line: 7,
+        cmd: "privpred calibrate no-such-method --epsilon 1".into(),
+        exit: 0,
+    };
+    let err = run_step("docs/x.md", &fails, dir.path()).unwrap_err();
+    assert!(
+        err.starts_with("docs/x.md:7: $ privpred calibrate no-such-method")
+            && err.contains("exit 2"),
+        "{err}"
+    );
+    let refused = Step { exit: 2, ..fails };
+    run_step("docs/x.md", &refused, dir.path()).unwrap();
+}
+
+#[test]
+fn every_runnable_block_runs() {
+    let name = "docs_commands::every_runnable_block_runs";
+    let mut pages = BTreeSet::new();
+    let mut ran = 0;
+    let mut missing = BTreeSet::new();
+    let mut failures = Vec::new();
+    let docs = doc_files()
+        .into_iter()
+        .filter(|p| p.parent() == Some(root().join("docs").as_path()));
+    for file in docs {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let page = rel(&file);
+        // One fresh directory per page: its runnable blocks run in order, a later block seeing
+        // the files an earlier one wrote.
+        let dir = tempfile::tempdir().unwrap();
+        let runnable = blocks(&text)
+            .into_iter()
+            .filter(|b| is_runnable(b) && block_enabled(&b.attrs));
+        'blocks: for b in runnable {
+            let absent: Vec<String> = block_data(&b)
+                .into_iter()
+                .filter(|d| !data_available(d))
+                .collect();
+            if !absent.is_empty() {
+                missing.extend(
+                    absent
+                        .into_iter()
+                        .map(|d| format!("{d} ({page}:{})", b.first_line)),
+                );
+                continue;
+            }
+            let steps = steps(&b);
+            assert!(
+                !steps.is_empty(),
+                "{page}:{}: a runnable block with no command",
+                b.first_line
+            );
+            pages.insert(page.clone());
+            ran += 1;
+            for s in &steps {
+                if let Err(e) = run_step(&page, s, dir.path()) {
+                    failures.push(e);
+                    break 'blocks;
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} runnable block(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    if !missing.is_empty() {
+        let what = missing.into_iter().collect::<Vec<_>>().join(", ");
+        privpred_data::testdata::or_skip(None, name, &format!("the data of the blocks {what}"));
+        return;
+    }
+    assert!(
+        ran >= 6 && pages.len() >= 3,
+        "only {ran} runnable block(s) on {} page(s): is the extraction broken?",
+        pages.len()
+    );
 }
