@@ -884,7 +884,7 @@ fn steps(b: &Block) -> Vec<Step> {
         while cmd.trim_end().ends_with('\\') && i < b.lines.len() {
             cmd = format!(
                 "{} {}",
-                cmd.trim_end().trim_end_matches('\\'),
+                cmd.trim_end().trim_end_matches('\\').trim_end(),
                 b.lines[i].trim()
             );
             i += 1;
