@@ -20,6 +20,7 @@ cargo build --release -p privpred
 ./target/release/privpred data fetch digits
 ./target/release/privpred data fetch breast-cancer
 ./target/release/privpred data fetch wine
+./target/release/privpred data fetch fair
 logged cargo test --workspace --release
 logged cargo test --release -p privpred --features nn
 logged cargo test --release -p privpred-study --features nn --test fig7

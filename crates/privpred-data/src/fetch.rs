@@ -14,6 +14,10 @@
 //!   `sklearn/datasets/data/digits.csv.gz` from the wheel (verified).
 //! - `breast-cancer`, `wine`: `sklearn/datasets/data/breast_cancer.csv` and `wine_data.csv`
 //!   from the same wheel (verified), read through `examples/NAME.schema.json` by default.
+//! - `fair`: `pip download --no-deps --only-binary=:all: statsmodels==0.15.0`, then
+//!   `statsmodels/datasets/fair/fair.csv` from the wheel (verified), installed as a derived
+//!   table whose label is `affairs > 0` (verified again), read through
+//!   `examples/fair.schema.json` by default.
 //! - `cifar10`: the canonical binary tarball `cifar-10-binary.tar.gz` downloaded over HTTPS
 //!   from [`known::CIFAR10_BINARY_URL`] ([`download_verified`]: resumable through a `.part`
 //!   file, progress bar, SHA-256 verified against [`known::CIFAR10_BINARY_TARBALL`]), its
@@ -32,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 mod cifar;
 mod download;
+mod fair;
 mod mirrors;
 
 use cifar::{fetch_cifar, fetch_cifar_online};
@@ -39,6 +44,7 @@ pub use download::{
     Download, DownloadError, TEST_CIFAR10_SHA256_ENV, TEST_CIFAR10_URL_ENV, cifar10_download,
     cifar10_manual_instructions, download_verified, part_path,
 };
+pub use fair::{FAIR_MEMBER, STATSMODELS_PIN, derive_fair};
 pub use mirrors::{fetch_from_mirrors, mirrors};
 
 /// What a fetch did.
@@ -165,6 +171,7 @@ pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport
             Some(t) => fetch_sklearn_table(&target, from, &name, t),
             None => Err(DataError::NotFound(name)),
         },
+        DatasetSpec::Fair => fair::fetch_fair(&target, from),
         DatasetSpec::Cifar10 => match from {
             Some(p) => fetch_cifar(&target, Some(p)),
             None => fetch_cifar_online(&target),
@@ -177,7 +184,7 @@ pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport
         _ => Err(DataError::InvalidArgument {
             name: "dataset",
             value: name,
-            expected: "a named dataset (mnist, fashion-mnist, cifar10, digits, breast-cancer, wine); user paths are read in place".into(),
+            expected: "a named dataset (mnist, fashion-mnist, cifar10, digits, breast-cancer, wine, fair); user paths are read in place".into(),
         }),
     }
 }

@@ -53,6 +53,15 @@ pub const BREAST_CANCER_CSV: &str =
 /// SHA-256 of `sklearn/datasets/data/wine_data.csv` in the scikit-learn 1.9.1 wheel.
 pub const WINE_CSV: &str = "10e8a802908b34f86e5da8ce962f3c806694bc98450a18f61851af59f324bede";
 
+/// SHA-256 of `statsmodels/datasets/fair/fair.csv` in the statsmodels 0.15.0 wheel
+/// (151,816 bytes, 6,366 rows).
+pub const FAIR_SOURCE_CSV: &str =
+    "fd5f3f094a34fc35ca346a14c359e046ed27843038d6921efcd50a7ab21f6af0";
+
+/// SHA-256 of the table `privpred data fetch fair` derives from [`FAIR_SOURCE_CSV`]'s file
+/// (label `affairs_any` = `affairs > 0`; 136,712 bytes).
+pub const FAIR_CSV: &str = "92dd8fa1922f93922e41364b128917199ef9cf64bf10e63563e5bd9dfda02deb";
+
 /// SHA-256 of scikit-learn 1.9.1's `sklearn/datasets/data/digits.csv.gz` (57,523 bytes).
 pub const DIGITS_CSV_GZ: &str = "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22";
 

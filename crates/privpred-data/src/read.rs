@@ -181,6 +181,7 @@ pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
         | DatasetSpec::Digits
         | DatasetSpec::BreastCancer
         | DatasetSpec::Wine
+        | DatasetSpec::Fair
         | DatasetSpec::Cifar10 => {
             let name = spec.name();
             for (dir, origin) in candidate_dirs(&name, opts) {
@@ -295,7 +296,7 @@ pub(crate) fn try_named_dir(
             }
             Ok(Some(s))
         }
-        DatasetSpec::BreastCancer | DatasetSpec::Wine => {
+        DatasetSpec::BreastCancer | DatasetSpec::Wine | DatasetSpec::Fair => {
             match crate::table::load_named_table(spec, dir, opts.schema.as_ref())? {
                 Some(ds) => holdout_test(ds, opts).map(Some),
                 None => Ok(None),

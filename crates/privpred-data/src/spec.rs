@@ -23,6 +23,9 @@ pub enum DatasetSpec {
     /// scikit-learn's wine table (178 rows, 13 numeric features, 3 classes), read through
     /// `examples/wine.schema.json` unless another schema is given.
     Wine,
+    /// Fair's extramarital-affairs survey (statsmodels' copy, 6,366 rows; label
+    /// `affairs > 0`), read through `examples/fair.schema.json` unless another schema is given.
+    Fair,
     /// A CSV file (features + label column); optional separate test file (`csv:TRAIN,TEST`).
     Csv {
         /// Training (or whole) file.
@@ -54,7 +57,7 @@ pub enum DatasetSpec {
 }
 
 /// The named datasets, for help texts.
-pub const NAMED: [&str; 7] = [
+pub const NAMED: [&str; 8] = [
     "mnist",
     "fashion-mnist",
     "cifar10",
@@ -62,18 +65,19 @@ pub const NAMED: [&str; 7] = [
     "digits",
     "breast-cancer",
     "wine",
+    "fair",
 ];
 
 impl DatasetSpec {
     /// Parses `mnist`, `fashion-mnist`, `cifar10`, `mnist1m`, `digits`, `breast-cancer`,
-    /// `wine`, `csv:PATH[,TEST]`, `parquet:PATH[,TEST]`, `csv-pixels:PATH[,TEST]`,
+    /// `wine`, `fair`, `csv:PATH[,TEST]`, `parquet:PATH[,TEST]`, `csv-pixels:PATH[,TEST]`,
     /// `idx:DIR`, `images:PATH`, `cifar-bin:DIR`.
     pub fn parse(s: &str) -> Result<Self> {
         let bad = || {
             DataError::InvalidArgument {
             name: "dataset",
             value: s.to_string(),
-            expected: "mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine, csv:PATH[,TEST_PATH], parquet:PATH[,TEST_PATH], csv-pixels:PATH[,TEST_PATH], idx:DIR, images:PATH or cifar-bin:DIR".into(),
+            expected: "mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine, fair, csv:PATH[,TEST_PATH], parquet:PATH[,TEST_PATH], csv-pixels:PATH[,TEST_PATH], idx:DIR, images:PATH or cifar-bin:DIR".into(),
         }
         };
         Ok(match s {
@@ -84,6 +88,7 @@ impl DatasetSpec {
             "digits" => DatasetSpec::Digits,
             "breast-cancer" | "breast_cancer" => DatasetSpec::BreastCancer,
             "wine" => DatasetSpec::Wine,
+            "fair" => DatasetSpec::Fair,
             _ => {
                 let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
                 if rest.is_empty() {
@@ -121,6 +126,7 @@ impl DatasetSpec {
             DatasetSpec::Digits => "digits".into(),
             DatasetSpec::BreastCancer => "breast-cancer".into(),
             DatasetSpec::Wine => "wine".into(),
+            DatasetSpec::Fair => "fair".into(),
             DatasetSpec::Csv { train, test } => format!("csv:{}", files(train, test)),
             DatasetSpec::CsvPixels { train, test } => {
                 format!("csv-pixels:{}", files(train, test))
@@ -143,6 +149,7 @@ impl DatasetSpec {
                 | DatasetSpec::Digits
                 | DatasetSpec::BreastCancer
                 | DatasetSpec::Wine
+                | DatasetSpec::Fair
         )
     }
 }

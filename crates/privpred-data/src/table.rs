@@ -10,13 +10,13 @@ use crate::spec::DatasetSpec;
 use crate::{fsutil, known};
 use std::path::Path;
 
-/// A table shipped inside scikit-learn's wheel, fetched by `privpred data fetch NAME`, with
+/// A table shipped inside scikit-learn's (or statsmodels') wheel, fetched by `privpred data fetch NAME`, with
 /// the schema it is read through by default.
 #[derive(Debug, Clone, Copy)]
 pub struct NamedTable {
     /// The file's name in the cache directory (as in the wheel).
     pub file: &'static str,
-    /// Its path inside the scikit-learn 1.9.1 wheel.
+    /// Its path inside the wheel it comes from (scikit-learn 1.9.1's; statsmodels' for `fair`).
     pub member: &'static str,
     /// Its SHA-256, verified when fetched and on every load.
     pub sha256: &'static str,
@@ -41,11 +41,23 @@ pub const WINE: NamedTable = NamedTable {
     schema: include_str!("../../../examples/wine.schema.json"),
 };
 
+/// Fair's extramarital-affairs survey as statsmodels ships it, derived by
+/// `privpred data fetch fair` into a binary table (label `affairs_any` = `affairs > 0`); its
+/// first line (the column names) is skipped. `member` is the source file in the statsmodels
+/// wheel; `sha256` pins the derived file.
+pub const FAIR: NamedTable = NamedTable {
+    file: "fair.csv",
+    member: "statsmodels/datasets/fair/fair.csv",
+    sha256: known::FAIR_CSV,
+    schema: include_str!("../../../examples/fair.schema.json"),
+};
+
 /// The named table of a spec, if it is one.
 pub fn named_table(spec: &DatasetSpec) -> Option<NamedTable> {
     match spec {
         DatasetSpec::BreastCancer => Some(BREAST_CANCER),
         DatasetSpec::Wine => Some(WINE),
+        DatasetSpec::Fair => Some(FAIR),
         _ => None,
     }
 }
@@ -61,7 +73,7 @@ pub fn default_schema(spec: &DatasetSpec) -> Option<Schema> {
 }
 
 /// Loads a named table from one directory (`Ok(None)` when its file is not there): the
-/// file's SHA-256 verified, scikit-learn's first line skipped, every row through
+/// file's SHA-256 verified, its first line (scikit-learn's, or the column names) skipped, every row through
 /// `schema` or the table's default schema (the caller splits off the test rows).
 pub(crate) fn load_named_table(
     spec: &DatasetSpec,

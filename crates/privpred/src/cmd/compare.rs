@@ -16,7 +16,7 @@ use std::path::PathBuf;
 /// Arguments of `privpred compare`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Dataset: mnist, fashion-mnist, digits, breast-cancer, wine, csv:PATH, parquet:PATH,
+    /// Dataset: mnist, fashion-mnist, digits, breast-cancer, wine, fair, csv:PATH, parquet:PATH,
     /// csv-pixels:PATH, idx:DIR, ...
     #[arg(long, default_value = "mnist")]
     pub dataset: String,

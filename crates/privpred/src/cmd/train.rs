@@ -75,7 +75,7 @@ pub struct Args {
     /// Method to train.
     #[arg(value_enum)]
     pub method: TrainMethod,
-    /// Dataset: mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine,
+    /// Dataset: mnist, fashion-mnist, cifar10, mnist1m, digits, breast-cancer, wine, fair,
     /// csv:PATH, parquet:PATH, csv-pixels:PATH, idx:DIR, images:PATH.
     #[arg(long)]
     pub dataset: String,
