@@ -107,15 +107,9 @@ pub struct DpSgdStats {
     pub clipped_fraction: f64,
 }
 
-/// Trains the linear model with DP-SGD. `noise_multiplier` is σ (noise std σ·ν); `clip` is ν.
-pub fn train_dpsgd<R: Rng + ?Sized>(
-    design: &Design<'_>,
-    cfg: &DpSgdConfig,
-    clip: f64,
-    noise_multiplier: f64,
-    rng: &mut R,
-) -> Result<(LinearModel, DpSgdStats)> {
-    cfg.check(design.n)?;
+/// The clip ν and noise multiplier σ every DP-SGD trainer accepts: ν finite and > 0, σ finite
+/// and >= 0.
+fn check_clip_and_sigma(clip: f64, noise_multiplier: f64) -> Result<()> {
     if !(clip.is_finite() && clip > 0.0) {
         return Err(LinearError::invalid(
             "clip",
@@ -130,6 +124,19 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
             "must be a finite number >= 0",
         ));
     }
+    Ok(())
+}
+
+/// Trains the linear model with DP-SGD. `noise_multiplier` is σ (noise std σ·ν); `clip` is ν.
+pub fn train_dpsgd<R: Rng + ?Sized>(
+    design: &Design<'_>,
+    cfg: &DpSgdConfig,
+    clip: f64,
+    noise_multiplier: f64,
+    rng: &mut R,
+) -> Result<(LinearModel, DpSgdStats)> {
+    cfg.check(design.n)?;
+    check_clip_and_sigma(clip, noise_multiplier)?;
     let (n, d, c) = (design.n, design.d, design.c);
     let dp = padded_dim(d);
     let q = cfg.batch_size as f64 / n as f64;
@@ -222,20 +229,7 @@ pub fn train_dpsgd_binary<R: Rng + ?Sized>(
     rng: &mut R,
 ) -> Result<(LinearModel, DpSgdStats)> {
     cfg.check(ds.n)?;
-    if !(clip.is_finite() && clip > 0.0) {
-        return Err(LinearError::invalid(
-            "clip",
-            clip,
-            "must be a finite number > 0",
-        ));
-    }
-    if !(noise_multiplier.is_finite() && noise_multiplier >= 0.0) {
-        return Err(LinearError::invalid(
-            "noise-multiplier",
-            noise_multiplier,
-            "must be a finite number >= 0",
-        ));
-    }
+    check_clip_and_sigma(clip, noise_multiplier)?;
     if ds.classes != 2 {
         return Err(LinearError::invalid(
             "classes",
