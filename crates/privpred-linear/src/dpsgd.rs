@@ -127,71 +127,95 @@ fn check_clip_and_sigma(clip: f64, noise_multiplier: f64) -> Result<()> {
     Ok(())
 }
 
-/// Trains the linear model with DP-SGD. `noise_multiplier` is σ (noise std σ·ν); `clip` is ν.
-pub fn train_dpsgd<R: Rng + ?Sized>(
-    design: &Design<'_>,
+/// Poisson sampling of one step's batch: every example independently with probability q = b/N,
+/// implemented exactly by geometric gap skipping (P(gap = k) = (1 − q)^k q; q = 1 takes all).
+struct PoissonSampler {
+    n: usize,
+    q: f64,
+    ln1q: f64,
+}
+
+impl PoissonSampler {
+    fn new(n: usize, batch_size: usize) -> Self {
+        let q = batch_size as f64 / n as f64;
+        PoissonSampler {
+            n,
+            q,
+            ln1q: (1.0 - q).ln(),
+        }
+    }
+
+    /// Clears `batch` and fills it with this step's examples, in increasing order.
+    fn sample<R: Rng + ?Sized>(&self, rng: &mut R, batch: &mut Vec<usize>) {
+        batch.clear();
+        let gap = |rng: &mut R| {
+            if self.q >= 1.0 {
+                0
+            } else {
+                geometric(rng, self.ln1q)
+            }
+        };
+        let mut i = gap(rng);
+        while i < self.n {
+            batch.push(i);
+            i += 1 + gap(rng);
+        }
+    }
+}
+
+/// The learning rate of `step` of `steps`: the initial rate divided by 10 three times at equal
+/// intervals (the reference's `StepLR`).
+fn step_lr(learning_rate: f64, step: u64, steps: u64) -> f64 {
+    learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32)
+}
+
+/// Where the noised coordinates of the parameter vector lie: `blocks` runs of `len`
+/// coordinates, `stride` apart (the softmax's class-major padded rows; one run for the binary
+/// model). The noise is drawn block by block, coordinate by coordinate, in that order.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    blocks: usize,
+    stride: usize,
+    len: usize,
+}
+
+/// The loop every DP-SGD trainer shares: for each of [`DpSgdConfig::steps`] steps, a Poisson
+/// batch, the trainer's clipped-gradient sum `clipped_sum(w, batch, gsum)` (it overwrites
+/// `gsum` and returns how many gradients it clipped), N(0, σ²ν²) noise on each noised
+/// coordinate, division by the expected batch size b and a heavy-ball momentum step at the
+/// scheduled learning rate. Returns the parameters (zero off the noised coordinates) and the
+/// run's statistics, or an error when they are not finite.
+fn noisy_sgd<R: Rng + ?Sized>(
+    n: usize,
+    layout: Layout,
     cfg: &DpSgdConfig,
-    clip: f64,
-    noise_multiplier: f64,
+    (clip, noise_multiplier): (f64, f64),
     rng: &mut R,
-) -> Result<(LinearModel, DpSgdStats)> {
-    cfg.check(design.n)?;
-    check_clip_and_sigma(clip, noise_multiplier)?;
-    let (n, d, c) = (design.n, design.d, design.c);
-    let dp = padded_dim(d);
-    let q = cfg.batch_size as f64 / n as f64;
+    mut clipped_sum: impl FnMut(&[f64], &[usize], &mut [f64]) -> u64,
+) -> Result<(Vec<f64>, DpSgdStats)> {
+    let sampler = PoissonSampler::new(n, cfg.batch_size);
     let steps = cfg.steps(n);
-    let norms: Vec<f64> = (0..n)
-        .map(|i| {
-            design
-                .row(i)
-                .iter()
-                .map(|&v| (v as f64) * (v as f64))
-                .sum::<f64>()
-                .sqrt()
-        })
-        .collect();
-    // class-major parameters (f64 master, an f32 copy per step for the kernel), padding at 0
-    let mut w = vec![0f64; c * dp];
-    let mut vel = vec![0f64; c * dp];
-    let mut gsum = vec![0f32; c * dp];
+    let size = layout.blocks * layout.stride;
+    let (mut w, mut vel, mut gsum) = (vec![0f64; size], vec![0f64; size], vec![0f64; size]);
     let std = noise_multiplier * clip;
-    let ln1q = (1.0 - q).ln();
+    let inv_b = 1.0 / cfg.batch_size as f64;
     let (mut examples, mut clipped) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(2 * cfg.batch_size);
-    let mut kp = KernelParams::from_class_major(&w, c, dp);
     for step in 0..steps {
-        let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
-        kp.set_class_major(&w);
-        gsum.iter_mut().for_each(|v| *v = 0.0);
-        // Poisson sampling by geometric gaps: P(gap = k) = (1 − q)^k q
-        batch.clear();
-        let mut i = if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
-        while i < n {
-            batch.push(i);
-            i += 1 + if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
-        }
-        // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
-        clipped += clipped_grad_sum(design, &kp, &batch, &norms, clip, &mut gsum);
+        let lr = step_lr(cfg.learning_rate, step, steps);
+        sampler.sample(rng, &mut batch);
+        clipped += clipped_sum(&w, &batch, &mut gsum);
         examples += batch.len() as u64;
-        let inv_b = 1.0 / cfg.batch_size as f64;
-        for k in 0..c {
-            for j in 0..d {
-                let idx = k * dp + j;
+        for k in 0..layout.blocks {
+            for idx in k * layout.stride..k * layout.stride + layout.len {
                 let z: f64 = StandardNormal.sample(rng);
-                let g = (gsum[idx] as f64 + std * z) * inv_b;
+                let g = (gsum[idx] + std * z) * inv_b;
                 vel[idx] = cfg.momentum * vel[idx] + g;
                 w[idx] -= lr * vel[idx];
             }
         }
     }
-    let mut theta = vec![0.0; d * c];
-    for j in 0..d {
-        for k in 0..c {
-            theta[j * c + k] = w[k * dp + j];
-        }
-    }
-    if theta.iter().any(|v| !v.is_finite()) {
+    if w.iter().any(|v| !v.is_finite()) {
         return Err(LinearError::Numerical(
             "DP-SGD diverged (non-finite parameters); lower the learning rate".into(),
         ));
@@ -205,6 +229,64 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
             0.0
         },
     };
+    Ok((w, stats))
+}
+
+/// ‖xᵢ‖₂ of every row, in f64.
+fn row_norms<'a>(rows: impl Iterator<Item = &'a [f32]>) -> Vec<f64> {
+    rows.map(|x| {
+        x.iter()
+            .map(|&v| (v as f64) * (v as f64))
+            .sum::<f64>()
+            .sqrt()
+    })
+    .collect()
+}
+
+/// Trains the linear model with DP-SGD. `noise_multiplier` is σ (noise std σ·ν); `clip` is ν.
+pub fn train_dpsgd<R: Rng + ?Sized>(
+    design: &Design<'_>,
+    cfg: &DpSgdConfig,
+    clip: f64,
+    noise_multiplier: f64,
+    rng: &mut R,
+) -> Result<(LinearModel, DpSgdStats)> {
+    cfg.check(design.n)?;
+    check_clip_and_sigma(clip, noise_multiplier)?;
+    let (n, d, c) = (design.n, design.d, design.c);
+    let dp = padded_dim(d);
+    let norms = row_norms((0..n).map(|i| design.row(i)));
+    // class-major parameters (f64 master, an f32 copy per step for the kernel), padding at 0;
+    // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
+    let mut kp = KernelParams::from_class_major(&vec![0f64; c * dp], c, dp);
+    let mut sum32 = vec![0f32; c * dp];
+    let layout = Layout {
+        blocks: c,
+        stride: dp,
+        len: d,
+    };
+    let (w, stats) = noisy_sgd(
+        n,
+        layout,
+        cfg,
+        (clip, noise_multiplier),
+        rng,
+        |w, batch, gsum| {
+            kp.set_class_major(w);
+            sum32.iter_mut().for_each(|v| *v = 0.0);
+            let clipped = clipped_grad_sum(design, &kp, batch, &norms, clip, &mut sum32);
+            gsum.iter_mut()
+                .zip(&sum32)
+                .for_each(|(g, &s)| *g = s as f64);
+            clipped
+        },
+    )?;
+    let mut theta = vec![0.0; d * c];
+    for j in 0..d {
+        for k in 0..c {
+            theta[j * c + k] = w[k * dp + j];
+        }
+    }
     Ok((LinearModel { d, c, theta }, stats))
 }
 
@@ -214,6 +296,36 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
 pub fn binary_gradient_coefficient(s: f64, label: u32) -> f64 {
     let y = if label == 1 { 1.0 } else { -1.0 };
     -y / (1.0 + (y * s).exp())
+}
+
+/// The binary model's clipped-gradient sum over `batch` at w: Σᵢ min(1, ν/‖gᵢ‖)·gᵢ with
+/// gᵢ = aᵢ·xᵢ ([`binary_gradient_coefficient`]), ‖gᵢ‖ = |aᵢ|·`norms[i]`, written to `gsum`
+/// (overwritten) in f64. Returns how many gradients were clipped.
+fn binary_clipped_sum(
+    ds: &privpred_data::UnitBallDataset,
+    norms: &[f64],
+    clip: f64,
+    (w, batch): (&[f64], &[usize]),
+    gsum: &mut [f64],
+) -> u64 {
+    gsum.iter_mut().for_each(|v| *v = 0.0);
+    let mut clipped = 0;
+    for &i in batch {
+        let x = ds.row(i);
+        let s: f64 = x.iter().zip(w).map(|(&a, b)| a as f64 * b).sum();
+        let a = binary_gradient_coefficient(s, ds.labels[i]);
+        let norm = a.abs() * norms[i];
+        let a = if norm > clip {
+            clipped += 1;
+            a * clip / norm
+        } else {
+            a
+        };
+        gsum.iter_mut()
+            .zip(x)
+            .for_each(|(g, &xi)| *g += a * xi as f64);
+    }
+    clipped
 }
 
 /// DP-SGD for the binary (one sigmoid output) model ([`crate::binary`]): the algorithm of
@@ -238,65 +350,21 @@ pub fn train_dpsgd_binary<R: Rng + ?Sized>(
         ));
     }
     let (n, d) = (ds.n, ds.d);
-    let q = cfg.batch_size as f64 / n as f64;
-    let steps = cfg.steps(n);
-    let norms: Vec<f64> = (0..n)
-        .map(|i| {
-            ds.row(i)
-                .iter()
-                .map(|&v| (v as f64).powi(2))
-                .sum::<f64>()
-                .sqrt()
-        })
-        .collect();
-    let (mut w, mut vel, mut gsum) = (vec![0f64; d], vec![0f64; d], vec![0f64; d]);
-    let std = noise_multiplier * clip;
-    let ln1q = (1.0 - q).ln();
-    let (mut examples, mut clipped) = (0u64, 0u64);
-    let inv_b = 1.0 / cfg.batch_size as f64;
-    for step in 0..steps {
-        let lr = cfg.learning_rate * 0.1f64.powi(((4 * step) / steps.max(1)).min(3) as i32);
-        gsum.iter_mut().for_each(|v| *v = 0.0);
-        let mut i = if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
-        while i < n {
-            let x = ds.row(i);
-            let s: f64 = x.iter().zip(&w).map(|(&a, b)| a as f64 * b).sum();
-            let a = binary_gradient_coefficient(s, ds.labels[i]);
-            let norm = a.abs() * norms[i];
-            let a = if norm > clip {
-                clipped += 1;
-                a * clip / norm
-            } else {
-                a
-            };
-            gsum.iter_mut()
-                .zip(x)
-                .for_each(|(g, &xi)| *g += a * xi as f64);
-            examples += 1;
-            i += 1 + if q >= 1.0 { 0 } else { geometric(rng, ln1q) };
-        }
-        for j in 0..d {
-            let z: f64 = StandardNormal.sample(rng);
-            let g = (gsum[j] + std * z) * inv_b;
-            vel[j] = cfg.momentum * vel[j] + g;
-            w[j] -= lr * vel[j];
-        }
-    }
-    if w.iter().any(|v| !v.is_finite()) {
-        return Err(LinearError::Numerical(
-            "DP-SGD diverged (non-finite parameters); lower the learning rate".into(),
-        ));
-    }
-    let theta = w.iter().flat_map(|&v| [0.0, v]).collect();
-    let stats = DpSgdStats {
-        steps,
-        examples,
-        clipped_fraction: if examples > 0 {
-            clipped as f64 / examples as f64
-        } else {
-            0.0
-        },
+    let norms = row_norms((0..n).map(|i| ds.row(i)));
+    let layout = Layout {
+        blocks: 1,
+        stride: d,
+        len: d,
     };
+    let (w, stats) = noisy_sgd(
+        n,
+        layout,
+        cfg,
+        (clip, noise_multiplier),
+        rng,
+        |w, batch, gsum| binary_clipped_sum(ds, &norms, clip, (w, batch), gsum),
+    )?;
+    let theta = w.iter().flat_map(|&v| [0.0, v]).collect();
     Ok((LinearModel { d, c: 2, theta }, stats))
 }
 
@@ -348,15 +416,14 @@ mod tests {
         // the number of selected examples per step is Binomial(N, q): check its mean
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
         let (n, q) = (10_000usize, 0.02);
-        let ln1q = (1.0f64 - q).ln();
+        let sampler = PoissonSampler::new(n, 200);
         let trials = 400;
         let mut tot = 0usize;
+        let mut batch = Vec::new();
         for _ in 0..trials {
-            let mut i = geometric(&mut rng, ln1q);
-            while i < n {
-                tot += 1;
-                i += 1 + geometric(&mut rng, ln1q);
-            }
+            sampler.sample(&mut rng, &mut batch);
+            assert!(batch.windows(2).all(|p| p[0] < p[1]) && batch.iter().all(|&i| i < n));
+            tot += batch.len();
         }
         let mean = tot as f64 / trials as f64;
         let sd = (n as f64 * q * (1.0 - q) / trials as f64).sqrt();
