@@ -478,4 +478,187 @@ mod tests {
             assert!(m.norm() <= clip * (1.0 + 1e-6));
         }
     }
+
+    /// A two-class data set of the given rows (test helper).
+    fn binary_set(d: usize, rows: &[Vec<f32>], labels: &[u32]) -> privpred_data::UnitBallDataset {
+        let ds = privpred_data::Dataset::new(
+            d,
+            2,
+            rows.concat(),
+            labels.to_vec(),
+            privpred_data::Provenance::default(),
+        )
+        .unwrap();
+        privpred_data::UnitBallDataset::new(ds).unwrap()
+    }
+
+    /// The sigmoid DP-SGD's noise, checked on one released step: with q = 1 (b = N), one
+    /// epoch, momentum 0 and learning rate 1 the trainer takes exactly one step from w = 0 and
+    /// releases w = −(S + σν z)/b, where S = Σᵢ min(1, ν/‖gᵢ‖)·gᵢ is the clipped-gradient sum
+    /// at w = 0 (gᵢ = −yᵢ xᵢ/2, computed here by hand) and z must be N(0, I_D). From 2000
+    /// seeds (10 000 recovered coordinates z = −(b·w + S)/(σν)): each coordinate's mean is
+    /// z-tested at |t| < 5.3 (two-sided 1.2e-7 each, 5.8e-7 for the five) and the variance by
+    /// Wilson–Hilferty's normal approximation of Σz² ~ χ²(10 000) at |t| < 5.2 (2.0e-7): a
+    /// correct trainer fails with probability < 1e-6. With the noise scaled by 0.9 (tried:
+    /// `std = 0.9 * noise_multiplier * clip` in `noisy_sgd`) the variance statistic is about
+    /// −14 and the test fails; a clip that lets more than ν through moves S and fails the
+    /// means.
+    #[test]
+    fn binary_step_noise_is_sigma_nu_over_b() {
+        use rand::SeedableRng;
+        let (n, d, clip, sigma) = (20usize, 5usize, 0.3, 1.7);
+        // rows r·e_{i mod D}: ‖g‖ = r/2 is 0.45 (clipped to ν = 0.3) or 0.1 (not clipped)
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|i| {
+                let mut x = vec![0f32; d];
+                x[i % d] = if i % 2 == 0 { 0.9 } else { 0.2 };
+                x
+            })
+            .collect();
+        let labels: Vec<u32> = (0..n).map(|i| u32::from(i % 3 == 0)).collect();
+        let ds = binary_set(d, &rows, &labels);
+        let mut sum = vec![0.0f64; d];
+        for (x, &l) in rows.iter().zip(&labels) {
+            let y = if l == 1 { 1.0 } else { -1.0 };
+            let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt() / 2.0;
+            let scale = (clip / norm).min(1.0);
+            for (s, &v) in sum.iter_mut().zip(x) {
+                *s += scale * (-y / 2.0) * v as f64;
+            }
+        }
+        let cfg = DpSgdConfig {
+            batch_size: n,
+            epochs: 1.0,
+            learning_rate: 1.0,
+            momentum: 0.0,
+            clip: Some(clip),
+        };
+        let seeds = 2000u64;
+        let (mut mean, mut sq) = (vec![0.0f64; d], 0.0f64);
+        for seed in 0..seeds {
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+            let (m, stats) = train_dpsgd_binary(&ds, &cfg, clip, sigma, &mut rng).unwrap();
+            assert_eq!((stats.steps, stats.examples), (1, n as u64));
+            for j in 0..d {
+                assert_eq!(m.theta[2 * j], 0.0);
+                let z = -(n as f64 * m.theta[2 * j + 1] + sum[j]) / (sigma * clip);
+                mean[j] += z;
+                sq += z * z;
+            }
+        }
+        for (j, m) in mean.iter().enumerate() {
+            let t = m / (seeds as f64).sqrt();
+            assert!(t.abs() < 5.3, "coordinate {j}: mean of z has t = {t}");
+        }
+        let k = (seeds as usize * d) as f64;
+        let v = 2.0 / (9.0 * k);
+        let t = ((sq / k).cbrt() - (1.0 - v)) / v.sqrt();
+        assert!(
+            t.abs() < 5.2,
+            "Σz²/K = {} (want 1): Wilson–Hilferty t = {t}",
+            sq / k
+        );
+    }
+
+    /// The clip bounds one example's influence on the sigmoid step's sum: for pairs of data
+    /// sets differing in one row, at parameters w that put the changed example's gradient
+    /// near its largest (|a| → 1, ‖g‖ → ‖x‖ = 1), the clipped sums differ by at most ν when
+    /// the row is a null example (x = 0) in one set (add/remove) and by at most 2ν when both
+    /// rows are real (replace-one), with equality when the clip binds. End to end, the
+    /// noise-free step (σ = 0, q = 1, momentum 0, lr 1 from w = 0, where ‖g‖ = ‖x‖/2) moves
+    /// by exactly min(ν, 1/2)/b for the null-to-canary pair, so a clip that let more through
+    /// would fail.
+    #[test]
+    fn binary_clip_bounds_one_examples_influence() {
+        use rand::SeedableRng;
+        let (n, d) = (12usize, 4usize);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(17);
+        let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let diff = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>();
+        for trial in 0..200 {
+            let mut rows: Vec<Vec<f32>> = (0..n)
+                .map(|_| (0..d).map(|_| rng.random::<f32>() * 0.9 - 0.45).collect())
+                .collect();
+            let labels: Vec<u32> = (0..n).map(|_| rng.random::<u32>() % 2).collect();
+            // the changed row: a unit canary along a random direction
+            let dir: Vec<f64> = (0..d).map(|_| StandardNormal.sample(&mut rng)).collect();
+            let canary: Vec<f32> = dir
+                .iter()
+                .map(|v| (0.999_999 * v / norm(&dir)) as f32)
+                .collect();
+            let xn = norm(&canary.iter().map(|&v| v as f64).collect::<Vec<_>>());
+            let i = trial % n;
+            // w = −c·y·x* with c large: the canary's margin y·s is very negative, |a| ≈ 1
+            let y = if labels[i] == 1 { 1.0 } else { -1.0 };
+            let w: Vec<f64> = canary.iter().map(|&v| -20.0 * y * v as f64).collect();
+            let clip = [1e-3, 0.05, 0.5, 0.99, 10.0][trial % 5];
+            let sum_of = |rows: &[Vec<f32>], labels: &[u32]| {
+                let ds = binary_set(d, rows, labels);
+                let norms = row_norms((0..n).map(|k| ds.row(k)));
+                let mut g = vec![0.0; d];
+                let batch: Vec<usize> = (0..n).collect();
+                binary_clipped_sum(&ds, &norms, clip, (&w, &batch), &mut g);
+                g
+            };
+            rows[i] = vec![0.0; d];
+            let null = sum_of(&rows, &labels);
+            rows[i] = canary.clone();
+            let with = sum_of(&rows, &labels);
+            let mut flipped = labels.clone();
+            flipped[i] = 1 - labels[i];
+            let other = sum_of(&rows, &flipped);
+            // the canary's unclipped gradient norm σ(20‖x*‖²)·‖x*‖ ≈ 1
+            let g_norm = xn / (1.0 + (-20.0 * xn * xn).exp());
+            assert!(g_norm > 0.99999);
+            let add = norm(&diff(&with, &null));
+            assert!(
+                add <= clip * (1.0 + 1e-12),
+                "add/remove: {add} > ν = {clip}"
+            );
+            assert!(
+                (add - clip.min(g_norm)).abs() < 1e-6,
+                "add/remove: {add} vs {clip}"
+            );
+            let rep = norm(&diff(&with, &other));
+            assert!(rep <= 2.0 * clip * (1.0 + 1e-12), "replace-one: {rep} > 2ν");
+        }
+        // end to end: one noise-free step on the null-to-canary pair
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|k| {
+                (0..d)
+                    .map(|j| ((k * d + j) % 7) as f32 * 0.1 - 0.3)
+                    .collect()
+            })
+            .collect();
+        let labels: Vec<u32> = (0..n).map(|k| (k % 2) as u32).collect();
+        for clip in [1e-3, 0.05, 0.3, 0.5, 10.0] {
+            let cfg = DpSgdConfig {
+                batch_size: n,
+                epochs: 1.0,
+                learning_rate: 1.0,
+                momentum: 0.0,
+                clip: Some(clip),
+            };
+            let step = |rows: &[Vec<f32>]| {
+                let ds = binary_set(d, rows, &labels);
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+                train_dpsgd_binary(&ds, &cfg, clip, 0.0, &mut rng)
+                    .unwrap()
+                    .0
+                    .theta
+            };
+            let mut r = rows.clone();
+            r[3] = vec![0.0; d];
+            let a = step(&r);
+            r[3] = vec![0.0, 0.0, 1.0, 0.0];
+            let b = step(&r);
+            let moved = norm(&diff(&a, &b));
+            let want = clip.min(0.5) / n as f64;
+            assert!(moved <= clip / n as f64 * (1.0 + 1e-12), "{moved} > ν/b");
+            assert!(
+                (moved - want).abs() < 1e-12,
+                "clip {clip}: {moved} vs {want}"
+            );
+        }
+    }
 }
