@@ -107,9 +107,10 @@ pub struct DpSgdStats {
     pub clipped_fraction: f64,
 }
 
-/// The clip ν and noise multiplier σ every DP-SGD trainer accepts: ν finite and > 0, σ finite
-/// and >= 0.
-fn check_clip_and_sigma(clip: f64, noise_multiplier: f64) -> Result<()> {
+/// The inputs every DP-SGD trainer accepts: the hyper-parameters for N examples
+/// ([`DpSgdConfig::check`]), the clip ν finite and > 0, the noise multiplier σ finite and >= 0.
+fn check_run(cfg: &DpSgdConfig, n: usize, clip: f64, noise_multiplier: f64) -> Result<()> {
+    cfg.check(n)?;
     if !(clip.is_finite() && clip > 0.0) {
         return Err(LinearError::invalid(
             "clip",
@@ -177,6 +178,17 @@ struct Layout {
     blocks: usize,
     stride: usize,
     len: usize,
+}
+
+impl Layout {
+    /// `blocks` runs of `len` coordinates, `stride` apart.
+    fn runs(blocks: usize, stride: usize, len: usize) -> Self {
+        Layout {
+            blocks,
+            stride,
+            len,
+        }
+    }
 }
 
 /// The loop every DP-SGD trainer shares: for each of [`DpSgdConfig::steps`] steps, a Poisson
@@ -251,8 +263,7 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     noise_multiplier: f64,
     rng: &mut R,
 ) -> Result<(LinearModel, DpSgdStats)> {
-    cfg.check(design.n)?;
-    check_clip_and_sigma(clip, noise_multiplier)?;
+    check_run(cfg, design.n, clip, noise_multiplier)?;
     let (n, d, c) = (design.n, design.d, design.c);
     let dp = padded_dim(d);
     let norms = row_norms((0..n).map(|i| design.row(i)));
@@ -260,14 +271,9 @@ pub fn train_dpsgd<R: Rng + ?Sized>(
     // per-step sums in f32 (a batch is a few hundred terms of norm ≤ ν)
     let mut kp = KernelParams::from_class_major(&vec![0f64; c * dp], c, dp);
     let mut sum32 = vec![0f32; c * dp];
-    let layout = Layout {
-        blocks: c,
-        stride: dp,
-        len: d,
-    };
     let (w, stats) = noisy_sgd(
         n,
-        layout,
+        Layout::runs(c, dp, d),
         cfg,
         (clip, noise_multiplier),
         rng,
@@ -340,8 +346,7 @@ pub fn train_dpsgd_binary<R: Rng + ?Sized>(
     noise_multiplier: f64,
     rng: &mut R,
 ) -> Result<(LinearModel, DpSgdStats)> {
-    cfg.check(ds.n)?;
-    check_clip_and_sigma(clip, noise_multiplier)?;
+    check_run(cfg, ds.n, clip, noise_multiplier)?;
     if ds.classes != 2 {
         return Err(LinearError::invalid(
             "classes",
@@ -351,14 +356,9 @@ pub fn train_dpsgd_binary<R: Rng + ?Sized>(
     }
     let (n, d) = (ds.n, ds.d);
     let norms = row_norms((0..n).map(|i| ds.row(i)));
-    let layout = Layout {
-        blocks: 1,
-        stride: d,
-        len: d,
-    };
     let (w, stats) = noisy_sgd(
         n,
-        layout,
+        Layout::runs(1, d, d),
         cfg,
         (clip, noise_multiplier),
         rng,
