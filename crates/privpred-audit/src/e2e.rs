@@ -14,13 +14,16 @@
 //! - DP-SGD: D has a null example (x = 0: zero gradient, so replacing it is adding/removing),
 //!   D′ replaces it by the canary (x*, y = 0), whose gradient x*(p − e₀)ᵀ stays at the clip norm
 //!   along the fixed direction e₃ ⊗ (−1, 1)/√2 that no other example touches. Only the final
-//!   model is released; the statistic is its projection (θ₃₀ − θ₃₁)/√2.
+//!   model is released; the statistic is its projection (θ₃₀ − θ₃₁)/√2. With the binary
+//!   (one sigmoid output) model (`Loss::Logistic` in the configuration) the same pair trains
+//!   `train_dpsgd_binary`: the canary's gradient σ(w₃)·e₃ is clipped to ν along e₃ and the
+//!   statistic is −w₃.
 
 use crate::error::{AuditError, Result};
 use crate::mechanisms::Mechanism;
-use privpred_core::{Calibration, VectorNoise};
+use privpred_core::{Calibration, Loss, VectorNoise};
 use privpred_data::{Dataset, Provenance, UnitBallDataset};
-use privpred_linear::dpsgd::train_dpsgd;
+use privpred_linear::dpsgd::{train_dpsgd, train_dpsgd_binary};
 use privpred_linear::kernel::Design;
 use privpred_linear::{
     LinearModel, MethodConfig, PrivatePredictor, methods::PredictorKind, train_private,
@@ -145,6 +148,10 @@ pub struct EndToEnd {
     pub d_prime: UnitBallDataset,
     /// The calibration the product used (from a first training on D).
     pub calibration: Calibration,
+    /// DP-SGD: the noise multiplier σ every trial trains with, the calibration's (`None` for
+    /// loss perturbation). A test may lower it to check that the audit refutes a noise
+    /// smaller than the claim needs.
+    pub noise_multiplier: Option<f64>,
 }
 
 impl EndToEnd {
@@ -162,6 +169,7 @@ impl EndToEnd {
         let mut rng = ChaCha20Rng::seed_from_u64(seed);
         let p = train_private(&config, &d, &mut rng).map_err(|e| AuditError::Run(e.to_string()))?;
         Ok(EndToEnd {
+            noise_multiplier: p.calibration.mechanism.noise_multiplier(),
             calibration: p.calibration,
             config,
             d,
@@ -206,19 +214,21 @@ impl Mechanism for EndToEnd {
                 // `new` by train_private: it is a deterministic function of (ε, δ, N, b, epochs),
                 // identical for D and D′, so reusing it is exact and saves the accountant's
                 // noise search per trial).
-                let sigma = self
-                    .calibration
-                    .mechanism
-                    .noise_multiplier()
-                    .ok_or_else(|| {
-                        AuditError::Run("dp-sgd calibration has no noise multiplier".into())
-                    })?;
+                let sigma = self.noise_multiplier.ok_or_else(|| {
+                    AuditError::Run("dp-sgd calibration has no noise multiplier".into())
+                })?;
                 let clip = self.config.dp_sgd().clip.unwrap_or(0.1);
+                let r = (DIM - 1) * c;
+                if self.config.loss() == Loss::Logistic {
+                    // binary layout [0, w]: w₃ is θ[r + 1]; the canary (label 0) pushes it down
+                    let (model, _) = train_dpsgd_binary(ds, self.config.dp_sgd(), clip, sigma, rng)
+                        .map_err(|e| AuditError::Run(e.to_string()))?;
+                    return Ok(-model.theta[r + 1]);
+                }
                 let design = Design::new(&ds.features, &ds.labels, ds.d, ds.classes);
                 let (model, _) = train_dpsgd(&design, self.config.dp_sgd(), clip, sigma, rng)
                     .map_err(|e| AuditError::Run(e.to_string()))?;
                 let theta = &model.theta;
-                let r = (DIM - 1) * c;
                 Ok((theta[r] - theta[r + 1]) / std::f64::consts::SQRT_2)
             }
         }

@@ -290,6 +290,48 @@ mod tests {
         x
     }
 
+    /// The end-to-end tests' setup: the toy two-class set (400 × 6, seed 3), its fitted
+    /// (identity-scale) preprocessing for artifacts, a temporary directory and a seeded rng.
+    struct EndToEnd {
+        ds: UnitBallDataset,
+        fitted: privpred_data::FittedPreprocessing,
+        dir: tempfile::TempDir,
+        rng: rand_chacha::ChaCha20Rng,
+    }
+
+    impl EndToEnd {
+        fn new(seed: u64) -> Self {
+            use rand::SeedableRng;
+            let ds = toy(400, 6, 2, 3);
+            let fitted = privpred_data::Preprocessing {
+                scale: 1.0,
+                ..privpred_data::Preprocessing::default()
+            }
+            .fit(&ds, 0)
+            .unwrap();
+            EndToEnd {
+                ds,
+                fitted,
+                dir: tempfile::tempdir().unwrap(),
+                rng: rand_chacha::ChaCha20Rng::seed_from_u64(seed),
+            }
+        }
+
+        /// Saves `p` as the artifact `name`, loads it back and checks that the loaded
+        /// predictor (its guarantee re-derived) is `p`.
+        fn round_trip(
+            &self,
+            p: &crate::methods::PrivatePredictor,
+            name: &str,
+        ) -> crate::artifact::LoadedModel {
+            let path = self.dir.path().join(format!("{name}.safetensors"));
+            crate::artifact::save(&path, p, &self.fitted, serde_json::Value::Null).unwrap();
+            let loaded = crate::artifact::load(&path).unwrap();
+            assert_eq!(loaded.private(), Some(p), "{name}");
+            loaded
+        }
+    }
+
     /// Model and prediction sensitivity train the binary model end to end: the calibration
     /// records the logistic loss (K = 1), the released model keeps the binary layout (the
     /// noise is drawn over w only), answers are (0, s) with noise on s, the artifact round
@@ -297,20 +339,9 @@ mod tests {
     /// in the binary layout is refused.
     #[test]
     fn binary_methods_end_to_end() {
-        use crate::artifact::{load, save};
         use crate::methods::{MethodConfig, PredictorKind, train_private};
         use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
-        use privpred_data::preprocess::Preprocessing;
-        use rand::SeedableRng;
-        let ds = toy(400, 6, 2, 3);
-        let fitted = Preprocessing {
-            scale: 1.0,
-            ..Preprocessing::default()
-        }
-        .fit(&ds, 0)
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
+        let mut e = EndToEnd::new(5);
         for m in [Method::ModelSensitivity, Method::PredictionSensitivity] {
             for delta in [0.0, 1e-5] {
                 let mut cfg = MethodConfig::new(
@@ -321,7 +352,7 @@ mod tests {
                 );
                 cfg.lambda = 1e-2;
                 cfg.loss = Loss::Logistic;
-                let p = train_private(&cfg, &ds, &mut rng).unwrap();
+                let p = train_private(&cfg, &e.ds, &mut e.rng).unwrap();
                 assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
                 assert_eq!(p.calibration.assumptions.k, 1.0);
                 let model = match &p.kind {
@@ -331,15 +362,13 @@ mod tests {
                     k => panic!("{k:?}"),
                 };
                 assert!(is_binary_layout(&model), "{m}");
-                let rows: Vec<&[f32]> = (0..5).map(|i| ds.row(i)).collect();
-                for a in p.try_predict(&rows, &mut rng).unwrap() {
+                let rows: Vec<&[f32]> = (0..5).map(|i| e.ds.row(i)).collect();
+                for a in p.try_predict(&rows, &mut e.rng).unwrap() {
                     let s = a.scores.unwrap();
                     assert_eq!(s[0], 0.0);
                     assert_eq!(a.label, u32::from(s[1] > 0.0));
                 }
-                let path = dir.path().join(format!("{m}-{delta}.safetensors"));
-                save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
-                assert_eq!(load(&path).unwrap().private(), Some(&p), "{m}");
+                e.round_trip(&p, &format!("{m}-{delta}"));
                 // a logistic guarantee on a softmax-layout model is refused
                 let mut bad = p.clone();
                 match &mut bad.kind {
@@ -360,8 +389,10 @@ mod tests {
             Budget::finite(10).unwrap(),
         );
         cfg.loss = Loss::Logistic;
-        let e = train_private(&cfg, &ds, &mut rng).unwrap_err().to_string();
-        assert!(e.contains("binary"), "{e}");
+        let err = train_private(&cfg, &e.ds, &mut e.rng)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("binary"), "{err}");
     }
 
     /// The binary release's noise: with ℓ2-Laplace output noise the distance of the released
@@ -504,20 +535,9 @@ mod tests {
     /// trip re-derives it.
     #[test]
     fn loss_perturbation_binary_end_to_end() {
-        use crate::artifact::{load, save};
         use crate::methods::{MethodConfig, PredictorKind, train_private};
         use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
-        use privpred_data::preprocess::Preprocessing;
-        use rand::SeedableRng;
-        let ds = toy(400, 6, 2, 3);
-        let fitted = Preprocessing {
-            scale: 1.0,
-            ..Preprocessing::default()
-        }
-        .fit(&ds, 0)
-        .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(6);
+        let mut e = EndToEnd::new(6);
         for delta in [0.0, 1e-5] {
             let mut cfg = MethodConfig::new(
                 Method::LossPerturbation,
@@ -527,7 +547,7 @@ mod tests {
             );
             cfg.lambda = 1e-3;
             cfg.loss = Loss::Logistic;
-            let p = train_private(&cfg, &ds, &mut rng).unwrap();
+            let p = train_private(&cfg, &e.ds, &mut e.rng).unwrap();
             assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
             let rho = p.calibration.mechanism.rho().unwrap();
             assert!((rho - 1.0 / (2.0 * 0.99 * 2.0)).abs() < 1e-12, "ρ {rho}");
@@ -541,9 +561,7 @@ mod tests {
                 Some(o.gradient_norm_bound),
                 p.calibration.certified.map(|c| c.gradient_norm_bound)
             );
-            let path = dir.path().join(format!("lp-{delta}.safetensors"));
-            save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
-            assert_eq!(load(&path).unwrap().private(), Some(&p));
+            e.round_trip(&p, &format!("lp-{delta}"));
         }
     }
 
@@ -553,20 +571,10 @@ mod tests {
     /// on the logistic loss and separates the toy classes.
     #[test]
     fn dp_sgd_binary_end_to_end() {
-        use crate::artifact::{load, save};
         use crate::dpsgd::{DpSgdConfig, train_dpsgd_binary};
         use crate::methods::{MethodConfig, PredictorKind, train_private};
         use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
-        use privpred_data::preprocess::Preprocessing;
-        use rand::SeedableRng;
-        let ds = toy(400, 6, 2, 3);
-        let fitted = Preprocessing {
-            scale: 1.0,
-            ..Preprocessing::default()
-        }
-        .fit(&ds, 0)
-        .unwrap();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let mut e = EndToEnd::new(2);
         let mut cfg = MethodConfig::new(
             Method::DpSgd,
             CalibrationMode::Corrected,
@@ -575,17 +583,13 @@ mod tests {
         );
         cfg.loss = Loss::Logistic;
         cfg.dp_sgd.clip = Some(0.1);
-        let p = train_private(&cfg, &ds, &mut rng).unwrap();
+        let p = train_private(&cfg, &e.ds, &mut e.rng).unwrap();
         assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
         let PredictorKind::Released { model } = &p.kind else {
             panic!("{:?}", p.kind)
         };
         assert!(is_binary_layout(model));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("dpsgd.safetensors");
-        save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
-        let loaded = load(&path).unwrap();
-        assert_eq!(loaded.private(), Some(&p));
+        let loaded = e.round_trip(&p, "dpsgd");
         let json = serde_json::to_value(&loaded.private().unwrap().calibration).unwrap();
         assert_eq!(json["assumptions"]["loss"], "logistic", "{json}");
         let sgd = DpSgdConfig {
@@ -595,7 +599,8 @@ mod tests {
             momentum: 0.9,
             clip: None,
         };
-        let (m, stats) = train_dpsgd_binary(&ds, &sgd, 1e6, 0.0, &mut rng).unwrap();
+        let ds = &e.ds;
+        let (m, stats) = train_dpsgd_binary(ds, &sgd, 1e6, 0.0, &mut e.rng).unwrap();
         assert_eq!(stats.clipped_fraction, 0.0);
         let w = weights(&m);
         let correct = (0..ds.n)
@@ -604,7 +609,7 @@ mod tests {
                 (s > 0.0) == (ds.labels[k] == 1)
             })
             .count();
-        let fit = fit_binary(&ds, 1e-4, &LbfgsOptions::default())
+        let fit = fit_binary(ds, 1e-4, &LbfgsOptions::default())
             .unwrap()
             .model;
         let wf = weights(&fit);

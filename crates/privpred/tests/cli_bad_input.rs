@@ -4,31 +4,16 @@
 
 mod common;
 
-use common::{assert_bad, ok, privpred};
+use common::{assert_bad, ok, pixel_set, privpred};
 use privpred_core::Method;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A three-feature, three-class CSV data set (`csv:PATH`).
-fn dataset(dir: &Path) -> String {
-    let mut s = String::from("a,b,c,label\n");
-    for i in 0..150u32 {
-        let y = i % 3;
-        let v: Vec<String> = (0..3)
-            .map(|j| ((i * 37 + j * 11) % 50 + if j == y { 150 } else { 0 }).to_string())
-            .collect();
-        s.push_str(&format!("{},{y}\n", v.join(",")));
-    }
-    let p = dir.join("d.csv");
-    std::fs::write(&p, s).unwrap();
-    format!("csv-pixels:{}", p.display())
-}
-
 /// A non-private model trained on [`dataset`] (no budget ledger needed to predict).
 fn model(dir: &Path) -> String {
-    let ds = dataset(dir);
+    let ds = pixel_set(dir, 150, 3, true);
     let m = dir.join("m.safetensors");
     let ms = m.to_str().unwrap().to_string();
     ok(&[
@@ -149,7 +134,7 @@ fn query_files_are_bounded_and_never_lose_a_row() {
 #[test]
 fn one_class_data_and_guarantees_not_given_are_refused() {
     let t = tempfile::tempdir().unwrap();
-    let ds = dataset(t.path());
+    let ds = pixel_set(t.path(), 150, 3, true);
     let out = t.path().join("m.safetensors");
     let os = out.to_str().unwrap();
     let one = t.path().join("one.csv");
@@ -246,7 +231,7 @@ fn serve_refuses_contradictory_or_empty_limits_and_a_noiseless_fixture() {
 #[test]
 fn a_missing_or_directory_model_exits_2_with_each_cause_once() {
     let t = tempfile::tempdir().unwrap();
-    let ds = dataset(t.path());
+    let ds = pixel_set(t.path(), 150, 3, true);
     let q = t.path().join("q.csv");
     std::fs::write(&q, "1,2,3\n").unwrap();
     let qs = q.to_str().unwrap();

@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{assert_bad, ok, privpred};
-use std::path::Path;
+use common::{assert_bad, ok, pixel_set, privpred};
 use std::time::{Duration, Instant};
 
 const MAX: &str = "18446744073709551615";
@@ -119,24 +118,10 @@ fn repetitions_beyond_the_limit_are_usage_errors() {
     );
 }
 
-fn dataset(dir: &Path) -> String {
-    let mut s = String::from("a,b,c,label\n");
-    for i in 0..300u32 {
-        let y = i % 3;
-        let v: Vec<String> = (0..3)
-            .map(|j| ((i * 37 + j * 11) % 50 + if j == y { 150 } else { 0 }).to_string())
-            .collect();
-        s.push_str(&format!("{},{y}\n", v.join(",")));
-    }
-    let p = dir.join("d.csv");
-    std::fs::write(&p, s).unwrap();
-    format!("csv-pixels:{}", p.display())
-}
-
 #[test]
 fn an_edited_artifact_is_refused_by_evaluate_and_predict() {
     let t = tempfile::tempdir().unwrap();
-    let ds = dataset(t.path());
+    let ds = pixel_set(t.path(), 300, 3, true);
     let m = t.path().join("m.safetensors");
     let ms = m.to_str().unwrap();
     ok(&[

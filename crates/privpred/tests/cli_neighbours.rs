@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_bad, code, json, ok, toy_dataset};
+use common::{assert_bad, code, digits_compare, json, ok, toy_dataset};
 use serde_json::Value;
 
 #[test]
@@ -275,23 +275,7 @@ fn reproduce_and_compare_use_one_relation() {
     }
     assert!(rows > 0);
     // compare under add-remove lists the methods without an analysis as not applicable
-    let out = ok(&[
-        "compare",
-        "--dataset",
-        "digits",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--budget",
-        "10",
-        "--teachers",
-        "16",
-        "--repetitions",
-        "1",
-        "--neighbours",
-        "add-remove",
-    ]);
+    let out = ok(&digits_compare("1", &["--neighbours", "add-remove"]));
     assert!(out.contains("add-remove neighbours"), "{out}");
     assert!(out.contains("no analysis under add-remove"), "{out}");
 }

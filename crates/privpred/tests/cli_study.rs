@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ok, privpred as run};
+use common::{digits_compare, ok, privpred as run};
 use std::path::{Path, PathBuf};
 
 fn reproduce_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -203,21 +203,7 @@ fn bad_arguments_exit_2() {
 
 #[test]
 fn compare_recommends_on_digits() {
-    let out = ok(&[
-        "compare",
-        "--dataset",
-        "digits",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--budget",
-        "10",
-        "--teachers",
-        "16",
-        "--repetitions",
-        "2",
-    ]);
+    let out = ok(&digits_compare("2", &[]));
     for m in [
         "model-sensitivity",
         "loss-perturbation",

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_bad, json, ok};
+use common::{assert_bad, digits_compare, json, ok};
 use privpred_core::tuning::{SELECTION_FRACTION, SplitPlan};
 use serde_json::Value;
 use std::path::Path;
@@ -142,22 +142,7 @@ fn private_selection_rows_carry_the_private_split_record_and_train_on_the_final_
 }
 
 fn compare(extra: &[&str]) -> Value {
-    let mut args = vec![
-        "compare",
-        "--dataset",
-        "digits",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--budget",
-        "10",
-        "--teachers",
-        "16",
-        "--repetitions",
-        "1",
-        "--json",
-    ];
+    let mut args = digits_compare("1", &["--json"]);
     args.extend_from_slice(extra);
     json(&args)
 }

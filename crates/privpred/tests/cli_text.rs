@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::{capture, json};
-use std::path::Path;
+use common::{capture, json, pixel_set};
 
 /// Debug forms a `{:?}` of the library's types would print; none may appear in human output.
 const DEBUG_FORMS: &[&str] = &[
@@ -40,25 +39,10 @@ fn human(args: &[&str]) -> String {
     all
 }
 
-/// 600 rows, 8 pixel columns, 3 classes, well separated.
-fn dataset(dir: &Path) -> String {
-    let mut s = String::new();
-    for i in 0..600usize {
-        let y = i % 3;
-        let v: Vec<String> = (0..8)
-            .map(|j| ((i * 37 + j * 11) % 50 + if j == y { 150 } else { 0 }).to_string())
-            .collect();
-        s.push_str(&format!("{},{y}\n", v.join(",")));
-    }
-    let p = dir.join("d.csv");
-    std::fs::write(&p, s).unwrap();
-    format!("csv-pixels:{}", p.display())
-}
-
 #[test]
 fn train_evaluate_and_compare_print_no_debug_forms() {
     let dir = tempfile::tempdir().unwrap();
-    let ds = dataset(dir.path());
+    let ds = pixel_set(dir.path(), 600, 8, false);
     let cases: &[(&str, &[&str], &str)] = &[
         ("model-sensitivity", &[], "noise: ℓ2-Laplace, β = "),
         ("loss-perturbation", &[], "noise: ℓ2-Laplace, β = "),

@@ -325,10 +325,10 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
     rng: &mut R,
     certify: bool,
 ) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
+    check_lambda(lambda, true)?;
+    let rho_eff = loss_perturbation_rho_eff(calibration, lambda, train.n, train.classes);
     if calibration.assumptions.loss == privpred_core::Loss::Logistic {
         // the one-output model (crate::binary): ρ from the calibration (1/(2ε)), b ∈ R^D
-        check_lambda(lambda, true)?;
-        let rho_eff = loss_perturbation_rho_eff(calibration, lambda, train.n, train.classes);
         let w = warm.model();
         return binary::loss_perturbation_binary(
             train,
@@ -340,22 +340,21 @@ fn loss_perturbation_solve_certified<R: Rng + ?Sized>(
             certify,
         );
     }
-    softmax_solve_certified(train, calibration, lambda, warm, opts, rng, certify)
+    softmax_solve_certified(train, calibration, rho_eff, warm, opts, rng, certify)
 }
 
-/// [`loss_perturbation_solve_certified`] for the softmax model.
+/// [`loss_perturbation_solve_certified`] for the softmax model, with its checked λ's
+/// regulariser `rho_eff` ([`loss_perturbation_rho_eff`]).
 fn softmax_solve_certified<R: Rng + ?Sized>(
     train: &UnitBallDataset,
     calibration: &Calibration,
-    lambda: f64,
+    rho_eff: f64,
     warm: Warm<'_>,
     opts: &LbfgsOptions,
     rng: &mut R,
     certify: bool,
 ) -> Result<(LinearModel, LbfgsReport, Option<Optimization>)> {
-    check_lambda(lambda, true)?;
     let (n, d, c) = (train.n, train.d, train.classes);
-    let rho_eff = loss_perturbation_rho_eff(calibration, lambda, n, c);
     if let Warm::Preconditioned(pre) = &warm
         && (pre.n != n || pre.warm.d != d || pre.warm.c != c || pre.rho_eff != rho_eff)
     {

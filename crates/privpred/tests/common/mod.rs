@@ -151,6 +151,53 @@ pub fn toy_dataset(dir: &Path, rows: usize) -> String {
     format!("csv-pixels:{}", toy_csv(dir, rows).display())
 }
 
+/// A small set written to `dir/d.csv` and returned as the `--dataset` argument
+/// (`csv-pixels:PATH`): `rows` rows of `cols` pixel-like values (37i + 11j) mod 50, plus 150 in
+/// column `i % 3`, label `i % 3` last (3 well-separated classes); with a header line `a,b,…,label`
+/// when `header`.
+pub fn pixel_set(dir: &Path, rows: usize, cols: usize, header: bool) -> String {
+    let mut s = String::new();
+    if header {
+        for j in 0..cols {
+            s.push(char::from(b'a' + j as u8));
+            s.push(',');
+        }
+        s.push_str("label\n");
+    }
+    for i in 0..rows {
+        let y = i % 3;
+        let v: Vec<String> = (0..cols)
+            .map(|j| ((i * 37 + j * 11) % 50 + if j == y { 150 } else { 0 }).to_string())
+            .collect();
+        s.push_str(&format!("{},{y}\n", v.join(",")));
+    }
+    let p = dir.join("d.csv");
+    std::fs::write(&p, s).unwrap();
+    format!("csv-pixels:{}", p.display())
+}
+
+/// `privpred compare` on digits at ε = 1, δ = 1e-5, B = 10 with 16 teachers and
+/// `repetitions` repetitions, followed by `extra`.
+pub fn digits_compare<'a>(repetitions: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "compare",
+        "--dataset",
+        "digits",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--budget",
+        "10",
+        "--teachers",
+        "16",
+        "--repetitions",
+        repetitions,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// `privpred train METHOD --dataset DATASET --out DIR/NAME.safetensors ARGS…`, which must
 /// succeed; returns the artifact's path and the command's standard output.
 pub fn train_into(
