@@ -18,8 +18,8 @@ by every library; examples/NAME.schema.json maps the rows for all of them.
   R fresh fits each.
 - scikit-learn (non-private): `LogisticRegression` on the schema-mapped rows, lambda chosen on
   a 10 % hold-out of the training split from the grid below (as privpred's non-private
-  reference chooses its own) and with the public lambda = 0.01 (the private methods'
-  ceiling), and, default C = 1, on per-feature min-max scaling of the training data (a
+  reference chooses its own), with the public lambda = 0.01 and no intercept (privpred's
+  model has none: the private methods' ceiling), and, default C = 1, on per-feature min-max scaling of the training data (a
   statistic of the data, for reference only).
 
 The script's schema map is checked against privpred's own (privpred._native.encode_table,
@@ -249,8 +249,9 @@ def run_table(a, name, rows, teachers, batch):
     Mte, Rte, _, _ = schema_map(te, schema)
     diff = privpred_mapping_diff(tr + te, schema, np.vstack([Mtr, Mte]))
     sk, sk_lam = sk_logreg(Mtr, ytr, Mte, yte)
-    sk_pub = LogisticRegression(C=1.0 / (PUBLIC_LAMBDA * len(Mtr)), max_iter=10000).fit(
-        Mtr, ytr).score(Mte, yte)
+    # the public lambda's ceiling: no intercept, like privpred's model (no bias feature)
+    sk_pub = LogisticRegression(C=1.0 / (PUBLIC_LAMBDA * len(Mtr)), fit_intercept=False,
+                                max_iter=10000).fit(Mtr, ytr).score(Mte, yte)
     mn, mx = Rtr.min(0), Rtr.max(0)
     span = np.where(mx > mn, mx - mn, 1.0)
     sk_mm = LogisticRegression(max_iter=10000).fit((Rtr - mn) / span, ytr).score(
@@ -284,7 +285,7 @@ def print_table(name, res):
           f"majority {100 * res['test_majority']:.1f} %)")
     print(f"non-private: privpred {res['privpred_nonprivate']:.4f}, scikit-learn (schema map, "
           f"hold-out lambda {res['sklearn_schema_lambda']:g}) {res['sklearn_schema']:.4f}, "
-          f"scikit-learn (schema map, public lambda {PUBLIC_LAMBDA:g}) "
+          f"scikit-learn (schema map, public lambda {PUBLIC_LAMBDA:g}, no intercept) "
           f"{res['sklearn_schema_public_lambda']:.4f}, "
           f"scikit-learn (min-max of the data) {res['sklearn_minmax']:.4f}; "
           f"map vs privpred: max |diff| {res['mapping_max_abs_diff_vs_privpred']}")
