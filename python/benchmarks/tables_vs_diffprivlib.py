@@ -16,10 +16,13 @@ by every library; examples/NAME.schema.json maps the rows for all of them.
   `GaussianNB(epsilon, bounds)` on the raw features: the numeric columns clipped to the
   schema's bounds, each categorical column as its one-hot indicators with bounds [0, 1].
   R fresh fits each.
+- privpred's non-private reference: compare's own (lambda chosen on a hold-out) and, the
+  private methods' ceiling, `privpred train non-private --lambda 0.01` scored by
+  `privpred evaluate`.
 - scikit-learn (non-private): `LogisticRegression` on the schema-mapped rows, lambda chosen on
   a 10 % hold-out of the training split from the grid below (as privpred's non-private
   reference chooses its own), with the public lambda = 0.01 and no intercept (privpred's
-  model has none: the private methods' ceiling), and, default C = 1, on per-feature min-max scaling of the training data (a
+  model has none), and, default C = 1, on per-feature min-max scaling of the training data (a
   statistic of the data, for reference only).
 
 The script's schema map is checked against privpred's own (privpred._native.encode_table,
@@ -194,6 +197,16 @@ def privpred_runs(binary, workdir, schema_path, reps, budget, delta, teachers, b
     return rows, j["nonprivate_accuracy"], j["selection"]
 
 
+def privpred_nonprivate_public(binary, workdir, schema_path):
+    """privpred's own non-private model at the public lambda: the private methods' ceiling."""
+    data = ["--dataset", "csv:train.csv,test.csv", "--schema", schema_path]
+    subprocess.run([binary, "train", "non-private", "--lambda", f"{PUBLIC_LAMBDA:g}", *data,
+                    "--out", "nonprivate.safetensors"], check=True, capture_output=True, cwd=workdir)
+    out = subprocess.run([binary, "evaluate", "--model", "nonprivate.safetensors", *data, "--json"],
+                         check=True, capture_output=True, text=True, cwd=workdir)
+    return json.loads(out.stdout)["accuracy"]["mean"]
+
+
 def dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, seed):
     from diffprivlib.models import LogisticRegression as DPLR
 
@@ -245,6 +258,7 @@ def run_table(a, name, rows, teachers, batch):
         pp, nonpriv, selection = run(0.0)
         pp_d, _, _ = run(DPSGD_DELTA)
         pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
+        nonpriv_pub = privpred_nonprivate_public(binary, d, schema_path)
     Mtr, Rtr, lo, hi = schema_map(tr, schema)
     Mte, Rte, _, _ = schema_map(te, schema)
     diff = privpred_mapping_diff(tr + te, schema, np.vstack([Mtr, Mte]))
@@ -261,7 +275,7 @@ def run_table(a, name, rows, teachers, batch):
            "teachers": teachers, "dpsgd_batch_size": batch, "dpsgd_delta": DPSGD_DELTA,
            "privpred_selection": selection, "diffprivlib_lambda": PUBLIC_LAMBDA,
            "mapping_max_abs_diff_vs_privpred": diff,
-           "privpred_nonprivate": nonpriv, "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
+           "privpred_nonprivate": nonpriv, "privpred_nonprivate_public_lambda": nonpriv_pub, "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
            "sklearn_schema_public_lambda": sk_pub,
            "sklearn_minmax": sk_mm, "rows": []}
     for eps in EPSILONS:
@@ -283,7 +297,8 @@ def run_table(a, name, rows, teachers, batch):
 def print_table(name, res):
     print(f"\n## {name} (train {res['n_train']}, test {res['n_test']}, "
           f"majority {100 * res['test_majority']:.1f} %)")
-    print(f"non-private: privpred {res['privpred_nonprivate']:.4f}, scikit-learn (schema map, "
+    print(f"non-private: privpred {res['privpred_nonprivate']:.4f} (hold-out lambda), "
+          f"{res['privpred_nonprivate_public_lambda']:.4f} (public lambda), scikit-learn (schema map, "
           f"hold-out lambda {res['sklearn_schema_lambda']:g}) {res['sklearn_schema']:.4f}, "
           f"scikit-learn (schema map, public lambda {PUBLIC_LAMBDA:g}, no intercept) "
           f"{res['sklearn_schema_public_lambda']:.4f}, "
