@@ -1,23 +1,36 @@
-"""privpred vs diffprivlib vs scikit-learn on the breast-cancer and wine tables.
+"""privpred vs diffprivlib vs scikit-learn on the breast-cancer, wine and fair tables.
 
-Both tables come from scikit-learn (the same files `privpred data fetch` installs). One
-stratified 80/20 split (seed 0) is written as two CSV files and used by every library.
+breast-cancer and wine come from scikit-learn, fair from `privpred data fetch fair` (the CSV in
+~/.cache/privpred/fair, or --fair-csv) -- the same files `privpred data fetch` installs. One
+stratified 80/20 split (seed 0) of each table is written as two CSV files (no header) and used
+by every library; examples/NAME.schema.json maps the rows for all of them.
 
-- privpred: `privpred compare --dataset csv:TRAIN,TEST --schema examples/NAME.schema.json
-  --epsilon 0.1,1,10 --budget B --repetitions R --teachers 16 --json` (every method; lambda / nu
-  cross-validated on a 10 % hold-out of the training split, privacy cost of that selection
-  ignored, as in the paper), once with delta = 0 and once with delta = 1e-5 for DP-SGD.
-- diffprivlib: the same rows mapped by the same schema (public bounds; every row has norm
-  <= 1), `LogisticRegression(epsilon, data_norm=1, C=1/(lambda n))` with lambda chosen on the
-  same kind of 10 % hold-out from privpred's grid, and `GaussianNB(epsilon, bounds=schema
-  bounds)` on the raw features; R fresh fits each.
-- scikit-learn: non-private `LogisticRegression` on the schema-mapped rows (lambda chosen on
-  the same kind of hold-out) and, default C = 1, with per-feature min-max scaling (a
-  statistic of the data, for reference).
+- privpred: `privpred compare --dataset csv:train.csv,test.csv --schema examples/NAME.schema.json
+  --epsilon 0.1,1,10 --budget B --repetitions R --teachers T --dpsgd-batch-size b --json`
+  with compare's default selection: the public values (lambda = 0.01, DP-SGD clip nu = 0.1,
+  the teachers' lambda = 0), which cost nothing. Run once with delta = 0 (every method but
+  DP-SGD) and once with delta = 1e-5 (DP-SGD's row). T = 16 on breast-cancer and wine, 64 on
+  fair; b = 256, except 32 on wine (142 training rows).
+- diffprivlib: `LogisticRegression(epsilon, data_norm=1, C=1/(lambda n))` on the same
+  schema-mapped rows with the same public lambda = 0.01 (n = training rows), and
+  `GaussianNB(epsilon, bounds)` on the raw features: the numeric columns clipped to the
+  schema's bounds, each categorical column as its one-hot indicators with bounds [0, 1].
+  R fresh fits each.
+- privpred's non-private reference: compare's own (lambda chosen on a hold-out) and, the
+  private methods' ceiling, `privpred train non-private --lambda 0.01` scored by
+  `privpred evaluate`.
+- scikit-learn (non-private): `LogisticRegression` on the schema-mapped rows, lambda chosen on
+  a 10 % hold-out of the training split from the grid below (as privpred's non-private
+  reference chooses its own), with the public lambda = 0.01 and no intercept (privpred's
+  model has none), and, default C = 1, on per-feature min-max scaling of the training data (a
+  statistic of the data, for reference only).
+
+The script's schema map is checked against privpred's own (privpred._native.encode_table,
+when the privpred Python package is importable): the largest entry difference is printed and
+written to the JSON.
 
 diffprivlib 0.6.6 does not import with scikit-learn >= 1.7; run this script in an environment
-with scikit-learn 1.5.2 for diffprivlib (the non-private reference numbers were checked
-against scikit-learn 1.9.1 as well).
+with scikit-learn 1.5.2 for diffprivlib.
 
     python python/benchmarks/tables_vs_diffprivlib.py --privpred target/release/privpred \
         [--repetitions 10] [--budget 100] [--json out.json]
@@ -26,7 +39,9 @@ against scikit-learn 1.9.1 as well).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -37,134 +52,298 @@ from sklearn.datasets import load_breast_cancer, load_wine
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
+# the non-private scikit-learn reference's hold-out grid (privpred's own grid)
 LAMBDA_GRID = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1]
+# privpred's public default L2 strength, given to diffprivlib too
+PUBLIC_LAMBDA = 0.01
 EPSILONS = [0.1, 1.0, 10.0]
-# subsample-and-aggregate's teachers: 16 (the default 256 is for MNIST's 60,000 rows; these
-# tables have 142 and 455 training rows)
-TEACHERS = 16
+DPSGD_DELTA = 1e-5
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+METHODS = ["model-sensitivity", "loss-perturbation", "prediction-sensitivity",
+           "subsample-aggregate", "dp-sgd"]
 
 
-def schema_map(X, schema):
-    """The schema's map into the unit ball: (2x - lo - hi)/(hi - lo), clipped, times 1/sqrt(m)."""
-    cols = [c for c in schema["columns"] if c["type"] == "numeric"]
-    lo = np.array([c["min"] for c in cols], dtype=float)
-    hi = np.array([c["max"] for c in cols], dtype=float)
-    Xc = np.clip(X, lo, hi)
-    return (2 * Xc - lo - hi) / (hi - lo) / np.sqrt(len(cols)), lo, hi
+def sklearn_table(loader):
+    X, y = loader(return_X_y=True)
+    return [[f"{v:.10g}" for v in row] + [str(int(c))] for row, c in zip(X, y)]
 
 
-def privpred_runs(binary, train, test, schema_path, reps, budget, delta):
-    out = subprocess.run(
-        [binary, "compare", "--dataset", f"csv:{train},{test}", "--schema", schema_path,
-         "--epsilon", ",".join(str(e) for e in EPSILONS), "--budget", str(budget),
-         "--delta", str(delta), "--repetitions", str(reps), "--teachers", str(TEACHERS), "--json"],
-        check=True, capture_output=True, text=True,
-    )
+def fair_table(path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[1:] if rows and not _is_number(rows[0][0]) else rows
+
+
+# name, rows loader, teachers T, DP-SGD expected batch size b
+TABLES = [
+    ("breast-cancer", lambda a: sklearn_table(load_breast_cancer), 16, 256),
+    ("wine", lambda a: sklearn_table(load_wine), 16, 32),
+    ("fair", lambda a: fair_table(a.fair_csv), 64, 256),
+]
+
+
+def _is_number(s):
+    try:
+        return math.isfinite(float(s))
+    except ValueError:
+        return False
+
+
+def _position(values, cell):
+    """A cell's index in a public list: exactly, or as the same number (`1` and `1.0`)."""
+    if cell in values:
+        return values.index(cell)
+    if _is_number(cell):
+        v = float(cell)
+        for i, c in enumerate(values):
+            if _is_number(c) and float(c) == v:
+                return i
+    return None
+
+
+def _label_index(schema):
+    return next(i for i, c in enumerate(schema["columns"]) if c["type"] == "label")
+
+
+def labels(rows, schema):
+    li = _label_index(schema)
+    classes = schema["columns"][li]["classes"]
+    out = [_position(classes, r[li]) for r in rows]
+    if any(c is None for c in out):
+        raise ValueError("a label is not among the schema's classes")
+    return np.array(out)
+
+
+def schema_map(rows, schema):
+    """The schema's map into the unit ball, as docs/tables.md describes it.
+
+    With m the number of numeric and categorical columns, a numeric value x (clipped into
+    [min, max] where declared, refused otherwise) becomes (2x - min - max)/(max - min), a
+    categorical value its one-hot vector (one extra "other" slot when declared), and every
+    entry is multiplied by 1/sqrt(m). Returns the mapped rows and the raw design matrix
+    (numeric values clipped to their bounds, categorical columns one-hot) with its bounds,
+    which GaussianNB and the min-max reference use.
+    """
+    cols = schema["columns"]
+    m = sum(c["type"] in ("numeric", "categorical") for c in cols)
+    s = 1.0 / math.sqrt(m)
+    mapped, raw, lo, hi = [], [], [], []
+    for c in cols:
+        if c["type"] == "numeric":
+            lo.append(c["min"])
+            hi.append(c["max"])
+        elif c["type"] == "categorical":
+            k = len(c["categories"]) + (c.get("unknown") == "other")
+            lo += [0.0] * k
+            hi += [1.0] * k
+    for n, row in enumerate(rows):
+        z, r = [], []
+        for c, cell in zip(cols, row):
+            if c["type"] == "numeric":
+                x, a, b = float(cell), c["min"], c["max"]
+                if not a <= x <= b:
+                    if c.get("out_of_bounds", "refuse") != "clip":
+                        raise ValueError(f"row {n}: column {c['name']}: {x} outside [{a}, {b}]")
+                    x = min(max(x, a), b)
+                z.append(min(max((2 * x - a - b) / (b - a), -1.0), 1.0) * s)
+                r.append(x)
+            elif c["type"] == "categorical":
+                cats = c["categories"]
+                other = c.get("unknown") == "other"
+                i = _position(cats, cell)
+                if i is None:
+                    if not other:
+                        raise ValueError(f"row {n}: column {c['name']}: unknown category {cell}")
+                    i = len(cats)
+                onehot = [0.0] * (len(cats) + other)
+                onehot[i] = 1.0
+                z += [v * s for v in onehot]
+                r += onehot
+        mapped.append(z)
+        raw.append(r)
+    return np.array(mapped), np.array(raw), np.array(lo, float), np.array(hi, float)
+
+
+def privpred_mapping_diff(rows, schema, mapped):
+    """Largest |entry| difference between this script's map and privpred's own, or None."""
+    try:
+        from privpred import _native
+    except ImportError:
+        return None
+    li = _label_index(schema)
+    enc, _ = _native.encode_table(json.dumps(schema), [list(r) for r in rows],
+                                  [r[li] for r in rows])
+    enc = np.asarray(enc, dtype=float)
+    if enc.shape != mapped.shape:
+        raise ValueError(f"privpred maps to {enc.shape}, this script to {mapped.shape}")
+    return float(np.abs(enc - mapped).max())
+
+
+def privpred_runs(binary, workdir, schema_path, reps, budget, delta, teachers, batch):
+    # relative paths: compare's seeds are labelled with the --dataset text, so the same
+    # text (not a random temporary path) gives the same numbers on every run
+    cmd = [binary, "compare", "--dataset", "csv:train.csv,test.csv", "--schema", schema_path,
+           "--epsilon", ",".join(f"{e:g}" for e in EPSILONS), "--budget", str(budget),
+           "--delta", f"{delta:g}", "--repetitions", str(reps), "--teachers", str(teachers),
+           "--dpsgd-batch-size", str(batch), "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=workdir)
     j = json.loads(out.stdout)
     rows = {}
     for cell in j["grid"]["cells"]:
         eps = cell["setting"]["epsilon"]
         for r in cell["results"]:
             rows[(r["method"], eps)] = (r["mean"], r["std"])
-    return rows, j["nonprivate_accuracy"]
+    return rows, j["nonprivate_accuracy"], j["selection"]
+
+
+def privpred_nonprivate_public(binary, workdir, schema_path):
+    """privpred's own non-private model at the public lambda: the private methods' ceiling."""
+    data = ["--dataset", "csv:train.csv,test.csv", "--schema", schema_path]
+    subprocess.run([binary, "train", "non-private", "--lambda", f"{PUBLIC_LAMBDA:g}", *data,
+                    "--out", "nonprivate.safetensors"], check=True, capture_output=True, cwd=workdir)
+    out = subprocess.run([binary, "evaluate", "--model", "nonprivate.safetensors", *data, "--json"],
+                         check=True, capture_output=True, text=True, cwd=workdir)
+    return json.loads(out.stdout)["accuracy"]["mean"]
 
 
 def dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, seed):
     from diffprivlib.models import LogisticRegression as DPLR
 
-    Xa, Xh, ya, yh = train_test_split(Xtr, ytr, test_size=0.1, random_state=seed, stratify=ytr)
-    best = max(
-        LAMBDA_GRID,
-        key=lambda lam: DPLR(epsilon=eps, data_norm=1.0, C=1.0 / (lam * len(Xa)),
-                             random_state=seed).fit(Xa, ya).score(Xh, yh),
-    )
-    accs = [DPLR(epsilon=eps, data_norm=1.0, C=1.0 / (best * len(Xtr)), random_state=seed + 1 + r)
-            .fit(Xtr, ytr).score(Xte, yte) for r in range(reps)]
-    return float(np.mean(accs)), float(np.std(accs, ddof=1)), best
+    accs = [DPLR(epsilon=eps, data_norm=1.0, C=1.0 / (PUBLIC_LAMBDA * len(Xtr)),
+                 random_state=seed + r).fit(Xtr, ytr).score(Xte, yte) for r in range(reps)]
+    return float(np.mean(accs)), float(np.std(accs, ddof=1))
 
 
 def sk_logreg(Xtr, ytr, Xte, yte, seed=0):
-    """Non-private scikit-learn, lambda chosen on the same kind of 10 % hold-out."""
+    """Non-private scikit-learn, lambda chosen on a 10 % hold-out of the training split."""
     Xa, Xh, ya, yh = train_test_split(Xtr, ytr, test_size=0.1, random_state=seed, stratify=ytr)
     best = max(LAMBDA_GRID, key=lambda lam: LogisticRegression(C=1.0 / (lam * len(Xa)), max_iter=10000)
                .fit(Xa, ya).score(Xh, yh))
-    return LogisticRegression(C=1.0 / (best * len(Xtr)), max_iter=10000).fit(Xtr, ytr).score(Xte, yte)
+    acc = LogisticRegression(C=1.0 / (best * len(Xtr)), max_iter=10000).fit(Xtr, ytr).score(Xte, yte)
+    return acc, best
 
 
 def dpl_nb(Xtr, ytr, Xte, yte, lo, hi, eps, reps, seed):
     from diffprivlib.models import GaussianNB
 
     accs = [GaussianNB(epsilon=eps, bounds=(lo, hi), random_state=seed + r)
-            .fit(np.clip(Xtr, lo, hi), ytr).score(np.clip(Xte, lo, hi), yte) for r in range(reps)]
+            .fit(Xtr, ytr).score(Xte, yte) for r in range(reps)]
     return float(np.mean(accs)), float(np.std(accs, ddof=1))
+
+
+def versions(binary):
+    import diffprivlib
+    import sklearn
+
+    pv = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    return {"privpred": pv, "diffprivlib": diffprivlib.__version__,
+            "scikit-learn": sklearn.__version__, "numpy": np.__version__}
+
+
+def run_table(a, name, rows, teachers, batch):
+    schema_path = os.path.join(ROOT, "examples", f"{name}.schema.json")
+    schema = json.load(open(schema_path))
+    y = labels(rows, schema)
+    itr, ite = train_test_split(np.arange(len(rows)), test_size=0.2, random_state=0, stratify=y)
+    tr, te = [rows[i] for i in itr], [rows[i] for i in ite]
+    ytr, yte = y[itr], y[ite]
+    with tempfile.TemporaryDirectory() as d:
+        for part, rs in [("train", tr), ("test", te)]:
+            with open(os.path.join(d, f"{part}.csv"), "w", newline="") as f:
+                csv.writer(f, lineterminator="\n").writerows(rs)
+        binary = os.path.abspath(a.privpred)
+        run = lambda delta: privpred_runs(binary, d, schema_path, a.repetitions,  # noqa: E731
+                                          a.budget, delta, teachers, batch)
+        pp, nonpriv, selection = run(0.0)
+        pp_d, _, _ = run(DPSGD_DELTA)
+        pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
+        nonpriv_pub = privpred_nonprivate_public(binary, d, schema_path)
+    Mtr, Rtr, lo, hi = schema_map(tr, schema)
+    Mte, Rte, _, _ = schema_map(te, schema)
+    diff = privpred_mapping_diff(tr + te, schema, np.vstack([Mtr, Mte]))
+    sk, sk_lam = sk_logreg(Mtr, ytr, Mte, yte)
+    # the public lambda's ceiling: no intercept, like privpred's model (no bias feature)
+    sk_pub = LogisticRegression(C=1.0 / (PUBLIC_LAMBDA * len(Mtr)), fit_intercept=False,
+                                max_iter=10000).fit(Mtr, ytr).score(Mte, yte)
+    mn, mx = Rtr.min(0), Rtr.max(0)
+    span = np.where(mx > mn, mx - mn, 1.0)
+    sk_mm = LogisticRegression(max_iter=10000).fit((Rtr - mn) / span, ytr).score(
+        (np.clip(Rte, mn, mx) - mn) / span, yte)
+    res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Mtr.shape[1],
+           "test_majority": float(np.bincount(yte).max() / len(yte)),
+           "teachers": teachers, "dpsgd_batch_size": batch, "dpsgd_delta": DPSGD_DELTA,
+           "privpred_selection": selection, "diffprivlib_lambda": PUBLIC_LAMBDA,
+           "mapping_max_abs_diff_vs_privpred": diff,
+           "privpred_nonprivate": nonpriv, "privpred_nonprivate_public_lambda": nonpriv_pub, "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
+           "sklearn_schema_public_lambda": sk_pub,
+           "sklearn_minmax": sk_mm, "rows": []}
+    for eps in EPSILONS:
+        for m in METHODS:
+            if (m, eps) in pp:
+                mean, std = pp[(m, eps)]
+                res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
+                                    "mean": mean, "std": std})
+        mean, std = dpl_logreg(Mtr, ytr, Mte, yte, eps, a.repetitions, 0)
+        res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
+                            "epsilon": eps, "mean": mean, "std": std})
+        mean, std = dpl_nb(np.clip(Rtr, lo, hi), ytr, np.clip(Rte, lo, hi), yte, lo, hi, eps,
+                           a.repetitions, 0)
+        res["rows"].append({"library": "diffprivlib", "method": "GaussianNB",
+                            "epsilon": eps, "mean": mean, "std": std})
+    return res
+
+
+def print_table(name, res):
+    print(f"\n## {name} (train {res['n_train']}, test {res['n_test']}, "
+          f"majority {100 * res['test_majority']:.1f} %)")
+    print(f"non-private: privpred {res['privpred_nonprivate']:.4f} (hold-out lambda), "
+          f"{res['privpred_nonprivate_public_lambda']:.4f} (public lambda), scikit-learn (schema map, "
+          f"hold-out lambda {res['sklearn_schema_lambda']:g}) {res['sklearn_schema']:.4f}, "
+          f"scikit-learn (schema map, public lambda {PUBLIC_LAMBDA:g}, no intercept) "
+          f"{res['sklearn_schema_public_lambda']:.4f}, "
+          f"scikit-learn (min-max of the data) {res['sklearn_minmax']:.4f}; "
+          f"map vs privpred: max |diff| {res['mapping_max_abs_diff_vs_privpred']}")
+    print("| library | method | ε = 0.1 | ε = 1 | ε = 10 |")
+    print("|---|---|---|---|---|")
+    keys = []
+    for r in res["rows"]:
+        if (r["library"], r["method"]) not in keys:
+            keys.append((r["library"], r["method"]))
+    keys.sort(key=lambda k: (k[0] != "privpred", METHODS.index(k[1]) if k[1] in METHODS else 0))
+    for lib, m in keys:
+        cells = []
+        for eps in EPSILONS:
+            r = [x for x in res["rows"] if (x["library"], x["method"], x["epsilon"]) == (lib, m, eps)]
+            cells.append(f"{100 * r[0]['mean']:.1f} ± {100 * r[0]['std']:.1f}" if r else "–")
+        print(f"| {lib} | {m} | " + " | ".join(cells) + " |")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--privpred", default=os.path.join(ROOT, "target", "release", "privpred"))
+    ap.add_argument("--fair-csv", default=os.path.expanduser("~/.cache/privpred/fair/fair.csv"))
     ap.add_argument("--repetitions", type=int, default=10)
     ap.add_argument("--budget", type=int, default=100)
+    ap.add_argument("--tables", default=",".join(t[0] for t in TABLES))
     ap.add_argument("--json")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    results = {}
-    for name, loader in [("breast-cancer", load_breast_cancer), ("wine", load_wine)]:
-        X, y = loader(return_X_y=True)
-        schema_path = os.path.join(ROOT, "examples", f"{name}.schema.json")
-        schema = json.load(open(schema_path))
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
-        with tempfile.TemporaryDirectory() as d:
-            paths = []
-            for part, (Xp, yp) in [("train", (Xtr, ytr)), ("test", (Xte, yte))]:
-                p = os.path.join(d, f"{part}.csv")
-                np.savetxt(p, np.column_stack([Xp, yp]), delimiter=",", fmt="%.10g")
-                paths.append(p)
-            pp, nonpriv = privpred_runs(a.privpred, *paths, schema_path, a.repetitions, a.budget, 0.0)
-            try:
-                pp_d, _ = privpred_runs(a.privpred, *paths, schema_path, a.repetitions, a.budget, 1e-5)
-                pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
-            except subprocess.CalledProcessError as e:
-                print(f"{name}: DP-SGD (delta = 1e-5) not run: {e.stderr.strip()}")
-        Mtr, lo, hi = schema_map(Xtr, schema)
-        Mte, _, _ = schema_map(Xte, schema)
-        sk = sk_logreg(Mtr, ytr, Mte, yte)
-        mn, mx = Xtr.min(0), Xtr.max(0)
-        sk_mm = LogisticRegression(max_iter=10000).fit((Xtr - mn) / (mx - mn), ytr).score(
-            (np.clip(Xte, mn, mx) - mn) / (mx - mn), yte)
-        res = {"n_train": len(ytr), "n_test": len(yte), "privpred_nonprivate": nonpriv,
-               "sklearn_schema": sk, "sklearn_minmax": sk_mm, "rows": []}
-        for eps in EPSILONS:
-            for m in ["model-sensitivity", "loss-perturbation", "prediction-sensitivity",
-                      "subsample-aggregate", "dp-sgd"]:
-                if (m, eps) in pp:
-                    mean, std = pp[(m, eps)]
-                    res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
-                                        "mean": mean, "std": std})
-            mean, std, lam = dpl_logreg(Mtr, ytr, Mte, yte, eps, a.repetitions, 0)
-            res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
-                                "epsilon": eps, "mean": mean, "std": std, "lambda": lam})
-            mean, std = dpl_nb(Xtr, ytr, Xte, yte, lo, hi, eps, a.repetitions, 0)
-            res["rows"].append({"library": "diffprivlib", "method": "GaussianNB",
-                                "epsilon": eps, "mean": mean, "std": std})
+    results = {"settings": {"epsilons": EPSILONS, "budget": a.budget,
+                            "repetitions": a.repetitions, "split": "stratified 80/20, seed 0",
+                            "versions": versions(a.privpred)}}
+    wanted = a.tables.split(",")
+    for name, load, teachers, batch in TABLES:
+        if name not in wanted:
+            continue
+        res = run_table(a, name, load(a), teachers, batch)
         results[name] = res
-        print(f"\n## {name} (train {len(ytr)}, test {len(yte)})")
-        print(f"non-private: privpred {nonpriv:.4f}, scikit-learn (schema map) {sk:.4f}, "
-              f"scikit-learn (min-max of the data) {sk_mm:.4f}")
-        print("| library | method | ε = 0.1 | ε = 1 | ε = 10 |")
-        print("|---|---|---|---|---|")
-        keys = sorted({(r["library"], r["method"]) for r in res["rows"]},
-                      key=lambda k: (k[0] != "privpred", k[1]))
-        for lib, m in keys:
-            cells = []
-            for eps in EPSILONS:
-                r = [x for x in res["rows"] if (x["library"], x["method"], x["epsilon"]) == (lib, m, eps)]
-                cells.append(f"{100 * r[0]['mean']:.1f} ± {100 * r[0]['std']:.1f}" if r else "–")
-            print(f"| {lib} | {m} | " + " | ".join(cells) + " |")
+        print_table(name, res)
     if a.json:
-        with open(a.json, "w") as f:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
             json.dump(results, f, indent=1)
+        os.replace(tmp, a.json)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@
 //! - `digits`: `pip download --no-deps --only-binary=:all: scikit-learn==1.9.1`, then
 //!   `sklearn/datasets/data/digits.csv.gz` from the wheel (verified).
 //! - `breast-cancer`, `wine`: `sklearn/datasets/data/breast_cancer.csv` and `wine_data.csv`
-//!   from the same wheel (verified), read through `examples/NAME.schema.json` by default.
+//!   from the same wheel (verified; the Windows wheels' copies, written with CRLF line
+//!   endings, pass when their LF form has the pinned checksum), read through
+//!   `examples/NAME.schema.json` by default.
 //! - `fair`: `pip download --no-deps --only-binary=:all: statsmodels==0.15.0`, then
-//!   `statsmodels/datasets/fair/fair.csv` from the wheel (verified), installed as a derived
-//!   table whose label is `affairs > 0` (verified again), read through
-//!   `examples/fair.schema.json` by default.
+//!   `statsmodels/datasets/fair/fair.csv` from the wheel (verified, the Windows wheels' CRLF
+//!   copy as above), installed as a derived table whose label is `affairs > 0` (verified
+//!   again), read through `examples/fair.schema.json` by default.
 //! - `cifar10`: the canonical binary tarball `cifar-10-binary.tar.gz` downloaded over HTTPS
 //!   from [`known::CIFAR10_BINARY_URL`] ([`download_verified`]: resumable through a `.part`
 //!   file, progress bar, SHA-256 verified against [`known::CIFAR10_BINARY_TARBALL`]), its
@@ -37,6 +39,7 @@ use std::process::Command;
 mod cifar;
 mod download;
 mod fair;
+mod lines;
 mod mirrors;
 
 use cifar::{fetch_cifar, fetch_cifar_online};
@@ -460,25 +463,29 @@ fn fetch_sklearn_table(
         let path = path.to_path_buf();
         move |source| DataError::Io { path, source }
     };
-    let method = match from {
-        Some(p) if p.extension().is_some_and(|x| x == "csv") => {
-            std::fs::copy(p, &dst).map_err(io(p))?;
-            format!("copied from {}", p.display())
-        }
+    let (bytes, origin, method) = match from {
+        Some(p) if p.extension().is_some_and(|x| x == "csv") => (
+            std::fs::read(p).map_err(io(p))?,
+            p.to_path_buf(),
+            format!("copied from {}", p.display()),
+        ),
         _ => {
             let wheel = sklearn_wheel(&tmp.0, from, name)?;
             let bytes = crate::zip::read_member(&wheel, t.member)?;
-            std::fs::write(&dst, bytes).map_err(io(&dst))?;
-            format!(
+            let method = format!(
                 "{} from {}",
                 t.member,
                 wheel
                     .file_name()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
-            )
+            );
+            (bytes, wheel, method)
         }
     };
+    // the Windows wheels' copy has CRLF line endings: accepted when its LF form is pinned
+    let bytes = lines::verified_text(bytes, &origin, t.sha256)?;
+    std::fs::write(&dst, &bytes).map_err(io(&dst))?;
     let sha = fsutil::sha256_file(&dst)?;
     if sha != t.sha256 {
         return Err(DataError::Checksum {

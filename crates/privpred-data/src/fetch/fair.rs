@@ -7,6 +7,7 @@
 //! `affairs_any` = 1 when `affairs > 0` and 0 otherwise. Both the source file and the derived
 //! file are pinned by SHA-256.
 
+use super::lines::verified_text;
 use super::{FetchReport, install, run, scratch, tool_err, which};
 use crate::error::{DataError, Result};
 use crate::{fsutil, known};
@@ -149,14 +150,7 @@ pub(super) fn fetch_fair(target: &Path, from: Option<&Path>) -> Result<FetchRepo
             (bytes, wheel, format!("{FAIR_MEMBER} from {name}"))
         }
     };
-    let sha = fsutil::sha256_bytes(&source);
-    if sha != known::FAIR_SOURCE_CSV {
-        return Err(DataError::Checksum {
-            path: origin,
-            expected: known::FAIR_SOURCE_CSV.into(),
-            actual: sha,
-        });
-    }
+    let source = verified_text(source, &origin, known::FAIR_SOURCE_CSV)?;
     let derived = derive_fair(&source, &origin)?;
     let dst = stage.join(crate::table::FAIR.file);
     let dsha = fsutil::sha256_bytes(&derived);
@@ -190,6 +184,22 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "rate_marriage,age,yrs_married,children,religious,educ,occupation,occupation_husb,affairs_any\n\
 3,32,9,3,3,17,2,5,1\n5,22,2.5,0,1,16,3,5,0\n4,37,16.5,4,3,16,5,5,0\n"
+        );
+    }
+
+    #[test]
+    fn derivation_is_the_same_from_crlf_and_lf_sources() {
+        let lf = b"rate_marriage,age,yrs_married,children,religious,educ,occupation,occupation_husb,affairs\n3,32,9,3,3,17,2,5,0.1111111\n5,22,2.5,0,1,16,3,5,0\n";
+        let crlf = lf
+            .split(|&b| b == b'\n')
+            .collect::<Vec<_>>()
+            .join(&b"\r\n"[..]);
+        assert_eq!(crlf.len(), lf.len() + 3);
+        let pinned = fsutil::sha256_bytes(lf);
+        let from_crlf = verified_text(crlf, Path::new("w"), &pinned).unwrap();
+        assert_eq!(
+            derive_fair(&from_crlf, Path::new("w")).unwrap(),
+            derive_fair(lf, Path::new("l")).unwrap()
         );
     }
 

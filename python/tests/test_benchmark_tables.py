@@ -1,0 +1,78 @@
+"""The tables benchmark's own schema map (python/benchmarks/tables_vs_diffprivlib.py) is the
+map privpred applies: numeric bounds with clip, one-hot categories with an "other" slot,
+ignored columns, the 1/sqrt(m) scale."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from privpred import _native
+
+from conftest import REPO
+
+SCHEMA = {
+    "privpred_schema": 1,
+    "header": False,
+    "columns": [
+        {"name": "age", "type": "numeric", "min": 0, "max": 120},
+        {"name": "dose", "type": "numeric", "min": 0, "max": 10, "out_of_bounds": "clip"},
+        {"name": "id", "type": "ignore"},
+        {"name": "colour", "type": "categorical", "categories": ["red", "green", "blue"]},
+        {"name": "site", "type": "categorical", "categories": ["1", "2"], "unknown": "other"},
+        {"name": "outcome", "type": "label", "classes": ["0", "1"]},
+    ],
+}
+
+
+def bench():
+    path = REPO / "python" / "benchmarks" / "tables_vs_diffprivlib.py"
+    spec = importlib.util.spec_from_file_location("tables_vs_diffprivlib", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        out.append([f"{rng.uniform(0, 120):.6g}", f"{rng.uniform(-5, 15):.6g}", "x7",
+                    str(rng.choice(["red", "green", "blue"])), str(rng.choice(["1", "2.0", "3"])),
+                    str(rng.integers(0, 2))])
+    return out
+
+
+def test_benchmark_map_equals_privpreds_map():
+    b = bench()
+    r = rows(200)
+    mapped, raw, lo, hi = b.schema_map(r, SCHEMA)
+    # 2 numeric + 3 colours + 2 sites and the "other" slot
+    assert mapped.shape == raw.shape == (200, 8) and len(lo) == len(hi) == 8
+    assert np.linalg.norm(mapped, axis=1).max() <= 1 + 1e-12
+    enc, y = _native.encode_table(json.dumps(SCHEMA), r, [x[-1] for x in r])
+    assert np.abs(np.asarray(enc, float) - mapped).max() < 1e-6
+    assert b.privpred_mapping_diff(r, SCHEMA, mapped) < 1e-6
+    assert list(np.asarray(y)) == list(b.labels(r, SCHEMA))
+    # "3" is no declared site: it falls into the "other" slot; "2.0" matches "2"
+    s = 1 / np.sqrt(4)
+    i3 = next(i for i, x in enumerate(r) if x[4] == "3")
+    i2 = next(i for i, x in enumerate(r) if x[4] == "2.0")
+    assert mapped[i3, 7] == pytest.approx(s) and mapped[i2, 6] == pytest.approx(s)
+
+
+def test_benchmark_map_refuses_what_privpred_refuses():
+    b = bench()
+    bad_age = [["130", "1", "x", "red", "1", "0"]]
+    with pytest.raises(ValueError, match="age"):
+        b.schema_map(bad_age, SCHEMA)
+    with pytest.raises(ValueError):
+        _native.encode_table(json.dumps(SCHEMA), bad_age, ["0"])
+    bad_colour = [["30", "1", "x", "pink", "1", "0"]]
+    with pytest.raises(ValueError, match="colour"):
+        b.schema_map(bad_colour, SCHEMA)
+    with pytest.raises(ValueError):
+        _native.encode_table(json.dumps(SCHEMA), bad_colour, ["0"])
