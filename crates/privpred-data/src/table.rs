@@ -132,7 +132,7 @@ fn fmt_err(path: &Path, reason: String) -> DataError {
 }
 
 /// Reads a table file through `schema` into a dataset of encoded rows (every row ‖x‖ ≤ 1),
-/// its classes the schema's and the schema recorded in its provenance.
+/// its classes the schema's, the schema and the file's SHA-256 recorded in its provenance.
 pub fn read_table(
     path: &Path,
     format: TableFormat,
@@ -145,7 +145,8 @@ pub fn read_table(
             path.display()
         )));
     }
-    encode_rows(path, schema, name, |sink| match format {
+    let sha = fsutil::sha256_file(path)?;
+    let mut ds = encode_rows(path, schema, name, |sink| match format {
         TableFormat::Csv => {
             if let Some(h) = read_csv_cells(path, schema.header, sink)? {
                 schema
@@ -163,7 +164,11 @@ pub fn read_table(
             }
             Ok(())
         }
-    })
+    })?;
+    // the file's hash, for the results' provenance and to seed draws by content; a private
+    // model's artifact leaves it out (a hash of the caller's own file identifies its content)
+    ds.provenance.checksum = Some(sha);
+    Ok(ds)
 }
 
 /// Runs `read`, which hands every data row to the sink, and encodes the rows through `schema`

@@ -406,15 +406,37 @@ impl LinearRunner {
         })
     }
 
-    /// The data configuration of a group: dataset and (N, D, C).
+    /// The data configuration of a group: dataset and (N, D, C). It names the cache entry and
+    /// labels the seeds drawn for the data (preprocessing, hold-out, teachers' partition).
     fn key(&self, g: &Group) -> Key {
         format!(
             "{}|n={:?}|d={:?}|c={:?}",
-            self.dataset_for(g.figure),
+            self.data_identity(&self.dataset_for(g.figure)),
             g.setting.n,
             g.setting.dim,
             g.setting.classes
         )
+    }
+
+    /// A named data set by its name; a file or folder (`csv:PATH`, `parquet:PATH`, `idx:DIR`,
+    /// …) by the SHA-256 of what was read, so that the same data gives the same draws for a
+    /// seed wherever it lies. A spec that does not load keeps its text (its loading error is
+    /// reported where the data is used), and so does one read without a checksum.
+    fn data_identity(&self, name: &str) -> String {
+        let named = privpred_data::spec::NAMED.contains(&name);
+        if named {
+            return name.to_string();
+        }
+        match self.raw(name) {
+            Ok(raw) => match (
+                &raw.train.provenance.checksum,
+                &raw.test.provenance.checksum,
+            ) {
+                (Some(train), Some(test)) => format!("sha256:{train}+{test}"),
+                _ => name.to_string(),
+            },
+            Err(_) => name.to_string(),
+        }
     }
 
     pub(crate) fn prepared(&self, g: &Group, seed: u64) -> Result<(Key, Arc<Prepared>)> {

@@ -1,7 +1,8 @@
 //! `compare` on tables too small for the defaults (T = 256 teachers, DP-SGD's batch of 256):
 //! such a method is listed as not applicable with the reason and the flag that fits, never an
 //! error; with smaller `--teachers` and `--dpsgd-batch-size` every method runs; and the result
-//! is the same for the same `--seed` (an experiment), different for another.
+//! is the same for the same `--seed` (an experiment), wherever the file lies, different for
+//! another seed.
 
 mod common;
 
@@ -123,6 +124,20 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
     // the same seed gives the same comparison; another seed other draws
     let b = json(&small);
     assert_eq!(without_times(a.clone()), without_times(b));
+    // the same data at another path (another name too) gives the same draws: they are
+    // seeded from the data's checksum, not from the path's text
+    let moved = d.path().join("elsewhere");
+    std::fs::create_dir(&moved).unwrap();
+    let copy = moved.join("renamed.csv");
+    std::fs::copy(d.path().join("t.csv"), &copy).unwrap();
+    let copy_spec = format!("csv:{}", copy.to_str().unwrap());
+    let mut elsewhere = small.clone();
+    elsewhere[2] = &copy_spec;
+    let e = json(&elsewhere);
+    assert_eq!(
+        without_times(a.clone())["grid"]["cells"],
+        without_times(e)["grid"]["cells"]
+    );
     let n = small.len();
     small[n - 2] = "4";
     let c = json(&small);

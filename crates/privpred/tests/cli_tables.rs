@@ -210,6 +210,14 @@ fn serve_answers_raw_table_rows_through_the_stored_schema() {
         "--out",
         s(&m),
     ]);
+    // the table's SHA-256 is in its provenance (the results of `compare` name it), but a
+    // private model never carries a hash of the caller's own file
+    let sha = privpred_data::fsutil::sha256_file(&t.csv).unwrap();
+    let bytes = std::fs::read(&m).unwrap();
+    assert!(
+        !bytes.windows(sha.len()).any(|w| w == sha.as_bytes()),
+        "the model carries the table's hash"
+    );
     let q = t.dir.join("q.csv");
     std::fs::write(&q, "100,red,5,1\n20,green,5,2\n").unwrap();
     let want: Vec<u64> = ok(&["predict", "--model", s(&m), "--input", s(&q)])
