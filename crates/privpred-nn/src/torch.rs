@@ -55,6 +55,10 @@ pub const DEFAULT_CHUNK: usize = 256;
 /// ResNet-20 are 4.4 GB, plus ≈ 3 GB of recorded activations, on GPUs of 80 GB and more).
 pub const CUDA_CHUNK: usize = 4096;
 
+/// The environment variable that overrides the examples per device pass of
+/// [`TorchEngine::from_env`] (a whole number ≥ 1; for measuring, e.g. the CPU's 256 on CUDA).
+pub const CHUNK_ENV: &str = "PRIVPRED_TORCH_CHUNK";
+
 /// The default examples per device pass on `device`: [`CUDA_CHUNK`] on CUDA, else
 /// [`DEFAULT_CHUNK`].
 pub fn default_chunk(device: Device) -> usize {
@@ -105,11 +109,23 @@ impl TorchEngine {
     }
 
     /// An engine on the device named by `$PRIVPRED_DEVICE` (see [`TorchEngine::parse_device`]);
-    /// unset or empty: the first CUDA device when one is available, else the CPU.
+    /// unset or empty: the first CUDA device when one is available, else the CPU. The examples
+    /// per device pass are `$PRIVPRED_TORCH_CHUNK` when set ([`CHUNK_ENV`]), else the device's
+    /// default ([`default_chunk`]).
     pub fn from_env() -> Result<Self> {
-        match std::env::var(DEVICE_ENV) {
-            Ok(v) if !v.trim().is_empty() => Self::new(Self::parse_device(&v)?),
-            _ => Self::new(Device::cuda_if_available()),
+        let e = match std::env::var(DEVICE_ENV) {
+            Ok(v) if !v.trim().is_empty() => Self::new(Self::parse_device(&v)?)?,
+            _ => Self::new(Device::cuda_if_available())?,
+        };
+        match std::env::var(CHUNK_ENV) {
+            Ok(v) if !v.trim().is_empty() => {
+                let n = v.trim().parse::<usize>().ok().filter(|&n| n >= 1);
+                let n = n.ok_or_else(|| {
+                    NnError::invalid("chunk", v.trim(), format!("{CHUNK_ENV} must be ≥ 1"))
+                })?;
+                Ok(e.with_chunk(n))
+            }
+            _ => Ok(e),
         }
     }
 
