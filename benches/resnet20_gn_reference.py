@@ -8,6 +8,10 @@ schedule allow and how fast a GPU does it. It is not part of privpred and no tes
 
     python3 benches/resnet20_gn_reference.py TARBALL --epochs 100 --out result.json [--time-limit-s S]
 
+`--per-class TRAIN,TEST` keeps the first TRAIN and TEST images of each class in the tarball's
+order (what `nn-train --per-class` keeps), for side-by-side loss curves on a CPU; the losses
+of the first 200 steps are in `step_losses`, as in `nn-train`'s report.
+
 Needs torch and pillow; no network.
 """
 
@@ -27,14 +31,20 @@ from PIL import Image
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
-def load(tarball):
+def load(tarball, per_class=None):
     data = {"train": ([], []), "test": ([], [])}
+    kept = {}
     with tarfile.open(tarball, "r:gz") as tf:
         for m in tf:
             if not m.isfile() or not m.name.lower().endswith((".jpg", ".jpeg", ".png")):
                 continue
             parts = m.name.split("/")
             split, cls = parts[-3], parts[-2]
+            if per_class is not None:
+                k = kept.get((split, cls), 0)
+                if k >= per_class[0 if split == "train" else 1]:
+                    continue
+                kept[(split, cls)] = k + 1
             img = Image.open(io.BytesIO(tf.extractfile(m).read())).convert("RGB")
             data[split][0].append(np.asarray(img, dtype=np.uint8))
             data[split][1].append(CLASSES.index(cls))
@@ -96,11 +106,18 @@ def main():
     ap.add_argument("--batch", type=int, default=600)
     ap.add_argument("--time-limit-s", type=float, default=1e9)
     ap.add_argument("--out", default="reference.json")
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--per-class", default=None, metavar="TRAIN,TEST")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    per_class = tuple(int(v) for v in a.per_class.split(",")) if a.per_class else None
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(0)
+    torch.manual_seed(a.seed)
     t0 = time.time()
-    d = load(a.tarball)
+    d = load(a.tarball, per_class)
     load_s = time.time() - t0
     xtr = torch.tensor(d["train"][0]).permute(0, 3, 1, 2).float().div(255).to(dev)
     ytr = torch.tensor(d["train"][1]).to(dev)
@@ -110,11 +127,11 @@ def main():
     std = xtr.std((0, 2, 3), keepdim=True)
     xtr, xte = (xtr - mean) / std, (xte - mean) / std
     model = ResNet20().to(dev)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     n = xtr.shape[0]
     steps_per_epoch = (n + a.batch - 1) // a.batch
     total = a.epochs * steps_per_epoch
-    step, log, t_train = 0, [], time.time()
+    step, log, t_train, step_losses = 0, [], time.time(), []
     # steady-state throughput: examples and time after the first WARM steps (cuDNN autotuning,
     # allocator warm-up); the time limit is checked after every step
     WARM, seen, t_warm, warm_seen, stop = 10, 0, None, 0, False
@@ -123,7 +140,7 @@ def main():
         perm = torch.randperm(n, device=dev)
         tot, cnt = 0.0, 0
         for i in range(steps_per_epoch):
-            lr = 0.1 * (0.1 ** min(3, (4 * step) // total))
+            lr = a.lr * (0.1 ** min(3, (4 * step) // total))
             for g in opt.param_groups:
                 g["lr"] = lr
             idx = perm[i * a.batch : (i + 1) * a.batch]
@@ -147,6 +164,8 @@ def main():
             opt.step()
             step += 1
             tot += loss.item() * x.shape[0]
+            if len(step_losses) < 200:
+                step_losses.append(loss.item())
             cnt += x.shape[0]
             seen += x.shape[0]
             if step == WARM:
@@ -178,6 +197,11 @@ def main():
         "test_accuracy": correct / xte.shape[0],
         "load_s": load_s,
         "per_epoch": log,
+        "step_losses": step_losses,
+        "lr": a.lr,
+        "seed": a.seed,
+        "per_class": a.per_class,
+        "train_images": int(n),
         "note": "lr schedule over the planned epochs; stopped early (the last epoch possibly partial) if epochs_run < epochs_planned; steady_examples_per_s excludes the first 10 steps",
     }
     with open(a.out, "w") as f:

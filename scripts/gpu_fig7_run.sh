@@ -18,7 +18,10 @@
 #   1. machine.txt: GPU, driver, torch; stops (exit 3) unless torch is 2.11 (tch 0.24's);
 #   2. the torch engine against the CPU engine, per example, on the device (torch_engine.log);
 #   3. throughput at batch 600: the PyTorch reference (benches/resnet20_gn_reference.py) and
-#      privpred's engine, one after the other on the same GPU (torch_ref.json, throughput.json);
+#      privpred's engine, one after the other on the same GPU (torch_ref.json, throughput.json,
+#      which records the engine's settings: examples per device pass, the CPU's time preparing
+#      inputs), and the engine again at the CPU's 256 examples per pass
+#      (PRIVPRED_TORCH_CHUNK=256: throughput-chunk256.json), so the run measures that lever;
 #   4. `privpred reproduce fig7 --resume` (both panels) until the time is up (train.log), stopping
 #      at an epoch boundary with a checkpoint.
 #
@@ -54,7 +57,7 @@ if [ "${1:-}" = "--collect" ]; then
     src=${2:?usage: gpu_fig7_run.sh --collect DIR}
     mkdir -p "$STATE"
     tar xzf "$src/fig7-state.tar.gz" -C "$STATE"
-    for f in machine.txt torch_engine.log torch_ref.json throughput.json; do
+    for f in machine.txt torch_engine.log torch_ref.json throughput.json throughput-chunk256.json; do
         [ -f "$src/$f" ] && cp "$src/$f" "$STATE/runs/$(cat "$STATE/runs/LAST")-$f"
     done
     echo "state unpacked into $STATE; review, then commit it"
@@ -107,6 +110,10 @@ if [[ $STEPS == *,throughput,* ]]; then
     timeout 120 "$G/nn-train" --mode throughput --engine torch --data "$G/cifar10-jpeg.tar.gz" \
         --batch 600 --steps "${FIG7_TP_STEPS:-5}" --out "$O/throughput.json" >"$O/throughput.log" 2>&1
     stamp "throughput: exit $?"
+    PRIVPRED_TORCH_CHUNK=256 timeout 60 "$G/nn-train" --mode throughput --engine torch \
+        --data "$G/cifar10-jpeg.tar.gz" --batch 600 --steps "${FIG7_TP_STEPS:-5}" \
+        --out "$O/throughput-chunk256.json" >"$O/throughput-chunk256.log" 2>&1
+    stamp "throughput at 256 examples per pass: exit $?"
 fi
 
 # 4. Figure 7, from where the last run stopped, until the time is up.

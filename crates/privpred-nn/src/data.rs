@@ -1,7 +1,7 @@
 //! Image sets for the convnet: 8-bit pixels stored channel-major per image, a reader for the
 //! image-folder layout inside a `.tar.gz` (the CIFAR-10 JPEG copy), conversion from a
 //! [`privpred_data::Dataset`], fixed per-channel normalisation and the training augmentation
-//! (random horizontal flip, random crop with 4-pixel zero padding).
+//! (random horizontal flip, random crop with 4-pixel padding in the mean colour).
 
 use crate::error::{NnError, Result};
 use rand::{Rng, RngExt};
@@ -456,14 +456,15 @@ impl Normalization {
 pub struct Augment {
     /// Mirror horizontally.
     pub flip: bool,
-    /// Crop offset in rows, `−pad..=pad` (zero padding outside the image).
+    /// Crop offset in rows, `−pad..=pad` (outside the image: the mean colour, see
+    /// [`prepare_image`]).
     pub dy: i32,
     /// Crop offset in columns.
     pub dx: i32,
 }
 
 impl Augment {
-    /// Random flip (p = 1/2) and random crop with `pad` pixels of zero padding.
+    /// Random flip (p = 1/2) and random crop with `pad` pixels of padding.
     pub fn sample(rng: &mut impl Rng, pad: i32) -> Self {
         Augment {
             flip: rng.random::<bool>(),
@@ -473,7 +474,11 @@ impl Augment {
     }
 }
 
-/// Writes the normalised (and optionally augmented) float image into `out`.
+/// Writes the normalised (and optionally augmented) float image into `out`. Pixels that a
+/// crop shifts in from outside the image are 0 after normalisation, i.e. the normalisation's
+/// mean colour (the published CIFAR-10 constants, not a statistic of the training data): what
+/// the PyTorch reference (`benches/resnet20_gn_reference.py`) does by padding after
+/// normalising.
 pub fn prepare_image(
     img: &[u8],
     c: usize,
@@ -487,7 +492,7 @@ pub fn prepare_image(
     out.resize(c * h * w, 0.0);
     for ch in 0..c {
         let (m, s) = (norm.mean[ch], norm.std[ch]);
-        let pad_val = (0.0 - m) / s;
+        let pad_val = 0.0;
         let src = &img[ch * h * w..(ch + 1) * h * w];
         let dst = &mut out[ch * h * w..(ch + 1) * h * w];
         for y in 0..h {
@@ -547,5 +552,44 @@ pub fn source_sha256(path: &Path) -> Result<String> {
         Ok(hex(&h.finalize()))
     } else {
         file_hash(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A crop fills the pixels it shifts in with the mean colour (0 after normalisation), as
+    /// the PyTorch reference pads after normalising; the rest is the shifted, flipped image.
+    #[test]
+    fn crops_pad_with_the_mean_colour() {
+        let (c, h, w) = (3, 4, 5);
+        let img: Vec<u8> = (0..c * h * w).map(|v| (v * 4) as u8).collect();
+        let norm = Normalization::cifar10();
+        let mut out = Vec::new();
+        let aug = Augment {
+            flip: true,
+            dy: 2,
+            dx: -1,
+        };
+        prepare_image(&img, c, h, w, &norm, aug, &mut out);
+        for ch in 0..c {
+            for y in 0..h {
+                for x in 0..w {
+                    let (sy, sx) = (y as i32 + 2, (w - 1 - x) as i32 - 1);
+                    let got = out[ch * h * w + y * w + x];
+                    if sy >= h as i32 || sx < 0 {
+                        assert_eq!(got, 0.0, "padding at ({ch}, {y}, {x})");
+                    } else {
+                        let v = img[ch * h * w + sy as usize * w + sx as usize] as f32 / 255.0;
+                        let want = (v - norm.mean[ch]) / norm.std[ch];
+                        assert!(
+                            (got - want).abs() < 1e-6,
+                            "({ch}, {y}, {x}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }

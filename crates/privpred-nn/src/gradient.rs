@@ -83,6 +83,21 @@ impl Inputs<'_> {
     }
 }
 
+/// The prepared images `part` (example `j` of `part` being example `j0 + j` of the batch, for
+/// its augmentation), concatenated (`part.len() × input_len` values), prepared in parallel on
+/// the CPU: what an engine on another device uploads.
+pub fn prepare_batch(net: &ResNet, inputs: Inputs<'_>, part: &[usize], j0: usize) -> Vec<f32> {
+    let len = net.input_len();
+    let mut x = vec![0.0f32; part.len() * len];
+    x.par_chunks_mut(len)
+        .zip(part.par_iter().enumerate())
+        .for_each_init(Vec::new, |tmp, (dst, (jj, &i))| {
+            inputs.prepare(i, j0 + jj, tmp);
+            dst.copy_from_slice(tmp);
+        });
+    x
+}
+
 /// The augmentation of example `j` of a batch whose augmentation seed is `seed` (identity
 /// when `None`).
 fn aug_for(seed: Option<u64>, j: usize) -> Augment {
@@ -345,6 +360,13 @@ pub trait GradientEngine: Send + Sync {
         mode: GradMode,
         out: &mut [f32],
     ) -> Result<BatchStats>;
+
+    /// The settings that bear on the engine's speed, for throughput reports (e.g. examples per
+    /// device pass); `null` when it has none.
+    fn settings(&self, batch: usize) -> serde_json::Value {
+        let _ = batch;
+        serde_json::Value::Null
+    }
 
     /// Logits of every image of `data` (no augmentation), one row per image.
     fn predict_logits(

@@ -24,22 +24,49 @@
 //! never exceeds ν; norms accumulated in f64 per tensor), the clipped gradients are summed (a
 //! `1 × B` by `B × len` product per parameter tensor, never a `B × P` copy) and only
 //! the sum and the batch statistics return to the CPU. Summed (non-private) gradients skip the
-//! per-example step: one ordinary backward pass to the parameters.
+//! per-example step: one ordinary backward pass to the parameters, with GroupNorm's affine
+//! fused into it.
+//!
+//! **Device passes.** A batch is processed in chunks of at most [`TorchEngine::chunk`]
+//! examples ([`default_chunk`]: 256 on the CPU, where it bounds memory; 4,096 on CUDA, so the
+//! paper's batch of 600 is one pass — at that size the network is bound by kernel launches).
+//! Gradients and batch statistics accumulate on the device; the only waits for the device are
+//! the two copies back at the end of the batch.
 
 use crate::data::{ImageSet, Normalization};
 use crate::error::{NnError, Result};
-use crate::gradient::{BatchStats, DEVICE_ENV, GradMode, GradientEngine, Inputs, check_lengths};
+use crate::gradient::{
+    BatchStats, DEVICE_ENV, GradMode, GradientEngine, Inputs, check_lengths, prepare_batch,
+};
 use crate::resnet::{ResNet, Shortcut};
-use rayon::prelude::*;
 use tch::{Device, Kind, TchError, Tensor};
 
 /// GroupNorm ε (PyTorch's default; the CPU engine's [`crate::ops::GN_EPS`]).
 const GN_EPS: f64 = crate::ops::GN_EPS as f64;
 
-/// Examples per device pass unless [`TorchEngine::with_chunk`] says otherwise: bounds the
-/// memory of the per-example gradients (`chunk × P` floats, 280 MB for ResNet-20) and of the
-/// activations.
+/// Examples per device pass on the CPU unless [`TorchEngine::with_chunk`] says otherwise:
+/// bounds the memory of the per-example gradients (`chunk × P` floats, 280 MB for ResNet-20)
+/// and of the activations.
 pub const DEFAULT_CHUNK: usize = 256;
+
+/// Examples per device pass on CUDA unless [`TorchEngine::with_chunk`] says otherwise: a
+/// whole batch of the paper's 600 (and up to 4,096) in one pass, since a small network at such
+/// batches is bound by kernel launches, not memory (per-example gradients of 4,096 examples of
+/// ResNet-20 are 4.4 GB, plus ≈ 3 GB of recorded activations, on GPUs of 80 GB and more).
+pub const CUDA_CHUNK: usize = 4096;
+
+/// The environment variable that overrides the examples per device pass of
+/// [`TorchEngine::from_env`] (a whole number ≥ 1; for measuring, e.g. the CPU's 256 on CUDA).
+pub const CHUNK_ENV: &str = "PRIVPRED_TORCH_CHUNK";
+
+/// The default examples per device pass on `device`: [`CUDA_CHUNK`] on CUDA, else
+/// [`DEFAULT_CHUNK`].
+pub fn default_chunk(device: Device) -> usize {
+    match device {
+        Device::Cuda(_) => CUDA_CHUNK,
+        _ => DEFAULT_CHUNK,
+    }
+}
 
 /// The libtorch gradient engine. See the [module documentation](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,16 +104,28 @@ impl TorchEngine {
         }
         Ok(TorchEngine {
             device,
-            chunk: DEFAULT_CHUNK,
+            chunk: default_chunk(device),
         })
     }
 
     /// An engine on the device named by `$PRIVPRED_DEVICE` (see [`TorchEngine::parse_device`]);
-    /// unset or empty: the first CUDA device when one is available, else the CPU.
+    /// unset or empty: the first CUDA device when one is available, else the CPU. The examples
+    /// per device pass are `$PRIVPRED_TORCH_CHUNK` when set ([`CHUNK_ENV`]), else the device's
+    /// default ([`default_chunk`]).
     pub fn from_env() -> Result<Self> {
-        match std::env::var(DEVICE_ENV) {
-            Ok(v) if !v.trim().is_empty() => Self::new(Self::parse_device(&v)?),
-            _ => Self::new(Device::cuda_if_available()),
+        let e = match std::env::var(DEVICE_ENV) {
+            Ok(v) if !v.trim().is_empty() => Self::new(Self::parse_device(&v)?)?,
+            _ => Self::new(Device::cuda_if_available())?,
+        };
+        match std::env::var(CHUNK_ENV) {
+            Ok(v) if !v.trim().is_empty() => {
+                let n = v.trim().parse::<usize>().ok().filter(|&n| n >= 1);
+                let n = n.ok_or_else(|| {
+                    NnError::invalid("chunk", v.trim(), format!("{CHUNK_ENV} must be ≥ 1"))
+                })?;
+                Ok(e.with_chunk(n))
+            }
+            _ => Ok(e),
         }
     }
 
@@ -123,6 +162,16 @@ impl TorchEngine {
         self.device
     }
 
+    /// At most this many examples per device pass.
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Device passes (forward + backward) for a batch of `batch` examples, in every mode.
+    pub fn passes(&self, batch: usize) -> usize {
+        batch.div_ceil(self.chunk)
+    }
+
     /// Each example's exact gradient (unclipped), in the order of `idx` (for tests and
     /// audits; the training path never copies them off the device).
     pub fn per_example_gradients(
@@ -138,9 +187,10 @@ impl TorchEngine {
         let mut all = Vec::with_capacity(idx.len());
         let mut run = || -> std::result::Result<(), TchError> {
             let flat = self.upload_params(params, true)?;
+            let views = param_views(net, &flat)?;
             for (c, part) in idx.chunks(self.chunk).enumerate() {
                 let (x, y) = self.batch_tensors(net, inputs, part, c * self.chunk)?;
-                let pe = per_example(net, &flat, &x, &y)?;
+                let pe = per_example(net, &views, &x, &y)?;
                 let g = pe.grads()?.f_to_device(Device::Cpu)?.f_contiguous()?;
                 let mut buf = vec![0.0f32; part.len() * p];
                 g.f_copy_data(&mut buf, part.len() * p)?;
@@ -197,14 +247,7 @@ impl TorchEngine {
     ) -> std::result::Result<(Tensor, Tensor), TchError> {
         let d = inputs.data;
         let cfg = net.config();
-        let len = net.input_len();
-        let mut x = vec![0.0f32; part.len() * len];
-        x.par_chunks_mut(len)
-            .zip(part.par_iter().enumerate())
-            .for_each_init(Vec::new, |tmp, (dst, (jj, &i))| {
-                inputs.prepare(i, j0 + jj, tmp);
-                dst.copy_from_slice(tmp);
-            });
+        let x = prepare_batch(net, inputs, part, j0);
         let b = part.len() as i64;
         let (c, s) = (cfg.in_channels as i64, cfg.image_size as i64);
         let xt = Tensor::f_from_slice(&x)?
@@ -215,6 +258,9 @@ impl TorchEngine {
         Ok((xt, yt))
     }
 
+    /// The batch gradient, accumulated on the device over [`TorchEngine::passes`] chunks; the
+    /// batch statistics stay on the device too (a 4-vector: loss sum, correct, clipped, norm
+    /// sum), so that nothing waits for the device before the one copy back at the end.
     fn batch_gradient_inner(
         &self,
         net: &ResNet,
@@ -224,43 +270,79 @@ impl TorchEngine {
         mode: GradMode,
         out: &mut [f32],
     ) -> std::result::Result<BatchStats, TchError> {
-        let p = net.num_params() as i64;
         let flat = self.upload_params(params, true)?;
-        let mut acc = Tensor::f_zeros([p], (Kind::Float, self.device))?;
-        let mut st = BatchStats::default();
+        let views = param_views(net, &flat)?;
+        let mut acc: Option<Tensor> = None;
+        let mut stats: Option<Tensor> = None;
         for (c, part) in idx.chunks(self.chunk).enumerate() {
             let (x, y) = self.batch_tensors(net, inputs, part, c * self.chunk)?;
-            let (loss_sum, correct) = match mode {
+            let (grad, st) = match mode {
                 GradMode::Sum => {
-                    let f = forward(net, &flat, &x, false)?;
+                    let f = forward(net, &views, &x, false)?;
                     let (losses, correct) = loss_and_correct(&f.logits, &y)?;
                     let loss = losses.f_sum(Kind::Float)?;
-                    let g = Tensor::f_run_backward(&[&loss], &[&flat], false, false)?;
+                    let wrt: Vec<&Tensor> = views.iter().collect();
+                    let g = Tensor::f_run_backward(&[&loss], &wrt, false, false)?;
                     let _ng = tch::no_grad_guard();
-                    let _ = acc.f_add_(&g[0])?;
-                    (losses.f_sum(Kind::Double)?.f_double_value(&[])?, correct)
+                    let flat_g: Vec<Tensor> = g
+                        .iter()
+                        .map(|t| t.f_reshape([-1]))
+                        .collect::<std::result::Result<_, _>>()?;
+                    let zero = correct.f_zeros_like()?;
+                    let st = Tensor::f_stack(
+                        &[
+                            losses.f_detach()?.f_sum(Kind::Double)?,
+                            correct,
+                            zero.shallow_clone(),
+                            zero,
+                        ],
+                        0,
+                    )?;
+                    (Tensor::f_cat(&flat_g, 0)?, st)
                 }
                 GradMode::ClipJoint(nu) | GradMode::ClipPerLayer(nu) => {
-                    let pe = per_example(net, &flat, &x, &y)?;
+                    let pe = per_example(net, &views, &x, &y)?;
                     let _ng = tch::no_grad_guard();
                     let (sum, norms, clipped) = if let GradMode::ClipJoint(_) = mode {
                         clip_joint(&pe.parts, nu)?
                     } else {
                         clip_per_layer(&pe.parts, nu)?
                     };
-                    let _ = acc.f_add_(&sum)?;
-                    st.norm_sum += norms.iter().sum::<f64>();
-                    st.clipped += clipped;
-                    (pe.loss_sum, pe.correct)
+                    let st = Tensor::f_stack(
+                        &[
+                            pe.loss_sum,
+                            pe.correct,
+                            clipped.f_to_kind(Kind::Double)?,
+                            norms.f_sum(Kind::Double)?,
+                        ],
+                        0,
+                    )?;
+                    (sum, st)
                 }
             };
-            st.n += part.len();
-            st.loss_sum += loss_sum;
-            st.correct += correct;
+            let _ng = tch::no_grad_guard();
+            acc = Some(match acc {
+                None => grad,
+                Some(a) => a.f_add(&grad)?,
+            });
+            stats = Some(match stats {
+                None => st,
+                Some(s) => s.f_add(&st)?,
+            });
         }
+        let (Some(acc), Some(stats)) = (acc, stats) else {
+            return Ok(BatchStats::default());
+        };
         let acc = acc.f_to_device(Device::Cpu)?.f_contiguous()?;
         acc.f_copy_data(out, out.len())?;
-        Ok(st)
+        let s = Vec::<f64>::try_from(&stats.f_to_device(Device::Cpu)?)?;
+        Ok(BatchStats {
+            n: idx.len(),
+            loss_sum: s[0],
+            correct: s[1].round() as usize,
+            clipped: s[2].round() as usize,
+            norm_sum: s[3],
+        })
     }
 
     fn predict_inner(
@@ -272,6 +354,7 @@ impl TorchEngine {
     ) -> std::result::Result<Vec<Vec<f32>>, TchError> {
         let _ng = tch::no_grad_guard();
         let flat = self.upload_params(params, false)?;
+        let views = param_views(net, &flat)?;
         let k = net.classes();
         let all: Vec<usize> = (0..data.len()).collect();
         let inputs = Inputs {
@@ -282,7 +365,7 @@ impl TorchEngine {
         let mut rows = Vec::with_capacity(data.len());
         for part in all.chunks(self.chunk.max(512)) {
             let (x, _) = self.batch_tensors(net, inputs, part, 0)?;
-            let f = forward(net, &flat, &x, false)?;
+            let f = forward(net, &views, &x, false)?;
             let l = f.logits.f_to_device(Device::Cpu)?.f_contiguous()?;
             let mut buf = vec![0.0f32; part.len() * k];
             l.f_copy_data(&mut buf, part.len() * k)?;
@@ -306,6 +389,18 @@ impl GradientEngine for TorchEngine {
 
     fn describe(&self) -> String {
         format!("libtorch (tch 0.24) on {}", self.device())
+    }
+
+    fn settings(&self, batch: usize) -> serde_json::Value {
+        serde_json::json!({
+            "examples_per_device_pass": self.chunk,
+            "device_passes_per_batch": self.passes(batch),
+            "parameter_upload": "once per batch (the flat vector, one copy)",
+            "group_norm": "fused with its affine γ, β (non-private, predictions); x̂ and the output separately (per-example path)",
+            "sum_gradient": "with respect to views of the flat parameters, concatenated",
+            "device_syncs_per_batch": 2,
+            "input_preparation": "on the CPU (rayon), before the batch's device pass",
+        })
     }
 
     fn batch_gradient(
@@ -362,18 +457,35 @@ struct Forward {
     convs: Vec<ConvRecord>,
 }
 
-/// The parameter tensor `t` of `net` as a view of the flat device vector.
-fn param(net: &ResNet, flat: &Tensor, t: usize) -> std::result::Result<Tensor, TchError> {
-    let info = &net.tensors[t];
-    let shape: Vec<i64> = info.shape.iter().map(|&v| v as i64).collect();
-    flat.f_narrow(0, info.offset as i64, info.len as i64)?
-        .f_view(shape.as_slice())
+/// Every parameter tensor of `net` as a view of the flat device vector (no copies), in the
+/// order of [`ResNet::tensors`]; the views tile the vector, so gradients taken with respect to
+/// them, flattened and concatenated, are the gradient of the flat vector (without the
+/// zero-fill, copy and accumulation per tensor that a gradient through `narrow` costs).
+fn param_views(net: &ResNet, flat: &Tensor) -> std::result::Result<Vec<Tensor>, TchError> {
+    let mut next = 0;
+    net.tensors
+        .iter()
+        .map(|info| {
+            if info.offset != next {
+                return Err(TchError::Kind(format!(
+                    "parameter tensor {} at offset {}, expected {next}",
+                    info.name, info.offset
+                )));
+            }
+            next += info.len;
+            let shape: Vec<i64> = info.shape.iter().map(|&v| v as i64).collect();
+            flat.f_narrow(0, info.offset as i64, info.len as i64)?
+                .f_view(shape.as_slice())
+        })
+        .collect()
 }
 
-/// Forward pass of a batch; `record` keeps what [`per_example`] needs.
+/// Forward pass of a batch; `record` keeps what [`per_example`] needs. Without `record`,
+/// GroupNorm and its affine γ, β are one fused operation (one kernel each way on CUDA, where
+/// the recorded path needs x̂ and the output separately: three).
 fn forward(
     net: &ResNet,
-    flat: &Tensor,
+    views: &[Tensor],
     x: &Tensor,
     record: bool,
 ) -> std::result::Result<Forward, TchError> {
@@ -381,27 +493,23 @@ fn forward(
     let mut conv_gn = |j: usize, a: &Tensor| -> std::result::Result<Tensor, TchError> {
         let c = &net.convs[j];
         let s = c.stride as i64;
-        let w = param(net, flat, c.weight)?;
-        let z = a.f_conv2d(&w, None::<Tensor>, [s, s], [1, 1], [1, 1], 1)?;
-        let xhat = z.f_group_norm(
-            c.groups as i64,
-            None::<Tensor>,
-            None::<Tensor>,
-            GN_EPS,
-            true,
-        )?;
-        let cc = c.cout as i64;
-        let gamma = param(net, flat, c.gamma)?.f_view([1, cc, 1, 1])?;
-        let beta = param(net, flat, c.beta)?.f_view([1, cc, 1, 1])?;
-        let y = xhat.f_mul(&gamma)?.f_add(&beta)?;
-        if record {
-            convs.push(ConvRecord {
-                input: a.f_detach()?,
-                z,
-                xhat: xhat.f_detach()?,
-                y: y.shallow_clone(),
-            });
+        let z = a.f_conv2d(&views[c.weight], None::<Tensor>, [s, s], [1, 1], [1, 1], 1)?;
+        let g = c.groups as i64;
+        if !record {
+            let (gamma, beta) = (&views[c.gamma], &views[c.beta]);
+            return z.f_group_norm(g, Some(gamma), Some(beta), GN_EPS, true);
         }
+        let xhat = z.f_group_norm(g, None::<Tensor>, None::<Tensor>, GN_EPS, true)?;
+        let cc = c.cout as i64;
+        let gamma = views[c.gamma].f_view([1, cc, 1, 1])?;
+        let beta = views[c.beta].f_view([1, cc, 1, 1])?;
+        let y = xhat.f_mul(&gamma)?.f_add(&beta)?;
+        convs.push(ConvRecord {
+            input: a.f_detach()?,
+            z,
+            xhat: xhat.f_detach()?,
+            y: y.shallow_clone(),
+        });
         Ok(y)
     };
     let mut a = conv_gn(0, x)?.f_relu()?;
@@ -421,9 +529,7 @@ fn forward(
         a = y2.f_add(&sc)?.f_relu()?;
     }
     let pooled = a.f_mean_dim([2i64, 3].as_slice(), false, Kind::Float)?;
-    let fw = param(net, flat, net.fc_w)?;
-    let fb = param(net, flat, net.fc_b)?;
-    let logits = pooled.f_linear(&fw, Some(&fb))?;
+    let logits = pooled.f_linear(&views[net.fc_w], Some(&views[net.fc_b]))?;
     Ok(Forward {
         logits,
         pooled,
@@ -431,8 +537,12 @@ fn forward(
     })
 }
 
-/// Per-example cross-entropy losses (`B`, f32) and the number of correct predictions.
-fn loss_and_correct(logits: &Tensor, y: &Tensor) -> std::result::Result<(Tensor, usize), TchError> {
+/// Per-example cross-entropy losses (`B`, f32) and the number of correct predictions (a
+/// scalar f64 tensor on the device: reading it would wait for the device).
+fn loss_and_correct(
+    logits: &Tensor,
+    y: &Tensor,
+) -> std::result::Result<(Tensor, Tensor), TchError> {
     let logp = logits.f_log_softmax(1, Kind::Float)?;
     let losses = logp
         .f_gather(1, &y.f_unsqueeze(1)?, false)?
@@ -443,8 +553,7 @@ fn loss_and_correct(logits: &Tensor, y: &Tensor) -> std::result::Result<(Tensor,
         logits
             .f_argmax(1, false)?
             .f_eq_tensor(y)?
-            .f_sum(Kind::Int64)?
-            .f_int64_value(&[])? as usize
+            .f_sum(Kind::Double)?
     };
     Ok((losses, correct))
 }
@@ -454,8 +563,10 @@ struct PerExample {
     /// One `B × len` matrix per parameter tensor, in the order of [`ResNet::tensors`] (never
     /// concatenated on the training path: a `B × P` copy is ≈ 280 MB at `B` = 256).
     parts: Vec<Tensor>,
-    loss_sum: f64,
-    correct: usize,
+    /// Σ of the losses (scalar f64 on the device).
+    loss_sum: Tensor,
+    /// Correct predictions (scalar f64 on the device).
+    correct: Tensor,
 }
 
 impl PerExample {
@@ -474,11 +585,11 @@ fn row_sq_norms(part: &Tensor) -> std::result::Result<Tensor, TchError> {
 /// Every example's exact gradient with one backward pass (see the module documentation).
 fn per_example(
     net: &ResNet,
-    flat: &Tensor,
+    views: &[Tensor],
     x: &Tensor,
     y: &Tensor,
 ) -> std::result::Result<PerExample, TchError> {
-    let f = forward(net, flat, x, true)?;
+    let f = forward(net, views, x, true)?;
     let (losses, correct) = loss_and_correct(&f.logits, y)?;
     let loss = losses.f_sum(Kind::Float)?;
     let mut wrt: Vec<&Tensor> = Vec::with_capacity(2 * f.convs.len() + 1);
@@ -520,10 +631,7 @@ fn per_example(
             })
         })
         .collect::<std::result::Result<_, _>>()?;
-    let loss_sum = losses
-        .f_detach()?
-        .f_sum(Kind::Double)?
-        .f_double_value(&[])?;
+    let loss_sum = losses.f_detach()?.f_sum(Kind::Double)?;
     Ok(PerExample {
         parts,
         loss_sum,
@@ -592,11 +700,11 @@ fn weighted_sum(parts: &[Tensor], factors: &[Tensor]) -> std::result::Result<Ten
 
 /// Joint clipping to ν of each example's gradient, given as per-tensor parts (`B × len`
 /// each, the rows of the `B × P` matrix split by columns), and their sum; returns (sum `P`,
-/// the unclipped norms, the number clipped).
+/// the unclipped norms `B`, the number clipped as a scalar), all on the device.
 fn clip_joint(
     parts: &[Tensor],
     nu: f64,
-) -> std::result::Result<(Tensor, Vec<f64>, usize), TchError> {
+) -> std::result::Result<(Tensor, Tensor, Tensor), TchError> {
     let mut sq: Option<Tensor> = None;
     for g in parts {
         let s = row_sq_norms(g)?;
@@ -612,16 +720,16 @@ fn clip_joint(
     let (factor, mask) = clip_factors(&norms, nu)?;
     let factors: Vec<Tensor> = parts.iter().map(|_| factor.shallow_clone()).collect();
     let sum = weighted_sum(parts, &factors)?;
-    let clipped = mask.f_sum(Kind::Int64)?.f_int64_value(&[])? as usize;
-    Ok((sum, Vec::<f64>::try_from(&norms)?, clipped))
+    Ok((sum, norms, mask.f_sum(Kind::Int64)?))
 }
 
 /// Per-tensor clipping to ν of each example's gradient parts (`B × len` each) and their sum;
-/// returns (sum `P`, each example's unclipped full norm, the number with any tensor clipped).
+/// returns (sum `P`, each example's unclipped full norm, the number with any tensor clipped),
+/// all on the device.
 fn clip_per_layer(
     parts: &[Tensor],
     nu: f64,
-) -> std::result::Result<(Tensor, Vec<f64>, usize), TchError> {
+) -> std::result::Result<(Tensor, Tensor, Tensor), TchError> {
     let mut factors = Vec::with_capacity(parts.len());
     let mut sq_total: Option<Tensor> = None;
     let mut any: Option<Tensor> = None;
@@ -642,7 +750,5 @@ fn clip_per_layer(
         return Err(TchError::Kind("a network without parameter tensors".into()));
     };
     let sum = weighted_sum(parts, &factors)?;
-    let norms = Vec::<f64>::try_from(&sq_total.f_sqrt()?)?;
-    let clipped = any.f_sum(Kind::Int64)?.f_int64_value(&[])? as usize;
-    Ok((sum, norms, clipped))
+    Ok((sum, sq_total.f_sqrt()?, any.f_sum(Kind::Int64)?))
 }

@@ -77,11 +77,21 @@ fn assert_stats_match(t: &BatchStats, c: &BatchStats, what: &str) {
 }
 
 /// Per-example gradients, the three batch-gradient modes, their statistics and the logits of
-/// both engines on `net` with `n` images of side `size`, augmentation on.
-fn engines_agree(net: &ResNet, n: usize, size: usize, chunk: usize, seed: u64) {
+/// both engines on `net` with `n` images of side `size`, augmentation on; `shift_gn`: with
+/// every GroupNorm γ, β moved away from their initial 1 and 0 (by up to ±0.15).
+fn engines_agree(net: &ResNet, n: usize, size: usize, chunk: usize, seed: u64, shift_gn: bool) {
     let torch = engine().with_chunk(chunk);
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let params = net.init_params(&mut rng);
+    let mut params = net.init_params(&mut rng);
+    // GroupNorm γ, β away from their initial 1 and 0, so that the fused affine of the summed
+    // path and the separate one of the per-example path are both checked
+    for t in net.tensors().iter().filter(|_| shift_gn) {
+        if t.name.contains("gn") {
+            for (k, v) in params[t.range()].iter_mut().enumerate() {
+                *v += 0.3 * (((k * 7 + t.offset) % 11) as f32 / 10.0 - 0.5);
+            }
+        }
+    }
     let data = random_images(n, size, net.classes(), seed + 1);
     let norm = Normalization::generic(3);
     let idx: Vec<usize> = (0..n).rev().collect();
@@ -158,13 +168,37 @@ fn engines_agree(net: &ResNet, n: usize, size: usize, chunk: usize, seed: u64) {
 fn torch_matches_the_cpu_engine_on_the_tiny_network() {
     let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
     // chunk 7: several device passes per batch, the last one partial
-    engines_agree(&net, 24, 8, 7, 10);
+    engines_agree(&net, 24, 8, 7, 10, true);
 }
 
 #[test]
 fn torch_matches_the_cpu_engine_on_resnet20() {
     let net = ResNet::new(ResNetConfig::resnet20(10)).unwrap();
-    engines_agree(&net, 6, 32, 256, 20);
+    engines_agree(&net, 6, 32, 256, 20, false);
+}
+
+/// The number of device passes per batch: 256 examples per pass on the CPU (memory), the whole
+/// batch of the paper's 600 in one pass on CUDA (launch-bound); an explicit chunk overrides.
+#[test]
+fn device_passes_per_batch_follow_the_device() {
+    use privpred_nn::torch::{CHUNK_ENV, CUDA_CHUNK, DEFAULT_CHUNK, default_chunk};
+    use tch::Device;
+    let cpu = TorchEngine::new(Device::Cpu).unwrap();
+    assert_eq!(cpu.chunk(), DEFAULT_CHUNK);
+    assert_eq!(cpu.passes(600), 3);
+    assert_eq!(cpu.passes(256), 1);
+    assert_eq!(cpu.passes(257), 2);
+    assert_eq!(default_chunk(Device::Cuda(0)), CUDA_CHUNK);
+    assert_eq!(600usize.div_ceil(default_chunk(Device::Cuda(0))), 1);
+    assert_eq!(cpu.with_chunk(600).passes(600), 1);
+    assert_eq!(cpu.with_chunk(0).chunk(), 1);
+    let e = engine();
+    if std::env::var_os(CHUNK_ENV).is_none() {
+        assert_eq!(e.chunk(), default_chunk(e.torch_device()));
+    }
+    let s = e.settings(600);
+    assert_eq!(s["device_passes_per_batch"], e.passes(600));
+    assert_eq!(s["examples_per_device_pass"], e.chunk());
 }
 
 #[test]
