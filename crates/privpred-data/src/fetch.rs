@@ -416,10 +416,23 @@ fn fetch_digits(target: &Path, from: Option<&Path>) -> Result<FetchReport> {
 
 /// scikit-learn 1.9.1's wheel: `from` when given, else `pip download`ed into `dir`.
 fn sklearn_wheel(dir: &Path, from: Option<&Path>, name: &str) -> Result<PathBuf> {
+    pinned_wheel(dir, from, "scikit-learn==1.9.1", name)
+}
+
+/// The wheel of a pinned package (`pin`, e.g. `statsmodels==0.15.0`) for data set `name`:
+/// `from` when given, else `pip download`ed into `dir` (the caller verifies the member it
+/// extracts against its pinned SHA-256).
+pub(super) fn pinned_wheel(
+    dir: &Path,
+    from: Option<&Path>,
+    pin: &str,
+    name: &str,
+) -> Result<PathBuf> {
     if let Some(p) = from {
         return Ok(p.to_path_buf());
     }
-    eprintln!("fetching {name}: pip download --no-deps --only-binary=:all: scikit-learn==1.9.1 …");
+    let what = format!("pip download {pin}");
+    eprintln!("fetching {name}: pip download --no-deps --only-binary=:all: {pin} …");
     let pip = if which("pip3") { "pip3" } else { "pip" };
     run(
         Command::new(pip)
@@ -427,12 +440,12 @@ fn sklearn_wheel(dir: &Path, from: Option<&Path>, name: &str) -> Result<PathBuf>
                 "download",
                 "--no-deps",
                 "--only-binary=:all:",
-                "scikit-learn==1.9.1",
+                pin,
                 "-q",
                 "-d",
             ])
             .arg(dir),
-        "pip download scikit-learn==1.9.1",
+        &what,
     )?;
     std::fs::read_dir(dir)
         .map_err(|source| DataError::Io {
@@ -441,7 +454,7 @@ fn sklearn_wheel(dir: &Path, from: Option<&Path>, name: &str) -> Result<PathBuf>
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| tool_err("pip download scikit-learn==1.9.1", "no wheel produced"))
+        .ok_or_else(|| tool_err(&what, "no wheel produced"))
 }
 
 /// Fetches a table of scikit-learn's wheel (breast-cancer, wine): the member is taken from

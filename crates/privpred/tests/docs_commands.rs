@@ -202,37 +202,15 @@ fn privpred_args(words: &[String]) -> Option<Vec<String>> {
     }
 }
 
-/// (line, arguments) of every `privpred` command in a shell or console block.
+/// (line, arguments) of every `privpred` command in a shell or console block: each of its
+/// [`steps`], split at `;`, `&&`, `|` and the like.
 fn commands(b: &Block) -> Vec<(usize, Vec<String>)> {
-    let console = b.lang == "console";
-    if !matches!(b.lang.as_str(), "sh" | "bash" | "shell" | "console") {
-        return Vec::new();
-    }
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.lines.len() {
-        let start = i;
-        let mut line = b.lines[i].clone();
-        let is_command = !console || line.starts_with("$ ");
-        while is_command && line.trim_end().ends_with('\\') && i + 1 < b.lines.len() {
-            line = line.trim_end().trim_end_matches('\\').to_string();
-            i += 1;
-            line.push(' ');
-            line.push_str(b.lines[i].trim());
-        }
-        i += 1;
-        let cmd = if console {
-            match line.strip_prefix("$ ") {
-                Some(c) => c,
-                None => continue,
-            }
-        } else {
-            line.as_str()
-        };
-        for segment in shell_words(cmd).split(|w| w.is_none()) {
+    for s in steps(b) {
+        for segment in shell_words(&s.cmd).split(|w| w.is_none()) {
             let words: Vec<String> = segment.iter().flatten().cloned().collect();
             if let Some(args) = privpred_args(&words) {
-                out.push((b.first_line + start, args));
+                out.push((s.line, args));
             }
         }
     }

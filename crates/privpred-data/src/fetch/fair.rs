@@ -8,11 +8,10 @@
 //! file are pinned by SHA-256.
 
 use super::lines::verified_text;
-use super::{FetchReport, install, run, scratch, tool_err, which};
+use super::{FetchReport, install, scratch};
 use crate::error::{DataError, Result};
 use crate::{fsutil, known};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 /// The pinned statsmodels release whose wheel holds the table.
 pub const STATSMODELS_PIN: &str = "statsmodels==0.15.0";
@@ -92,37 +91,6 @@ pub fn derive_fair(source: &[u8], path: &Path) -> Result<Vec<u8>> {
     Ok(out.into_bytes())
 }
 
-/// statsmodels' wheel: `from` when given, else `pip download`ed into `dir`.
-fn statsmodels_wheel(dir: &Path, from: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = from {
-        return Ok(p.to_path_buf());
-    }
-    let what = format!("pip download {STATSMODELS_PIN}");
-    eprintln!("fetching fair: pip download --no-deps --only-binary=:all: {STATSMODELS_PIN} …");
-    let pip = if which("pip3") { "pip3" } else { "pip" };
-    run(
-        Command::new(pip)
-            .args([
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                STATSMODELS_PIN,
-                "-q",
-                "-d",
-            ])
-            .arg(dir),
-        &what,
-    )?;
-    std::fs::read_dir(dir)
-        .map_err(|source| DataError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| tool_err(&what, "no wheel produced"))
-}
-
 /// Fetches the fair table into `target`: statsmodels' `fair.csv` from the wheel (or `from`:
 /// the wheel, or that CSV itself), its SHA-256 checked, then the derived table written,
 /// checked against its own pinned SHA-256 and installed.
@@ -141,7 +109,7 @@ pub(super) fn fetch_fair(target: &Path, from: Option<&Path>) -> Result<FetchRepo
             format!("copied from {}", p.display()),
         ),
         _ => {
-            let wheel = statsmodels_wheel(&tmp.0, from)?;
+            let wheel = super::pinned_wheel(&tmp.0, from, STATSMODELS_PIN, "fair")?;
             let bytes = crate::zip::read_member(&wheel, FAIR_MEMBER)?;
             let name = wheel
                 .file_name()
