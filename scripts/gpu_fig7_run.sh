@@ -22,6 +22,9 @@
 #      which records the engine's settings: examples per device pass, the CPU's time preparing
 #      inputs), and the engine again at the CPU's 256 examples per pass
 #      (PRIVPRED_TORCH_CHUNK=256: throughput-chunk256.json), so the run measures that lever;
+#      throughput.json also times the 16 teachers' steps one after another against together in
+#      one grouped pass, and training below takes whichever measured faster
+#      (PRIVPRED_TEACHERS_TOGETHER; without a measurement the engine's default: together on CUDA);
 #   4. `privpred reproduce fig7 --resume` (both panels) until the time is up (train.log), stopping
 #      at an epoch boundary with a checkpoint.
 #
@@ -30,6 +33,8 @@
 #   FIG7_QUICK=1     pass --quick to reproduce (dry runs)
 #   FIG7_STEPS       which of check,throughput,train to run (default all three)
 #   FIG7_STATE       the state folder (default study/fig7)
+#   FIG7_TP_STEPS    timed rounds of the throughput measurement (default 5)
+#   FIG7_TP_TEACHERS teachers in its grouped measurement (default 16; fewer for CPU dry runs)
 set -u
 G=.dev/gpu
 STATE=${FIG7_STATE:-study/fig7}
@@ -107,13 +112,20 @@ if [[ $STEPS == *,throughput,* ]]; then
     PYTHONUNBUFFERED=1 timeout 120 python3 benches/resnet20_gn_reference.py "$G/cifar10-jpeg.tar.gz" \
         --epochs 100 --time-limit-s "${FIG7_REF_S:-25}" --out "$O/torch_ref.json" >"$O/torch_ref.log" 2>&1
     stamp "reference: exit $?"
-    timeout 120 "$G/nn-train" --mode throughput --engine torch --data "$G/cifar10-jpeg.tar.gz" \
-        --batch 600 --steps "${FIG7_TP_STEPS:-5}" --out "$O/throughput.json" >"$O/throughput.log" 2>&1
+    timeout 150 "$G/nn-train" --mode throughput --engine torch --data "$G/cifar10-jpeg.tar.gz" \
+        --batch 600 --steps "${FIG7_TP_STEPS:-5}" --teachers "${FIG7_TP_TEACHERS:-16}" \
+        --out "$O/throughput.json" >"$O/throughput.log" 2>&1
     stamp "throughput: exit $?"
     PRIVPRED_TORCH_CHUNK=256 timeout 60 "$G/nn-train" --mode throughput --engine torch \
-        --data "$G/cifar10-jpeg.tar.gz" --batch 600 --steps "${FIG7_TP_STEPS:-5}" \
+        --data "$G/cifar10-jpeg.tar.gz" --batch 600 --steps "${FIG7_TP_STEPS:-5}" --teachers 0 \
         --out "$O/throughput-chunk256.json" >"$O/throughput-chunk256.log" 2>&1
     stamp "throughput at 256 examples per pass: exit $?"
+    # the teachers train together (one grouped pass) only if this run measured that faster
+    together=$(python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["teachers"]; print(1 if t["together_speedup"] > 1 else 0)' "$O/throughput.json" 2>/dev/null)
+    if [ -n "$together" ]; then
+        export PRIVPRED_TEACHERS_TOGETHER=$together
+        stamp "teachers together: $together (from the measured speed-up)"
+    fi
 fi
 
 # 4. Figure 7, from where the last run stopped, until the time is up.

@@ -18,10 +18,34 @@
 
 use crate::error::{NnError, Result};
 
-pub use crate::gradient::{CpuEngine, DEVICE_ENV, GradientEngine};
+pub use crate::gradient::{CpuEngine, DEVICE_ENV, GradientEngine, GroupJob};
 
 /// Environment variable naming the default engine (`cpu` or `torch`).
 pub const ENGINE_ENV: &str = "PRIVPRED_NN_ENGINE";
+
+/// Environment variable that decides whether subsample-and-aggregate's teachers train
+/// together, in lock step (`1`), or one after another (`0`); unset or empty: together when
+/// the engine computes a group's gradients in one pass ([`GradientEngine::groups_together`]).
+/// Either way each teacher takes exactly the same steps (its own shard, shuffles and
+/// augmentation); only the engine's arithmetic is grouped.
+pub const TEACHERS_TOGETHER_ENV: &str = "PRIVPRED_TEACHERS_TOGETHER";
+
+/// Whether teachers train together on `engine`: `$PRIVPRED_TEACHERS_TOGETHER` when set
+/// (`0` or `1`), else [`GradientEngine::groups_together`].
+pub fn teachers_together(engine: &dyn GradientEngine) -> Result<bool> {
+    match std::env::var(TEACHERS_TOGETHER_ENV) {
+        Ok(v) if !v.trim().is_empty() => match v.trim() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            other => Err(NnError::invalid(
+                TEACHERS_TOGETHER_ENV,
+                other,
+                "must be `1` (teachers in lock step) or `0` (one after another)",
+            )),
+        },
+        _ => Ok(engine.groups_together()),
+    }
+}
 
 /// How to get a build with the torch engine (for error messages).
 pub const TORCH_BUILD_HINT: &str = "this build has no libtorch engine: run `bash scripts/install_torch.sh`, `source scripts/torch_env.sh`, then rebuild with `cargo build --release -p privpred --features torch`";

@@ -376,6 +376,67 @@ pub trait GradientEngine: Send + Sync {
         data: &ImageSet,
         norm: &Normalization,
     ) -> Result<Vec<Vec<f32>>>;
+
+    /// The summed (non-private, [`GradMode::Sum`]) gradients of several networks of the same
+    /// architecture at once, one per job (e.g. the teachers of subsample-and-aggregate, each
+    /// on a batch of its own shard): `outs[k]` (overwritten, length [`ResNet::num_params`]) and
+    /// the returned statistics are what [`GradientEngine::batch_gradient`] gives for job `k`
+    /// alone. The default computes the jobs one after another ([`group_gradients_one_by_one`]);
+    /// an engine may compute them in one device pass.
+    fn group_gradients(
+        &self,
+        net: &ResNet,
+        jobs: &[GroupJob<'_>],
+        outs: &mut [Vec<f32>],
+    ) -> Result<Vec<BatchStats>> {
+        group_gradients_one_by_one(self, net, jobs, outs)
+    }
+
+    /// Whether [`GradientEngine::group_gradients`] computes its jobs together (one pass for
+    /// all of them) rather than one after another, so that training several networks in lock
+    /// step can pay.
+    fn groups_together(&self) -> bool {
+        false
+    }
+}
+
+/// One network's share of [`GradientEngine::group_gradients`]: its parameters and its batch.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupJob<'a> {
+    /// The network's flat parameters.
+    pub params: &'a [f32],
+    /// Where its batch comes from (its own data and augmentation seed).
+    pub inputs: Inputs<'a>,
+    /// The batch: indices into `inputs.data`.
+    pub idx: &'a [usize],
+}
+
+/// [`GradientEngine::group_gradients`] as one [`GradientEngine::batch_gradient`] per job.
+pub fn group_gradients_one_by_one<E: GradientEngine + ?Sized>(
+    engine: &E,
+    net: &ResNet,
+    jobs: &[GroupJob<'_>],
+    outs: &mut [Vec<f32>],
+) -> Result<Vec<BatchStats>> {
+    check_group(net, jobs, outs)?;
+    jobs.iter()
+        .zip(outs.iter_mut())
+        .map(|(j, out)| engine.batch_gradient(net, j.params, j.inputs, j.idx, GradMode::Sum, out))
+        .collect()
+}
+
+/// One output per job, each of the network's length.
+pub(crate) fn check_group(net: &ResNet, jobs: &[GroupJob<'_>], outs: &[Vec<f32>]) -> Result<()> {
+    if jobs.len() != outs.len() {
+        return Err(NnError::Shape(format!(
+            "{} gradient jobs and {} outputs",
+            jobs.len(),
+            outs.len()
+        )));
+    }
+    jobs.iter()
+        .zip(outs)
+        .try_for_each(|(j, o)| check_lengths(net, j.params, o.len()))
 }
 
 /// privpred-nn's own CPU engine: [`batch_gradient`] and [`predict_logits`]

@@ -279,21 +279,43 @@ pub(crate) fn boundary<R: Rng>(
     steps: usize,
     state: impl FnOnce(u64) -> Checkpoint,
 ) -> Result<()> {
-    let Some(r) = resume else { return Ok(()) };
-    if step >= steps || !step.is_multiple_of(r.every) {
-        return Ok(());
-    }
-    let Some(seed) = rng.reseed() else {
-        return Ok(());
-    };
-    r.save(&state(seed))?;
-    if r.expired() {
-        return Err(NnError::Stopped(format!(
-            "time limit reached at step {step}/{steps}; the checkpoint {} continues the run",
-            r.path.display()
-        )));
+    if checkpoint_at(resume, rng, step, steps, state)? {
+        stop_if_expired(resume, step, steps)?;
     }
     Ok(())
+}
+
+/// [`boundary`] without the stop: at a segment boundary re-seeds `rng` and writes the
+/// checkpoint; returns whether it did. Loops that step several runs together save every run's
+/// checkpoint before asking [`stop_if_expired`].
+pub(crate) fn checkpoint_at<R: Rng>(
+    resume: Option<&Resume>,
+    rng: &mut LoopRng<'_, R>,
+    step: usize,
+    steps: usize,
+    state: impl FnOnce(u64) -> Checkpoint,
+) -> Result<bool> {
+    let Some(r) = resume else { return Ok(false) };
+    if step >= steps || !step.is_multiple_of(r.every) {
+        return Ok(false);
+    }
+    let Some(seed) = rng.reseed() else {
+        return Ok(false);
+    };
+    r.save(&state(seed))?;
+    Ok(true)
+}
+
+/// [`NnError::Stopped`] (naming step `step` of `steps` and the checkpoint) when `resume`'s
+/// deadline has passed.
+pub(crate) fn stop_if_expired(resume: Option<&Resume>, step: usize, steps: usize) -> Result<()> {
+    match resume {
+        Some(r) if r.expired() => Err(NnError::Stopped(format!(
+            "time limit reached at step {step}/{steps}; the checkpoint {} continues the run",
+            r.path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

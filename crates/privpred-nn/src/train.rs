@@ -26,6 +26,9 @@ use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 use std::ops::ControlFlow;
 
+mod lockstep;
+pub use lockstep::{GroupMember, train_group_resumable_on};
+
 /// What a training run computes on (the `*_on` functions' first argument): the engine that
 /// computes the batch gradients, the network architecture, the training set and its
 /// normalisation.
@@ -402,75 +405,27 @@ fn nonprivate_loop(
     let TrainInputs {
         engine, net, data, ..
     } = on;
-    cfg.validate()?;
-    check_data(net, data)?;
-    let n = data.len();
-    let b = cfg.batch_size.min(n);
-    let steps = ((cfg.epochs * n as f64) / b as f64).ceil() as usize;
-    let mut params = match init {
-        Some(p) if p.len() == net.num_params() => p,
-        Some(p) => {
-            return Err(NnError::Shape(format!(
-                "initial parameters have {} values, the network {}",
-                p.len(),
-                net.num_params()
-            )));
-        }
-        None => net.init_params_with(cfg.init, rng),
-    };
-    let mut opt = Momentum {
-        v: vec![0.0; params.len()],
-    };
-    let mut grad = vec![0.0f32; params.len()];
-    let mut perm: Vec<usize> = (0..n).collect();
-    let mut pos = n; // forces a shuffle at the first step
-    let (first, seed) = restore(resume, steps, &mut params, &mut opt.v, &mut perm, &mut pos)?;
-    let mut rng = LoopRng::start(rng, resume, seed);
-    let mut done = first;
-    for step in first..steps {
-        let mut batch = Vec::with_capacity(b);
-        while batch.len() < b {
-            if pos == n {
-                shuffle(&mut perm, &mut rng);
-                pos = 0;
-            }
-            let take = (b - batch.len()).min(n - pos);
-            batch.extend_from_slice(&perm[pos..pos + take]);
-            pos += take;
-        }
-        let seed = cfg.augment.then(|| rng.random::<u64>());
+    let mut run = lockstep::SgdRun::start(net, data, cfg, init, rng, resume)?;
+    let mut grad = vec![0.0f32; net.num_params()];
+    while !run.finished() {
+        let (batch, seed) = run.next_batch();
         let st = engine.batch_gradient(
             net,
-            &params,
+            &run.params,
             on.batch_inputs(seed),
             &batch,
             GradMode::Sum,
             &mut grad,
         )?;
-        let inv = 1.0 / batch.len() as f32;
-        grad.iter_mut().for_each(|g| *g *= inv);
-        let lr = cfg.lr_at(step, steps);
-        opt.step(&mut params, &grad, lr, cfg.momentum, cfg.weight_decay)?;
-        done = step + 1;
-        resume::boundary(resume, &mut rng, done, steps, |seed| {
-            snapshot(done, steps, seed, pos, &perm, &params, &opt.v)
-        })?;
-        let flow = observer(&Progress {
-            step: step + 1,
-            steps,
-            epoch: (step + 1) as f64 * b as f64 / n as f64,
-            lr,
-            batch: st,
-        });
-        if flow.is_break() {
+        let lr = run.apply(&mut grad, batch.len())?;
+        if run.checkpoint(resume)? {
+            resume::stop_if_expired(resume, run.step, run.steps)?;
+        }
+        if observer(&run.progress(lr, st)).is_break() {
             break;
         }
     }
-    Ok(Trained {
-        params,
-        steps_done: done,
-        steps_planned: steps,
-    })
+    Ok(run.into_trained())
 }
 
 /// Restores a training loop from `resume`'s checkpoint, if there is one: overwrites the

@@ -695,9 +695,193 @@ fn the_prepared_gpu_run_passes_nn_train_options_that_exist() {
         .unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     for opt in [
-        "--mode", "--engine", "--data", "--batch", "--steps", "--out",
+        "--mode",
+        "--engine",
+        "--data",
+        "--batch",
+        "--steps",
+        "--out",
+        "--teachers",
     ] {
         assert!(text.contains(opt), "{opt} not in the script");
         assert!(help.contains(opt), "{opt} not in nn-train --help");
     }
+}
+
+/// Teachers trained in lock step ([`train::train_group_resumable_on`]) take exactly the steps
+/// each takes alone: bit-identical parameters with the CPU engine, also when the group is
+/// stopped at every segment boundary and continued from its checkpoints, and when the members
+/// start from checkpoints at different steps.
+#[test]
+fn teachers_in_lock_step_equal_teachers_trained_one_by_one() {
+    use privpred_nn::resume::Resume;
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let norm = Normalization::generic(3);
+    let shards: Vec<ImageSet> = (0..3).map(|k| random_images(20, 8, 30 + k)).collect();
+    let sgd = SgdConfig {
+        epochs: 2.0,
+        batch_size: 6,
+        lr: 0.05,
+        ..SgdConfig::paper_teacher()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let alone: Vec<Vec<f32>> = shards
+        .iter()
+        .enumerate()
+        .map(|(k, data)| {
+            let on = train::TrainInputs {
+                engine: &privpred_nn::CpuEngine,
+                net: &net,
+                data,
+                norm: &norm,
+            };
+            let r = Resume::new(dir.path().join(format!("alone{k}.ckpt")), 3, None).unwrap();
+            let mut rng = ChaCha20Rng::seed_from_u64(k as u64);
+            train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {}).unwrap()
+        })
+        .collect();
+    // the group, in one go or stopped at every boundary (deadline already passed)
+    let group = |deadline: Option<std::time::Instant>, steps: &mut Vec<(usize, usize)>| {
+        let resumes: Vec<Resume> = (0..3)
+            .map(|k| Resume::new(dir.path().join(format!("g{k}.ckpt")), 3, deadline).unwrap())
+            .collect();
+        let mut rngs: Vec<ChaCha20Rng> = (0..3).map(ChaCha20Rng::seed_from_u64).collect();
+        let members = rngs
+            .iter_mut()
+            .zip(&shards)
+            .zip(&resumes)
+            .map(|((rng, data), resume)| train::GroupMember {
+                data,
+                cfg: &sgd,
+                rng,
+                resume,
+            })
+            .collect();
+        train::train_group_resumable_on(
+            &privpred_nn::CpuEngine,
+            &net,
+            &norm,
+            members,
+            &mut |k, p| steps.push((k, p.step)),
+        )
+    };
+    let mut seen = Vec::new();
+    let whole = group(None, &mut seen).unwrap();
+    assert_eq!(whole, alone, "lock step differs from one by one");
+    // 20 examples, batch 6, 2 epochs: 7 steps each, every member observed at every step
+    assert_eq!(seen.len(), 21);
+    assert!(seen.iter().take(3).all(|&(_, s)| s == 1), "{seen:?}");
+    for k in 0..3 {
+        std::fs::remove_file(dir.path().join(format!("g{k}.ckpt"))).ok();
+    }
+    let mut calls = 0;
+    let pieces = loop {
+        calls += 1;
+        assert!(calls < 100, "the group never finished");
+        match group(Some(std::time::Instant::now()), &mut Vec::new()) {
+            Ok(p) => break p,
+            Err(privpred_nn::NnError::Stopped(m)) => assert!(m.contains("step"), "{m}"),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(calls, 3, "7 steps in segments of 3 stop twice");
+    assert_eq!(pieces, alone, "a stopped and continued group differs");
+    // members at different steps: member 1 alone to its first boundary, then all together
+    for k in 0..3 {
+        std::fs::remove_file(dir.path().join(format!("g{k}.ckpt"))).ok();
+    }
+    {
+        let on = train::TrainInputs {
+            engine: &privpred_nn::CpuEngine,
+            net: &net,
+            data: &shards[1],
+            norm: &norm,
+        };
+        let past = std::time::Instant::now();
+        let r = Resume::new(dir.path().join("g1.ckpt"), 3, Some(past)).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let e = train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {});
+        assert!(matches!(e, Err(privpred_nn::NnError::Stopped(_))));
+    }
+    let mut seen = Vec::new();
+    assert_eq!(
+        group(None, &mut seen).unwrap(),
+        alone,
+        "members at different steps"
+    );
+    assert_eq!(seen.iter().filter(|&&(k, _)| k == 1).count(), 4);
+}
+
+/// `nn-train --mode throughput` on a few CIFAR-10 images writes the teachers' measurement that
+/// the prepared GPU run reads to choose between teachers together and one after another, and
+/// the script's own reading of it answers 0 or 1.
+#[test]
+fn the_throughput_report_gives_the_gpu_run_its_teacher_choice() {
+    let Some(cifar) = cifar_path("the_throughput_report_gives_the_gpu_run_its_teacher_choice")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tp.json");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_nn-train"))
+        .args([
+            "--mode",
+            "throughput",
+            "--engine",
+            "cpu",
+            "--per-class",
+            "4,1",
+        ])
+        .args([
+            "--batch",
+            "8",
+            "--steps",
+            "1",
+            "--teachers",
+            "2",
+            "--threads",
+            "2",
+        ])
+        .arg("--data")
+        .arg(&cifar)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let t = &report["teachers"];
+    assert_eq!(t["teachers"], 2);
+    assert_eq!(t["batch_per_teacher"], 8);
+    assert_eq!(
+        t["groups_together"], false,
+        "the CPU engine computes a group one by one"
+    );
+    assert!(t["together_speedup"].as_f64().unwrap() > 0.0, "{t}");
+    // the script's own line that reads it
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = std::fs::read_to_string(root.join("scripts/gpu_fig7_run.sh")).unwrap();
+    let line = script
+        .lines()
+        .find(|l| l.contains("together=$(python3 -c '"))
+        .expect("the script reads the teachers' measurement");
+    let prog = line
+        .split("-c '")
+        .nth(1)
+        .unwrap()
+        .split('\'')
+        .next()
+        .unwrap();
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(prog)
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    let answer = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(
+        answer == "0" || answer == "1",
+        "{answer:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

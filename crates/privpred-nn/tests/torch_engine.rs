@@ -16,7 +16,7 @@ mod common;
 
 use privpred_core::{CalibrationMode, Privacy};
 use privpred_nn::data::{ImageSet, Normalization};
-use privpred_nn::engine::{CpuEngine, GradientEngine};
+use privpred_nn::engine::{CpuEngine, GradientEngine, GroupJob};
 use privpred_nn::torch::TorchEngine;
 use privpred_nn::train::{self, BatchStats, DpSgdConfig, GradMode, Inputs, SgdConfig};
 use privpred_nn::{ResNet, ResNetConfig, calib};
@@ -394,5 +394,174 @@ fn the_cuda_backend_of_libtorch_is_loaded_whenever_libtorch_has_one() {
              it: see crates/privpred-nn/build.rs)",
             dir.display()
         );
+    }
+}
+
+/// Each member's summed gradient and statistics from one grouped pass equal the CPU engine's
+/// for that member alone: `t` members, each with its own parameters (GroupNorm γ, β moved off
+/// 1 and 0), its own images and augmentation, batches of `b`; `group_examples` bounds the
+/// examples of all members per device pass.
+fn group_agrees(net: &ResNet, t: usize, b: usize, size: usize, group_examples: usize, seed: u64) {
+    let torch = engine().with_group_examples(group_examples);
+    let norm = Normalization::generic(3);
+    let sets: Vec<ImageSet> = (0..t)
+        .map(|k| random_images(b + 3, size, net.classes(), seed + 10 * k as u64))
+        .collect();
+    let params: Vec<Vec<f32>> = (0..t)
+        .map(|k| {
+            let mut p = net.init_params(&mut ChaCha20Rng::seed_from_u64(seed + k as u64));
+            for ti in net.tensors().iter().filter(|ti| ti.name.contains("gn")) {
+                for (i, v) in p[ti.range()].iter_mut().enumerate() {
+                    *v += 0.3 * (((i * 7 + k + ti.offset) % 11) as f32 / 10.0 - 0.5);
+                }
+            }
+            p
+        })
+        .collect();
+    let idx: Vec<Vec<usize>> = (0..t)
+        .map(|k| (0..b).map(|i| (i * (k + 2) + k) % (b + 3)).collect())
+        .collect();
+    let jobs: Vec<GroupJob<'_>> = (0..t)
+        .map(|k| GroupJob {
+            params: &params[k],
+            inputs: Inputs {
+                data: &sets[k],
+                norm: &norm,
+                augment_seed: Some(seed + 100 + k as u64),
+            },
+            idx: &idx[k],
+        })
+        .collect();
+    let mut outs = vec![vec![1.0f32; net.num_params()]; t];
+    let stats = torch.group_gradients(net, &jobs, &mut outs).unwrap();
+    assert_eq!(stats.len(), t);
+    let mut worst = 0.0f64;
+    for (k, j) in jobs.iter().enumerate() {
+        let mut gc = vec![0.0f32; net.num_params()];
+        let sc = CpuEngine
+            .batch_gradient(net, j.params, j.inputs, j.idx, GradMode::Sum, &mut gc)
+            .unwrap();
+        let r = rel_diff(&outs[k], &gc, 1e-6);
+        worst = worst.max(r);
+        assert!(r <= REL_TOL, "member {k}: relative difference {r:.2e}");
+        for ti in net.tensors() {
+            let r = rel_diff(&outs[k][ti.range()], &gc[ti.range()], 1e-3 * norm2(&gc));
+            assert!(r <= REL_TOL, "member {k}, {}: {r:.2e}", ti.name);
+        }
+        assert_stats_match(&stats[k], &sc, &format!("member {k}"));
+    }
+    eprintln!(
+        "grouped ({t} members × {b}, {} device passes): worst relative difference {worst:.2e}",
+        torch.group_passes(t, b)
+    );
+}
+
+#[test]
+fn grouped_members_match_the_cpu_engine_member_by_member() {
+    let tiny = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    // one pass, then 2 examples of each of 3 members per pass (the last pass partial)
+    group_agrees(&tiny, 3, 7, 8, 4096, 1);
+    group_agrees(&tiny, 3, 7, 8, 6, 2);
+    let r20 = ResNet::new(ResNetConfig::resnet20(10)).unwrap();
+    group_agrees(&r20, 2, 3, 32, 4096, 3);
+    assert_eq!(
+        engine().groups_together(),
+        matches!(engine().torch_device(), tch::Device::Cuda(_))
+    );
+}
+
+#[test]
+fn a_group_of_one_or_of_unequal_batches_runs_one_by_one() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let data = random_images(9, 8, 4, 5);
+    let norm = Normalization::generic(3);
+    let p = net.init_params(&mut ChaCha20Rng::seed_from_u64(5));
+    let inputs = Inputs {
+        data: &data,
+        norm: &norm,
+        augment_seed: None,
+    };
+    let (a, b): (Vec<usize>, Vec<usize>) = ((0..5).collect(), (2..9).collect());
+    let jobs = [
+        GroupJob {
+            params: &p,
+            inputs,
+            idx: &a,
+        },
+        GroupJob {
+            params: &p,
+            inputs,
+            idx: &b,
+        },
+    ];
+    let mut outs = vec![vec![0.0f32; net.num_params()]; 2];
+    let st = engine().group_gradients(&net, &jobs, &mut outs).unwrap();
+    for (k, j) in jobs.iter().enumerate() {
+        let mut gc = vec![0.0f32; net.num_params()];
+        let sc = CpuEngine
+            .batch_gradient(&net, &p, inputs, j.idx, GradMode::Sum, &mut gc)
+            .unwrap();
+        assert!(rel_diff(&outs[k], &gc, 1e-6) <= REL_TOL);
+        assert_stats_match(&st[k], &sc, &format!("job {k}"));
+    }
+    // a mismatched output count is an error, not a panic
+    let mut short = vec![vec![0.0f32; net.num_params()]];
+    let e = engine()
+        .group_gradients(&net, &jobs, &mut short)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("2 gradient jobs and 1 outputs"),
+        "{e}"
+    );
+}
+
+/// Teachers trained together through the grouped engine end where teachers trained one by
+/// one through the CPU engine end (same shards, seeds and steps), up to the engines' rounding
+/// carried through the steps.
+#[test]
+fn teachers_trained_together_on_torch_match_the_cpu_engine_one_by_one() {
+    use privpred_nn::resume::Resume;
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let norm = Normalization::generic(3);
+    let shards: Vec<ImageSet> = (0..3).map(|k| textures(24, 40 + k)).collect();
+    let sgd = SgdConfig {
+        epochs: 2.0,
+        batch_size: 8,
+        lr: 0.05,
+        ..SgdConfig::paper_teacher()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let resumes: Vec<Resume> = (0..3)
+        .map(|k| Resume::new(dir.path().join(format!("t{k}.ckpt")), 4, None).unwrap())
+        .collect();
+    let mut rngs: Vec<ChaCha20Rng> = (0..3).map(ChaCha20Rng::seed_from_u64).collect();
+    let members: Vec<train::GroupMember<'_, ChaCha20Rng>> = rngs
+        .iter_mut()
+        .zip(&shards)
+        .zip(&resumes)
+        .map(|((rng, data), resume)| train::GroupMember {
+            data,
+            cfg: &sgd,
+            rng,
+            resume,
+        })
+        .collect();
+    let torch = engine();
+    let together =
+        train::train_group_resumable_on(&torch, &net, &norm, members, &mut |_, _| {}).unwrap();
+    for (k, data) in shards.iter().enumerate() {
+        let on = train::TrainInputs {
+            engine: &CpuEngine,
+            net: &net,
+            data,
+            norm: &norm,
+        };
+        let r = Resume::new(dir.path().join(format!("alone{k}.ckpt")), 4, None).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(k as u64);
+        let alone =
+            train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {}).unwrap();
+        let d = rel_diff(&together[k], &alone, 1e-6);
+        eprintln!("teacher {k}: together (torch) vs alone (cpu) relative difference {d:.2e}");
+        assert!(d <= 1e-3, "teacher {k}: relative difference {d:.2e}");
     }
 }

@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+mod teachers;
+
 /// Settings of a figure-7 run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fig7Config {
@@ -151,6 +153,7 @@ pub struct Fig7Context {
     dataset_checksum: String,
     engine: Box<dyn GradientEngine>,
     deadline: Option<Instant>,
+    teachers_together: Option<bool>,
 }
 
 /// One repetition's measurement (field names follow `privpred_study::results::Measurement`).
@@ -231,6 +234,7 @@ pub fn prepare_with(
         dataset_checksum: String::new(),
         engine: Box::new(CpuEngine),
         deadline: None,
+        teachers_together: None,
     })
 }
 
@@ -324,6 +328,15 @@ impl Fig7Context {
         self.deadline = deadline;
     }
 
+    /// Trains the teachers together in lock step (`Some(true)`) or one after another
+    /// (`Some(false)`); `None` (the default): as `$PRIVPRED_TEACHERS_TOGETHER` says, else
+    /// together exactly when the engine computes a group in one pass
+    /// ([`privpred_nn::engine::teachers_together`]). Every teacher takes the same steps either
+    /// way.
+    pub fn set_teachers_together(&mut self, together: Option<bool>) {
+        self.teachers_together = together;
+    }
+
     /// The checkpoint of the training run cached as `key`, written once per epoch of `n`
     /// examples at batch size `b`.
     fn resume(&self, key: &str, n: usize, b: usize) -> Result<Resume> {
@@ -414,98 +427,6 @@ impl Fig7Context {
             self.votes = Some(v);
         }
         Ok(self.votes.as_ref().expect("just set"))
-    }
-
-    /// Every teacher's test predictions, each trained (resumably) and cached on its own:
-    /// teacher k trains on slice k of a partition seeded by the run seed, from a generator
-    /// seeded by (run seed, k), so teachers can be trained in any order and across runs.
-    fn teacher_predictions(
-        &mut self,
-        key: &str,
-        observer: &mut dyn FnMut(&str, &Progress),
-    ) -> Result<Vec<Vec<u32>>> {
-        let t = self.cfg.teachers;
-        let mut prng = ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, "partition"));
-        let part = train::partition(self.train.len(), t, &mut prng)?;
-        let mut preds = Vec::with_capacity(t);
-        for (k, idx) in part.iter().enumerate() {
-            let path = self.cfg.cache_dir.join(format!("{key}-t{k}.json"));
-            if let Some(c) = read_json::<CachedPredictions>(&path)
-                && c.predictions.len() == self.test.len()
-            {
-                preds.push(c.predictions);
-                continue;
-            }
-            let shard = self.train.subset(idx);
-            let mut cfg_k = self.cfg.teacher_sgd.clone();
-            cfg_k.batch_size = cfg_k.batch_size.min(shard.len());
-            let resume = self.resume(&format!("{key}-t{k}"), shard.len(), cfg_k.batch_size)?;
-            let mut rng =
-                ChaCha20Rng::seed_from_u64(stable_seed(self.cfg.seed, &format!("teacher-{k}")));
-            let on = train::TrainInputs {
-                data: &shard,
-                ..self.train_inputs()
-            };
-            let tag = format!("teacher {}/{t}", k + 1);
-            let p =
-                train::train_nonprivate_resumable_on(on, &cfg_k, &mut rng, &resume, &mut |p| {
-                    observer(&tag, p)
-                })?;
-            let pred =
-                train::predict_labels_on(&*self.engine, &self.net, &p, &self.test, &self.norm)?;
-            let acc = train::accuracy(&pred, &self.test.labels);
-            write_params(&self.cfg.cache_dir.join(format!("{key}-t{k}.params")), &p)?;
-            write_json(
-                &path,
-                &CachedPredictions {
-                    predictions: pred.clone(),
-                    accuracy: acc,
-                    calibration: None,
-                },
-            )?;
-            resume.remove()?;
-            preds.push(pred);
-        }
-        Ok(preds)
-    }
-
-    /// The ensemble as an artifact under the cache directory, when every teacher's
-    /// parameters are there (teachers trained on another machine keep only their predictions).
-    /// B = 10, ε = 1 as a default guarantee label: serve re-calibrates β for its own (ε, δ, B).
-    fn save_ensemble(&self, key: &str) -> Result<()> {
-        let mut params = Vec::with_capacity(self.cfg.teachers);
-        for k in 0..self.cfg.teachers {
-            match read_params(
-                &self.cfg.cache_dir.join(format!("{key}-t{k}.params")),
-                self.net.num_params(),
-            ) {
-                Some(p) => params.push(p),
-                None => return Ok(()),
-            }
-        }
-        let cal = calib::subsample_aggregate(
-            self.cfg.mode,
-            Privacy::new(1.0, 1e-5)?,
-            10,
-            self.net.classes(),
-        )?;
-        let model = NnModel::new(
-            ModelHeader {
-                kind: ModelKind::Teachers,
-                config: self.cfg.net,
-                normalization: self.norm.clone(),
-                calibration: Some(cal),
-                members: params.len(),
-                class_names: None,
-                data_source: self.train.source.clone(),
-            },
-            params,
-            serde_json::json!({"teacher_sgd": self.cfg.teacher_sgd, "quick": self.cfg.quick, "partition_seed": "derived from the run seed", "engine": self.engine.describe()}),
-        )?;
-        artifact::save(
-            &self.cfg.cache_dir.join(format!("{key}.safetensors")),
-            &model,
-        )
     }
 
     /// Test accuracy of the non-private reference network on the full training set (cached).

@@ -190,3 +190,70 @@ fn fig7_refuses_bad_schedules_and_teacher_counts_before_training() {
     let e = prep(cfg);
     assert!(e.contains("clip") && e.contains("> 0"), "{e}");
 }
+
+/// The teachers trained together in lock step, stopped at every epoch boundary and continued,
+/// end exactly where the teachers trained one after another end: the same vote matrix and the
+/// same cached parameters (CPU engine, bit for bit).
+#[test]
+fn fig7_teachers_together_equal_teachers_one_by_one() {
+    let context = |dir: &std::path::Path| {
+        let mut cfg = fig7::Fig7Config::quick(dir.to_path_buf());
+        cfg.net = ResNetConfig::tiny(4);
+        cfg.teachers = 4;
+        cfg.teacher_sgd = SgdConfig {
+            epochs: 3.0,
+            batch_size: 4,
+            lr: 0.05,
+            ..SgdConfig::paper_teacher()
+        };
+        fig7::prepare_with(
+            cfg,
+            random_images(64, 8, 40),
+            random_images(20, 8, 41),
+            Normalization::generic(3),
+        )
+        .unwrap()
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut one = context(a.path());
+    one.set_teachers_together(Some(false));
+    let votes_one = one.vote_matrix(&mut |_, _| {}).unwrap().clone();
+    let mut stops = 0;
+    let votes_together = loop {
+        let mut ctx = context(b.path());
+        ctx.set_teachers_together(Some(true));
+        ctx.set_deadline(Some(std::time::Instant::now()));
+        let mut tags = std::collections::BTreeSet::new();
+        match ctx.vote_matrix(&mut |tag, _| {
+            tags.insert(tag.to_string());
+        }) {
+            Ok(v) => break v.clone(),
+            Err(privpred_nn::NnError::Stopped(_)) => {
+                stops += 1;
+                assert_eq!(
+                    tags.len(),
+                    4,
+                    "every teacher steps in each segment: {tags:?}"
+                );
+            }
+            Err(e) => panic!("{e}"),
+        }
+        assert!(stops < 10, "the teachers never finished");
+    };
+    // 16 examples a teacher, batch 4: 4 steps an epoch, 3 epochs, a stop at 2 boundaries
+    assert_eq!(stops, 2);
+    assert_eq!(votes_together, votes_one);
+    let params = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().extension().is_some_and(|x| x == "params"))
+            .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let (pa, pb) = (params(a.path()), params(b.path()));
+    assert_eq!(pa.len(), 4);
+    assert_eq!(pa, pb, "cached teacher parameters differ");
+}

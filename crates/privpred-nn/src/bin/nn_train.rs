@@ -13,7 +13,9 @@
 //!
 //! `--mode throughput`: examples/s of one training step at batch 600 for non-private summed
 //! gradients and DP-SGD (joint per-example clipping + noise; per-layer clipping too), on real
-//! augmented CIFAR images, the modes interleaved so load drift hits them alike.
+//! augmented CIFAR images, the modes interleaved so load drift hits them alike; then
+//! `--teachers T` (default 16) teachers' non-private steps on their own shards, one after
+//! another against together in one grouped call (`teachers` in the report).
 //!
 //! `--engine cpu|torch` picks the gradient engine (default: `$PRIVPRED_NN_ENGINE`, else `torch`
 //! when built with `--features torch`, else `cpu`); the torch engine runs on CUDA when present
@@ -98,6 +100,10 @@ struct Args {
     /// Throughput mode: timed steps per mode.
     #[arg(long, default_value_t = 3)]
     steps: usize,
+    /// Throughput mode: also time T teachers' non-private steps (T shards, one batch of
+    /// `--batch` each), one after another against together in one grouped call; 0 skips it.
+    #[arg(long, default_value_t = 16)]
+    teachers: usize,
     /// Save the trained network as a privpred-nn artifact (non-private, no guarantee).
     #[arg(long)]
     model_out: Option<PathBuf>,
@@ -539,29 +545,10 @@ fn throughput_mode(
                     let inv = 1.0 / b as f32;
                     g.iter_mut().for_each(|v| *v *= inv);
                 }
-                1 => {
-                    train::dp_gradient_on(
-                        on,
-                        &params,
-                        &idx,
-                        augment_seed,
-                        &joint,
-                        &mut rng,
-                        &mut g,
-                    )
-                    .map_err(|e| e.to_string())?;
-                }
                 _ => {
-                    train::dp_gradient_on(
-                        on,
-                        &params,
-                        &idx,
-                        augment_seed,
-                        &per_layer,
-                        &mut rng,
-                        &mut g,
-                    )
-                    .map_err(|e| e.to_string())?;
+                    let cfg = if k == 1 { &joint } else { &per_layer };
+                    train::dp_gradient_on(on, &params, &idx, augment_seed, cfg, &mut rng, &mut g)
+                        .map_err(|e| e.to_string())?;
                 }
             }
             if round > 0 {
@@ -586,6 +573,9 @@ fn throughput_mode(
     report["engine_settings"] = eng.settings(b);
     report["cpu_input_preparation_s_per_step"] = json!(prep_s / steps as f64);
     report["throughput"] = json!(rows);
+    if a.teachers > 0 {
+        report["teachers"] = teacher_throughput(a, eng, &net, &params, train_set, &mut rng)?;
+    }
     report["dp_sgd_slowdown_joint"] = json!(secs[1] / secs[0]);
     report["dp_sgd_slowdown_per_layer"] = json!(secs[2] / secs[0]);
     report["note"] = json!(
@@ -601,4 +591,85 @@ fn throughput_mode(
         a.out.display()
     );
     Ok(())
+}
+
+/// Examples/s of `--teachers` teachers' non-private steps (each on a batch of its own shard of
+/// `train_set`, with its own parameters), one after another (one
+/// [`GradientEngine::batch_gradient`] each) against together (one
+/// [`GradientEngine::group_gradients`]), one warm-up round then `--steps` rounds, the two
+/// interleaved.
+fn teacher_throughput(
+    a: &Args,
+    eng: &dyn GradientEngine,
+    net: &ResNet,
+    params: &[f32],
+    train_set: &ImageSet,
+    rng: &mut ChaCha20Rng,
+) -> Result<Value, String> {
+    let norm = Normalization::cifar10();
+    let t = a.teachers;
+    let shards: Vec<ImageSet> = train::partition(train_set.len(), t, rng)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|idx| train_set.subset(idx))
+        .collect();
+    let b = a.batch.min(shards[0].len());
+    // each teacher its own parameters: the first ones, slightly moved
+    let members: Vec<Vec<f32>> = (0..t)
+        .map(|k| {
+            params
+                .iter()
+                .map(|&v| v * (1.0 + 0.01 * k as f32))
+                .collect()
+        })
+        .collect();
+    let mut outs = vec![vec![0.0f32; net.num_params()]; t];
+    let mut secs = [0.0f64; 2];
+    let steps = a.steps.max(1);
+    for round in 0..=steps {
+        let idx: Vec<Vec<usize>> = shards
+            .iter()
+            .map(|s| (0..b).map(|_| rng.random_range(0..s.len())).collect())
+            .collect();
+        let jobs: Vec<engine::GroupJob<'_>> = (0..t)
+            .map(|k| engine::GroupJob {
+                params: &members[k],
+                inputs: privpred_nn::train::Inputs {
+                    data: &shards[k],
+                    norm: &norm,
+                    augment_seed: Some(rng.random()),
+                },
+                idx: &idx[k],
+            })
+            .collect();
+        for (k, s) in secs.iter_mut().enumerate() {
+            let t0 = Instant::now();
+            if k == 0 {
+                privpred_nn::gradient::group_gradients_one_by_one(eng, net, &jobs, &mut outs)
+            } else {
+                eng.group_gradients(net, &jobs, &mut outs)
+            }
+            .map_err(|e| e.to_string())?;
+            if round > 0 {
+                *s += t0.elapsed().as_secs_f64();
+            }
+        }
+        eprintln!("teachers round {round}/{steps} done");
+    }
+    let ex = (t * b * steps) as f64;
+    eprintln!(
+        "{t} teachers, examples/s: one after another {:.1}, together {:.1}",
+        ex / secs[0],
+        ex / secs[1]
+    );
+    Ok(json!({
+        "teachers": t,
+        "batch_per_teacher": b,
+        "timed_rounds": steps,
+        "groups_together": eng.groups_together(),
+        "one_after_another_examples_per_s": ex / secs[0],
+        "together_examples_per_s": ex / secs[1],
+        "together_speedup": secs[0] / secs[1],
+        "note": "one non-private gradient step of every teacher per round (forward + backward of its batch); one after another: one batch gradient per teacher; together: one grouped call for all",
+    }))
 }
