@@ -21,7 +21,8 @@ pub use crate::gradient::{
     BatchStats, GradMode, Inputs, accuracy, batch_gradient, clip_in_place, per_example_gradients,
     predict_labels, predict_labels_on, predict_logits,
 };
-use rand::{Rng, RngExt};
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha20Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 use std::ops::ControlFlow;
@@ -677,8 +678,10 @@ pub fn partition(n: usize, t: usize, rng: &mut impl Rng) -> Result<Vec<Vec<usize
     Ok((0..t).map(|k| perm[k * m..(k + 1) * m].to_vec()).collect())
 }
 
-/// Trains `t` teachers, each non-privately on its own disjoint slice (one after another, each
-/// using all cores within its batches). `observer` gets (teacher index, progress).
+/// Trains `t` teachers, each non-privately on its own disjoint slice from a generator of its
+/// own (seeded from `rng` after the partition), so that training them one after another or
+/// together in lock step ([`crate::engine::teachers_together`]) takes the same steps.
+/// `observer` gets (teacher index, progress).
 pub fn train_teachers(
     net: &ResNet,
     data: &ImageSet,
@@ -706,20 +709,43 @@ pub fn train_teachers_on(
     observer: &mut dyn FnMut(usize, &Progress),
 ) -> Result<TeacherEnsemble> {
     let part = partition(on.data.len(), t, rng)?;
-    let mut params = Vec::with_capacity(t);
-    for (k, idx) in part.iter().enumerate() {
-        let shard = on.data.subset(idx);
-        let mut cfg_k = cfg.clone();
-        cfg_k.batch_size = cfg.batch_size.min(shard.len());
-        let on_shard = TrainInputs { data: &shard, ..on };
-        params.push(train_nonprivate_on(
-            on_shard,
-            &cfg_k,
-            None,
-            rng,
-            &mut |p| observer(k, p),
-        )?);
-    }
+    let shards: Vec<ImageSet> = part.iter().map(|idx| on.data.subset(idx)).collect();
+    let cfgs: Vec<SgdConfig> = shards
+        .iter()
+        .map(|s| SgdConfig {
+            batch_size: cfg.batch_size.min(s.len()),
+            ..cfg.clone()
+        })
+        .collect();
+    let mut rngs: Vec<ChaCha20Rng> = (0..t)
+        .map(|_| ChaCha20Rng::seed_from_u64(rng.random()))
+        .collect();
+    let params = if t >= 2 && crate::engine::teachers_together(on.engine)? {
+        let members = rngs
+            .iter_mut()
+            .zip(shards.iter().zip(&cfgs))
+            .map(|(rng, (data, cfg))| GroupMember {
+                data,
+                cfg,
+                rng,
+                resume: None,
+            })
+            .collect();
+        train_group_resumable_on(on.engine, on.net, on.norm, members, observer)?
+    } else {
+        let mut params = Vec::with_capacity(t);
+        for (k, (shard, rng)) in shards.iter().zip(&mut rngs).enumerate() {
+            let on_shard = TrainInputs { data: shard, ..on };
+            params.push(train_nonprivate_on(
+                on_shard,
+                &cfgs[k],
+                None,
+                rng,
+                &mut |p| observer(k, p),
+            )?);
+        }
+        params
+    };
     Ok(TeacherEnsemble {
         partition: part,
         params,

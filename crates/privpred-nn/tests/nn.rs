@@ -282,6 +282,53 @@ fn teachers_train_on_disjoint_slices() {
         .collect();
     let votes = privpred_nn::teachers::VoteMatrix::from_predictions(&preds, 4).unwrap();
     assert!((0..70).all(|i| votes.votes(i).iter().sum::<u32>() == 4));
+    // an engine that asks for its teachers together trains them in lock step: the same
+    // partition and the same parameters, bit for bit
+    let on = train::TrainInputs {
+        engine: &Grouping,
+        net: &net,
+        data: &data,
+        norm: &norm,
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(13);
+    let together = train::train_teachers_on(on, &cfg, 4, &mut rng, &mut |_, _| {}).unwrap();
+    assert_eq!(together.partition, ens.partition);
+    assert_eq!(together.params, ens.params);
+}
+
+/// The CPU engine, except that it asks for a group's members to train together.
+struct Grouping;
+
+impl privpred_nn::GradientEngine for Grouping {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn device(&self) -> String {
+        "cpu".into()
+    }
+    fn batch_gradient(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        inputs: Inputs<'_>,
+        idx: &[usize],
+        mode: GradMode,
+        out: &mut [f32],
+    ) -> privpred_nn::Result<train::BatchStats> {
+        privpred_nn::CpuEngine.batch_gradient(net, params, inputs, idx, mode, out)
+    }
+    fn predict_logits(
+        &self,
+        net: &ResNet,
+        params: &[f32],
+        data: &ImageSet,
+        norm: &Normalization,
+    ) -> privpred_nn::Result<Vec<Vec<f32>>> {
+        privpred_nn::CpuEngine.predict_logits(net, params, data, norm)
+    }
+    fn groups_together(&self) -> bool {
+        true
+    }
 }
 
 #[test]
@@ -754,7 +801,7 @@ fn teachers_in_lock_step_equal_teachers_trained_one_by_one() {
                 data,
                 cfg: &sgd,
                 rng,
-                resume,
+                resume: Some(resume),
             })
             .collect();
         train::train_group_resumable_on(

@@ -543,7 +543,7 @@ fn teachers_trained_together_on_torch_match_the_cpu_engine_one_by_one() {
             data,
             cfg: &sgd,
             rng,
-            resume,
+            resume: Some(resume),
         })
         .collect();
     let torch = engine();

@@ -153,8 +153,8 @@ pub struct GroupMember<'a, R: Rng> {
     pub cfg: &'a SgdConfig,
     /// Its generator.
     pub rng: &'a mut R,
-    /// Its checkpoint file, segment length and deadline.
-    pub resume: &'a Resume,
+    /// Its checkpoint file, segment length and deadline (`None`: no checkpoints, no stop).
+    pub resume: Option<&'a Resume>,
 }
 
 /// Trains several networks of the architecture `net` non-privately in lock step. Each member
@@ -176,14 +176,7 @@ pub fn train_group_resumable_on<R: Rng>(
     let mut runs = Vec::with_capacity(members.len());
     let mut sources = Vec::with_capacity(members.len());
     for m in members {
-        runs.push(SgdRun::start(
-            net,
-            m.data,
-            m.cfg,
-            None,
-            m.rng,
-            Some(m.resume),
-        )?);
+        runs.push(SgdRun::start(net, m.data, m.cfg, None, m.rng, m.resume)?);
         sources.push((m.data, m.resume));
     }
     let mut grads = vec![vec![0.0f32; net.num_params()]; runs.len()];
@@ -215,13 +208,13 @@ pub fn train_group_resumable_on<R: Rng>(
         for (j, &k) in active.iter().enumerate() {
             let lr = runs[k].apply(&mut outs[j], batches[j].0.len())?;
             let resume = sources[k].1;
-            if runs[k].checkpoint(Some(resume))? && resume.expired() {
+            if runs[k].checkpoint(resume)? && resume.is_some_and(Resume::expired) {
                 stop = Some(k);
             }
             observer(k, &runs[k].progress(lr, stats[j]));
         }
         if let Some(k) = stop {
-            resume::stop_if_expired(Some(sources[k].1), runs[k].step, runs[k].steps)?;
+            resume::stop_if_expired(sources[k].1, runs[k].step, runs[k].steps)?;
         }
     }
     Ok(runs.into_iter().map(|r| r.params).collect())

@@ -69,7 +69,7 @@ impl Fig7Context {
                     data,
                     cfg,
                     rng,
-                    resume,
+                    resume: Some(resume),
                 })
                 .collect();
             let params = train::train_group_resumable_on(
