@@ -336,14 +336,8 @@ impl TorchEngine {
                 }
             };
             let _ng = tch::no_grad_guard();
-            acc = Some(match acc {
-                None => grad,
-                Some(a) => a.f_add(&grad)?,
-            });
-            stats = Some(match stats {
-                None => st,
-                Some(s) => s.f_add(&st)?,
-            });
+            add_into(&mut acc, grad)?;
+            add_into(&mut stats, st)?;
         }
         let (Some(acc), Some(stats)) = (acc, stats) else {
             return Ok(BatchStats::default());
@@ -610,6 +604,15 @@ impl PerExample {
     }
 }
 
+/// `acc + t`, or `t` when `acc` is empty (sums over device passes and parameter tensors).
+fn add_into(acc: &mut Option<Tensor>, t: Tensor) -> std::result::Result<(), TchError> {
+    *acc = Some(match acc.take() {
+        None => t,
+        Some(a) => a.f_add(&t)?,
+    });
+    Ok(())
+}
+
 /// Each row's squared ℓ2 norm (`B`, f64), accumulated in f64.
 fn row_sq_norms(part: &Tensor) -> std::result::Result<Tensor, TchError> {
     part.f_norm_scalaropt_dim_dtype(2.0, [1i64].as_slice(), false, Kind::Double)?
@@ -742,10 +745,7 @@ fn clip_joint(
     let mut sq: Option<Tensor> = None;
     for g in parts {
         let s = row_sq_norms(g)?;
-        sq = Some(match sq {
-            None => s,
-            Some(t) => t.f_add(&s)?,
-        });
+        add_into(&mut sq, s)?;
     }
     let Some(sq) = sq else {
         return Err(TchError::Kind("a network without parameter tensors".into()));
@@ -771,10 +771,7 @@ fn clip_per_layer(
         let sq = row_sq_norms(g)?;
         let (factor, mask) = clip_factors(&sq.f_sqrt()?, nu)?;
         factors.push(factor);
-        sq_total = Some(match sq_total {
-            None => sq,
-            Some(s) => s.f_add(&sq)?,
-        });
+        add_into(&mut sq_total, sq)?;
         any = Some(match any {
             None => mask,
             Some(m) => m.f_logical_or(&mask)?,

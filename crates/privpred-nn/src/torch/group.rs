@@ -17,7 +17,7 @@
 //!
 //! [`GradientEngine::group_gradients`]: crate::gradient::GradientEngine::group_gradients
 
-use super::{DEFAULT_CHUNK, GN_EPS, TorchEngine, engine_err};
+use super::{DEFAULT_CHUNK, GN_EPS, TorchEngine, add_into, engine_err};
 use crate::error::Result;
 use crate::gradient::{
     BatchStats, GroupJob, check_group, group_gradients_one_by_one, prepare_batch,
@@ -27,8 +27,9 @@ use tch::{Device, Kind, TchError, Tensor};
 
 /// Examples of all members together per grouped device pass on CUDA unless
 /// [`TorchEngine::with_group_examples`] says otherwise: 16 teachers × 600 (the paper's batch)
-/// fit in one pass. Non-private passes keep no per-example gradients, only activations
-/// (≈ 2 MB an example for ResNet-20: ≈ 20 GB at 9,600 examples).
+/// fit in one pass. Non-private passes keep no per-example gradients, only the activations
+/// recorded for the backward pass (≈ 3 MB an example for ResNet-20 on 32×32 images: ≈ 30 GB
+/// at 9,600 examples, on GPUs of 80 GB and more).
 pub const CUDA_GROUP_EXAMPLES: usize = 16_384;
 
 /// The environment variable that overrides the examples per grouped device pass of
@@ -129,14 +130,8 @@ impl TorchEngine {
                     .f_detach()?
                     .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Double)?;
             let st = Tensor::f_stack(&[loss_sums, correct], 1)?;
-            acc = Some(match acc {
-                None => grad,
-                Some(a) => a.f_add(&grad)?,
-            });
-            stats = Some(match stats {
-                None => st,
-                Some(a) => a.f_add(&st)?,
-            });
+            add_into(&mut acc, grad)?;
+            add_into(&mut stats, st)?;
         }
         let (Some(acc), Some(stats)) = (acc, stats) else {
             return Err(TchError::Kind("a grouped step without examples".into()));
