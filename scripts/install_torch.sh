@@ -42,6 +42,12 @@ else
     [ "$got" = "$TORCH_VERSION" ] || die "torch in $VENV reports version '$got', expected $TORCH_VERSION"
 fi
 
+# numpy and Pillow: what the PyTorch reference (benches/resnet20_gn_reference.py) imports
+# besides torch, so that the prepared GPU run's dry run on this machine runs it too.
+if ! "$VENV/bin/python" -c 'import numpy, PIL' >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install --quiet numpy pillow >&2 || die "pip install numpy pillow failed"
+fi
+
 TORCH_LIB="$(PYTHONWARNINGS=ignore "$VENV/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null)"
 [ -d "$TORCH_LIB" ] || die "torch library folder $TORCH_LIB not found"
 
