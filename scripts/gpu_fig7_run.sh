@@ -24,7 +24,7 @@
 #      (PRIVPRED_TORCH_CHUNK=256: throughput-chunk256.json), so the run measures that lever;
 #      throughput.json also times the 16 teachers' steps one after another against together in
 #      one grouped pass, and training below takes whichever measured faster
-#      (PRIVPRED_TEACHERS_TOGETHER; without a measurement the engine's default: together on CUDA);
+#      (PRIVPRED_TEACHERS_TOGETHER; one after another when the measurement is missing);
 #   4. `privpred reproduce fig7 --resume` (both panels) until the time is up (train.log), stopping
 #      at an epoch boundary with a checkpoint.
 #
@@ -120,11 +120,15 @@ if [[ $STEPS == *,throughput,* ]]; then
         --data "$G/cifar10-jpeg.tar.gz" --batch 600 --steps "${FIG7_TP_STEPS:-5}" --teachers 0 \
         --out "$O/throughput-chunk256.json" >"$O/throughput-chunk256.log" 2>&1
     stamp "throughput at 256 examples per pass: exit $?"
-    # the teachers train together (one grouped pass) only if this run measured that faster
+    # the teachers train together (one grouped pass) only if this run measured that faster;
+    # without a measurement (the grouped pass failed?) one after another, the path known to run
     together=$(python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["teachers"]; print(1 if t["together_speedup"] > 1 else 0)' "$O/throughput.json" 2>/dev/null)
     if [ -n "$together" ]; then
         export PRIVPRED_TEACHERS_TOGETHER=$together
         stamp "teachers together: $together (from the measured speed-up)"
+    else
+        export PRIVPRED_TEACHERS_TOGETHER=0
+        stamp "teachers together: 0 (no measurement)"
     fi
 fi
 
