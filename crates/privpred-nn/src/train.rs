@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::ops::ControlFlow;
 
 mod lockstep;
-pub use lockstep::{GroupMember, train_group_resumable_on};
+pub use lockstep::{GroupMember, train_group_resumable_on, train_members_on};
 
 /// What a training run computes on (the `*_on` functions' first argument): the engine that
 /// computes the batch gradients, the network architecture, the training set and its
@@ -710,42 +710,33 @@ pub fn train_teachers_on(
 ) -> Result<TeacherEnsemble> {
     let part = partition(on.data.len(), t, rng)?;
     let shards: Vec<ImageSet> = part.iter().map(|idx| on.data.subset(idx)).collect();
-    let cfgs: Vec<SgdConfig> = shards
-        .iter()
-        .map(|s| SgdConfig {
-            batch_size: cfg.batch_size.min(s.len()),
-            ..cfg.clone()
-        })
-        .collect();
     let mut rngs: Vec<ChaCha20Rng> = (0..t)
         .map(|_| ChaCha20Rng::seed_from_u64(rng.random()))
         .collect();
-    let params = if t >= 2 && crate::engine::teachers_together(on.engine)? {
-        let members = rngs
-            .iter_mut()
-            .zip(shards.iter().zip(&cfgs))
-            .map(|(rng, (data, cfg))| GroupMember {
-                data,
-                cfg,
-                rng,
-                resume: None,
-            })
-            .collect();
-        train_group_resumable_on(on.engine, on.net, on.norm, members, observer)?
-    } else {
-        let mut params = Vec::with_capacity(t);
-        for (k, (shard, rng)) in shards.iter().zip(&mut rngs).enumerate() {
-            let on_shard = TrainInputs { data: shard, ..on };
-            params.push(train_nonprivate_on(
-                on_shard,
-                &cfgs[k],
-                None,
-                rng,
-                &mut |p| observer(k, p),
-            )?);
-        }
-        params
-    };
+    let members = rngs
+        .iter_mut()
+        .zip(&shards)
+        .map(|(rng, data)| GroupMember {
+            data,
+            cfg,
+            rng,
+            resume: None,
+        })
+        .collect();
+    let together = t >= 2 && crate::engine::teachers_together(on.engine)?;
+    let mut params = vec![Vec::new(); t];
+    train_members_on(
+        on.engine,
+        on.net,
+        on.norm,
+        members,
+        together,
+        &mut |k, p| {
+            params[k] = p;
+            Ok(())
+        },
+        observer,
+    )?;
     Ok(TeacherEnsemble {
         partition: part,
         params,

@@ -772,43 +772,23 @@ fn teachers_in_lock_step_equal_teachers_trained_one_by_one() {
         ..SgdConfig::paper_teacher()
     };
     let dir = tempfile::tempdir().unwrap();
-    let alone: Vec<Vec<f32>> = shards
-        .iter()
-        .enumerate()
-        .map(|(k, data)| {
-            let on = train::TrainInputs {
-                engine: &privpred_nn::CpuEngine,
-                net: &net,
-                data,
-                norm: &norm,
-            };
-            let r = Resume::new(dir.path().join(format!("alone{k}.ckpt")), 3, None).unwrap();
-            let mut rng = ChaCha20Rng::seed_from_u64(k as u64);
-            train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {}).unwrap()
-        })
+    let g = common::Group {
+        net: &net,
+        norm: &norm,
+        shards: &shards,
+        sgd: &sgd,
+    };
+    let alone: Vec<Vec<f32>> = (0..3)
+        .map(|k| common::train_alone(&g, k, dir.path(), 3))
         .collect();
     // the group, in one go or stopped at every boundary (deadline already passed)
     let group = |deadline: Option<std::time::Instant>, steps: &mut Vec<(usize, usize)>| {
-        let resumes: Vec<Resume> = (0..3)
-            .map(|k| Resume::new(dir.path().join(format!("g{k}.ckpt")), 3, deadline).unwrap())
-            .collect();
-        let mut rngs: Vec<ChaCha20Rng> = (0..3).map(ChaCha20Rng::seed_from_u64).collect();
-        let members = rngs
-            .iter_mut()
-            .zip(&shards)
-            .zip(&resumes)
-            .map(|((rng, data), resume)| train::GroupMember {
-                data,
-                cfg: &sgd,
-                rng,
-                resume: Some(resume),
-            })
-            .collect();
-        train::train_group_resumable_on(
+        common::train_group(
             &privpred_nn::CpuEngine,
-            &net,
-            &norm,
-            members,
+            &g,
+            dir.path(),
+            3,
+            deadline,
             &mut |k, p| steps.push((k, p.step)),
         )
     };

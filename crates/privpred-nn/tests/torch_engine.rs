@@ -520,7 +520,6 @@ fn a_group_of_one_or_of_unequal_batches_runs_one_by_one() {
 /// carried through the steps.
 #[test]
 fn teachers_trained_together_on_torch_match_the_cpu_engine_one_by_one() {
-    use privpred_nn::resume::Resume;
     let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
     let norm = Normalization::generic(3);
     let shards: Vec<ImageSet> = (0..3).map(|k| textures(24, 40 + k)).collect();
@@ -531,37 +530,58 @@ fn teachers_trained_together_on_torch_match_the_cpu_engine_one_by_one() {
         ..SgdConfig::paper_teacher()
     };
     let dir = tempfile::tempdir().unwrap();
-    let resumes: Vec<Resume> = (0..3)
-        .map(|k| Resume::new(dir.path().join(format!("t{k}.ckpt")), 4, None).unwrap())
-        .collect();
-    let mut rngs: Vec<ChaCha20Rng> = (0..3).map(ChaCha20Rng::seed_from_u64).collect();
-    let members: Vec<train::GroupMember<'_, ChaCha20Rng>> = rngs
-        .iter_mut()
-        .zip(&shards)
-        .zip(&resumes)
-        .map(|((rng, data), resume)| train::GroupMember {
-            data,
-            cfg: &sgd,
-            rng,
-            resume: Some(resume),
-        })
-        .collect();
-    let torch = engine();
-    let together =
-        train::train_group_resumable_on(&torch, &net, &norm, members, &mut |_, _| {}).unwrap();
-    for (k, data) in shards.iter().enumerate() {
-        let on = train::TrainInputs {
-            engine: &CpuEngine,
-            net: &net,
-            data,
-            norm: &norm,
-        };
-        let r = Resume::new(dir.path().join(format!("alone{k}.ckpt")), 4, None).unwrap();
-        let mut rng = ChaCha20Rng::seed_from_u64(k as u64);
-        let alone =
-            train::train_nonprivate_resumable_on(on, &sgd, &mut rng, &r, &mut |_| {}).unwrap();
-        let d = rel_diff(&together[k], &alone, 1e-6);
+    let g = common::Group {
+        net: &net,
+        norm: &norm,
+        shards: &shards,
+        sgd: &sgd,
+    };
+    let together = common::train_group(&engine(), &g, dir.path(), 4, None, &mut |_, _| {}).unwrap();
+    for (k, member) in together.iter().enumerate() {
+        let alone = common::train_alone(&g, k, dir.path(), 4);
+        let d = rel_diff(member, &alone, 1e-6);
         eprintln!("teacher {k}: together (torch) vs alone (cpu) relative difference {d:.2e}");
         assert!(d <= 1e-3, "teacher {k}: relative difference {d:.2e}");
     }
+}
+
+/// Subsample-and-aggregate's guarantee rests on each example reaching one teacher's vote
+/// only: in the grouped network, member 0's gradient and statistics must not move at all when
+/// another member's images, labels and parameters are replaced (any channel, group or row
+/// shared across members would move them).
+#[test]
+fn a_grouped_member_sees_nothing_of_the_other_members() {
+    let net = ResNet::new(ResNetConfig::tiny(4)).unwrap();
+    let norm = Normalization::generic(3);
+    let torch = engine();
+    let grads = |other_seed: u64| {
+        let sets = [
+            random_images(8, 8, 4, 1),
+            random_images(8, 8, 4, other_seed),
+        ];
+        let params = [
+            net.init_params(&mut ChaCha20Rng::seed_from_u64(1)),
+            net.init_params(&mut ChaCha20Rng::seed_from_u64(other_seed)),
+        ];
+        let idx: Vec<usize> = (0..6).collect();
+        let jobs: Vec<GroupJob<'_>> = (0..2)
+            .map(|k| GroupJob {
+                params: &params[k],
+                inputs: Inputs {
+                    data: &sets[k],
+                    norm: &norm,
+                    augment_seed: Some(7 + k as u64),
+                },
+                idx: &idx,
+            })
+            .collect();
+        let mut outs = vec![vec![0.0f32; net.num_params()]; 2];
+        let st = torch.group_gradients(&net, &jobs, &mut outs).unwrap();
+        (outs, st)
+    };
+    let (a, sa) = grads(2);
+    let (b, sb) = grads(3);
+    assert_ne!(a[1], b[1], "the other member's gradient changed");
+    assert_eq!(a[0], b[0], "member 0's gradient depends on member 1");
+    assert_eq!(sa[0], sb[0], "member 0's statistics depend on member 1");
 }

@@ -574,7 +574,7 @@ fn throughput_mode(
     report["cpu_input_preparation_s_per_step"] = json!(prep_s / steps as f64);
     report["throughput"] = json!(rows);
     if a.teachers > 0 {
-        report["teachers"] = teacher_throughput(a, eng, &net, &params, train_set, &mut rng)?;
+        report["teachers"] = teacher_throughput(a, eng, &net, &norm, &params, train_set, &mut rng)?;
     }
     report["dp_sgd_slowdown_joint"] = json!(secs[1] / secs[0]);
     report["dp_sgd_slowdown_per_layer"] = json!(secs[2] / secs[0]);
@@ -602,11 +602,11 @@ fn teacher_throughput(
     a: &Args,
     eng: &dyn GradientEngine,
     net: &ResNet,
+    norm: &Normalization,
     params: &[f32],
     train_set: &ImageSet,
     rng: &mut ChaCha20Rng,
 ) -> Result<Value, String> {
-    let norm = Normalization::cifar10();
     let t = a.teachers;
     let shards: Vec<ImageSet> = train::partition(train_set.len(), t, rng)
         .map_err(|e| e.to_string())?
@@ -636,7 +636,7 @@ fn teacher_throughput(
                 params: &members[k],
                 inputs: privpred_nn::train::Inputs {
                     data: &shards[k],
-                    norm: &norm,
+                    norm,
                     augment_seed: Some(rng.random()),
                 },
                 idx: &idx[k],

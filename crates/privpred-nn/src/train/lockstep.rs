@@ -219,3 +219,31 @@ pub fn train_group_resumable_on<R: Rng>(
     }
     Ok(runs.into_iter().map(|r| r.params).collect())
 }
+
+/// Trains `members` in lock step ([`train_group_resumable_on`]) when `together`, else one
+/// after another (each a group of one, which takes the same steps). `finished` gets each
+/// member's index and parameters: as soon as that member is done when one after another (so a
+/// caller can cache it before the next starts), after the whole group when together.
+pub fn train_members_on<R: Rng>(
+    engine: &dyn GradientEngine,
+    net: &ResNet,
+    norm: &Normalization,
+    members: Vec<GroupMember<'_, R>>,
+    together: bool,
+    finished: &mut dyn FnMut(usize, Vec<f32>) -> Result<()>,
+    observer: &mut dyn FnMut(usize, &Progress),
+) -> Result<()> {
+    if together {
+        let params = train_group_resumable_on(engine, net, norm, members, observer)?;
+        return params
+            .into_iter()
+            .enumerate()
+            .try_for_each(|(k, p)| finished(k, p));
+    }
+    for (k, m) in members.into_iter().enumerate() {
+        let mut one =
+            train_group_resumable_on(engine, net, norm, vec![m], &mut |_, p| observer(k, p))?;
+        finished(k, one.pop().expect("one member, one result"))?;
+    }
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! Checks shared by the integration tests of every gradient engine.
 
 use privpred_nn::data::{ImageSet, Normalization};
+use privpred_nn::resume::Resume;
 use privpred_nn::train::{self, SgdConfig};
 use privpred_nn::{GradientEngine, ResNet, ResNetConfig};
 use rand::SeedableRng;
@@ -42,4 +43,64 @@ pub fn assert_learns_textures(engine: &dyn GradientEngine) {
     let pred = train::predict_labels_on(engine, &net, &p, &te, &norm).unwrap();
     let acc = train::accuracy(&pred, &te.labels);
     assert!(acc >= 0.9, "held-out accuracy {acc}");
+}
+
+/// Networks of one architecture, each on its own training set (a group's members).
+#[allow(dead_code)]
+pub struct Group<'a> {
+    /// The architecture.
+    pub net: &'a ResNet,
+    /// The normalisation.
+    pub norm: &'a Normalization,
+    /// Member k's training set.
+    pub shards: &'a [ImageSet],
+    /// Every member's schedule.
+    pub sgd: &'a SgdConfig,
+}
+
+/// `g`'s members trained in lock step through `engine` ([`train::train_group_resumable_on`]):
+/// member k from a generator seeded k, checkpointed to `dir/g{k}.ckpt` every `every` steps,
+/// stopping after `deadline`.
+#[allow(dead_code)]
+pub fn train_group(
+    engine: &dyn GradientEngine,
+    g: &Group<'_>,
+    dir: &std::path::Path,
+    every: usize,
+    deadline: Option<std::time::Instant>,
+    observer: &mut dyn FnMut(usize, &train::Progress),
+) -> privpred_nn::Result<Vec<Vec<f32>>> {
+    let resumes: Vec<Resume> = (0..g.shards.len())
+        .map(|k| Resume::new(dir.join(format!("g{k}.ckpt")), every, deadline).unwrap())
+        .collect();
+    let mut rngs: Vec<ChaCha20Rng> = (0..g.shards.len() as u64)
+        .map(ChaCha20Rng::seed_from_u64)
+        .collect();
+    let members = rngs
+        .iter_mut()
+        .zip(g.shards)
+        .zip(&resumes)
+        .map(|((rng, data), resume)| train::GroupMember {
+            data,
+            cfg: g.sgd,
+            rng,
+            resume: Some(resume),
+        })
+        .collect();
+    train::train_group_resumable_on(engine, g.net, g.norm, members, observer)
+}
+
+/// Member `k` of [`train_group`] trained alone on the CPU engine (generator seeded `k`,
+/// checkpoints every `every` steps in `dir/alone{k}.ckpt`).
+#[allow(dead_code)]
+pub fn train_alone(g: &Group<'_>, k: usize, dir: &std::path::Path, every: usize) -> Vec<f32> {
+    let on = train::TrainInputs {
+        engine: &privpred_nn::CpuEngine,
+        net: g.net,
+        data: &g.shards[k],
+        norm: g.norm,
+    };
+    let r = Resume::new(dir.join(format!("alone{k}.ckpt")), every, None).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(k as u64);
+    train::train_nonprivate_resumable_on(on, g.sgd, &mut rng, &r, &mut |_| {}).unwrap()
 }

@@ -33,18 +33,14 @@ impl Fig7Context {
             .collect();
         let todo: Vec<usize> = (0..t).filter(|&k| preds[k].is_none()).collect();
         let shards: Vec<_> = todo.iter().map(|&k| self.train.subset(&part[k])).collect();
-        let cfgs: Vec<_> = shards
-            .iter()
-            .map(|s| {
-                let mut c = self.cfg.teacher_sgd.clone();
-                c.batch_size = c.batch_size.min(s.len());
-                c
-            })
-            .collect();
+        let sgd = &self.cfg.teacher_sgd;
         let resumes = todo
             .iter()
-            .zip(shards.iter().zip(&cfgs))
-            .map(|(&k, (s, c))| self.resume(&format!("{key}-t{k}"), s.len(), c.batch_size))
+            .zip(&shards)
+            .map(|(&k, s)| {
+                let b = sgd.batch_size.min(s.len());
+                self.resume(&format!("{key}-t{k}"), s.len(), b)
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut rngs: Vec<ChaCha20Rng> = todo
             .iter()
@@ -60,47 +56,31 @@ impl Fig7Context {
             Some(v) => v,
             None => engine::teachers_together(&*self.engine)?,
         };
-        let done: Vec<Vec<u32>> = if todo.len() >= 2 && together {
-            let members = rngs
-                .iter_mut()
-                .zip(&shards)
-                .zip(cfgs.iter().zip(&resumes))
-                .map(|((rng, data), (cfg, resume))| train::GroupMember {
-                    data,
-                    cfg,
-                    rng,
-                    resume: Some(resume),
-                })
-                .collect();
-            let params = train::train_group_resumable_on(
-                &*self.engine,
-                &self.net,
-                &self.norm,
-                members,
-                &mut |j, p| observer(&tags[j], p),
-            )?;
-            (params.iter().enumerate())
-                .map(|(j, p)| self.finish_teacher(key, todo[j], p, &resumes[j]))
-                .collect::<Result<_>>()?
-        } else {
-            // each teacher cached as soon as it is trained, so a later run skips it
-            let mut out = Vec::with_capacity(todo.len());
-            for (j, shard) in shards.iter().enumerate() {
-                let on = train::TrainInputs {
-                    data: shard,
-                    ..self.train_inputs()
-                };
-                let p = train::train_nonprivate_resumable_on(
-                    on,
-                    &cfgs[j],
-                    &mut rngs[j],
-                    &resumes[j],
-                    &mut |p| observer(&tags[j], p),
-                )?;
-                out.push(self.finish_teacher(key, todo[j], &p, &resumes[j])?);
-            }
-            out
-        };
+        let members = rngs
+            .iter_mut()
+            .zip(shards.iter().zip(&resumes))
+            .map(|(rng, (data, resume))| train::GroupMember {
+                data,
+                cfg: sgd,
+                rng,
+                resume: Some(resume),
+            })
+            .collect();
+        // one after another, each teacher is cached as soon as it is trained, so a later run
+        // skips it
+        let mut done = vec![Vec::new(); todo.len()];
+        train::train_members_on(
+            &*self.engine,
+            &self.net,
+            &self.norm,
+            members,
+            todo.len() >= 2 && together,
+            &mut |j, p| {
+                done[j] = self.finish_teacher(key, todo[j], &p, &resumes[j])?;
+                Ok(())
+            },
+            &mut |j, p| observer(&tags[j], p),
+        )?;
         for (&k, pred) in todo.iter().zip(done) {
             preds[k] = Some(pred);
         }
