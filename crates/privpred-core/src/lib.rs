@@ -13,6 +13,7 @@ pub mod defaults;
 mod delta_prime;
 pub mod dpsgd;
 pub mod error;
+pub mod exact;
 pub mod gaussian;
 pub mod guarantee;
 pub mod guarantee_json;

@@ -30,11 +30,9 @@
 //! direct enumeration of all |R|! orders.
 
 use crate::error::{CoreError, Result};
-use crate::noise::{
-    exp1_full, exponential_mechanism_log_probabilities, sample_exponential_mechanism,
-};
+use crate::noise::{exponential_mechanism_log_probabilities, sample_exponential_mechanism};
 use crate::types::Noise;
-use rand::{Rng, RngExt};
+use rand::Rng;
 
 fn check_beta(beta: f64) -> Result<()> {
     if !(beta.is_finite() && beta >= 0.0) {
@@ -74,41 +72,17 @@ fn gaps<T: Copy + Into<f64>>(scores: &[T], beta: f64) -> Result<Vec<f64>> {
 }
 
 /// One draw of permute-and-flip (McKenna & Sheldon 2020, Algorithm 1): the candidates in a
-/// uniformly random order (Fisher–Yates, drawn lazily), each accepted with probability
-/// p_r = exp(β·(q_r − q*)); the first accepted one is returned. ε-DP at β = ε/(2Δ) (Theorem 1
-/// of the paper; Δ the sensitivity of each score, see the module documentation).
-///
-/// The coin is exact to the precision of the uniform: heads iff E > β·(q* − q_r) with
-/// E ~ Exp(1) from [`exp1_full`] (E = −ln U with U uniform at full precision), so
-/// P(heads) = exp(−x) holds down to e⁻⁷⁴⁵ and every candidate keeps a nonzero probability
-/// wherever its exact probability is representable, as the Gumbel-max exponential mechanism
-/// does. A maximum has x = 0 and E > 0 always, so one pass always returns.
+/// uniformly random order, each accepted with probability p_r = exp(β·(q_r − q*)); the first
+/// accepted one is returned. ε-DP at β = ε/(2Δ) (Theorem 1 of the paper; Δ the sensitivity of
+/// each score, see the module documentation). Drawn exactly
+/// ([`crate::exact::permute_and_flip`]: exact uniform indices and exact exp(−γ) coins on the
+/// exact rationals the scores and β are), so every candidate keeps exactly its probability.
 pub fn sample_permute_and_flip<R: Rng + ?Sized, T: Copy + Into<f64>>(
     rng: &mut R,
     scores: &[T],
     beta: f64,
 ) -> Result<usize> {
-    let x = gaps(scores, beta)?;
-    let n = x.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    for i in 0..n {
-        let j = if i + 1 < n { rng.random_range(i..n) } else { i };
-        order.swap(i, j);
-        let r = order[i];
-        if coin(rng, x[r]) {
-            return Ok(r);
-        }
-    }
-    // unreachable: a maximum (x = 0) is always accepted
-    Err(CoreError::Numerical(
-        "permute-and-flip accepted no candidate".into(),
-    ))
-}
-
-/// A coin with P(heads) = exp(−x), x ≥ 0: heads iff E > x with E ~ Exp(1) at full precision
-/// ([`exp1_full`]); x = 0 is always heads.
-fn coin<R: Rng + ?Sized>(rng: &mut R, x: f64) -> bool {
-    x == 0.0 || exp1_full(rng) > x
+    crate::exact::permute_and_flip(rng, scores, beta)
 }
 
 /// Gauss–Legendre nodes and weights on [0, 1] with `m` points (Newton on the Legendre
@@ -195,9 +169,9 @@ impl Noise {
     }
 
     /// One draw of this selection mechanism over `scores` (the index of the selected
-    /// candidate): Gumbel-max for the exponential mechanism
-    /// ([`sample_exponential_mechanism`]), [`sample_permute_and_flip`] for
-    /// permute-and-flip. Additive noise is not a selection: it errors.
+    /// candidate), drawn exactly: [`sample_exponential_mechanism`] for the exponential
+    /// mechanism, [`sample_permute_and_flip`] for permute-and-flip. Additive noise is not a
+    /// selection: it errors.
     pub fn select<R: Rng + ?Sized, T: Copy + Into<f64>>(
         &self,
         rng: &mut R,
@@ -235,6 +209,7 @@ impl Noise {
 mod tests {
     use super::*;
     use crate::noise::{exponential_mechanism_log_probabilities, seeded_rng};
+    use rand::RngExt;
 
     /// P(r) by enumerating all n! visiting orders (Heap's algorithm): in each order the
     /// probability that r is returned is p_r·Π_{s before r}(1 − p_s). The independent golden
@@ -350,6 +325,17 @@ mod tests {
                 x < chi2_crit(df),
                 "{s:?} β {beta}: χ² = {x}, {c:?} vs {p:?}"
             );
+            // power: the distribution at 1.25·β (noise 20 % too small) is rejected
+            let wrong = pf_by_enumeration(s, 1.25 * beta);
+            let xw: f64 = c
+                .iter()
+                .zip(&wrong)
+                .map(|(&o, &pw)| (o as f64 - pw * n as f64).powi(2) / (pw * n as f64))
+                .sum();
+            assert!(
+                xw > chi2_crit((s.len() - 1) as f64),
+                "{s:?} β {beta}: a 1.25× larger β was not detected (χ² = {xw})"
+            );
         }
     }
 
@@ -373,39 +359,6 @@ mod tests {
             let (qp, qe) = (expected_quality(&s, &pf), expected_quality(&s, &em));
             assert!(qp >= qe - 1e-12, "{s:?} β {beta}: PF {qp} < EM {qe}");
         }
-    }
-
-    /// The coin keeps full precision: at x = 690 (P(heads) = e⁻⁶⁹⁰, far below the 2⁻⁵³
-    /// resolution of a 53-bit uniform) the random bits that give E ≈ 696.6 still turn it heads,
-    /// and the same bits turn x = 700 tails.
-    #[test]
-    fn the_coin_keeps_full_precision() {
-        use std::collections::VecDeque;
-        struct Replay(VecDeque<u64>);
-        impl rand::TryRng for Replay {
-            type Error = std::convert::Infallible;
-            fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
-                Ok(self.0.pop_front().unwrap_or(0) as u32)
-            }
-            fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
-                Ok(self.0.pop_front().unwrap_or(0))
-            }
-            fn try_fill_bytes(&mut self, d: &mut [u8]) -> std::result::Result<(), Self::Error> {
-                d.iter_mut().for_each(|b| *b = 0);
-                Ok(())
-            }
-        }
-        // E = −ln(V/2) with V = 2^-1004 (lower branch): E = 1005·ln 2 ≈ 696.6
-        let stream = || {
-            let mut w = vec![0u64];
-            w.extend(std::iter::repeat_n(0u64, 15));
-            w.push(1u64 << 20);
-            w.push(0);
-            Replay(w.into())
-        };
-        assert!(coin(&mut stream(), 690.0));
-        assert!(!coin(&mut stream(), 700.0));
-        assert!(coin(&mut Replay(VecDeque::new()), 0.0));
     }
 
     /// Serde: the new variant is `"distribution": "permute-and-flip"`, and a calibration noise
@@ -432,7 +385,11 @@ mod tests {
         assert!(sample_permute_and_flip(&mut rng, &[1.0, f64::NAN], 1.0).is_err());
         assert!(sample_permute_and_flip(&mut rng, &[1.0, 2.0], -1.0).is_err());
         assert!(sample_permute_and_flip(&mut rng, &[1.0, 2.0], f64::INFINITY).is_err());
-        assert!(sample_permute_and_flip(&mut rng, &[1e308, -1e308], 10.0).is_err());
+        // β·gap beyond the doubles is no error: the exact coins see the exact gap
+        assert_eq!(
+            sample_permute_and_flip(&mut rng, &[1e308, -1e308], 10.0).unwrap(),
+            0
+        );
         assert!(permute_and_flip_probabilities(&[0.0; 5000], 1.0).is_err());
         // integer vote counts work as scores
         let k = sample_permute_and_flip(&mut rng, &[3u32, 250, 3], 2.0).unwrap();
