@@ -10,9 +10,11 @@
 //! - [`stats`]: Clopper–Pearson bounds and the ε lower bound of a threshold test.
 //! - [`mechanisms`]: worst-case pairs and faithful simulations ([`mechanisms::Mechanism`]).
 //! - [`audit`]: one call from an [`AuditRequest`] to an [`AuditReport`].
+//! - [`floating_point`]: the reachability attack on the samplers' exact bits, and their timing.
 
 pub mod e2e;
 pub mod error;
+pub mod floating_point;
 pub mod mechanisms;
 pub mod product;
 pub mod selection;

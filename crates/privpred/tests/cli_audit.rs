@@ -295,3 +295,34 @@ fn bad_input_exits_2() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// `privpred audit floating-point`: the reachability attack finds the textbook Laplace
+/// sampler's leak (Mironov 2012) and the f64 release of noisy logits beside a zero logit, finds
+/// none in the exact selections, and every draw is reproduced from its own input; a method
+/// audit without --epsilon and too few draws exit 2.
+#[test]
+fn floating_point_audit_finds_the_textbook_leak_and_none_in_the_exact_selections() {
+    let v = audit_json(&["floating-point", "--trials", "4000", "--seed", "3"]);
+    let rows = v.as_array().expect("one row per sampler");
+    assert_eq!(rows.len(), 7);
+    for r in rows {
+        assert_eq!(r["self_check_failures"], 0, "{r}");
+        let name = r["mechanism"].as_str().unwrap();
+        let advantage = r["advantage"].as_f64().unwrap();
+        if name.starts_with("textbook") {
+            assert_eq!(r["shipped"], false);
+            assert!(advantage > 0.2, "{r}");
+        } else if r["exact"] == true {
+            assert_eq!(r["unreachable"], 0, "{r}");
+            assert!(r["timing"]["mean_ns_d"].as_f64().unwrap() > 0.0);
+        } else {
+            assert!(advantage > 0.2 && r["conclusive"] == true, "{r}");
+        }
+    }
+    let out = privpred(&["audit", "floating-point", "--trials", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("draws (--trials)"));
+    let out = privpred(&["audit", "model-sensitivity"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--epsilon is required"));
+}

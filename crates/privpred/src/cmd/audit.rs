@@ -1,6 +1,7 @@
 //! `privpred audit`: empirical lower bound on ε for a method's claimed guarantee, from a
 //! worst-case pair of neighbouring datasets, the product's own calibration and samplers, and
-//! the optimal distinguishing test with Clopper–Pearson confidence bounds.
+//! the optimal distinguishing test with Clopper–Pearson confidence bounds; `privpred audit
+//! floating-point`: the reachability attack on the samplers' exact bits, and their timing.
 
 use privpred_audit::{AuditReport, AuditRequest, AuditSetting};
 use privpred_core::{CalibrationMode, Method, Neighbours, Privacy};
@@ -8,15 +9,18 @@ use privpred_core::{CalibrationMode, Method, Neighbours, Privacy};
 /// Arguments of `privpred audit`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The method to audit.
-    #[arg(value_enum)]
-    pub method: Method,
+    /// What to audit: a method (model-sensitivity, loss-perturbation, dp-sgd,
+    /// prediction-sensitivity, subsample-aggregate), or `floating-point`: whether the exact bits
+    /// of the samplers' releases tell neighbouring inputs apart, and what their timing reveals
+    /// (uses --trials as draws per sampler, --seed, --confidence, --json).
+    #[arg(value_parser = parse_target, value_name = "METHOD|floating-point")]
+    pub method: Target,
     /// Which calibration's claim to audit.
     #[arg(long, value_enum, default_value_t = CalibrationMode::Corrected)]
     pub calibration: CalibrationMode,
-    /// The claimed ε (> 0).
-    #[arg(long)]
-    pub epsilon: f64,
+    /// The claimed ε (> 0; required to audit a method).
+    #[arg(long, allow_negative_numbers = true)]
+    pub epsilon: Option<f64>,
     /// The claimed δ in [0, 1) (DP-SGD needs δ > 0).
     #[arg(long, default_value_t = 0.0)]
     pub delta: f64,
@@ -85,6 +89,32 @@ pub struct Args {
     pub json: bool,
 }
 
+/// What `privpred audit` audits.
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// A method's claimed guarantee.
+    Method(Method),
+    /// The samplers' exact bits and timing.
+    FloatingPoint,
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    use clap::ValueEnum;
+    if s == "floating-point" {
+        return Ok(Target::FloatingPoint);
+    }
+    Method::from_str(s, false).map(Target::Method).map_err(|_| {
+        let names: Vec<String> = Method::value_variants()
+            .iter()
+            .filter_map(|m| m.to_possible_value().map(|v| v.get_name().to_string()))
+            .collect();
+        format!(
+            "'{s}' is not a method or floating-point (valid: {}, floating-point)",
+            names.join(", ")
+        )
+    })
+}
+
 /// The counts' limits (`crate::limits`), checked before any work: a count near `u64::MAX`
 /// would otherwise overflow an allocation or run for ever.
 fn check_counts(a: &Args) -> anyhow::Result<()> {
@@ -112,7 +142,7 @@ fn check_counts(a: &Args) -> anyhow::Result<()> {
         MAX_AUDIT_PARAMETERS,
         "MAX_AUDIT_PARAMETERS",
     )?;
-    let per_answer = if a.method == Method::ModelSensitivity {
+    let per_answer = if matches!(a.method, Target::Method(Method::ModelSensitivity)) {
         (a.features as u64) * (a.classes as u64)
     } else {
         1
@@ -175,9 +205,16 @@ fn check_counts(a: &Args) -> anyhow::Result<()> {
 /// Runs `privpred audit`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     check_counts(&args)?;
-    let privacy = Privacy::new(args.epsilon, args.delta)?;
+    let method = match args.method {
+        Target::FloatingPoint => return run_floating_point(&args),
+        Target::Method(m) => m,
+    };
+    let epsilon = args.epsilon.ok_or_else(|| {
+        crate::exit::usage("--epsilon is required to audit a method (a number > 0)")
+    })?;
+    let privacy = Privacy::new(epsilon, args.delta)?;
     let req = AuditRequest {
-        method: args.method,
+        method,
         calibration: args.calibration,
         privacy,
         budget: args.budget,
@@ -280,4 +317,50 @@ fn print_text(r: &AuditReport) {
             "consistent: the lower bound does not exceed the claimed epsilon"
         }
     );
+}
+
+/// `privpred audit floating-point`: one row per sampler (the textbook reference, the exact
+/// selections, the f64 releases of noisy logits).
+fn run_floating_point(args: &Args) -> anyhow::Result<()> {
+    use privpred_audit::floating_point::{FloatingPointAudit, audit_floating_point};
+    let audit = FloatingPointAudit {
+        draws: args.trials as u64,
+        seed: args.seed,
+        confidence: args.confidence,
+    };
+    let rows = audit_floating_point(&audit).map_err(crate::exit::usage)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "| sampler | released by privpred | exact | draws | unreachable from the neighbour | advantage (upper bound at {}) | timing: mean ns (D / D'), z inputs, z labels |",
+        args.confidence
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let timing = r.timing.as_ref().map_or("—".to_string(), |t| {
+            format!(
+                "{:.0} / {:.0}, {:.1}, {:.1}",
+                t.mean_ns_d, t.mean_ns_d_prime, t.z_inputs, t.z_labels
+            )
+        });
+        let advantage = if r.conclusive {
+            format!("{:.4} (≤ {:.2e})", r.advantage, r.advantage_upper)
+        } else {
+            format!(
+                "{:.4} (inconclusive: the f64 sampler is not inverted)",
+                r.advantage
+            )
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {advantage} | {timing} |",
+            r.mechanism,
+            if r.shipped { "yes" } else { "no" },
+            if r.exact { "yes" } else { "no" },
+            r.draws,
+            r.unreachable,
+        );
+    }
+    Ok(())
 }
