@@ -21,7 +21,7 @@ mod error;
 pub mod keys;
 mod linear;
 #[cfg(feature = "nn")]
-mod resnet;
+pub mod resnet;
 
 pub use envelope::{Family, Header, SeedPolicy};
 pub use error::{ReleaseError, Result};
@@ -197,6 +197,57 @@ pub fn peek_header(path: &Path) -> Option<Header> {
 /// the family's payload loader (which re-derives the guarantee from the public parameters),
 /// then the header checked against what the payload records.
 pub fn open(path: &Path, bytes: &[u8], trust: &Trust) -> Result<Released> {
+    let (p, coverage) = verify(path, bytes, trust)?;
+    let payload = envelope::unseal(path, &p, trust.sealing.as_ref())?;
+    let header = p.header;
+    let model = match header.family {
+        Family::Linear => Model::Linear(Box::new(linear::open_payload(path, &header, &payload)?)),
+        #[cfg(feature = "nn")]
+        Family::Resnet => Model::Resnet(Box::new(resnet::open_payload(path, &header, &payload)?)),
+        #[cfg(not(feature = "nn"))]
+        Family::Resnet => {
+            return Err(ReleaseError::format(
+                path,
+                "a ResNet model; this privpred was built without deep-model support — rebuild with `cargo build --release -p privpred --features nn`",
+            ));
+        }
+    };
+    Ok(Released {
+        header,
+        model,
+        coverage,
+    })
+}
+
+/// The header of an artifact whose envelope and signature are verified against `trust`
+/// (the payload is neither unsealed nor read): what a ledger needs of a model, its ledger
+/// id and budget, without the sealing key.
+pub fn open_header(path: &Path, trust: &Trust) -> Result<(Header, Coverage)> {
+    let bytes = read_bytes(path)?;
+    let (p, c) = verify(path, &bytes, trust)?;
+    Ok((p.header, c))
+}
+
+/// The inference budget B a header's calibration states, for a model whose answers spend
+/// one (prediction sensitivity, subsample-and-aggregate); `None` for the others.
+pub fn header_budget(path: &Path, h: &Header) -> Result<Option<u64>> {
+    if h.calibration.is_null() {
+        return Ok(None);
+    }
+    let cal: privpred_core::Calibration = serde_json::from_value(h.calibration.clone())
+        .map_err(|e| ReleaseError::format(path, format!("header: calibration: {e}")))?;
+    if cal.method().is_private_training() {
+        return Ok(None);
+    }
+    Ok(cal.budget().get())
+}
+
+/// The envelope parsed and its signature checked against `trust`.
+fn verify<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    trust: &Trust,
+) -> Result<(envelope::Parsed<'a>, Coverage)> {
     let p = envelope::parse(path, bytes)?;
     let coverage = match envelope::check_signature(path, &p)? {
         Some(k) if trust.keys.contains(&k) => Coverage::Signed(k.id()),
@@ -220,25 +271,7 @@ pub fn open(path: &Path, bytes: &[u8], trust: &Trust) -> Result<Released> {
             ));
         }
     };
-    let payload = envelope::unseal(path, &p, trust.sealing.as_ref())?;
-    let header = p.header;
-    let model = match header.family {
-        Family::Linear => Model::Linear(Box::new(linear::open_payload(path, &header, &payload)?)),
-        #[cfg(feature = "nn")]
-        Family::Resnet => Model::Resnet(Box::new(resnet::open_payload(path, &header, &payload)?)),
-        #[cfg(not(feature = "nn"))]
-        Family::Resnet => {
-            return Err(ReleaseError::format(
-                path,
-                "a ResNet model; this privpred was built without deep-model support — rebuild with `cargo build --release -p privpred --features nn`",
-            ));
-        }
-    };
-    Ok(Released {
-        header,
-        model,
-        coverage,
-    })
+    Ok((p, coverage))
 }
 
 /// [`open`] of a file.

@@ -40,7 +40,7 @@ fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
 
 /// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
 fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
-    let mut c = Command::new(common::BIN)
+    let mut c = common::bin()
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

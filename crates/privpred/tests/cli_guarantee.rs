@@ -287,7 +287,7 @@ fn an_invalid_guarantee_is_answered_only_when_allowed_and_then_marked() {
         lines.iter().all(|l| l.ends_with("guarantee-not-valid")),
         "{out}"
     );
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["predict", "--model", paper.to_str().unwrap()])
         .args(["--input", f.queries.to_str().unwrap()])
         .args(["--json", "--allow-invalid-guarantee"])

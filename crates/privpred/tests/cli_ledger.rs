@@ -38,7 +38,7 @@ fn queries(dir: &Path, name: &str, first: usize, n: usize) -> PathBuf {
 
 /// `privpred predict --model M --input Q ARGS…`: (exit code, stdout lines, stderr).
 fn predict(model: &Path, q: &Path, args: &[&str]) -> (i32, usize, String) {
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["predict", "--model", model.to_str().unwrap()])
         .args(["--input", q.to_str().unwrap()])
         .args(args)
@@ -188,7 +188,7 @@ fn concurrent_predict_processes_never_overspend() {
     let children: Vec<Child> = (0..procs)
         .map(|i| {
             let q = queries(dir, &format!("c{i}.csv"), 1 + i, 1);
-            Command::new(BIN)
+            common::bin()
                 .args(["predict", "--model", model.to_str().unwrap()])
                 .args(["--input", q.to_str().unwrap()])
                 .stdout(Stdio::piped())

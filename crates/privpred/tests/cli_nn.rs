@@ -111,7 +111,7 @@ fn serve_with(model: &Path, extra: &[&str]) -> Result<Served, (Option<i32>, Stri
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let err = model.with_extension("serve.stderr");
-    let mut child = Command::new(BIN)
+    let mut child = common::bin()
         .args([
             "serve",
             "--model",
@@ -543,7 +543,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
     let out = dir.path().join("fig7a");
     // A shard that owns none of fig7a's groups: the sweep machinery (manifest, results,
     // summary) runs end to end without training a network.
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args([
             "reproduce",
             "fig7a",
@@ -558,7 +558,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("0 units computed"));
     // Bad arguments still exit 2 with the argument named.
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["reproduce", "fig7b", "--quick", "--shard", "3/2", "--out"])
         .arg(&out)
         .output()
@@ -673,7 +673,7 @@ fn seeded_resnet_artifacts_are_experiments() {
 #[cfg(feature = "nn")]
 #[test]
 fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["reproduce", "fig7", "--quick", "--nn-time-limit-s", "0"])
         .output()
         .expect("runs");
@@ -688,7 +688,7 @@ fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("fig7");
     let run = || {
-        Command::new(BIN)
+        common::bin()
             .env("PRIVPRED_NN_ENGINE", "cpu")
             .args([
                 "reproduce",
@@ -746,7 +746,7 @@ fn the_prepared_gpu_run_uses_options_that_exist() {
         text.contains("reproduce fig7 "),
         "the script runs both panels"
     );
-    let help = Command::new(BIN)
+    let help = common::bin()
         .args(["reproduce", "--help"])
         .output()
         .unwrap();

@@ -213,7 +213,7 @@ fn concurrent_trainers(odo: &str) {
     let children: Vec<_> = (0..n)
         .map(|i| {
             let out = dir.path().join(format!("m{i}.safetensors"));
-            let c = Command::new(BIN)
+            let c = common::bin()
                 .args([
                     "train",
                     "model-sensitivity",

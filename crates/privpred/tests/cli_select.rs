@@ -135,7 +135,7 @@ fn serve_reports_the_mechanism_and_spends_the_budget() {
     let dir = tmp.path();
     let (out, _) = train(dir, "prediction-sensitivity", &["--lambda", "1e-2"]);
     let ledger = format!("sqlite:{}", dir.join("l.sqlite").display());
-    let mut child = Command::new(BIN)
+    let mut child = common::bin()
         .args([
             "serve",
             "--model",

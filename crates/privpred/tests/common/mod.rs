@@ -10,14 +10,31 @@ use std::process::{Command, Output};
 /// Path of the `privpred` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
+/// The config directory of every `privpred` the tests run (`XDG_CONFIG_HOME`): the default
+/// key directory that `train` creates on first use and `predict`/`serve`/`evaluate` trust
+/// lives under it, never in the real home.
+pub const CONFIG_HOME: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/privpred-config");
+
+/// The default key directory of the tests' `privpred` runs.
+pub fn key_dir() -> PathBuf {
+    Path::new(CONFIG_HOME).join("privpred").join("keys")
+}
+
+/// A `privpred` command with the tests' config directory.
+pub fn bin() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("XDG_CONFIG_HOME", CONFIG_HOME);
+    c
+}
+
 /// Runs `privpred ARGS` to completion.
 pub fn privpred(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run privpred")
+    bin().args(args).output().expect("run privpred")
 }
 
 /// Runs `privpred ARGS` with extra environment variables.
 pub fn privpred_env<V: AsRef<OsStr>>(args: &[&str], env: &[(&str, V)]) -> Output {
-    let mut c = Command::new(BIN);
+    let mut c = bin();
     c.args(args);
     for (k, v) in env {
         c.env(k, v);
@@ -304,7 +321,7 @@ impl Drop for Serve {
 pub fn spawn_serve(args: &[&str]) -> Result<Serve, (i32, String)> {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let mut child = Command::new(BIN)
+    let mut child = bin()
         .arg("serve")
         .args(args)
         .stdout(Stdio::piped())
