@@ -31,7 +31,7 @@ pub use linear::{linear_header, save_linear};
 pub use resnet::{nn_seed_policy, resnet_header, save_resnet};
 
 use privpred_core::Method;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest artifact file read.
 pub const MAX_ARTIFACT_BYTES: u64 = privpred_data::limits::MAX_ARTIFACT_BYTES;
@@ -66,6 +66,87 @@ pub struct WriteKeys {
     /// Seals the payload of a model that holds non-private parameters ([`must_seal`]);
     /// required for those.
     pub sealing: Option<SealingKey>,
+}
+
+impl WriteKeys {
+    /// The keys of `signing` (a `signing.key`) and the `sealing.key` next to it when there is
+    /// one; without `signing`, the default key directory's, created on first use (the
+    /// directory is then returned, for the one line that says where).
+    pub fn from_files(signing: Option<&Path>) -> Result<(WriteKeys, Option<PathBuf>)> {
+        let (file, created) = match signing {
+            Some(f) => (f.to_path_buf(), None),
+            None => {
+                let dir = KeyDir::default_dir().ok_or_else(no_default_dir)?;
+                let (kd, created) = KeyDir::open_or_create(&dir.0)?;
+                (kd.signing(), created.then(|| kd.0.clone()))
+            }
+        };
+        let key = SigningKey::read(&file)?;
+        let sealing = sibling(&file, keys::SEALING_FILE);
+        let sealing = match sealing.exists() {
+            true => Some(SealingKey::read(&sealing)?),
+            false => None,
+        };
+        Ok((
+            WriteKeys {
+                signing: Some(key),
+                sealing,
+            },
+            created,
+        ))
+    }
+}
+
+fn no_default_dir() -> ReleaseError {
+    ReleaseError::Key {
+        path: PathBuf::from("~/.config/privpred/keys"),
+        reason: "no default key directory (neither XDG_CONFIG_HOME nor HOME is set): give the key files explicitly".into(),
+    }
+}
+
+fn sibling(file: &Path, name: &str) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.join(name),
+        _ => PathBuf::from(name),
+    }
+}
+
+impl Trust {
+    /// What a host trusts: the verify key `verify` (default: the default key directory's
+    /// `verify.pub`, when it exists), the sealing key `sealing` (default: the `sealing.key`
+    /// next to the verify key, when it exists), and whether uncovered files are opened.
+    pub fn from_files(
+        verify: Option<&Path>,
+        sealing: Option<&Path>,
+        allow_unsigned: bool,
+    ) -> Result<Trust> {
+        let verify = match verify {
+            Some(f) => Some(f.to_path_buf()),
+            None => KeyDir::default_dir()
+                .map(|kd| kd.verify())
+                .filter(|p| p.exists()),
+        };
+        let keys = match &verify {
+            Some(f) => vec![VerifyKey::read(f)?],
+            None => Vec::new(),
+        };
+        let sealing = match (sealing, &verify) {
+            (Some(f), _) => Some(SealingKey::read(f)?),
+            (None, Some(v)) => {
+                let p = sibling(v, keys::SEALING_FILE);
+                match p.exists() {
+                    true => Some(SealingKey::read(&p)?),
+                    false => None,
+                }
+            }
+            (None, None) => None,
+        };
+        Ok(Trust {
+            keys,
+            sealing,
+            allow_unsigned,
+        })
+    }
 }
 
 /// What a loader trusts.
@@ -205,12 +286,7 @@ pub fn open(path: &Path, bytes: &[u8], trust: &Trust) -> Result<Released> {
         #[cfg(feature = "nn")]
         Family::Resnet => Model::Resnet(Box::new(resnet::open_payload(path, &header, &payload)?)),
         #[cfg(not(feature = "nn"))]
-        Family::Resnet => {
-            return Err(ReleaseError::format(
-                path,
-                "a ResNet model; this privpred was built without deep-model support — rebuild with `cargo build --release -p privpred --features nn`",
-            ));
-        }
+        Family::Resnet => return Err(needs_nn(path)),
     };
     Ok(Released {
         header,
@@ -242,6 +318,14 @@ pub fn header_budget(path: &Path, h: &Header) -> Result<Option<u64>> {
     Ok(cal.budget().get())
 }
 
+#[cfg(not(feature = "nn"))]
+fn needs_nn(path: &Path) -> ReleaseError {
+    ReleaseError::format(
+        path,
+        "a ResNet (privpred-nn) model; this privpred was built without deep-model support — rebuild with `cargo build --release -p privpred --features nn`",
+    )
+}
+
 /// The envelope parsed and its signature checked against `trust`.
 fn verify<'a>(
     path: &Path,
@@ -249,6 +333,10 @@ fn verify<'a>(
     trust: &Trust,
 ) -> Result<(envelope::Parsed<'a>, Coverage)> {
     let p = envelope::parse(path, bytes)?;
+    #[cfg(not(feature = "nn"))]
+    if p.header.family == Family::Resnet {
+        return Err(needs_nn(path));
+    }
     let coverage = match envelope::check_signature(path, &p)? {
         Some(k) if trust.keys.contains(&k) => Coverage::Signed(k.id()),
         Some(k) if trust.allow_unsigned => {

@@ -14,7 +14,7 @@ use std::path::Path;
 /// Rewrites `path` without its whole-file checksum and ledger id: a file as builds before
 /// the checksum wrote it (its weights still match `weights_sha256`).
 fn strip_checksum(path: &Path) {
-    let bytes = std::fs::read(path).unwrap();
+    let (envelope, bytes) = common::open_envelope(path);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let mut header: serde_json::Map<String, Value> =
         serde_json::from_slice(&bytes[8..8 + n]).unwrap();
@@ -32,7 +32,7 @@ fn strip_checksum(path: &Path) {
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(&h);
     out.extend_from_slice(&bytes[8 + n..]);
-    std::fs::write(path, out).unwrap();
+    std::fs::write(path, common::rewrap(envelope, &out)).unwrap();
 }
 
 type MetaEdit = dyn Fn(&mut Value, &mut std::collections::HashMap<String, String>);

@@ -8,7 +8,7 @@ use common::{assert_bad, ok, pixel_set, privpred};
 use privpred_core::Method;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A non-private model trained on [`dataset`] (no budget ledger needed to predict).

@@ -11,9 +11,6 @@ use privpred_serve::client::Client;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
 /// A toy CSV: 300 rows of 8 pixel-like features, 3 classes.
 fn write_csv(path: &Path) {

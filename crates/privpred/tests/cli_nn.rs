@@ -7,7 +7,7 @@
 mod common;
 
 #[cfg(feature = "nn")]
-use common::{BIN, json_of, small_cifar};
+use common::{json_of, small_cifar};
 use common::{privpred, stderr};
 #[cfg(feature = "nn")]
 use std::path::{Path, PathBuf};
@@ -27,12 +27,21 @@ fn fig7_without_the_nn_feature_says_how_to_get_it() {
 #[cfg(not(feature = "nn"))]
 #[test]
 fn nn_artifacts_and_resnet_training_need_the_feature() {
-    // a minimal safetensors file that says it is a privpred-nn model
+    // a minimal model file whose header says it holds a ResNet
     let dir = tempfile::tempdir().unwrap();
-    let header = r#"{"__metadata__":{"format":"privpred-nn","format_version":"1"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(&[0; 4]);
+    let header = privpred_release::Header {
+        format: privpred_release::envelope::FORMAT.into(),
+        version: privpred_release::envelope::FORMAT_VERSION,
+        family: privpred_release::Family::Resnet,
+        method: "dp-sgd".into(),
+        seed_policy: privpred_release::SeedPolicy::OsRandom,
+        ledger_id: "0".repeat(32),
+        calibration: serde_json::Value::Null,
+        payload_sha256: String::new(),
+        sealed: None,
+        signer: None,
+    };
+    let bytes = privpred_release::envelope::encode(header, &[0; 4], None, None).unwrap();
     let model = dir.path().join("resnet.safetensors");
     std::fs::write(&model, bytes).unwrap();
     let input = dir.path().join("q.csv");

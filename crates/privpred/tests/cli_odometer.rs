@@ -10,9 +10,7 @@ mod common;
 use common::{capture, ok, toy_csv};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+use std::process::Stdio;
 
 fn show(odo: &str, dataset: &str) -> Value {
     let out = ok(&[

@@ -9,9 +9,7 @@ use common::{json, ok, toy_dataset, train_into};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+use std::process::Stdio;
 
 fn calibrate(method: &str, mode: &str, delta: &str) -> Value {
     json(&[

@@ -10,9 +10,7 @@
 //! directory's `verify.pub`.
 
 use crate::exit::usage;
-use privpred_release::{
-    KeyDir, ReleaseError, Released, SealingKey, SigningKey, Trust, VerifyKey, WriteKeys,
-};
+use privpred_release::{KeyDir, ReleaseError, Released, Trust, VerifyKey, WriteKeys};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `privpred key`.
@@ -91,81 +89,30 @@ pub fn release_err(e: ReleaseError) -> anyhow::Error {
     }
 }
 
-fn default_dir() -> anyhow::Result<KeyDir> {
-    KeyDir::default_dir().ok_or_else(|| {
-        usage("no default key directory (neither XDG_CONFIG_HOME nor HOME is set): give the key files explicitly")
-    })
-}
-
 impl SignArgs {
     /// The keys a new model is written with.
     pub fn keys(&self) -> anyhow::Result<WriteKeys> {
-        let signing = match &self.signing_key {
-            Some(f) => f.clone(),
-            None => {
-                let (kd, created) =
-                    KeyDir::open_or_create(&default_dir()?.0).map_err(release_err)?;
-                if created {
-                    eprintln!(
-                        "privpred: created your signing key in {} (first use; verify.pub there is what hosts trust, keep signing.key and sealing.key secret)",
-                        kd.0.display()
-                    );
-                }
-                kd.signing()
-            }
-        };
-        let key = SigningKey::read(&signing)
-            .map_err(|e| usage(format!("--signing-key: {}", ReleaseError::to_string(&e))))?;
-        let sealing_path = sibling(&signing, privpred_release::keys::SEALING_FILE);
-        let sealing = match sealing_path.exists() {
-            true => Some(SealingKey::read(&sealing_path).map_err(release_err)?),
-            false => None,
-        };
-        Ok(WriteKeys {
-            signing: Some(key),
-            sealing,
-        })
-    }
-}
-
-fn sibling(file: &Path, name: &str) -> PathBuf {
-    match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.join(name),
-        _ => PathBuf::from(name),
+        let (keys, created) = WriteKeys::from_files(self.signing_key.as_deref())
+            .map_err(|e| usage(format!("--signing-key: {e}")))?;
+        if let Some(dir) = created {
+            eprintln!(
+                "privpred: created your signing key in {} (first use; verify.pub there is what hosts trust, keep signing.key and sealing.key secret)",
+                dir.display()
+            );
+        }
+        Ok(keys)
     }
 }
 
 impl TrustArgs {
     /// What the opening commands trust.
     pub fn trust(&self) -> anyhow::Result<Trust> {
-        let verify = match &self.trust {
-            Some(f) => Some(f.clone()),
-            None => KeyDir::default_dir()
-                .map(|kd| kd.verify())
-                .filter(|p| p.exists()),
-        };
-        let keys = match &verify {
-            Some(f) => vec![VerifyKey::read(f).map_err(|e| usage(format!("--trust: {e}")))?],
-            None => Vec::new(),
-        };
-        let sealing = match (&self.sealing_key, &verify) {
-            (Some(f), _) => {
-                Some(SealingKey::read(f).map_err(|e| usage(format!("--sealing-key: {e}")))?)
-            }
-            (None, Some(v)) => {
-                let p = sibling(v, privpred_release::keys::SEALING_FILE);
-                match p.exists() {
-                    true => Some(SealingKey::read(&p).map_err(release_err)?),
-                    false => None,
-                }
-            }
-            (None, None) => None,
-        };
-        Ok(Trust {
-            keys,
-            sealing,
-            allow_unsigned: self.allow_unsigned,
-        })
+        Trust::from_files(
+            self.trust.as_deref(),
+            self.sealing_key.as_deref(),
+            self.allow_unsigned,
+        )
+        .map_err(|e| usage(format!("--trust/--sealing-key: {e}")))
     }
 
     /// Opens a model file: envelope, signature, trust, seal, payload (exit 2 naming the
