@@ -91,7 +91,8 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         &ds,
         &["--epsilon", "1", "--lambda", "1e-2"],
     );
-    // the unedited file in the old format still evaluates (the same checks pass)
+    // a payload without its checksum and ledger id, even signed, is refused: every model
+    // file records the identity its budget is kept under
     let old = dir.path().join("old.safetensors");
     std::fs::copy(&ms, &old).unwrap();
     strip_checksum(&old);
@@ -102,7 +103,8 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         "--dataset",
         &ds,
     ]);
-    assert_eq!(c, 0, "{e}");
+    assert_eq!(c, 2, "{e}");
+    assert!(e.contains("no ledger id"), "{e}");
 
     refused_in_both_formats(
         &ms,
