@@ -121,12 +121,14 @@ impl TrustArgs {
         let trust = self.trust()?;
         let no_key = trust.keys.is_empty() && !trust.allow_unsigned;
         privpred_release::open_file(path, &trust).map_err(|e| {
-            if no_key && matches!(e, ReleaseError::Refused { .. }) {
-                usage(format!(
-                    "--model {e} (no verify key is trusted: give --trust FILE, the owner's verify.pub)"
-                ))
+            let hint = match no_key && matches!(e, ReleaseError::Refused { .. }) {
+                true => " (no verify key is trusted: give --trust FILE, the owner's verify.pub)",
+                false => "",
+            };
+            if e.is_user_error() {
+                usage(format!("--model {e}{hint}"))
             } else {
-                release_err(e).context(format!("--model {}", path.display()))
+                anyhow::Error::new(e).context("--model")
             }
         })
     }
