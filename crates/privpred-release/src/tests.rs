@@ -300,7 +300,8 @@ fn a_relabelled_header_is_refused() {
     .unwrap();
     let sealing = SealingKey::read(&f.keys.sealing()).unwrap();
     let good = linear_header(&m.model, &id).unwrap();
-    let edits: Vec<Box<dyn Fn(&mut Header)>> = vec![
+    type Edit = Box<dyn Fn(&mut Header)>;
+    let edits: Vec<Edit> = vec![
         Box::new(|h| h.seed_policy = SeedPolicy::Seeded { seed: 3 }),
         Box::new(|h| h.method = "dp-sgd".into()),
         Box::new(|h| h.ledger_id = "0".repeat(32)),

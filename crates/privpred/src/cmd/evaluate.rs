@@ -141,7 +141,7 @@ fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
             })
         }
     };
-    report(&args, out, "", &accs, test.n, &[])
+    report(args, out, "", &accs, test.n, &[])
 }
 
 /// Mean and sample standard deviation (0 for a single value) of the accuracies.
