@@ -14,7 +14,7 @@ use privpred_core::{
 };
 use privpred_data::split::holdout_unit;
 use privpred_data::{Dataset, FittedPreprocessing, Preprocessing, Provenance, UnitBall};
-use privpred_linear::artifact::{self, StoredModel, release_label};
+use privpred_linear::artifact::{StoredModel, release_label};
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, PredictorKind, SeedPolicy};
 use privpred_linear::model::argmax;
