@@ -90,6 +90,18 @@ pub fn linear(e: LinearError) -> PyErr {
     }
 }
 
+/// A model-file error: a file or key that is not what it must be is a `ValueError`, one that
+/// cannot be read an `OSError`.
+pub fn release(e: privpred_release::ReleaseError) -> PyErr {
+    use privpred_release::ReleaseError;
+    match e {
+        ReleaseError::Linear(l) => linear(l),
+        ReleaseError::Io { .. } => PyOSError::new_err(python_words(&e.to_string())),
+        _ if e.is_user_error() => PyValueError::new_err(python_words(&e.to_string())),
+        _ => PyRuntimeError::new_err(python_words(&e.to_string())),
+    }
+}
+
 /// A bad argument, worded as the crates word theirs: `invalid NAME = VALUE: EXPECTED`.
 pub fn invalid(name: &str, value: impl std::fmt::Display, expected: &str) -> PyErr {
     PyValueError::new_err(format!("invalid {name} = {value}: {expected}"))

@@ -14,7 +14,7 @@ use privpred_core::{
 };
 use privpred_data::split::holdout_unit;
 use privpred_data::{Dataset, FittedPreprocessing, Preprocessing, Provenance, UnitBall};
-use privpred_linear::artifact::{self, StoredModel, release_label};
+use privpred_linear::artifact::{StoredModel, release_label};
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, PredictorKind, SeedPolicy};
 use privpred_linear::model::argmax;
@@ -489,26 +489,37 @@ fn config(
 /// records; a file of an earlier build without one, by the file's SHA-256);
 /// `init_ledger` creates the file and the model's record (refused if the record exists).
 #[pyfunction]
-#[pyo3(signature = (path, ledger=None, init_ledger=false, allow_invalid_guarantee=false))]
+#[pyo3(signature = (path, ledger=None, init_ledger=false, allow_invalid_guarantee=false, trust=None, sealing_key=None, allow_unsigned=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn load(
     py: Python<'_>,
     path: PathBuf,
     ledger: Option<&str>,
     init_ledger: bool,
     allow_invalid_guarantee: bool,
+    trust: Option<PathBuf>,
+    sealing_key: Option<PathBuf>,
+    allow_unsigned: bool,
 ) -> PyResult<NativeModel> {
-    // the ledger's model id is the ledger id the file records (as for `privpred serve`)
-    let (m, model_id) = py
+    // opened as `privpred predict` and `serve` open it: signature, trust, seal, payload;
+    // the ledger's model id is the signed ledger id
+    let released = py
         .detach(|| {
-            artifact::load_with_bytes(&path).map(|(m, bytes)| {
-                let id = m
-                    .ledger_id
-                    .clone()
-                    .unwrap_or_else(|| privpred_serve::model::sha256_hex(&bytes));
-                (m, id)
-            })
+            let t = privpred_release::Trust::from_files(
+                trust.as_deref(),
+                sealing_key.as_deref(),
+                allow_unsigned,
+            )?;
+            privpred_release::open_file(&path, &t)
         })
-        .map_err(linear)?;
+        .map_err(errors::release)?;
+    let model_id = released.header.ledger_id.clone();
+    let m = released.model.into_linear().ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "invalid model {}: a ResNet model; the Python bindings load linear models",
+            path.display()
+        ))
+    })?;
     // as `privpred predict` and `serve`: a guarantee that does not hold is refused unless asked
     if let Some(p) = m.model.private()
         && !p.calibration.is_valid()
@@ -837,8 +848,14 @@ impl NativeModel {
     /// ledger is refused: the server would start a fresh ledger with the whole budget B. With
     /// `ledger`, the saved file's record is created in that durable ledger (refused if it
     /// exists) and this model answers through it from now on, like `privpred serve` would.
-    #[pyo3(signature = (path, ledger=None))]
-    fn save(&self, py: Python<'_>, path: PathBuf, ledger: Option<&str>) -> PyResult<()> {
+    #[pyo3(signature = (path, ledger=None, signing_key=None))]
+    fn save(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        ledger: Option<&str>,
+        signing_key: Option<PathBuf>,
+    ) -> PyResult<()> {
         let durable = self
             .durable
             .lock()
@@ -869,15 +886,23 @@ impl NativeModel {
             g.clone().unwrap_or_default()
         };
         py.detach(|| {
-            artifact::save_model_with_id(
+            let (keys, created) = privpred_release::WriteKeys::from_files(signing_key.as_deref())?;
+            if let Some(dir) = created {
+                eprintln!(
+                    "privpred: created your signing key in {} (first use; verify.pub there is what hosts trust, keep signing.key and sealing.key secret)",
+                    dir.display()
+                );
+            }
+            privpred_release::save_linear(
                 &path,
                 &self.model,
                 &self.prep,
                 self.extra.clone(),
                 Some(&id),
+                &keys,
             )
         })
-        .map_err(linear)?;
+        .map_err(errors::release)?;
         if let Some(l) = ledger {
             // the ledger id just written is the record's key (as for `privpred serve`)
             self.attach(py, l, id, true)?;

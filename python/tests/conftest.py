@@ -6,11 +6,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The tests' own config directory: the default key set that ``save`` and ``privpred train``
+# create on first use (and ``load``/``predict`` trust) lives there, never in the real home.
+# Set before anything runs, so the CLI processes the tests start inherit it.
+_CONFIG_HOME = Path(tempfile.mkdtemp(prefix="privpred-pytest-config-"))
+os.environ["XDG_CONFIG_HOME"] = str(_CONFIG_HOME)
 SKIP_MARKER = "privpred-test-skip:"
 
 

@@ -33,9 +33,22 @@ enum Expect {
     Usage,
 }
 
+/// The config directory of every `privpred` the sweep runs (set once, before the first):
+/// the default key set `train` creates on first use lives there, never in the real home.
+static CONFIG_HOME: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// A `privpred` command with the sweep's config directory.
+fn privpred(bin: &Path) -> Command {
+    let mut c = Command::new(bin);
+    if let Some(h) = CONFIG_HOME.get() {
+        c.env("XDG_CONFIG_HOME", h);
+    }
+    c
+}
+
 fn run_case(bin: &Path, args: &[String], timeout: Duration, expect: Expect, t: &mut Tally) {
     t.cases += 1;
-    let mut child = match Command::new(bin)
+    let mut child = match privpred(bin)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -143,6 +156,7 @@ fn gz(b: &[u8]) -> Vec<u8> {
 pub fn main(args: &[String]) -> i32 {
     let opts = SweepOptions::parse(args);
     let tmp = tempfile::tempdir().expect("temporary directory");
+    let _ = CONFIG_HOME.set(tmp.path().join("config"));
     let Some(mut sweep) = Sweep::prepare(&opts, tmp.path()) else {
         return 1;
     };
@@ -244,7 +258,7 @@ impl Sweep {
             ];
             a.extend(extra.iter().map(|x| x.to_string()));
             a.extend(["--seed".into(), "1".into(), "--out".into(), s(&out)]);
-            let st = Command::new(bin).args(&a).output().expect("run privpred");
+            let st = privpred(bin).args(&a).output().expect("run privpred");
             if !st.status.success() {
                 eprintln!(
                     "cannot train the base model {m}: {}",
@@ -589,7 +603,7 @@ impl Sweep {
             .cloned()
             .chain([m.clone()])
             .collect();
-        let _ = Command::new(&self.bin).args(&np).output();
+        let _ = privpred(&self.bin).args(&np).output();
         for q in [
             "/dev/zero".to_string(),
             w("typo.csv", b"10,20,x30,40\n1,2,3,4\n"),

@@ -210,6 +210,19 @@ pub fn save_model_with_id(
     extra: serde_json::Value,
     ledger_id: Option<&str>,
 ) -> Result<()> {
+    let (bytes, _) = encode_model_with_id(path, model, preprocessing, extra, ledger_id)?;
+    write_atomic(path, &bytes)
+}
+
+/// The bytes [`save_model_with_id`] writes and the ledger id they record (`path` only names
+/// the file in errors): the payload a release envelope wraps.
+pub fn encode_model_with_id(
+    path: &Path,
+    model: &StoredModel,
+    preprocessing: &FittedPreprocessing,
+    extra: serde_json::Value,
+    ledger_id: Option<&str>,
+) -> Result<(Vec<u8>, String)> {
     let ledger_id = match ledger_id {
         Some(id) => {
             let m = HashMap::from([
@@ -305,6 +318,7 @@ pub fn save_model_with_id(
     meta.insert("extra".to_string(), json(&extra)?);
     meta.insert("weights_sha256".to_string(), sha256_hex(&weights));
     meta.insert("release".to_string(), release_label(model).to_string());
+    let ledger_id_out = ledger_id.clone();
     meta.insert(artifact::LEDGER_ID_KEY.to_string(), ledger_id);
     let mut notes = vec![
         "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
@@ -318,7 +332,7 @@ pub fn save_model_with_id(
         TensorView::new(Dtype::F64, shape, &weights).map_err(|e| err(path, format!("{e}")))?;
     let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
         .map_err(|e| err(path, format!("{e}")))?;
-    write_atomic(path, &bytes)
+    Ok((bytes, ledger_id_out))
 }
 
 mod erased {

@@ -319,6 +319,14 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Writes the model atomically (temporary file in the same directory, then rename).
 pub fn save(path: &Path, model: &NnModel) -> Result<()> {
+    let bytes = encode(path, model)?;
+    privpred_data::fsutil::write_atomic(path, |w| w.write_all(&bytes))?;
+    Ok(())
+}
+
+/// The bytes [`save`] writes (`path` only names the file in errors): the payload a release
+/// envelope wraps.
+pub fn encode(path: &Path, model: &NnModel) -> Result<Vec<u8>> {
     let net = ResNet::new(model.header.config)?;
     let t = model.members.len();
     let stacked = model.header.kind == ModelKind::Teachers;
@@ -365,8 +373,7 @@ pub fn save(path: &Path, model: &NnModel) -> Result<()> {
     meta.insert(artifact::CHECKSUM_KEY.to_string(), sum);
     let bytes = safetensors::serialize(views, Some(meta))
         .map_err(|e| err(path, format!("cannot serialise: {e}")))?;
-    privpred_data::fsutil::write_atomic(path, |w| w.write_all(&bytes))?;
-    Ok(())
+    Ok(bytes)
 }
 
 /// Most networks one artifact may hold (teachers T).
@@ -485,7 +492,13 @@ pub fn load(path: &Path) -> Result<NnModel> {
         privpred_data::DataError::Io { path, source } => NnError::io(path, source),
         e => err(path, e.reason()),
     })?;
-    let (st, meta) = artifact::parse_safetensors(&bytes).map_err(|e| err(path, e))?;
+    load_from_bytes(path, &bytes)
+}
+
+/// [`load`] on bytes already read (a release envelope's payload; `path` names the file in
+/// errors): every check of [`load`] runs.
+pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<NnModel> {
+    let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
     check_format(path, &meta)?;
     // One checksum over every metadata entry and tensor (absent only in files written before
     // it existed: those are still range-checked and their weights checked against

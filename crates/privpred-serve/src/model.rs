@@ -40,6 +40,10 @@ pub struct ModelInfo {
     pub preprocessing: Vec<String>,
     /// True for the built-in test fixture (not a trained model).
     pub test_fixture: bool,
+    /// Why the model file is not covered by a trusted signature (opened with
+    /// `--allow-unsigned`): every answer then says so. `None` when it is covered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_covered: Option<String>,
 }
 
 /// The warning a model whose guarantee is not valid carries on every answer and in the
@@ -252,6 +256,7 @@ impl FixtureModel {
             input_dim: spec.input_dim,
             classes: spec.classes,
             releases_scores: spec.method != Method::SubsampleAggregate,
+            not_covered: None,
             preprocessing: vec!["scale into the unit ball: x / max(1, ‖x‖₂)".into()],
             test_fixture: true,
         };

@@ -317,6 +317,11 @@ impl Server {
             }
             notes.push(format!("WARNING: {w}; every answer says so"));
         }
+        if let Some(why) = &info.not_covered {
+            notes.push(format!(
+                "WARNING: the model file is not covered by a trusted signature ({why}); every answer says so"
+            ));
+        }
         let ledger = open_ledger(&cfg, info, &mut notes).await?;
         if info.test_fixture {
             notes.push(

@@ -23,7 +23,7 @@ enum Command {
     Account(cmd::account::Args),
     /// Obtain, inspect and generate datasets.
     Data(cmd::data::Args),
-    /// Train a private model and write it as safetensors.
+    /// Train a private model and write it as a signed model file.
     Train(cmd::train::Args),
     /// Evaluate a trained model's test accuracy.
     Evaluate(cmd::evaluate::Args),
@@ -45,6 +45,8 @@ enum Command {
     Odometer(cmd::odometer::Args),
     /// Empirically audit a method's privacy guarantee (lower bound on ε).
     Audit(cmd::audit::Args),
+    /// The owner's keys: `key new` writes a signing key, its verify key and a sealing key.
+    Key(cmd::keys::Args),
 }
 
 fn main() {
@@ -67,6 +69,7 @@ fn main() {
         Command::Ledger(a) => cmd::ledger::run(a),
         Command::Odometer(a) => cmd::odometer::run(a),
         Command::Audit(a) => cmd::audit::run(a),
+        Command::Key(a) => cmd::keys::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {}", exit::render(&e));

@@ -14,7 +14,7 @@ use std::path::Path;
 /// Rewrites `path` without its whole-file checksum and ledger id: a file as builds before
 /// the checksum wrote it (its weights still match `weights_sha256`).
 fn strip_checksum(path: &Path) {
-    let bytes = std::fs::read(path).unwrap();
+    let (envelope, bytes) = common::open_envelope(path);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let mut header: serde_json::Map<String, Value> =
         serde_json::from_slice(&bytes[8..8 + n]).unwrap();
@@ -32,7 +32,7 @@ fn strip_checksum(path: &Path) {
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(&h);
     out.extend_from_slice(&bytes[8 + n..]);
-    std::fs::write(path, out).unwrap();
+    std::fs::write(path, common::rewrap(envelope, &out)).unwrap();
 }
 
 type MetaEdit = dyn Fn(&mut Value, &mut std::collections::HashMap<String, String>);
@@ -91,7 +91,8 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         &ds,
         &["--epsilon", "1", "--lambda", "1e-2"],
     );
-    // the unedited file in the old format still evaluates (the same checks pass)
+    // a payload without its checksum and ledger id, even signed, is refused: every model
+    // file records the identity its budget is kept under
     let old = dir.path().join("old.safetensors");
     std::fs::copy(&ms, &old).unwrap();
     strip_checksum(&old);
@@ -102,7 +103,8 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         "--dataset",
         &ds,
     ]);
-    assert_eq!(c, 0, "{e}");
+    assert_eq!(c, 2, "{e}");
+    assert!(e.contains("no ledger id"), "{e}");
 
     refused_in_both_formats(
         &ms,

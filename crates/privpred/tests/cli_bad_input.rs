@@ -8,7 +8,7 @@ use common::{assert_bad, ok, pixel_set, privpred};
 use privpred_core::Method;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A non-private model trained on [`dataset`] (no budget ledger needed to predict).
@@ -40,7 +40,7 @@ fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
 
 /// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
 fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
-    let mut c = Command::new(common::BIN)
+    let mut c = common::bin()
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

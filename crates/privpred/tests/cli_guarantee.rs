@@ -11,9 +11,6 @@ use privpred_serve::client::Client;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
 /// A toy CSV: 300 rows of 8 pixel-like features, 3 classes.
 fn write_csv(path: &Path) {
@@ -287,7 +284,7 @@ fn an_invalid_guarantee_is_answered_only_when_allowed_and_then_marked() {
         lines.iter().all(|l| l.ends_with("guarantee-not-valid")),
         "{out}"
     );
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["predict", "--model", paper.to_str().unwrap()])
         .args(["--input", f.queries.to_str().unwrap()])
         .args(["--json", "--allow-invalid-guarantee"])

@@ -141,10 +141,10 @@ fn an_edited_artifact_is_refused_by_evaluate_and_predict() {
         ms,
     ]);
     ok(&["evaluate", "--model", ms, "--dataset", &ds]);
-    // ε = 1 → 9 in the header: same length, still in range, only the checksum sees it.
+    // ε = 1 → 9 in the public header: same length, still in range and canonical, only the
+    // signature sees it.
     let bytes = std::fs::read(&m).unwrap();
-    // (the metadata values are JSON text inside the JSON header: quotes are escaped)
-    let pat = br#"\"epsilon\":1.0"#;
+    let pat = br#""epsilon":1.0"#;
     let at = bytes
         .windows(pat.len())
         .position(|w| w == pat)
@@ -154,20 +154,22 @@ fn an_edited_artifact_is_refused_by_evaluate_and_predict() {
     let bad = t.path().join("bad.safetensors");
     std::fs::write(&bad, &b).unwrap();
     let bs = bad.to_str().unwrap();
-    assert_bad(&["evaluate", "--model", bs, "--dataset", &ds], "checksum");
+    assert_bad(&["evaluate", "--model", bs, "--dataset", &ds], "signature");
     let q = t.path().join("q.csv");
     std::fs::write(&q, "1,2,3\n").unwrap();
     assert_bad(
         &["predict", "--model", bs, "--input", q.to_str().unwrap()],
-        "checksum",
+        "signature",
     );
-    // A header length of 2^62: refused, nothing allocated for it.
-    let mut h = (1u64 << 62).to_le_bytes().to_vec();
+    // A header length of 2^32 - 1: refused, nothing allocated for it.
+    let mut h = b"PPMODEL\0".to_vec();
+    h.extend_from_slice(&2u32.to_le_bytes());
+    h.extend_from_slice(&u32::MAX.to_le_bytes());
     h.extend_from_slice(b"{}");
     std::fs::write(&bad, &h).unwrap();
     assert_bad(
         &["evaluate", "--model", bs, "--dataset", &ds],
-        "header claims",
+        "header of 4294967295 bytes",
     );
 }
 

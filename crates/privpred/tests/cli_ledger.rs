@@ -16,8 +16,6 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
-
 /// A prediction-sensitivity model of budget `b` on the toy data.
 fn budgeted_model(dir: &Path, name: &str, b: u64) -> PathBuf {
     let ds = toy_dataset(dir, 300);
@@ -38,7 +36,7 @@ fn queries(dir: &Path, name: &str, first: usize, n: usize) -> PathBuf {
 
 /// `privpred predict --model M --input Q ARGS…`: (exit code, stdout lines, stderr).
 fn predict(model: &Path, q: &Path, args: &[&str]) -> (i32, usize, String) {
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["predict", "--model", model.to_str().unwrap()])
         .args(["--input", q.to_str().unwrap()])
         .args(args)
@@ -56,21 +54,24 @@ fn ledger_id(model: &Path) -> String {
 }
 
 fn header_metadata(model: &Path) -> Value {
-    let bytes = std::fs::read(model).unwrap();
+    let bytes = common::payload(model);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let h: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
     h["__metadata__"].clone()
 }
 
 /// The artifact with 8 spaces of header padding: other bytes, still a valid file.
+///
+/// The payload's header is padded and the file signed again with the tests' key (a file
+/// re-padded by anyone else is refused: its signature covers the exact bytes).
 fn padded_copy(model: &Path, to: &Path) {
-    let bytes = std::fs::read(model).unwrap();
+    let (header, bytes) = common::open_envelope(model);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let mut out = ((n + 8) as u64).to_le_bytes().to_vec();
     out.extend_from_slice(&bytes[8..8 + n]);
     out.extend_from_slice(b"        ");
     out.extend_from_slice(&bytes[8 + n..]);
-    std::fs::write(to, out).unwrap();
+    std::fs::write(to, common::rewrap(header, &out)).unwrap();
 }
 
 /// `predict` and `serve` spend one budget, keyed by the ledger id: two ledgers per model
@@ -188,7 +189,7 @@ fn concurrent_predict_processes_never_overspend() {
     let children: Vec<Child> = (0..procs)
         .map(|i| {
             let q = queries(dir, &format!("c{i}.csv"), 1 + i, 1);
-            Command::new(BIN)
+            common::bin()
                 .args(["predict", "--model", model.to_str().unwrap()])
                 .args(["--input", q.to_str().unwrap()])
                 .stdout(Stdio::piped())

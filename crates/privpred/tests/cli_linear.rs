@@ -372,7 +372,7 @@ fn bad_input_exits_2_and_writes_nothing() {
         &e.ds,
     ]);
     assert_eq!(c, 2, "{err}");
-    assert!(err.contains("checksum"), "{err}");
+    assert!(err.contains("signature"), "{err}");
     std::fs::write(&bad, b"hello").unwrap();
     assert_eq!(
         code(&[
@@ -490,7 +490,7 @@ fn seeded_artifacts_are_experiments_not_releases() {
         let j: Value = serde_json::from_str(&ok(&args)).unwrap();
         assert_eq!(j["release"], "experiment", "{m}: {j}");
         // the artifact's metadata says so
-        let bytes = std::fs::read(&out).unwrap();
+        let bytes = common::payload(&out);
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
         assert_eq!(header["__metadata__"]["release"], "experiment", "{m}");
@@ -588,7 +588,7 @@ fn released_fits_carry_their_certificate() {
         );
         assert_eq!(j["valid_guarantee"], true);
         // the artifact carries it too
-        let bytes = std::fs::read(&out).unwrap();
+        let bytes = common::payload(&out);
         let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
         let model: Value =

@@ -7,7 +7,7 @@
 mod common;
 
 #[cfg(feature = "nn")]
-use common::{BIN, json_of, small_cifar};
+use common::{json_of, small_cifar};
 use common::{privpred, stderr};
 #[cfg(feature = "nn")]
 use std::path::{Path, PathBuf};
@@ -27,12 +27,21 @@ fn fig7_without_the_nn_feature_says_how_to_get_it() {
 #[cfg(not(feature = "nn"))]
 #[test]
 fn nn_artifacts_and_resnet_training_need_the_feature() {
-    // a minimal safetensors file that says it is a privpred-nn model
+    // a minimal model file whose header says it holds a ResNet
     let dir = tempfile::tempdir().unwrap();
-    let header = r#"{"__metadata__":{"format":"privpred-nn","format_version":"1"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#;
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(&[0; 4]);
+    let header = privpred_release::Header {
+        format: privpred_release::envelope::FORMAT.into(),
+        version: privpred_release::envelope::FORMAT_VERSION,
+        family: privpred_release::Family::Resnet,
+        method: "dp-sgd".into(),
+        seed_policy: privpred_release::SeedPolicy::OsRandom,
+        ledger_id: "0".repeat(32),
+        calibration: serde_json::Value::Null,
+        payload_sha256: String::new(),
+        sealed: None,
+        signer: None,
+    };
+    let bytes = privpred_release::envelope::encode(header, &[0; 4], None, None).unwrap();
     let model = dir.path().join("resnet.safetensors");
     std::fs::write(&model, bytes).unwrap();
     let input = dir.path().join("q.csv");
@@ -111,7 +120,7 @@ fn serve_with(model: &Path, extra: &[&str]) -> Result<Served, (Option<i32>, Stri
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let err = model.with_extension("serve.stderr");
-    let mut child = Command::new(BIN)
+    let mut child = common::bin()
         .args([
             "serve",
             "--model",
@@ -543,7 +552,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
     let out = dir.path().join("fig7a");
     // A shard that owns none of fig7a's groups: the sweep machinery (manifest, results,
     // summary) runs end to end without training a network.
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args([
             "reproduce",
             "fig7a",
@@ -558,7 +567,7 @@ fn fig7_with_the_nn_feature_goes_through_the_sweep() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("0 units computed"));
     // Bad arguments still exit 2 with the argument named.
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["reproduce", "fig7b", "--quick", "--shard", "3/2", "--out"])
         .arg(&out)
         .output()
@@ -673,7 +682,7 @@ fn seeded_resnet_artifacts_are_experiments() {
 #[cfg(feature = "nn")]
 #[test]
 fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(["reproduce", "fig7", "--quick", "--nn-time-limit-s", "0"])
         .output()
         .expect("runs");
@@ -688,7 +697,7 @@ fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("fig7");
     let run = || {
-        Command::new(BIN)
+        common::bin()
             .env("PRIVPRED_NN_ENGINE", "cpu")
             .args([
                 "reproduce",
@@ -746,7 +755,7 @@ fn the_prepared_gpu_run_uses_options_that_exist() {
         text.contains("reproduce fig7 "),
         "the script runs both panels"
     );
-    let help = Command::new(BIN)
+    let help = common::bin()
         .args(["reproduce", "--help"])
         .output()
         .unwrap();

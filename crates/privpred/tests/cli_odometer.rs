@@ -10,9 +10,7 @@ mod common;
 use common::{capture, ok, toy_csv};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+use std::process::Stdio;
 
 fn show(odo: &str, dataset: &str) -> Value {
     let out = ok(&[
@@ -213,7 +211,7 @@ fn concurrent_trainers(odo: &str) {
     let children: Vec<_> = (0..n)
         .map(|i| {
             let out = dir.path().join(format!("m{i}.safetensors"));
-            let c = Command::new(BIN)
+            let c = common::bin()
                 .args([
                     "train",
                     "model-sensitivity",

@@ -46,7 +46,7 @@ fn write_csv(path: &Path, neighbour: bool) {
 
 /// The safetensors header's `__metadata__` of an artifact.
 fn metadata(path: &Path) -> BTreeMap<String, String> {
-    let bytes = std::fs::read(path).unwrap();
+    let bytes = common::payload(path);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
     serde_json::from_value(header["__metadata__"].clone()).unwrap()

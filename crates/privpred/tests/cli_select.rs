@@ -9,9 +9,7 @@ use common::{json, ok, toy_dataset, train_into};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_privpred");
+use std::process::Stdio;
 
 fn calibrate(method: &str, mode: &str, delta: &str) -> Value {
     json(&[
@@ -135,7 +133,7 @@ fn serve_reports_the_mechanism_and_spends_the_budget() {
     let dir = tmp.path();
     let (out, _) = train(dir, "prediction-sensitivity", &["--lambda", "1e-2"]);
     let ledger = format!("sqlite:{}", dir.join("l.sqlite").display());
-    let mut child = Command::new(BIN)
+    let mut child = common::bin()
         .args([
             "serve",
             "--model",

@@ -29,9 +29,10 @@ fn train_json(dir: &Path, name: &str, method: &str, extra: &[&str]) -> Value {
     json(&args)
 }
 
-/// The artifact's header (safetensors: an 8-byte little-endian length, then JSON) as text.
+/// The artifact's payload header (safetensors: an 8-byte little-endian length, then JSON) as
+/// text.
 fn artifact_header(path: &Path) -> String {
-    let bytes = std::fs::read(path).unwrap();
+    let bytes = common::payload(path);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     String::from_utf8_lossy(&bytes[8..8 + n]).into_owned()
 }

@@ -17,6 +17,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
+/// The tests' config directory (their default key directory lives under it, never in the
+/// real home; the same one as `common::CONFIG_HOME`).
+const CONFIG_HOME: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/privpred-config");
+
+fn bin() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("XDG_CONFIG_HOME", CONFIG_HOME);
+    c
+}
+
 fn unique(tag: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -94,12 +104,13 @@ fn spawn(dir: &Path, args: &[&str], shell_prefix: Option<&str>) -> Result<Serve,
                 .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
                 .collect();
             let mut c = Command::new("sh");
-            c.arg("-c")
+            c.env("XDG_CONFIG_HOME", CONFIG_HOME)
+                .arg("-c")
                 .arg(format!("{prefix}; exec '{BIN}' serve {}", quoted.join(" ")));
             c
         }
         None => {
-            let mut c = Command::new(BIN);
+            let mut c = bin();
             c.arg("serve").args(args);
             c
         }
@@ -658,7 +669,7 @@ fn serves_trained_artifacts_of_every_method() {
     ];
     for (method, train_args, budgeted, scores) in cases {
         let model = dir.path().join(format!("{method}.safetensors"));
-        let out = Command::new(BIN)
+        let out = bin()
             .args([
                 "train",
                 method,

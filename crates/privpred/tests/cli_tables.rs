@@ -189,7 +189,7 @@ fn a_table_from_csv_or_parquet_trains_evaluates_and_predicts_through_one_schema(
     );
 }
 
-/// The schema is recorded in the model (covered by its checksum): `serve` answers raw rows
+/// The schema is recorded in the model (covered by its signature): `serve` answers raw rows
 /// with category names as `predict` does, reports the table's width, and refuses a row the schema refuses
 /// (HTTP 422, nothing spent), naming the column.
 #[test]
@@ -259,7 +259,7 @@ fn serve_answers_raw_table_rows_through_the_stored_schema() {
     std::fs::write(&m2, edited).unwrap();
     assert_bad(
         &["predict", "--model", s(&m2), "--input", s(&t.csv)],
-        "checksum",
+        "signature",
     );
 }
 

@@ -218,7 +218,7 @@ fn commands(b: &Block) -> Vec<(usize, Vec<String>)> {
 }
 
 fn parse_only(args: &[String]) -> Output {
-    Command::new(BIN)
+    common::bin()
         .args(args)
         .env("PRIVPRED_PARSE_ONLY", "1")
         .output()
@@ -302,7 +302,7 @@ fn every_documented_command_parses() {
 // The CLI reference
 
 fn help(path: &[String]) -> String {
-    let o = Command::new(BIN)
+    let o = common::bin()
         .args(path)
         .arg("--help")
         .output()
@@ -574,7 +574,7 @@ fn in_dir(args: &[String], dir: &Path) -> Vec<String> {
 /// Whether the digits data set is in reach (found, or fetched now).
 fn digits_available() -> bool {
     let found = |args: &[&str]| {
-        Command::new(BIN)
+        common::bin()
             .args(args)
             .output()
             .is_ok_and(|o| o.status.success())
@@ -654,7 +654,7 @@ fn readme_tour_runs_on_digits() {
                 }
                 _ => {}
             }
-            let o = Command::new(BIN)
+            let o = common::bin()
                 .args(&args)
                 .current_dir(dir.path())
                 .output()
@@ -788,7 +788,7 @@ fn readme_python_step_runs() {
     let saved = dir.path().join(file);
     assert!(saved.is_file(), "the snippet saves {file}");
     if digits_available() {
-        let o = Command::new(BIN)
+        let o = common::bin()
             .args(["evaluate", "--model"])
             .arg(&saved)
             .args(["--dataset", "digits"])
@@ -879,7 +879,7 @@ fn steps(b: &Block) -> Vec<Step> {
 /// Whether the data set `name` is in reach (found, or fetched now).
 fn data_available(name: &str) -> bool {
     let found = |args: &[&str]| {
-        Command::new(BIN)
+        common::bin()
             .args(args)
             .output()
             .is_ok_and(|o| o.status.success())

@@ -658,12 +658,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         return None if total is None else total - spent
 
     # ---- artifacts -------------------------------------------------------------------
-    def save(self, path, ledger=None) -> None:
-        """Write the model as a privpred safetensors artifact.
+    def save(self, path, ledger=None, signing_key=None) -> None:
+        """Write the model as a signed privpred model file.
 
         The file is the one ``privpred train`` writes: ``privpred serve``, ``predict``,
-        ``evaluate`` and :func:`privpred.load` read it. Seeded models (``random_state``
-        given) are saved as experiments, which ``serve`` and ``predict`` refuse.
+        ``evaluate`` and :func:`privpred.load` read it. It is signed with the owner's
+        signing key and, for a model holding non-private parameters (prediction
+        sensitivity, subsample-and-aggregate, non-private), sealed with the sealing key
+        next to it. Seeded models (``random_state`` given) are saved as experiments, which
+        ``serve`` and ``predict`` refuse.
 
         Parameters
         ----------
@@ -677,6 +680,10 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             estimator answers through it: every answer is recorded durably before it is
             returned, so other processes, a restarted session (:func:`privpred.load` with
             the same ledger) and ``privpred serve`` share the one budget B.
+        signing_key : str or os.PathLike, optional
+            The ``signing.key`` of ``privpred key new``. Default: the key in the user's
+            config directory (``$XDG_CONFIG_HOME/privpred/keys``, else
+            ``~/.config/privpred/keys``), created on first use, as for ``privpred train``.
 
         Raises
         ------
@@ -688,7 +695,11 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             For a ledger on a model whose answers spend no budget, or a second ledger.
         """
         check_is_fitted(self)
-        self._native.save(os.fspath(path), None if ledger is None else os.fspath(ledger))
+        self._native.save(
+            os.fspath(path),
+            None if ledger is None else os.fspath(ledger),
+            None if signing_key is None else os.fspath(signing_key),
+        )
         if ledger is None and _spends_budget(self):
             # the saved file now carries this model's identity and budget: answering from the
             # in-memory ledger as well would give a second budget (answers here, then B more
@@ -767,7 +778,13 @@ def _threads(n_jobs: Optional[int]) -> Optional[int]:
 
 
 def load(
-    path, ledger=None, init_ledger: bool = False, allow_invalid_guarantee: bool = False
+    path,
+    ledger=None,
+    init_ledger: bool = False,
+    allow_invalid_guarantee: bool = False,
+    trust=None,
+    sealing_key=None,
+    allow_unsigned: bool = False,
 ) -> PrivateLogisticRegression:
     """Load a privpred linear-model artifact (from ``privpred train`` or ``save``).
 
@@ -787,6 +804,16 @@ def load(
         Load a model whose guarantee does not hold (``valid_guarantee: false``: a ``paper``
         calibration, or a hyper-parameter selected without privacy). Refused without it, as
         ``privpred predict`` and ``serve`` refuse it without ``--allow-invalid-guarantee``.
+    trust : str or os.PathLike, optional
+        The verify key (``verify.pub``) whose signatures are trusted, as ``--trust``.
+        Default: the one of the key in the user's config directory. A file not signed by
+        it is refused.
+    sealing_key : str or os.PathLike, optional
+        The ``sealing.key`` that opens sealed models. Default: the one next to the trusted
+        verify key.
+    allow_unsigned : bool, default=False
+        Load a file that is unsigned or signed by a key that is not trusted, as
+        ``--allow-unsigned``.
 
     Returns
     -------
@@ -798,8 +825,10 @@ def load(
     Raises
     ------
     ValueError
-        For a file that is not a valid privpred model (corrupt, wrong format or version),
-        or whose guarantee is not valid (without ``allow_invalid_guarantee=True``).
+        For a file that is not a valid privpred model (corrupt, edited, wrong format or
+        version), not signed by a trusted key (without ``allow_unsigned=True``), sealed with
+        a key that is not given, or whose guarantee is not valid (without
+        ``allow_invalid_guarantee=True``).
     OSError
         For a file that cannot be read.
     """
@@ -808,6 +837,9 @@ def load(
         None if ledger is None else os.fspath(ledger),
         bool(init_ledger),
         bool(allow_invalid_guarantee),
+        None if trust is None else os.fspath(trust),
+        None if sealing_key is None else os.fspath(sealing_key),
+        bool(allow_unsigned),
     )
     info = json.loads(native.info_json())
     g = native.guarantee_json()

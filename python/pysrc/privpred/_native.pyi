@@ -25,7 +25,12 @@ class NativeModel:
     def info_json(self) -> str: ...
     def private_diagnostics_json(self) -> str: ...
     def schema_json(self) -> Optional[str]: ...
-    def save(self, path: Union[str, PathLike[str]], ledger: Optional[str] = None) -> None: ...
+    def save(
+        self,
+        path: Union[str, PathLike[str]],
+        ledger: Optional[str] = None,
+        signing_key: Optional[str] = None,
+    ) -> None: ...
 
 def train(
     x: npt.NDArray[np.float32],
@@ -56,7 +61,13 @@ def encode_table(
     schema: str, rows: List[List[str]], labels: Optional[List[str]] = None
 ) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.uint32]]]: ...
 def load(
-    path: Union[str, PathLike[str]], ledger: Optional[str] = None, init_ledger: bool = False
+    path: Union[str, PathLike[str]],
+    ledger: Optional[str] = None,
+    init_ledger: bool = False,
+    allow_invalid_guarantee: bool = False,
+    trust: Optional[str] = None,
+    sealing_key: Optional[str] = None,
+    allow_unsigned: bool = False,
 ) -> NativeModel: ...
 class OdometerReservation:
     def confirm(self, note: str) -> None: ...

@@ -109,6 +109,12 @@ struct PredictResponse {
     valid_guarantee: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     warning: Option<String>,
+    /// Present (with `covered: false`) only when the model file is not covered by a trusted
+    /// signature (served with `--allow-unsigned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    covered: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_covered: Option<String>,
 }
 
 thread_local! {
@@ -400,6 +406,8 @@ async fn spend(
             ),
             valid_guarantee: warning.as_ref().map(|_| false),
             warning,
+            covered: info.not_covered.as_ref().map(|_| false),
+            not_covered: info.not_covered.clone(),
         })
         .into_response());
     };
@@ -451,6 +459,8 @@ async fn spend(
                 note: None,
                 valid_guarantee: warning.as_ref().map(|_| false),
                 warning,
+                covered: info.not_covered.as_ref().map(|_| false),
+                not_covered: info.not_covered.clone(),
             })
             .into_response())
         }

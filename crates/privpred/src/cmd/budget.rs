@@ -71,24 +71,9 @@ pub(crate) struct Identity {
     pub budget: Option<u64>,
 }
 
-/// The identity of any model file `predict` and `serve` accept (a linear or deep-model
-/// artifact, or a test fixture).
+/// The identity of any model file `predict` and `serve` accept (a model file verified
+/// against the default trusted key, from its signed header; or a test fixture).
 pub(crate) fn identity(model: &Path) -> anyhow::Result<Identity> {
-    if super::nn_artifact::is_nn_artifact(model) {
-        #[cfg(feature = "nn")]
-        {
-            let m = super::nn_artifact::load(model)?;
-            let budget = if m.spends_budget() {
-                m.header.calibration.as_ref().and_then(|c| c.budget().get())
-            } else {
-                None
-            };
-            let id = ledger_key(model, m.ledger_id.as_deref())?;
-            return Ok(Identity { id, budget });
-        }
-        #[cfg(not(feature = "nn"))]
-        return Err(super::nn_artifact::needs_nn_feature(model));
-    }
     let bytes = std::fs::read(model).map_err(|e| usage(format!("{}: {e}", model.display())))?;
     if privpred_serve::FixtureModel::is_fixture(&bytes) {
         let f = privpred_serve::FixtureModel::from_bytes(&bytes).map_err(usage)?;
@@ -99,13 +84,15 @@ pub(crate) fn identity(model: &Path) -> anyhow::Result<Identity> {
             budget: info.budget.get(),
         });
     }
-    let loaded = privpred_linear::artifact::load_from_bytes(model, &bytes).map_err(usage)?;
-    let budget = loaded
-        .private()
-        .filter(|p| p.spends_budget())
-        .and_then(|p| p.calibration.budget().get());
-    let id = ledger_key(model, loaded.ledger_id.as_deref())?;
-    Ok(Identity { id, budget })
+    let trust = super::keys::TrustArgs::default().trust()?;
+    let (header, _) =
+        privpred_release::open_header(model, &trust).map_err(super::keys::release_err)?;
+    let budget =
+        privpred_release::header_budget(model, &header).map_err(super::keys::release_err)?;
+    Ok(Identity {
+        id: header.ledger_id,
+        budget,
+    })
 }
 
 /// The JSON ledger of earlier `predict` builds.

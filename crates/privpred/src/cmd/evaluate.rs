@@ -15,7 +15,7 @@ use crate::exit::usage;
 use anyhow::Context;
 use privpred_data::{DatasetSpec, LoadOptions, load};
 use privpred_linear::LinearError;
-use privpred_linear::artifact::{StoredModel, load as load_model};
+use privpred_linear::artifact::{LoadedModel, StoredModel};
 use privpred_linear::train::accuracy;
 use serde_json::json;
 use std::path::PathBuf;
@@ -45,6 +45,9 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Which keys are trusted and open sealed models.
+    #[command(flatten)]
+    pub keys: super::keys::TrustArgs,
 }
 
 fn lin(e: LinearError) -> anyhow::Error {
@@ -64,13 +67,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::limits::MAX_REPETITIONS,
         "MAX_REPETITIONS",
     )?;
-    if super::nn_artifact::is_nn_artifact(&args.model) {
-        #[cfg(feature = "nn")]
-        return nn::run(&args);
-        #[cfg(not(feature = "nn"))]
-        return Err(super::nn_artifact::needs_nn_feature(&args.model));
+    // evaluation reads a seeded model too (an experiment); it answers nothing from a budget
+    let released = args.keys.open(&args.model)?;
+    if let privpred_release::Coverage::NotCovered(why) = &released.coverage {
+        eprintln!(
+            "privpred evaluate: WARNING: the model is not covered by a trusted signature ({why})"
+        );
     }
-    let loaded = load_model(&args.model).map_err(lin)?;
+    match released.model {
+        privpred_release::Model::Linear(m) => run_linear(&args, *m),
+        #[cfg(feature = "nn")]
+        privpred_release::Model::Resnet(m) => nn::run(&args, *m),
+    }
+}
+
+fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
     let spec = DatasetSpec::parse(&args.dataset)?;
     let stored = loaded.preprocessing.schema.clone();
     let schema = match (super::shared::read_schema(args.schema.as_deref())?, stored) {
@@ -130,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             })
         }
     };
-    report(&args, out, "", &accs, test.n, &[])
+    report(args, out, "", &accs, test.n, &[])
 }
 
 /// Mean and sample standard deviation (0 for a single value) of the accuracies.
@@ -190,11 +201,10 @@ mod nn {
     use crate::exit::usage;
     use anyhow::Context;
     use privpred_data::{DatasetSpec, LoadOptions, load};
-    use privpred_nn::artifact::ModelKind;
+    use privpred_nn::artifact::{ModelKind, NnModel};
     use serde_json::json;
 
-    pub fn run(args: &Args) -> anyhow::Result<()> {
-        let model = nn_artifact::load(&args.model)?;
+    pub fn run(args: &Args, model: NnModel) -> anyhow::Result<()> {
         let spec = DatasetSpec::parse(&args.dataset)?;
         let opts = LoadOptions {
             data_dir: args.data_dir.clone(),

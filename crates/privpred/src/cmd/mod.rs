@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod data;
 pub mod evaluate;
+pub mod keys;
 pub mod ledger;
 pub mod merge;
 pub mod nn_artifact;

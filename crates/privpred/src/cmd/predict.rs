@@ -23,7 +23,8 @@ use super::budget::{Spend, ledger_key};
 use super::queries::{read_queries, read_query_cells};
 use crate::exit::usage;
 use privpred_linear::LinearError;
-use privpred_linear::artifact::{StoredModel, load as load_model};
+use privpred_linear::artifact::{LoadedModel, StoredModel};
+use privpred_release::Marks;
 use privpred_serve::Answer;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,9 @@ pub struct Args {
     /// Default: `sqlite:<MODEL>.ledger.sqlite`, the ledger `privpred serve` uses.
     #[arg(long, value_name = "LEDGER")]
     pub ledger: Option<String>,
+    /// Which keys are trusted and open sealed models.
+    #[command(flatten)]
+    pub keys: super::keys::TrustArgs,
 }
 
 fn lin(e: LinearError) -> anyhow::Error {
@@ -68,20 +72,38 @@ fn lin(e: LinearError) -> anyhow::Error {
 }
 
 /// Prints the answers; `warning` (a guarantee that does not hold, answered with
-/// `--allow-invalid-guarantee`) marks every one of them.
-fn print_answers(answers: &[Answer], as_json: bool, warning: Option<&str>) -> anyhow::Result<()> {
+/// `--allow-invalid-guarantee`) and `marks` (a model not covered by a trusted signature,
+/// opened with `--allow-unsigned`) mark every one of them.
+fn print_answers(
+    answers: &[Answer],
+    as_json: bool,
+    warning: Option<&str>,
+    marks: &Marks,
+) -> anyhow::Result<()> {
+    let uncovered = marks.not_covered.as_deref();
     if as_json {
         let v: Vec<_> = answers
             .iter()
-            .map(|a| match warning {
-                None => json!({"label": a.label, "scores": a.scores}),
-                Some(_) => json!({"label": a.label, "scores": a.scores, "valid_guarantee": false}),
+            .map(|a| {
+                let mut o = json!({"label": a.label, "scores": a.scores});
+                if warning.is_some() {
+                    o["valid_guarantee"] = json!(false);
+                }
+                if uncovered.is_some() {
+                    o["covered"] = json!(false);
+                }
+                o
             })
             .collect();
-        let out = match warning {
-            None => json!({"answers": v}),
-            Some(w) => json!({"answers": v, "valid_guarantee": false, "warning": w}),
-        };
+        let mut out = json!({"answers": v});
+        if let Some(w) = warning {
+            out["valid_guarantee"] = json!(false);
+            out["warning"] = json!(w);
+        }
+        if let Some(why) = uncovered {
+            out["covered"] = json!(false);
+            out["not_covered"] = json!(why);
+        }
         println!("{}", serde_json::to_string(&out)?);
     } else {
         let mut out = String::new();
@@ -90,11 +112,24 @@ fn print_answers(answers: &[Answer], as_json: bool, warning: Option<&str>) -> an
             if warning.is_some() {
                 out.push_str("\tguarantee-not-valid");
             }
+            if uncovered.is_some() {
+                out.push_str("\tnot-covered");
+            }
             out.push('\n');
         }
         print!("{out}");
     }
     Ok(())
+}
+
+/// The warning printed once on stderr for a model opened with `--allow-unsigned` whose
+/// file is not covered by a trusted signature.
+pub(crate) fn warn_not_covered(command: &str, marks: &Marks) {
+    if let Some(why) = &marks.not_covered {
+        eprintln!(
+            "privpred {command}: WARNING: the model is not covered by a trusted signature ({why}); every answer is marked not covered"
+        );
+    }
 }
 
 /// The refusal of a model whose guarantee does not hold, or (with
@@ -117,31 +152,26 @@ pub(crate) fn invalid_guarantee(
     Ok(Some(w))
 }
 
-/// Why a seeded artifact is refused by `predict` and `serve` (docs/guarantees.md#errata).
-pub(crate) fn seeded_refusal(path: &Path, seed: u64) -> String {
-    format!(
-        "{}: trained with --seed {seed}: its noise can be regenerated from the seed and subtracted, so it is an experiment, not a private release (erratum 4.9); `privpred evaluate` still reads it. Train again without --seed (OS-seeded noise) to get a model that predict and serve accept",
-        path.display()
-    )
-}
-
 /// Runs `privpred predict`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if super::nn_artifact::is_nn_artifact(&args.model) {
+    let released = args.keys.open(&args.model)?;
+    let marks = released
+        .for_release(&args.model)
+        .map_err(super::keys::release_err)?;
+    match released.model {
+        privpred_release::Model::Linear(m) => run_linear(&args, *m, marks),
         #[cfg(feature = "nn")]
-        return nn::run(&args);
-        #[cfg(not(feature = "nn"))]
-        return Err(super::nn_artifact::needs_nn_feature(&args.model));
+        privpred_release::Model::Resnet(m) => nn::run(&args, *m, marks),
     }
-    let loaded = load_model(&args.model).map_err(lin)?;
-    if let Some(seed) = loaded.experiment_seed() {
-        return Err(usage(seeded_refusal(&args.model, seed)));
-    }
+}
+
+fn run_linear(args: &Args, loaded: LoadedModel, marks: Marks) -> anyhow::Result<()> {
     let warning = invalid_guarantee(
         &args.model,
         loaded.private().map(|p| &p.calibration),
         args.allow_invalid_guarantee,
     )?;
+    warn_not_covered("predict", &marks);
     let prep = &loaded.preprocessing;
     // a table's rows (text cells) go through the model's schema; other models take numbers
     let mapped: Vec<privpred_data::Result<Vec<f32>>> = match &prep.schema {
@@ -194,7 +224,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     };
-    print_answers(&answers, args.json, warning.as_deref())?;
+    print_answers(&answers, args.json, warning.as_deref(), &marks)?;
     Ok(())
 }
 
@@ -203,20 +233,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 mod nn {
     use super::{Args, print_answers};
     use crate::cmd::budget::{Spend, ledger_key};
-    use crate::cmd::nn_artifact::{self, nn_err};
+    use crate::cmd::nn_artifact::nn_err;
     use crate::cmd::queries::read_queries;
     use crate::exit::usage;
+    use privpred_nn::artifact::NnModel;
+    use privpred_release::Marks;
 
-    pub fn run(args: &Args) -> anyhow::Result<()> {
-        let model = nn_artifact::load(&args.model)?;
-        if let Some(seed) = nn_artifact::experiment_seed(&args.model, &model)? {
-            return Err(usage(super::seeded_refusal(&args.model, seed)));
-        }
+    pub fn run(args: &Args, model: NnModel, marks: Marks) -> anyhow::Result<()> {
         let warning = super::invalid_guarantee(
             &args.model,
             model.header.calibration.as_ref(),
             args.allow_invalid_guarantee,
         )?;
+        super::warn_not_covered("predict", &marks);
         let raw = read_queries(&args.input, model.input_dim(), args.header)?;
         let refs: Vec<&[f32]> = raw.iter().map(|r| r.as_slice()).collect();
         // validate every row before anything is spent
@@ -243,6 +272,6 @@ mod nn {
         } else {
             fresh
         };
-        print_answers(&answers, args.json, warning.as_deref())
+        print_answers(&answers, args.json, warning.as_deref(), &marks)
     }
 }

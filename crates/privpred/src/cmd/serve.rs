@@ -17,10 +17,10 @@
 
 use crate::exit::usage;
 use anyhow::Context;
-use privpred_core::{Budget, Method};
+use privpred_core::Budget;
 use privpred_data::FittedPreprocessing;
 use privpred_linear::PrivatePredictor;
-use privpred_serve::model::{Answer, FixtureModel, ModelInfo, ServedModel, sha256_hex};
+use privpred_serve::model::{Answer, FixtureModel, ModelInfo, ServedModel};
 use privpred_serve::{ServeConfig, ServeError, TokenSet};
 use rand_chacha::ChaCha20Rng;
 use std::io::Write;
@@ -85,6 +85,9 @@ pub struct Args {
     /// without it; with it the banner and every answer say the guarantee does not hold.
     #[arg(long)]
     pub allow_invalid_guarantee: bool,
+    /// Which keys are trusted and open sealed models.
+    #[command(flatten)]
+    pub keys: super::keys::TrustArgs,
 }
 
 /// A timeout flag in seconds: finite, 0.001 to 86400.
@@ -150,13 +153,10 @@ impl ServedModel for LinearServed {
     }
 }
 
-fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
-    if super::nn_artifact::is_nn_artifact(path) {
-        #[cfg(feature = "nn")]
-        return nn::load_model(path);
-        #[cfg(not(feature = "nn"))]
-        return Err(super::nn_artifact::needs_nn_feature(path));
-    }
+fn load_model(
+    path: &std::path::Path,
+    keys: &super::keys::TrustArgs,
+) -> anyhow::Result<Arc<dyn ServedModel>> {
     let bytes =
         std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
     if FixtureModel::is_fixture(&bytes) {
@@ -164,14 +164,23 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
             .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
         return Ok(Arc::new(m));
     }
-    let loaded = privpred_linear::artifact::load_from_bytes(path, &bytes)
-        .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
-    if let Some(seed) = loaded.experiment_seed() {
-        return Err(usage(format!(
-            "--model {}",
-            super::predict::seeded_refusal(path, seed)
-        )));
+    let released = keys.open(path)?;
+    let marks = released
+        .for_release(path)
+        .map_err(super::keys::release_err)?;
+    super::predict::warn_not_covered("serve", &marks);
+    match released.model {
+        privpred_release::Model::Linear(m) => linear_served(path, *m, marks),
+        #[cfg(feature = "nn")]
+        privpred_release::Model::Resnet(m) => nn::served(path, *m, marks),
     }
+}
+
+fn linear_served(
+    path: &std::path::Path,
+    loaded: privpred_linear::artifact::LoadedModel,
+    marks: privpred_release::Marks,
+) -> anyhow::Result<Arc<dyn ServedModel>> {
     let predictor = loaded.private().cloned().ok_or_else(|| {
         usage(format!(
             "--model {}: holds a non-private baseline model, which has no privacy guarantee; serve a private model",
@@ -203,13 +212,7 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
     }
     // the ledger id written at training is the model's identity; a budgeted model without one
     // (an earlier build's file) is refused, one without a budget never touches a ledger
-    let model_id = match budget {
-        Budget::Finite(_) => super::budget::ledger_key(path, loaded.ledger_id.as_deref())?,
-        Budget::Unlimited => loaded
-            .ledger_id
-            .clone()
-            .unwrap_or_else(|| sha256_hex(&bytes)),
-    };
+    let model_id = super::budget::ledger_key(path, loaded.ledger_id.as_deref())?;
     let info = ModelInfo {
         model_id,
         method: cal.method(),
@@ -221,10 +224,11 @@ fn load_model(path: &std::path::Path) -> anyhow::Result<Arc<dyn ServedModel>> {
         classes: predictor.classes(),
         // selections (subsample-and-aggregate; prediction sensitivity's label-only tight
         // mechanism) release the label only
-        releases_scores: cal.method() != Method::SubsampleAggregate
+        releases_scores: privpred_release::releases_scores(Some(cal.method()))
             && !cal.mechanism.is_selection(),
         preprocessing: loaded.preprocessing.steps(),
         test_fixture: false,
+        not_covered: marks.not_covered,
         guarantee: cal,
     };
     Ok(Arc::new(LinearServed {
@@ -241,7 +245,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "invalid max-body-bytes = 0: must be at least 1 (no request body would fit)",
         ));
     }
-    let model = load_model(&args.model)?;
+    let model = load_model(&args.model, &args.keys)?;
     let ledger = super::budget::ledger_spec(args.ledger.as_deref(), &args.model)?;
     let tokens = match &args.tokens {
         Some(p) => Some(TokenSet::load(p).map_err(usage)?),
@@ -298,12 +302,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Serving a deep-model artifact.
 #[cfg(feature = "nn")]
 mod nn {
-    use crate::cmd::nn_artifact;
     use crate::exit::usage;
     use privpred_core::{Budget, Method};
     use privpred_nn::artifact::{ModelKind, NnModel};
     use privpred_serve::ServeError;
-    use privpred_serve::model::{Answer, ModelInfo, ServedModel, sha256_hex};
+    use privpred_serve::model::{Answer, ModelInfo, ServedModel};
     use rand_chacha::ChaCha20Rng;
     use std::path::Path;
     use std::sync::Arc;
@@ -343,16 +346,11 @@ mod nn {
         }
     }
 
-    pub fn load_model(path: &Path) -> anyhow::Result<Arc<dyn ServedModel>> {
-        let bytes =
-            std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
-        let model = nn_artifact::load(path)?;
-        if let Some(seed) = nn_artifact::experiment_seed(path, &model)? {
-            return Err(usage(format!(
-                "--model {}",
-                crate::cmd::predict::seeded_refusal(path, seed)
-            )));
-        }
+    pub fn served(
+        path: &Path,
+        model: NnModel,
+        marks: privpred_release::Marks,
+    ) -> anyhow::Result<Arc<dyn ServedModel>> {
         let h = &model.header;
         let (method, budget) = match h.kind {
             ModelKind::NonPrivate => {
@@ -385,13 +383,7 @@ mod nn {
         })?;
         let n = &h.normalization;
         let c = h.config;
-        let model_id = match budget {
-            Budget::Finite(_) => crate::cmd::budget::ledger_key(path, model.ledger_id.as_deref())?,
-            Budget::Unlimited => model
-                .ledger_id
-                .clone()
-                .unwrap_or_else(|| sha256_hex(&bytes)),
-        };
+        let model_id = crate::cmd::budget::ledger_key(path, model.ledger_id.as_deref())?;
         let info = ModelInfo {
             model_id,
             method,
@@ -399,7 +391,7 @@ mod nn {
             budget,
             input_dim: model.input_dim(),
             classes: model.classes(),
-            releases_scores: method == Method::DpSgd,
+            releases_scores: privpred_release::releases_scores(Some(method)),
             preprocessing: vec![
                 format!(
                     "raw pixels {}×{}×{} (channel-major, 0..255)",
@@ -415,6 +407,7 @@ mod nn {
                 ),
             ],
             test_fixture: false,
+            not_covered: marks.not_covered,
         };
         Ok(Arc::new(NnServed { info, model }))
     }

@@ -20,7 +20,7 @@ use privpred_data::{
     DatasetSpec, FittedPreprocessing, LoadOptions, Preprocessing, Provenance, UnitBall,
     UnitBallDataset, load,
 };
-use privpred_linear::artifact::{StoredModel, save_model};
+use privpred_linear::artifact::StoredModel;
 use privpred_linear::dpsgd::CLIP_GRID;
 use privpred_linear::methods::{self, Knob, MethodConfig, SeedPolicy};
 use privpred_linear::train::LAMBDA_GRID;
@@ -172,9 +172,12 @@ pub struct Args {
     /// else `torch` when built in and a CUDA device is present, else `cpu`.
     #[arg(long, value_enum)]
     pub engine: Option<EngineArg>,
-    /// Output file (safetensors).
+    /// Output file: a signed model file (sealed when the model holds non-private parameters).
     #[arg(long)]
     pub out: PathBuf,
+    /// The key the model file is signed with.
+    #[command(flatten)]
+    pub signing: super::keys::SignArgs,
     /// The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
     /// `privpred odometer limit`): the fit's whole guarantee is charged against the dataset's
     /// limit before training, and the fit is refused if it would pass it.
@@ -223,22 +226,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // A method without an analysis under the chosen relation is refused before any work.
         privpred_core::check_relation(m, args.neighbours).map_err(usage)?;
     }
+    // the keys before any work: a model that cannot be signed (and sealed) is not trained
+    let keys = args.signing.keys()?;
+    if privpred_release::must_seal(method) && keys.sealing.is_none() {
+        return Err(usage(format!(
+            "a {} model holds non-private parameters and is sealed: no `{}` next to the signing key (write a key set with `privpred key new --out DIR`)",
+            args.method.name(),
+            privpred_release::keys::SEALING_FILE
+        )));
+    }
     match args.model {
         ModelArg::Linear if args.engine.is_some() => Err(usage(
             "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
         )),
-        ModelArg::Linear => train_linear(&args, privacy, started),
+        ModelArg::Linear => train_linear(&args, privacy, started, &keys),
         ModelArg::Resnet20 | ModelArg::ResnetTiny if args.odometer.is_some() => Err(usage(
             "--odometer applies to linear models; ResNet training does not charge the odometer yet",
         )),
-        ModelArg::Resnet20 | ModelArg::ResnetTiny => train_resnet(&args, privacy, started),
+        ModelArg::Resnet20 | ModelArg::ResnetTiny => train_resnet(&args, privacy, started, &keys),
     }
 }
 
 /// `--model resnet20|resnet-tiny`: refuses what does not apply to a ResNet, then trains one
 /// (`train_nn`).
 #[cfg(feature = "nn")]
-fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
+fn train_resnet(
+    args: &Args,
+    privacy: Option<Privacy>,
+    started: Instant,
+    keys: &privpred_release::WriteKeys,
+) -> anyhow::Result<()> {
     let method = match args.method {
         TrainMethod::NonPrivate | TrainMethod::DpSgd | TrainMethod::SubsampleAggregate => {
             args.method.method()
@@ -286,6 +303,7 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
             subsample: args.subsample,
             engine: args.engine,
             out: &args.out,
+            keys,
             json: args.json,
         },
         started,
@@ -293,7 +311,12 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
 }
 
 #[cfg(not(feature = "nn"))]
-fn train_resnet(args: &Args, _: Option<Privacy>, _: Instant) -> anyhow::Result<()> {
+fn train_resnet(
+    args: &Args,
+    _: Option<Privacy>,
+    _: Instant,
+    _: &privpred_release::WriteKeys,
+) -> anyhow::Result<()> {
     Err(usage(format!(
         "--model {} trains a ResNet and needs a build with `cargo build --release -p privpred --features nn`",
         args.model.as_str()
@@ -544,7 +567,12 @@ fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Resu
 }
 
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
-fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
+fn train_linear(
+    args: &Args,
+    privacy: Option<Privacy>,
+    started: Instant,
+    keys: &privpred_release::WriteKeys,
+) -> anyhow::Result<()> {
     let method = args.method.method();
     let budget = Budget::finite(args.budget)?;
     let bias = match &args.bias {
@@ -634,15 +662,15 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         // the non-private reference releases nothing under a guarantee: it keeps its record
         extra["cross_validation"] = cv_record.clone();
     }
-    let saved = save_model(&args.out, &model, &data.fitted, extra);
+    let saved = privpred_release::save_linear(&args.out, &model, &data.fitted, extra, None, keys);
     if let Some(c) = charge {
         match &saved {
-            Ok(()) => c.confirm(&args.out)?,
+            Ok(_) => c.confirm(&args.out)?,
             // the file may have been written before the error: the charge stays
             Err(_) => c.keep(),
         }
     }
-    saved.map_err(lin)?;
+    saved.map_err(super::keys::release_err)?;
     let mut summary = summary;
     // erratum 4.9: a seeded private model is an experiment (predict and serve refuse it)
     summary["release"] = json!(privpred_linear::artifact::release_label(&model));

@@ -24,7 +24,7 @@ use crate::exit::usage;
 use anyhow::Context;
 use privpred_core::{Calibration, CalibrationMode, Method, Neighbours, PrivRng, Privacy, defaults};
 use privpred_data::{DatasetSpec, LoadOptions, Provenance, load};
-use privpred_nn::artifact::{self, ModelHeader, ModelKind, NnModel};
+use privpred_nn::artifact::{ModelHeader, ModelKind, NnModel};
 use privpred_nn::data::{ImageSet, Normalization, PixelLayout};
 use privpred_nn::engine::GradientEngine;
 use privpred_nn::train::{self, DpSgdConfig, Progress, SgdConfig};
@@ -73,6 +73,8 @@ pub struct Request<'a> {
     pub engine: Option<EngineArg>,
     /// Output file.
     pub out: &'a Path,
+    /// The keys the model file is signed (and sealed) with.
+    pub keys: &'a privpred_release::WriteKeys,
     /// Print the summary as JSON.
     pub json: bool,
 }
@@ -391,7 +393,9 @@ fn save(req: &Request, st: &Setup, im: &Images, t: Trained) -> anyhow::Result<()
         }),
     )
     .map_err(nn_err)?;
-    artifact::save(req.out, &model).map_err(nn_err)
+    privpred_release::save_resnet(req.out, &model, req.keys)
+        .map(|_| ())
+        .map_err(super::keys::release_err)
 }
 
 /// Prints the summary (JSON or lines).

@@ -10,14 +10,31 @@ use std::process::{Command, Output};
 /// Path of the `privpred` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_privpred");
 
+/// The config directory of every `privpred` the tests run (`XDG_CONFIG_HOME`): the default
+/// key directory that `train` creates on first use and `predict`/`serve`/`evaluate` trust
+/// lives under it, never in the real home.
+pub const CONFIG_HOME: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/privpred-config");
+
+/// The default key directory of the tests' `privpred` runs.
+pub fn key_dir() -> PathBuf {
+    Path::new(CONFIG_HOME).join("privpred").join("keys")
+}
+
+/// A `privpred` command with the tests' config directory.
+pub fn bin() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("XDG_CONFIG_HOME", CONFIG_HOME);
+    c
+}
+
 /// Runs `privpred ARGS` to completion.
 pub fn privpred(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run privpred")
+    bin().args(args).output().expect("run privpred")
 }
 
 /// Runs `privpred ARGS` with extra environment variables.
 pub fn privpred_env<V: AsRef<OsStr>>(args: &[&str], env: &[(&str, V)]) -> Output {
-    let mut c = Command::new(BIN);
+    let mut c = bin();
     c.args(args);
     for (k, v) in env {
         c.env(k, v);
@@ -232,12 +249,16 @@ pub fn ledger_record(model: &Path) -> Value {
 /// `extra` as JSON, the others as text) and the file's checksum recomputed as the writer
 /// computes it (`privpred_data::artifact::checksum`): the weights are unchanged. Linear and
 /// deep-model artifacts alike.
+///
+/// The edited payload is put back into the model file's envelope under its header, sealed
+/// and signed again with the tests' own keys (as an owner who signed a bad file would), so
+/// that what it reaches is the payload's own checks and the guarantee's re-derivation.
 pub fn tamper(
     src: &Path,
     dst: &Path,
     edit: impl Fn(&mut Value, &mut Value, &mut std::collections::HashMap<String, String>),
 ) {
-    let bytes = std::fs::read(src).unwrap();
+    let (envelope_header, bytes) = open_envelope(src);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let mut header: serde_json::Map<String, Value> =
         serde_json::from_slice(&bytes[8..8 + n]).unwrap();
@@ -281,7 +302,40 @@ pub fn tamper(
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
     out.extend_from_slice(&h);
     out.extend_from_slice(data);
-    std::fs::write(dst, out).unwrap();
+    std::fs::write(dst, rewrap(envelope_header, &out)).unwrap();
+}
+
+/// The tests' signing and sealing keys (the default key set of their `privpred` runs).
+pub fn test_keys() -> (privpred_release::SigningKey, privpred_release::SealingKey) {
+    let kd = privpred_release::KeyDir(key_dir());
+    (
+        privpred_release::SigningKey::read(&kd.signing()).unwrap(),
+        privpred_release::SealingKey::read(&kd.sealing()).unwrap(),
+    )
+}
+
+/// A model file's envelope header and its payload (the family's safetensors bytes),
+/// unsealed with the tests' keys.
+pub fn open_envelope(path: &Path) -> (privpred_release::Header, Vec<u8>) {
+    let file = std::fs::read(path).unwrap();
+    let parsed = privpred_release::envelope::parse(path, &file).unwrap();
+    let (_, sealing) = test_keys();
+    let payload = privpred_release::envelope::unseal(path, &parsed, Some(&sealing)).unwrap();
+    (parsed.header, payload)
+}
+
+/// The payload (safetensors bytes) of a model file.
+pub fn payload(path: &Path) -> Vec<u8> {
+    open_envelope(path).1
+}
+
+/// `payload` wrapped under `header` again, sealed when the header was and signed with the
+/// tests' key.
+pub fn rewrap(header: privpred_release::Header, payload: &[u8]) -> Vec<u8> {
+    let (signing, sealing) = test_keys();
+    let sealed = header.sealed.is_some();
+    privpred_release::envelope::encode(header, payload, Some(&signing), sealed.then_some(&sealing))
+        .unwrap()
 }
 
 /// `privpred serve` running in the background; killed on drop.
@@ -304,7 +358,7 @@ impl Drop for Serve {
 pub fn spawn_serve(args: &[&str]) -> Result<Serve, (i32, String)> {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let mut child = Command::new(BIN)
+    let mut child = bin()
         .arg("serve")
         .args(args)
         .stdout(Stdio::piped())
