@@ -554,7 +554,7 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
     c.notes.push(note.into());
     if !valid {
-        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)");
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (erratum 4.6, docs/guarantees.md#errata)");
     }
     Ok(c)
 }
@@ -729,7 +729,7 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     );
     c.notes.push(note);
     if !valid {
-        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)");
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (erratum 4.1, docs/guarantees.md#errata)");
     }
     Ok(c)
 }
