@@ -124,12 +124,7 @@ fn need_lambda(a: &Assumptions, method: Method) -> Result<f64> {
             "missing",
             format!("{method} needs the L2 regularisation lambda > 0"),
         )),
-        Some(l) if !(l.is_finite() && l > 0.0) => Err(CoreError::invalid(
-            "lambda",
-            l,
-            "must be a finite number > 0",
-        )),
-        Some(l) => Ok(l),
+        Some(l) => crate::params::lambda(l),
     }
 }
 

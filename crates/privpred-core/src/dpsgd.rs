@@ -178,9 +178,16 @@ pub fn dpsgd_epsilon(
     }
 }
 
-/// The smallest noise multiplier σ (to 1e-4, rounded up) whose ε after the schedule is
-/// ≤ `target_epsilon` under `accountant`. The returned σ is checked: ε(σ) ≤ target always.
-/// Returns (σ, ε spent).
+/// The smallest σ the noise-multiplier search evaluates. The accountants' cost grows as 1/σ²
+/// (the PLD's privacy-loss grid spans about 1/(2σ²) at a fixed step: some 10⁹ points at
+/// σ = 10⁻³), and only a δ next to 1 or a huge ε asks for so little noise: a target already
+/// met at the floor is answered with σ = the floor (more noise than the least that meets
+/// it; the guarantee holds), quickly.
+pub const SIGMA_FLOOR: f64 = 0.1;
+
+/// The smallest noise multiplier σ ≥ [`SIGMA_FLOOR`] (to 1e-4, rounded up) whose ε after the
+/// schedule is ≤ `target_epsilon` under `accountant`. The returned σ is checked: ε(σ) ≤
+/// target always. Returns (σ, ε spent).
 pub fn noise_multiplier(
     target_epsilon: f64,
     delta: f64,
@@ -288,8 +295,9 @@ fn noise_multiplier_search(
     };
     let mut lo = hi * shrink;
     loop {
-        if lo < 1e-3 {
-            lo = 0.0;
+        if lo < SIGMA_FLOOR {
+            // not searched below the floor: ε(σ) ≤ target already holds at `hi`
+            lo = SIGMA_FLOOR.min(hi);
             break;
         }
         match eps(lo) {
@@ -302,7 +310,7 @@ fn noise_multiplier_search(
             _ => break,
         }
     }
-    // Invariant: ε(hi) ≤ target < ε(lo) (or lo is too small to evaluate).
+    // Invariant: ε(hi) ≤ target < ε(lo) (or lo is the floor).
     while hi - lo > 1e-4 {
         let mid = 0.5 * (lo + hi);
         match eps(mid) {
