@@ -45,7 +45,9 @@ pub fn lambda(v: f64) -> Result<f64> {
         Err(CoreError::invalid(
             "lambda",
             v,
-            format!("must be a finite number in (0, {MAX_LAMBDA:e}] (above it the model is constant: its weights are at most K/lambda)"),
+            format!(
+                "must be a finite number in (0, {MAX_LAMBDA:e}] (above it the model is constant: its weights are at most K/lambda)"
+            ),
         ))
     }
 }

@@ -203,7 +203,9 @@ impl Budget {
             return Err(CoreError::invalid(
                 "budget",
                 b,
-                format!("must be an integer in 1..={MAX_BUDGET} (the largest count a budget ledger records)"),
+                format!(
+                    "must be an integer in 1..={MAX_BUDGET} (the largest count a budget ledger records)"
+                ),
             ));
         }
         NonZeroU64::new(b)
@@ -275,7 +277,10 @@ mod tests {
         assert_eq!(Budget::finite(7).unwrap().get(), Some(7));
         assert_eq!(Budget::finite(MAX_BUDGET).unwrap().get(), Some(MAX_BUDGET));
         let e = Budget::finite(u64::MAX).unwrap_err().to_string();
-        assert!(e.contains("18446744073709551615") && e.contains("1..=9223372036854775807"), "{e}");
+        assert!(
+            e.contains("18446744073709551615") && e.contains("1..=9223372036854775807"),
+            "{e}"
+        );
         assert_eq!(Budget::ONE.get(), Some(1));
         assert_eq!(Budget::Unlimited.get(), None);
     }

@@ -594,10 +594,12 @@ fn check_list(name: &str, what: &str, list: &[String], min: usize) -> Result<()>
         // a cell is matched exactly or as the same number (`1` and `1.0`): two values that
         // match each other would make which one a cell means depend on their order
         let earlier = &list[..i];
-        if let Some(j) = position_of(earlier, v.trim()).or_else(|| earlier.iter().position(|e| e.trim() == v.trim())) {
+        if let Some(j) = position_of(earlier, v.trim())
+            .or_else(|| earlier.iter().position(|e| e.trim() == v.trim()))
+        {
             return Err(invalid(
                 format!(
-                    "{what} `{v}` of column `{name}` (it matches `{}`, listed before it: the same text or the same number)",
+                    "{what} `{v}` of column `{name}` (repeated: it matches `{}`, listed before it, as the same text or the same number)",
                     list[j]
                 ),
                 format!("distinct non-empty {what}, no two the same number"),
@@ -826,6 +828,11 @@ mod tests {
         bad(
             &|v| v["columns"][2]["categories"] = serde_json::json!(["x", "x"]),
             "repeated",
+        );
+        // classes that match each other as numbers: a cell `1` would mean either
+        bad(
+            &|v| v["columns"][4]["classes"] = serde_json::json!(["0", "1", "1.0"]),
+            "`1.0` of column `y` (repeated: it matches `1`",
         );
         bad(
             &|v| v["columns"][4]["classes"] = serde_json::json!(["a"]),

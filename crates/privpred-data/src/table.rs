@@ -5,10 +5,10 @@
 
 use crate::dataset::{Dataset, Provenance};
 use crate::error::{DataError, Result};
+pub use crate::pq::read_parquet_cells;
 use crate::schema::Schema;
 use crate::spec::DatasetSpec;
 use crate::{fsutil, known};
-pub use crate::pq::read_parquet_cells;
 use std::path::Path;
 
 /// A table shipped inside scikit-learn's (or statsmodels') wheel, fetched by `privpred data fetch NAME`, with
@@ -339,8 +339,13 @@ mod tests {
         // without a header every row after the first line is data
         assert_eq!(encode_named_rows(file, p, &mk(false), "t").unwrap().n, 3);
         // with one, the first data row is not the column names: refused, nothing dropped
-        let e = encode_named_rows(file, p, &mk(true), "t").unwrap_err().to_string();
-        assert!(e.contains("line 2") && e.contains("`1`") && e.contains("`x`"), "{e}");
+        let e = encode_named_rows(file, p, &mk(true), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2") && e.contains("`1`") && e.contains("`x`"),
+            "{e}"
+        );
         // the column names there are the header
         let named = b"3,2,a,b\nx,y\n1,0\n2,1\n";
         assert_eq!(encode_named_rows(named, p, &mk(true), "t").unwrap().n, 2);

@@ -135,7 +135,10 @@ mod tests {
     #[test]
     fn a_member_is_inflated_no_further_than_its_declared_size() {
         let body = vec![b'a'; 1 << 20];
-        assert_eq!(parse_member(&archive("m", &body, 1 << 20), "m").unwrap(), body);
+        assert_eq!(
+            parse_member(&archive("m", &body, 1 << 20), "m").unwrap(),
+            body
+        );
         // a member inflating far beyond what it declares is refused, having inflated at most
         // one byte more than the declared size
         let e = parse_member(&archive("m", &body, 100), "m").unwrap_err();

@@ -226,9 +226,24 @@ pub const PARQUET_SCHEMA: &str = r#"{"privpred_schema": 1, "header": true, "colu
 
 /// Parquet seeds: snappy and uncompressed, with and without nulls.
 fn parquet_seeds(dir: &Path) {
-    put(dir, "parquet", "snappy.parquet", &parquet_table(12, true, false));
-    put(dir, "parquet", "plain.parquet", &parquet_table(12, false, false));
-    put(dir, "parquet", "nulls.parquet", &parquet_table(10, true, true));
+    put(
+        dir,
+        "parquet",
+        "snappy.parquet",
+        &parquet_table(12, true, false),
+    );
+    put(
+        dir,
+        "parquet",
+        "plain.parquet",
+        &parquet_table(12, false, false),
+    );
+    put(
+        dir,
+        "parquet",
+        "nulls.parquet",
+        &parquet_table(10, true, true),
+    );
 }
 
 /// Seeds of the classes of bad input the second hardening round found (they must be refused,

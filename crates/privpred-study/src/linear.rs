@@ -124,7 +124,7 @@ impl LinearOptions {
 }
 
 /// A compute-once cache: concurrent callers of the same key wait for one computation.
-type Slot<V> = Arc<OnceLock<std::result::Result<Arc<V>, String>>>;
+type Slot<V> = Arc<OnceLock<std::result::Result<Arc<V>, (String, bool)>>>;
 
 struct Cache<K, V> {
     map: Mutex<HashMap<K, Slot<V>>>,
@@ -144,11 +144,19 @@ impl<K: Eq + Hash + Clone, V> Cache<K, V> {
                 .or_insert_with(|| Arc::new(OnceLock::new()))
                 .clone()
         };
-        cell.get_or_init(|| f().map(Arc::new).map_err(|e| e.to_string()))
+        // the error is kept rendered (every unit waiting on the cell gets it), with whether it
+        // was the user's input (exit 2 at the CLI) or a failure
+        cell.get_or_init(|| f().map(Arc::new).map_err(|e| (e.to_string(), e.is_usage())))
             .clone()
-            .map_err(|message| StudyError::Compute {
-                context: "shared computation".into(),
-                message,
+            .map_err(|(message, usage)| {
+                if usage {
+                    StudyError::BadInput(message)
+                } else {
+                    StudyError::Compute {
+                        context: "shared computation".into(),
+                        message,
+                    }
+                }
             })
     }
 

@@ -33,7 +33,10 @@ fn args(words: &[&str]) -> Vec<String> {
 impl Sweep {
     /// Runs `privpred ARGS` to prepare a case; `false` (after saying why) if it failed.
     fn prepare_run(&self, a: &[String]) -> bool {
-        let out = Command::new(&self.bin).args(a).output().expect("run privpred");
+        let out = Command::new(&self.bin)
+            .args(a)
+            .output()
+            .expect("run privpred");
         if !out.status.success() {
             eprintln!(
                 "sweep: preparing {a:?} failed: {}",
@@ -181,8 +184,16 @@ impl Sweep {
                 {{"name": "label", "type": "label", "classes": {classes}}}]}}"#
             )
         };
-        let good = put(&d, "good.schema.json", schema(r#"["0", "1", "2"]"#).as_bytes());
-        let alike = put(&d, "alike.schema.json", schema(r#"["0", "1", "1.0"]"#).as_bytes());
+        let good = put(
+            &d,
+            "good.schema.json",
+            schema(r#"["0", "1", "2"]"#).as_bytes(),
+        );
+        let alike = put(
+            &d,
+            "alike.schema.json",
+            schema(r#"["0", "1", "1.0"]"#).as_bytes(),
+        );
         let four = put(
             &d,
             "four.schema.json",
@@ -296,14 +307,11 @@ impl Sweep {
         let both = |m: &str, extra: &[&str]| -> Vec<Vec<String>> {
             let mut p = args(&["predict", "--model", m, "--input", &q, "--init-ledger"]);
             p.extend(extra.iter().map(|x| x.to_string()));
-            let mut v = args(&[
-                "serve",
-                "--model",
-                m,
-                "--listen",
-                "127.0.0.1:0",
-                "--init-ledger",
-            ]);
+            let mut v = args(&["serve", "--model", m, "--listen", "127.0.0.1:0"]);
+            // the predict case before may have created the default ledger's record
+            if !extra.is_empty() {
+                v.push("--init-ledger".into());
+            }
             v.extend(extra.iter().map(|x| x.to_string()));
             vec![p, v]
         };

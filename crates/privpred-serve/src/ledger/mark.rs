@@ -237,7 +237,10 @@ mod tests {
         std::fs::remove_file(m.path()).unwrap();
         std::fs::create_dir(m.path()).unwrap();
         let e = m.read("a").unwrap_err();
-        assert!(e.is_config() && e.to_string().contains("not a regular file"), "{e}");
+        assert!(
+            e.is_config() && e.to_string().contains("not a regular file"),
+            "{e}"
+        );
         assert!(m.raise("a", 9).unwrap_err().is_config());
     }
 
