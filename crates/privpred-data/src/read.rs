@@ -177,7 +177,7 @@ pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
 /// cifar10) is in none of the [`candidate_dirs`]; every other source is read or fails.
 /// [`crate::load::load`] fetches a missing named dataset on top of this.
 pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
-    check_schema_applies(spec, opts)?;
+    crate::table::check_schema_applies(spec, opts.schema.is_some())?;
     match spec {
         DatasetSpec::Mnist
         | DatasetSpec::FashionMnist
@@ -241,27 +241,6 @@ pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
             load_csv(train, test.as_deref(), &spec.name(), opts).map(Some)
         }
     }
-}
-
-/// Refuses a schema given for a dataset that is not a table (`csv:`, `parquet:` or a named
-/// table): it would be ignored.
-pub(crate) fn check_schema_applies(spec: &DatasetSpec, opts: &LoadOptions) -> Result<()> {
-    let table = matches!(
-        spec,
-        DatasetSpec::Csv { .. }
-            | DatasetSpec::Parquet { .. }
-            | DatasetSpec::BreastCancer
-            | DatasetSpec::Wine
-            | DatasetSpec::Fair
-    );
-    if opts.schema.is_some() && !table {
-        return Err(DataError::InvalidArgument {
-            name: "schema",
-            value: format!("given for dataset {}", spec.name()),
-            expected: "a schema only for a table: csv:PATH, parquet:PATH, breast-cancer, wine or fair (csv-pixels:, idx:, images: and the image sets are read without one); drop --schema, or read the file as csv:PATH".into(),
-        });
-    }
-    Ok(())
 }
 
 /// The error for a named dataset found nowhere (the directories searched, how to fetch it).

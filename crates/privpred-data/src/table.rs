@@ -131,6 +131,27 @@ fn encode_named_rows(bytes: &[u8], p: &Path, schema: &Schema, name: &str) -> Res
     })
 }
 
+/// Refuses a schema given for a dataset that is not a table (`csv:`, `parquet:` or a named
+/// table): it would be ignored.
+pub(crate) fn check_schema_applies(spec: &DatasetSpec, has_schema: bool) -> Result<()> {
+    let table = matches!(
+        spec,
+        DatasetSpec::Csv { .. }
+            | DatasetSpec::Parquet { .. }
+            | DatasetSpec::BreastCancer
+            | DatasetSpec::Wine
+            | DatasetSpec::Fair
+    );
+    if has_schema && !table {
+        return Err(DataError::InvalidArgument {
+            name: "schema",
+            value: format!("given for dataset {}", spec.name()),
+            expected: "a schema only for a table: csv:PATH, parquet:PATH, breast-cancer, wine or fair (csv-pixels:, idx:, images: and the image sets are read without one); drop --schema, or read the file as csv:PATH".into(),
+        });
+    }
+    Ok(())
+}
+
 /// A table file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableFormat {

@@ -92,7 +92,7 @@ fn parquet(data: &[u8]) {
         Ok(())
     });
     let schema = privpred_data::schema::Schema::from_json(
-        crate::seeds::PARQUET_SCHEMA,
+        crate::parquet_seed::PARQUET_SCHEMA,
         Path::new("fuzz.schema.json"),
     )
     .expect("the seed schema");

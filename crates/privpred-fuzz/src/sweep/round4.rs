@@ -14,7 +14,7 @@
 
 use super::{Expect, Sweep, Tally, run_case, s};
 use crate::mutate;
-use crate::seeds::{PARQUET_SCHEMA, parquet_table};
+use crate::parquet_seed::{PARQUET_SCHEMA, parquet_table};
 use std::path::Path;
 use std::process::Command;
 
@@ -172,8 +172,35 @@ impl Sweep {
             "--repetitions",
             "1",
         ]));
+        cases.extend(self.table_and_flag_cases(&d));
+        cases.extend(self.store_cases(&d));
+        for a in &answered {
+            run_case(&self.bin, a, self.timeout, Expect::Either, &mut t);
+        }
+        for a in &cases {
+            run_case(&self.bin, a, self.timeout, Expect::Usage, &mut t);
+        }
+        (
+            "edges and ignored flags (delta near 1, flags that do not apply, alike classes, B = 2^64 - 1, spend marks and ledgers)",
+            t,
+        )
+    }
+
+    /// The refusals of family 10 on a table and training flags: alike classes, `--schema` for
+    /// a non-table, flags a method ignores, B = 2⁶⁴ − 1, λ = 1e50, a schema of more classes
+    /// than the model, a table model's query file past the row limit.
+    fn table_and_flag_cases(&self, d: &Path) -> Vec<Vec<String>> {
+        let mut cases: Vec<Vec<String>> = Vec::new();
+        let out = s(d.join("o.safetensors"));
+        let train = |extra: &[&str]| -> Vec<String> {
+            let mut a = args(&["train"]);
+            a.extend(extra.iter().map(|x| x.to_string()));
+            a.extend(["--out".to_string(), out.clone()]);
+            a
+        };
+        let ds = self.ds.clone();
         // the table of the sweep (a, b, c, d, label 0..2) read through schemas
-        let csv = put(&d, "t.csv", &self.csv);
+        let csv = put(d, "t.csv", &self.csv);
         let cols = r#"{"name": "a", "type": "numeric", "min": 0, "max": 200},
             {"name": "b", "type": "numeric", "min": 0, "max": 200},
             {"name": "c", "type": "numeric", "min": 0, "max": 200},
@@ -185,17 +212,17 @@ impl Sweep {
             )
         };
         let good = put(
-            &d,
+            d,
             "good.schema.json",
             schema(r#"["0", "1", "2"]"#).as_bytes(),
         );
         let alike = put(
-            &d,
+            d,
             "alike.schema.json",
             schema(r#"["0", "1", "1.0"]"#).as_bytes(),
         );
         let four = put(
-            &d,
+            d,
             "four.schema.json",
             schema(r#"["0", "1", "2", "3"]"#).as_bytes(),
         );
@@ -267,20 +294,10 @@ impl Sweep {
         }
         // a table model's query file past the row limit (2 bytes a row: under the size limit)
         if self.prepare_run(&np(&format!("csv:{csv}"), &["--schema", &good], &table)) {
-            let rows = put(&d, "rows.csv", &b",\n".repeat(1_100_000));
+            let rows = put(d, "rows.csv", &b",\n".repeat(1_100_000));
             cases.push(args(&["predict", "--model", &table, "--input", &rows]));
         }
-        cases.extend(self.store_cases(&d));
-        for a in &answered {
-            run_case(&self.bin, a, self.timeout, Expect::Either, &mut t);
-        }
-        for a in &cases {
-            run_case(&self.bin, a, self.timeout, Expect::Usage, &mut t);
-        }
-        (
-            "edges and ignored flags (delta near 1, flags that do not apply, alike classes, B = 2^64 - 1, spend marks and ledgers)",
-            t,
-        )
+        cases
     }
 
     /// `predict` and `serve` of a budgeted (unseeded) model with a spend mark that is corrupt,
