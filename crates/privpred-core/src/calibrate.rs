@@ -124,12 +124,7 @@ fn need_lambda(a: &Assumptions, method: Method) -> Result<f64> {
             "missing",
             format!("{method} needs the L2 regularisation lambda > 0"),
         )),
-        Some(l) if !(l.is_finite() && l > 0.0) => Err(CoreError::invalid(
-            "lambda",
-            l,
-            "must be a finite number > 0",
-        )),
-        Some(l) => Ok(l),
+        Some(l) => crate::params::lambda(l),
     }
 }
 
@@ -554,7 +549,7 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
     c.notes.push(note.into());
     if !valid {
-        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.6)");
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (erratum 4.6, docs/guarantees.md#errata)");
     }
     Ok(c)
 }
@@ -729,7 +724,7 @@ pub fn subsample_aggregate(req: &CalibrationRequest) -> Result<Calibration> {
     );
     c.notes.push(note);
     if !valid {
-        c.invalidate("paper mode: not a valid (eps, delta) guarantee (SPEC 4.1)");
+        c.invalidate("paper mode: not a valid (eps, delta) guarantee (erratum 4.1, docs/guarantees.md#errata)");
     }
     Ok(c)
 }

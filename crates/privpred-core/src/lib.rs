@@ -38,6 +38,6 @@ pub use params::ParamGuard;
 pub use error::CoreError;
 pub use guarantee::{Calibration, CertifiedFit, Guarantee, Validity};
 pub use mechanism::{Mechanism, Scores, VectorNoise};
-pub use privacy::{Budget, Delta, Epsilon, Privacy};
+pub use privacy::{Budget, Delta, Epsilon, MAX_BUDGET, Privacy};
 pub use tuning::{Selection, SelectionMethod};
 pub use types::*;

@@ -31,6 +31,27 @@ pub fn positive(name: &'static str, v: f64) -> Result<f64> {
     }
 }
 
+/// The largest L2 strength λ a private linear method is trained with: 10⁶. With ‖x‖ ≤ 1 the
+/// minimiser has ‖θ*‖ ≤ K/λ (λθ* is minus the loss gradient, of norm ≤ K), so above 10⁶ every
+/// logit is within about 3·10⁻⁶ of every other for every input: the model is constant, and
+/// the f32 training kernel's arithmetic (λ·θ, λ·‖θ‖²) leaves its range well before 10⁵⁰.
+pub const MAX_LAMBDA: f64 = 1e6;
+
+/// λ of a method that divides by it: a finite number in (0, [`MAX_LAMBDA`]].
+pub fn lambda(v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 && v <= MAX_LAMBDA {
+        Ok(v)
+    } else {
+        Err(CoreError::invalid(
+            "lambda",
+            v,
+            format!(
+                "must be a finite number in (0, {MAX_LAMBDA:e}] (above it the model is constant: its weights are at most K/lambda)"
+            ),
+        ))
+    }
+}
+
 /// `v` must be a finite number ≥ 0.
 pub fn non_negative(name: &'static str, v: f64) -> Result<f64> {
     if v.is_finite() && v >= 0.0 {
@@ -91,6 +112,10 @@ mod tests {
         assert!(positive("lambda", f64::NAN).is_err());
         assert!(positive("lambda", f64::INFINITY).is_err());
         assert_eq!(positive("lambda", 1e-4).unwrap(), 1e-4);
+        assert_eq!(lambda(MAX_LAMBDA).unwrap(), MAX_LAMBDA);
+        let e = lambda(1e50).unwrap_err().to_string();
+        assert!(e.contains("1e50") && e.contains("(0, 1e6]"), "{e}");
+        assert!(lambda(0.0).is_err() && lambda(f64::NAN).is_err());
         assert!(non_negative("w", -1e-300).is_err());
         assert_eq!(non_negative("w", 0.0).unwrap(), 0.0);
         assert!(unit_half_open("momentum", 1.0).is_err());

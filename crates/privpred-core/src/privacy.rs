@@ -167,6 +167,10 @@ impl Privacy {
     }
 }
 
+/// The largest finite budget B: 2⁶³ − 1, the largest count a budget ledger (a signed 64-bit
+/// database integer) records.
+pub const MAX_BUDGET: u64 = i64::MAX as u64;
+
 /// The inference budget: the number of answers the guarantee covers. A finite budget is at
 /// least 1 by construction (`{"finite": 0}` is refused when read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,8 +196,18 @@ impl Budget {
     /// One answer.
     pub const ONE: Budget = Budget::Finite(NonZeroU64::MIN);
 
-    /// Validates B ≥ 1.
+    /// Validates 1 ≤ B ≤ [`MAX_BUDGET`] (the largest count a budget ledger records, so that
+    /// every budget `train` accepts can be served).
     pub fn finite(b: u64) -> Result<Self> {
+        if b > MAX_BUDGET {
+            return Err(CoreError::invalid(
+                "budget",
+                b,
+                format!(
+                    "must be an integer in 1..={MAX_BUDGET} (the largest count a budget ledger records)"
+                ),
+            ));
+        }
         NonZeroU64::new(b)
             .map(Budget::Finite)
             .ok_or_else(|| CoreError::invalid("budget", b, "must be an integer >= 1"))
@@ -261,6 +275,12 @@ mod tests {
         let e = Budget::finite(0).unwrap_err().to_string();
         assert!(e.contains("budget") && e.contains(">= 1"), "{e}");
         assert_eq!(Budget::finite(7).unwrap().get(), Some(7));
+        assert_eq!(Budget::finite(MAX_BUDGET).unwrap().get(), Some(MAX_BUDGET));
+        let e = Budget::finite(u64::MAX).unwrap_err().to_string();
+        assert!(
+            e.contains("18446744073709551615") && e.contains("1..=9223372036854775807"),
+            "{e}"
+        );
         assert_eq!(Budget::ONE.get(), Some(1));
         assert_eq!(Budget::Unlimited.get(), None);
     }

@@ -126,8 +126,11 @@ fn install(staged: &Path, target: &Path) -> Result<()> {
         let r = std::fs::rename(staged, target).map_err(io);
         if r.is_err() {
             let _ = std::fs::rename(&aside, target);
-        } else {
+        } else if std::fs::symlink_metadata(&aside).is_ok_and(|m| m.is_dir()) {
             let _ = std::fs::remove_dir_all(&aside);
+        } else {
+            // a file (or link) that stood in the cache entry's place
+            let _ = std::fs::remove_file(&aside);
         }
         r
     } else {
@@ -140,7 +143,7 @@ fn install(staged: &Path, target: &Path) -> Result<()> {
 pub fn fetch_with(spec: &DatasetSpec, from: Option<&Path>) -> Result<FetchReport> {
     let name = spec.name();
     let target = cache_dir(&name).ok_or_else(|| {
-        DataError::NotFound("no cache directory: neither XDG_CACHE_HOME nor HOME is set".into())
+        DataError::NotFound("no cache directory: neither XDG_CACHE_HOME nor HOME is set to an absolute path (a relative XDG_CACHE_HOME is ignored, as the XDG Base Directory specification requires)".into())
     })?;
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|source| DataError::Io {

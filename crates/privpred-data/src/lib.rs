@@ -35,6 +35,7 @@ pub mod limits;
 pub mod linalg;
 pub mod load;
 pub mod mnist1m;
+pub mod pq;
 pub mod preprocess;
 pub mod read;
 pub mod schema;

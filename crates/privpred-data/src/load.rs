@@ -27,6 +27,7 @@ pub use crate::read::{
 /// Loads a dataset as train and test splits with raw f32 features (pixels 0..255), fetching
 /// a missing named dataset into the cache when `opts.fetch` is set.
 pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
+    crate::table::check_schema_applies(spec, opts.schema.is_some())?;
     if *spec == DatasetSpec::Mnist1m {
         // its test split is MNIST's, which may need fetching
         return read::load_mnist1m(opts, || Ok(load(&DatasetSpec::Mnist, opts)?.test));

@@ -66,15 +66,17 @@ pub struct Splits {
     pub test: Dataset,
 }
 
-/// `${XDG_CACHE_HOME:-$HOME/.cache}/privpred`.
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/privpred`. A relative `XDG_CACHE_HOME` is ignored, as
+/// the XDG Base Directory specification requires (all its paths must be absolute); so is a
+/// relative `HOME`.
 pub fn cache_root() -> Option<PathBuf> {
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
     let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+        .and_then(absolute)
         .or_else(|| {
             std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
+                .and_then(absolute)
+                .map(|h| h.join(".cache"))
         })?;
     Some(base.join("privpred"))
 }
@@ -175,6 +177,7 @@ pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
 /// cifar10) is in none of the [`candidate_dirs`]; every other source is read or fails.
 /// [`crate::load::load`] fetches a missing named dataset on top of this.
 pub fn read(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Option<Splits>> {
+    crate::table::check_schema_applies(spec, opts.schema.is_some())?;
     match spec {
         DatasetSpec::Mnist
         | DatasetSpec::FashionMnist
@@ -246,9 +249,28 @@ pub(crate) fn not_found(name: &str, opts: &LoadOptions) -> DataError {
         .iter()
         .map(|(d, _)| d.display().to_string())
         .collect();
+    // a cache entry that is not a directory (a file left in its place) is named: it is why
+    // the dataset was not found there
+    let odd: Vec<String> = candidate_dirs(name, opts)
+        .iter()
+        .filter(|(d, origin)| *origin == "cache" && d.exists() && !d.is_dir())
+        .map(|(d, _)| {
+            format!(
+                "; the cache entry {} is a file, not a directory (`privpred data fetch {name}` replaces it)",
+                d.display()
+            )
+        })
+        .collect();
+    let searched = if dirs.is_empty() {
+        format!(
+            "searched nowhere: no --data-dir, no ${ENV_DATA_DIR}, and no cache directory since neither XDG_CACHE_HOME nor HOME is set to an absolute path"
+        )
+    } else {
+        format!("searched {}", dirs.join(", "))
+    };
     DataError::NotFound(format!(
-        "dataset {name} not found (searched {}); run `privpred data fetch {name}` or pass --data-dir",
-        dirs.join(", ")
+        "dataset {name} not found ({searched}{}); run `privpred data fetch {name}` or pass --data-dir",
+        odd.concat()
     ))
 }
 

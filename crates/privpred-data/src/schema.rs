@@ -357,8 +357,16 @@ impl Schema {
             n if n == all => true,
             n if n + 1 == all => false,
             n => {
+                // one cell holding another delimiter: the row was not split at all
+                let hint = match cells.first().map(|c| c.as_ref()) {
+                    Some(c) if n == 1 && (c.contains(';') || c.contains('\t')) => {
+                        "; the row reads as one value because it is not comma-separated (it holds `;` or a tab): a table's rows are separated by commas"
+                    }
+                    _ => "",
+                };
+                let values = if n == 1 { "value" } else { "values" };
                 return Err(format!(
-                    "{n} values; the model's schema takes {} (every column but the label `{}`: {}) or all {all} columns",
+                    "{n} {values}; the model's schema takes {} (every column but the label `{}`: {}) or all {all} columns{hint}",
                     all - 1,
                     self.columns[li].name,
                     show_list(
@@ -483,7 +491,7 @@ impl Column {
                 };
                 if !(lo.is_finite() && hi.is_finite() && lo < hi && (hi - lo).is_finite()) {
                     return Err(invalid(
-                        format!("bounds [{lo}, {hi}] of column `{name}`"),
+                        format!("bounds [{}, {}] of column `{name}`", num(lo), num(hi)),
                         "finite numbers with min < max",
                     ));
                 }
@@ -535,7 +543,10 @@ impl Column {
                     x.clamp(lo, hi)
                 } else {
                     return Err(format!(
-                        "column `{name}`: value {x} outside the declared bounds [{lo}, {hi}] (out_of_bounds: refuse; declare \"clip\" to clip it or widen the bounds)"
+                        "column `{name}`: value {} outside the declared bounds [{}, {}] (out_of_bounds: refuse; declare \"clip\" to clip it or widen the bounds)",
+                        num(x),
+                        num(lo),
+                        num(hi)
                     ));
                 };
                 let z = ((2.0 * x - lo - hi) / (hi - lo)).clamp(-1.0, 1.0);
@@ -573,16 +584,36 @@ fn check_list(name: &str, what: &str, list: &[String], min: usize) -> Result<()>
             format!("at least {min} {what}"),
         ));
     }
-    let mut seen = std::collections::HashSet::new();
-    for v in list {
-        if v.trim().is_empty() || !seen.insert(v.trim()) {
+    for (i, v) in list.iter().enumerate() {
+        if v.trim().is_empty() {
             return Err(invalid(
-                format!("{what} `{v}` of column `{name}` (empty or repeated)"),
+                format!("{what} `{v}` of column `{name}` (empty)"),
                 format!("distinct non-empty {what}"),
+            ));
+        }
+        // a cell is matched exactly or as the same number (`1` and `1.0`): two values that
+        // match each other would make which one a cell means depend on their order
+        let earlier = &list[..i];
+        if let Some(j) = position_of(earlier, v.trim())
+            .or_else(|| earlier.iter().position(|e| e.trim() == v.trim()))
+        {
+            return Err(invalid(
+                format!(
+                    "{what} `{v}` of column `{name}` (repeated: it matches `{}`, listed before it, as the same text or the same number)",
+                    list[j]
+                ),
+                format!("distinct non-empty {what}, no two the same number"),
             ));
         }
     }
     Ok(())
+}
+
+/// A number for a message: as written when short, else in exponent form (`-1.7e308`, not
+/// its 309 digits).
+fn num(v: f64) -> String {
+    let s = v.to_string();
+    if s.len() > 20 { format!("{v:e}") } else { s }
 }
 
 /// `v` as the f32 nearest to it on the side of zero (|result| ≤ |v|).
@@ -797,6 +828,11 @@ mod tests {
         bad(
             &|v| v["columns"][2]["categories"] = serde_json::json!(["x", "x"]),
             "repeated",
+        );
+        // classes that match each other as numbers: a cell `1` would mean either
+        bad(
+            &|v| v["columns"][4]["classes"] = serde_json::json!(["0", "1", "1.0"]),
+            "`1.0` of column `y` (repeated: it matches `1`",
         );
         bad(
             &|v| v["columns"][4]["classes"] = serde_json::json!(["a"]),

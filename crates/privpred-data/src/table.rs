@@ -5,6 +5,7 @@
 
 use crate::dataset::{Dataset, Provenance};
 use crate::error::{DataError, Result};
+pub use crate::pq::read_parquet_cells;
 use crate::schema::Schema;
 use crate::spec::DatasetSpec;
 use crate::{fsutil, known};
@@ -103,16 +104,52 @@ pub(crate) fn load_named_table(
         Some(s) => s.clone(),
         None => Schema::from_json(t.schema, Path::new(t.file))?,
     };
+    let mut ds = encode_named_rows(&bytes, &p, &schema, &spec.name())?;
+    ds.provenance.checksum = Some(sha);
+    ds.provenance.verified = true;
+    Ok(Some(ds))
+}
+
+/// A named table's rows after its first line (scikit-learn's, or the column names) through
+/// `schema`. A schema with `"header": true` names the next line its header: it must be the
+/// schema's column names (a data row there is refused, never dropped unseen).
+fn encode_named_rows(bytes: &[u8], p: &Path, schema: &Schema, name: &str) -> Result<Dataset> {
     let body = bytes
         .iter()
         .position(|&b| b == b'\n')
         .map_or(&bytes[..0], |i| &bytes[i + 1..]);
-    let mut ds = encode_rows(&p, &schema, &spec.name(), |sink| {
-        parse_csv_cells(body, &p, schema.header, sink).map(|_| ())
-    })?;
-    ds.provenance.checksum = Some(sha);
-    ds.provenance.verified = true;
-    Ok(Some(ds))
+    encode_rows(p, schema, name, |sink| {
+        if let Some(h) = parse_csv_cells(body, p, schema.header, sink)? {
+            schema.check_header(&h).map_err(|e| {
+                fmt_err(
+                    p,
+                    format!("line 2 (the schema says `\"header\": true`; the file's first line is skipped): {e}"),
+                )
+            })?;
+        }
+        Ok(())
+    })
+}
+
+/// Refuses a schema given for a dataset that is not a table (`csv:`, `parquet:` or a named
+/// table): it would be ignored.
+pub(crate) fn check_schema_applies(spec: &DatasetSpec, has_schema: bool) -> Result<()> {
+    let table = matches!(
+        spec,
+        DatasetSpec::Csv { .. }
+            | DatasetSpec::Parquet { .. }
+            | DatasetSpec::BreastCancer
+            | DatasetSpec::Wine
+            | DatasetSpec::Fair
+    );
+    if has_schema && !table {
+        return Err(DataError::InvalidArgument {
+            name: "schema",
+            value: format!("given for dataset {}", spec.name()),
+            expected: "a schema only for a table: csv:PATH, parquet:PATH, breast-cancer, wine or fair (csv-pixels:, idx:, images: and the image sets are read without one); drop --schema, or read the file as csv:PATH".into(),
+        });
+    }
+    Ok(())
 }
 
 /// A table file's format.
@@ -267,62 +304,6 @@ pub fn parse_csv_cells<R: std::io::Read>(
     Ok(names)
 }
 
-/// One Parquet value as the text a CSV would hold (a null is an empty cell).
-fn field_text(f: &parquet::record::Field) -> String {
-    use parquet::record::Field;
-    match f {
-        Field::Null => String::new(),
-        Field::Str(s) => s.clone(),
-        Field::Bool(b) => b.to_string(),
-        Field::Byte(v) => v.to_string(),
-        Field::Short(v) => v.to_string(),
-        Field::Int(v) => v.to_string(),
-        Field::Long(v) => v.to_string(),
-        Field::UByte(v) => v.to_string(),
-        Field::UShort(v) => v.to_string(),
-        Field::UInt(v) => v.to_string(),
-        Field::ULong(v) => v.to_string(),
-        Field::Float(v) => v.to_string(),
-        Field::Double(v) => v.to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// Reads every row of a Parquet file as text cells, handing each to `sink` with its position
-/// (`row N`); returns the column names.
-pub fn read_parquet_cells(
-    path: &Path,
-    sink: &mut dyn FnMut(&[String], &str) -> Result<()>,
-) -> Result<Vec<String>> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    let f = std::fs::File::open(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let bad = |e: parquet::errors::ParquetError| {
-        fmt_err(path, format!("not a readable Parquet file ({e})"))
-    };
-    let reader = SerializedFileReader::new(f).map_err(bad)?;
-    let names: Vec<String> = reader
-        .metadata()
-        .file_metadata()
-        .schema_descr()
-        .root_schema()
-        .get_fields()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect();
-    let rows = reader.get_row_iter(None).map_err(bad)?;
-    let mut cells: Vec<String> = Vec::new();
-    for (i, row) in rows.enumerate() {
-        let row = row.map_err(bad)?;
-        cells.clear();
-        cells.extend(row.get_column_iter().map(|(_, f)| field_text(f)));
-        sink(&cells, &format!("row {}", i + 1))?;
-    }
-    Ok(names)
-}
-
 /// A table's data rows as text cells.
 pub type Cells = Vec<Vec<String>>;
 
@@ -354,5 +335,40 @@ pub fn format_of(path: &Path) -> TableFormat {
             TableFormat::Parquet
         }
         _ => TableFormat::Csv,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_tables_header_row_is_checked_against_the_schema() {
+        let mk = |header: bool| {
+            Schema::from_json(
+                &format!(
+                    r#"{{"privpred_schema": 1, "header": {header}, "columns": [
+                    {{"name": "x", "type": "numeric", "min": 0, "max": 10}},
+                    {{"name": "y", "type": "label", "classes": ["0", "1"]}}]}}"#
+                ),
+                Path::new("s.json"),
+            )
+            .unwrap()
+        };
+        let p = Path::new("t.csv");
+        let file = b"3,2,a,b\n1,0\n2,1\n3,0\n";
+        // without a header every row after the first line is data
+        assert_eq!(encode_named_rows(file, p, &mk(false), "t").unwrap().n, 3);
+        // with one, the first data row is not the column names: refused, nothing dropped
+        let e = encode_named_rows(file, p, &mk(true), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2") && e.contains("`1`") && e.contains("`x`"),
+            "{e}"
+        );
+        // the column names there are the header
+        let named = b"3,2,a,b\nx,y\n1,0\n2,1\n";
+        assert_eq!(encode_named_rows(named, p, &mk(true), "t").unwrap().n, 2);
     }
 }

@@ -14,6 +14,10 @@ fn u32le(b: &[u8], o: usize) -> Option<usize> {
         .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as usize)
 }
 
+/// The largest member (its declared, uncompressed size) read from an archive: 1 GiB, far
+/// above the tables and images taken out of wheels.
+pub const MAX_MEMBER_BYTES: u64 = 1 << 30;
+
 /// Reads the member `name` of the ZIP archive at `path`.
 pub fn read_member(path: &Path, name: &str) -> Result<Vec<u8>> {
     let bytes = std::fs::read(path).map_err(|source| DataError::Io {
@@ -56,19 +60,92 @@ pub fn parse_member(b: &[u8], name: &str) -> std::result::Result<Vec<u8>, String
             let lelen = u16le(b, local + 28).ok_or_else(bad)?;
             let data_start = local + 30 + lnlen + lelen;
             let data = b.get(data_start..data_start + csize).ok_or_else(bad)?;
-            return match method {
-                0 => Ok(data.to_vec()),
+            if usize_ as u64 > MAX_MEMBER_BYTES {
+                return Err(format!(
+                    "member {name} declares {usize_} bytes; at most {MAX_MEMBER_BYTES} are read from an archive"
+                ));
+            }
+            let out = match method {
+                0 => data.to_vec(),
                 8 => {
+                    // inflated no further than one byte past the declared size: a member
+                    // that inflates beyond it is refused before anything else reads it
                     let mut out = Vec::with_capacity(usize_.min(1 << 26));
                     flate2::read::DeflateDecoder::new(data)
+                        .take(usize_ as u64 + 1)
                         .read_to_end(&mut out)
                         .map_err(|e| format!("corrupt member {name}: {e}"))?;
-                    Ok(out)
+                    out
                 }
-                m => Err(format!("member {name}: unsupported compression method {m}")),
+                m => return Err(format!("member {name}: unsupported compression method {m}")),
             };
+            if out.len() != usize_ {
+                return Err(format!(
+                    "corrupt member {name}: it declares {usize_} bytes but holds {}",
+                    if out.len() > usize_ {
+                        "more".to_string()
+                    } else {
+                        out.len().to_string()
+                    }
+                ));
+            }
+            return Ok(out);
         }
         off += 46 + nlen + elen + clen;
     }
     Err(format!("no member {name} in the archive"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-member archive; `declared` is written as the member's uncompressed size.
+    fn archive(name: &str, body: &[u8], declared: u32) -> Vec<u8> {
+        let mut e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut e, body).unwrap();
+        let c = e.finish().unwrap();
+        let n = name.as_bytes();
+        let mut z = Vec::new();
+        z.extend_from_slice(&[0x50, 0x4b, 0x03, 0x04]);
+        z.extend_from_slice(&[0; 22]);
+        z.extend_from_slice(&(n.len() as u16).to_le_bytes());
+        z.extend_from_slice(&0u16.to_le_bytes());
+        z.extend_from_slice(n);
+        z.extend_from_slice(&c);
+        let cd = z.len();
+        z.extend_from_slice(&[0x50, 0x4b, 0x01, 0x02]);
+        z.extend_from_slice(&[0; 6]);
+        z.extend_from_slice(&8u16.to_le_bytes());
+        z.extend_from_slice(&[0; 8]);
+        z.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        z.extend_from_slice(&declared.to_le_bytes());
+        z.extend_from_slice(&(n.len() as u16).to_le_bytes());
+        z.extend_from_slice(&[0; 12]);
+        z.extend_from_slice(&0u32.to_le_bytes());
+        z.extend_from_slice(n);
+        let cd_len = z.len() - cd;
+        z.extend_from_slice(&[0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0, 1, 0, 1, 0]);
+        z.extend_from_slice(&(cd_len as u32).to_le_bytes());
+        z.extend_from_slice(&(cd as u32).to_le_bytes());
+        z.extend_from_slice(&[0, 0]);
+        z
+    }
+
+    #[test]
+    fn a_member_is_inflated_no_further_than_its_declared_size() {
+        let body = vec![b'a'; 1 << 20];
+        assert_eq!(
+            parse_member(&archive("m", &body, 1 << 20), "m").unwrap(),
+            body
+        );
+        // a member inflating far beyond what it declares is refused, having inflated at most
+        // one byte more than the declared size
+        let e = parse_member(&archive("m", &body, 100), "m").unwrap_err();
+        assert!(e.contains("declares 100 bytes but holds more"), "{e}");
+        let e = parse_member(&archive("m", &body, 2 << 20), "m").unwrap_err();
+        assert!(e.contains("holds 1048576"), "{e}");
+        let e = parse_member(&archive("m", b"x", u32::MAX), "m").unwrap_err();
+        assert!(e.contains("at most 1073741824"), "{e}");
+    }
 }

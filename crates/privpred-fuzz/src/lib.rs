@@ -22,6 +22,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod parquet_seed;
 pub mod seeds;
 pub mod sweep;
 pub mod targets;

@@ -1,6 +1,7 @@
 //! The seed corpora, generated (`privpred-fuzz seeds`): small valid inputs of every target,
 //! written under `corpus/<target>/`. They are checked in; regenerate only to add seeds.
 
+use crate::parquet_seed::parquet_table;
 use crate::sweep::png;
 use privpred_core::{Budget, CalibrationMode, Method, Privacy};
 use privpred_data::{Dataset, Preprocessing, Provenance};
@@ -59,6 +60,7 @@ pub fn write(dir: &Path) {
     put(dir, "csv", "semicolon.csv", b"label;x;y\n0;1;2\n1;3;4\n");
     put(dir, "csv", "plain.csv.gz", &gz(b"1,2,0\n3,4,1\n5,6,0\n"));
     bad_input_seeds(dir);
+    parquet_seeds(dir);
     // image archives
     let mut b = tar::Builder::new(Vec::new());
     for (split, class, v) in [("train", "a", 10u8), ("train", "b", 200), ("test", "a", 12)] {
@@ -145,6 +147,28 @@ pub fn write(dir: &Path) {
         "nn-artifact",
         "teachers.safetensors",
         &std::fs::read(&f).unwrap(),
+    );
+}
+
+/// Parquet seeds: snappy and uncompressed, with and without nulls.
+fn parquet_seeds(dir: &Path) {
+    put(
+        dir,
+        "parquet",
+        "snappy.parquet",
+        &parquet_table(12, true, false),
+    );
+    put(
+        dir,
+        "parquet",
+        "plain.parquet",
+        &parquet_table(12, false, false),
+    );
+    put(
+        dir,
+        "parquet",
+        "nulls.parquet",
+        &parquet_table(10, true, true),
     );
 }
 

@@ -8,6 +8,7 @@
 //! `privpred-fuzz sweep --bin target/release/privpred [--cases 200] [--timeout 20]`
 
 mod round3;
+mod round4;
 
 use crate::{Rng, mutate};
 use std::path::{Path, PathBuf};
@@ -169,6 +170,8 @@ pub fn main(args: &[String]) -> i32 {
         sweep.paths(),
         sweep.second_round(),
         sweep.third_round(),
+        sweep.parquet_tables(),
+        sweep.edges_and_flags(),
     ];
     print_report(&report, opts.verbose)
 }

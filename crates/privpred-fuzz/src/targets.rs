@@ -16,6 +16,10 @@ pub const TARGETS: &[Target] = &[
         run: csv,
     },
     Target {
+        name: "parquet",
+        run: parquet,
+    },
+    Target {
         name: "images-tar",
         run: images_tar,
     },
@@ -76,6 +80,33 @@ fn csv(data: &[u8]) {
         },
         &LoadOptions::default(),
     );
+}
+
+/// Parquet: the cell reader (every row), the table reader through a schema (as `train` and
+/// `evaluate` read a `parquet:` table) and the schema draft (`data schema`).
+fn parquet(data: &[u8]) {
+    let f = scratch_file("t.parquet", data);
+    let mut rows = 0usize;
+    let _ = privpred_data::table::read_parquet_cells(&f, &mut |_, _| {
+        rows += 1;
+        Ok(())
+    });
+    let schema = privpred_data::schema::Schema::from_json(
+        crate::parquet_seed::PARQUET_SCHEMA,
+        Path::new("fuzz.schema.json"),
+    )
+    .expect("the seed schema");
+    let _ = privpred_data::table::read_table(
+        &f,
+        privpred_data::table::TableFormat::Parquet,
+        &schema,
+        "fuzz",
+    );
+    if let Ok((header, cells)) =
+        privpred_data::table::read_cells(&f, privpred_data::table::TableFormat::Parquet)
+    {
+        let _ = privpred_data::schema::draft(&cells, header.as_deref(), None);
+    }
 }
 
 /// An image set as a `.tar` or `.tar.gz` archive (entry sizes, paths, image headers).

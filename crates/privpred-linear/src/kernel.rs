@@ -384,7 +384,7 @@ fn softmax_residual(logits: &[f32], y: usize, r: &mut [f64]) -> (f64, f64) {
     (s.ln() + m - logits[y] as f64, rn)
 }
 
-/// DP-SGD's clipped gradient sum over a batch (SPEC 4.2–4.3, joint clipping): `g32 +=
+/// DP-SGD's clipped gradient sum over a batch (errata 4.2–4.3, joint clipping): `g32 +=
 /// Σ_{i ∈ batch} x_i (p_i − y_i)ᵀ · min(1, ν / (‖x_i‖·‖p_i − y_i‖))` (class-major; for the
 /// linear model ‖x (p − y)ᵀ‖_F = ‖x‖·‖p − y‖ exactly). `xnorms[i]` is ‖x_i‖. Returns how many
 /// examples were clipped. Uses the register-tiled path where available.

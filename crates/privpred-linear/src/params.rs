@@ -154,7 +154,7 @@ impl ParamGuard for TrainParams {
         let c = &self.0;
         match c.method {
             Method::ModelSensitivity | Method::PredictionSensitivity | Method::LossPerturbation => {
-                p::positive("lambda", c.lambda)?;
+                p::lambda(c.lambda)?;
             }
             _ => {
                 p::non_negative("lambda", c.lambda)?;

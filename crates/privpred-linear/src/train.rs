@@ -440,8 +440,11 @@ impl<'a> Objective<'a> {
         let norm = l2(&g2);
         let Some(slack) = self.certificate_slack(sp, &t2, norm, gamma) else {
             return Err(LinearError::NotCertified(format!(
-                "after {} more L-BFGS iterations on the f64 objective (stopped: {}) the gradient norm is {norm:.3e} > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8), or above it once its rounding error is added; the model is not released. A larger lambda makes the objective better conditioned",
-                rep.iterations, rep.termination
+                "after {} more L-BFGS iterations on the f64 objective (stopped: {}) the gradient norm is {norm:.3e} > the bound gamma = {gamma:.3e} that the guarantee assumes (erratum 4.8), or above it once its rounding error is added; the model is not released. At lambda = {:e}: a larger lambda (at most {:e}) makes the objective better conditioned",
+                rep.iterations,
+                rep.termination,
+                self.lambda,
+                privpred_core::params::MAX_LAMBDA
             )));
         };
         let cert = Optimization {

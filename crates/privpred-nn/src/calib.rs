@@ -48,7 +48,7 @@ pub fn dpsgd_neighbours(
     req.dp_sgd = Some(DpSgdSchedule { batch_size, epochs });
     let mut c = calibrate(&req)?;
     if mode == CalibrationMode::Paper {
-        c.invalidate("paper mode trains with per-layer clipping and shuffled fixed-size batches (SPEC 4.2, 4.3): not a valid guarantee");
+        c.invalidate("paper mode trains with per-layer clipping and shuffled fixed-size batches (errata 4.2 and 4.3, docs/guarantees.md#errata): not a valid guarantee");
     }
     Ok(c)
 }

@@ -60,6 +60,11 @@ pub enum StudyError {
         /// The underlying error, rendered.
         message: String,
     },
+    /// A computation shared by several units refused the user's input (a corrupt data file,
+    /// a value out of range): the underlying error, rendered; a usage error like the one it
+    /// renders.
+    #[error("{0}")]
+    BadInput(String),
     /// A privacy calibration was rejected.
     #[error(transparent)]
     Core(#[from] privpred_core::CoreError),
@@ -100,6 +105,7 @@ impl StudyError {
             StudyError::InvalidArgument { .. }
                 | StudyError::Incompatible { .. }
                 | StudyError::Unsupported(_)
+                | StudyError::BadInput(_)
                 | StudyError::Core(_)
                 | StudyError::Data(_)
         ) || matches!(self, StudyError::Linear(e) if e.is_user_error())

@@ -124,7 +124,7 @@ impl LinearOptions {
 }
 
 /// A compute-once cache: concurrent callers of the same key wait for one computation.
-type Slot<V> = Arc<OnceLock<std::result::Result<Arc<V>, String>>>;
+type Slot<V> = Arc<OnceLock<std::result::Result<Arc<V>, (String, bool)>>>;
 
 struct Cache<K, V> {
     map: Mutex<HashMap<K, Slot<V>>>,
@@ -144,11 +144,19 @@ impl<K: Eq + Hash + Clone, V> Cache<K, V> {
                 .or_insert_with(|| Arc::new(OnceLock::new()))
                 .clone()
         };
-        cell.get_or_init(|| f().map(Arc::new).map_err(|e| e.to_string()))
+        // the error is kept rendered (every unit waiting on the cell gets it), with whether it
+        // was the user's input (exit 2 at the CLI) or a failure
+        cell.get_or_init(|| f().map(Arc::new).map_err(|e| (e.to_string(), e.is_usage())))
             .clone()
-            .map_err(|message| StudyError::Compute {
-                context: "shared computation".into(),
-                message,
+            .map_err(|(message, usage)| {
+                if usage {
+                    StudyError::BadInput(message)
+                } else {
+                    StudyError::Compute {
+                        context: "shared computation".into(),
+                        message,
+                    }
+                }
             })
     }
 
@@ -624,6 +632,39 @@ impl Runner for LinearRunner {
     /// different guarantee — the method is listed as not applicable, with the flag that fits.
     fn not_applicable(&self, g: &Group, seed: u64) -> Result<Option<String>> {
         let (_, p) = self.prepared(g, seed)?;
+        // a private split selection trains each candidate on a part of the training set and
+        // the release on another: the smaller of the two is what the method must fit in
+        let split = |grid: usize| -> std::result::Result<usize, String> {
+            use privpred_core::tuning::{SELECTION_FRACTION, SplitPlan};
+            SplitPlan::new(p.train.n, grid, SELECTION_FRACTION)
+                .map(|s| s.part_n.min(s.final_n))
+                .map_err(|e| e.to_string())
+        };
+        use crate::selection::Choice;
+        let sel = self.opts.selection;
+        if g.method == Method::DpSgd && sel.clip == Choice::Private {
+            let grid = privpred_linear::dpsgd::CLIP_GRID.len();
+            return Ok(match split(grid) {
+                Err(e) => Some(e),
+                Ok(n) if self.opts.dpsgd_batch_size > n => Some(format!(
+                    "its expected batch size {} is more than the N = {n} rows of each part of the private selection of its clip (the N = {} training rows cut into {} parts and a final part): pass --dpsgd-batch-size {n} or fewer, or a public --clip VALUE",
+                    self.opts.dpsgd_batch_size,
+                    p.train.n,
+                    grid + 1
+                )),
+                Ok(_) => None,
+            });
+        }
+        if g.method == Method::SubsampleAggregate && sel.lambda == Choice::Private {
+            return Ok(match split(LAMBDA_GRID.len()) {
+                Err(e) => Some(e),
+                Ok(n) if g.setting.teachers > n => Some(format!(
+                    "T = {} teachers need at least one row each of the N = {n} rows of each part of the private selection of λ: pass --teachers {n} or fewer, or a public --lambda VALUE",
+                    g.setting.teachers
+                )),
+                Ok(_) => None,
+            });
+        }
         Ok(match g.method {
             Method::SubsampleAggregate if g.setting.teachers > p.train.n => Some(format!(
                 "T = {} teachers need at least one training row each, and the training set has N = {} rows: pass --teachers {} or fewer",

@@ -198,3 +198,43 @@ fn compare_on_wine_handles_its_142_training_rows() {
     assert_eq!(ran(&v).len(), 3, "{v}");
     assert_eq!(without_times(v), without_times(json(&args)));
 }
+
+/// `--clip private` cuts the training set into the selection's parts: on 300 rows a batch of
+/// 8 does not fit them, and DP-SGD is listed as not applicable, naming the parts, while the
+/// other methods run.
+#[test]
+fn compare_clip_private_on_a_small_table_lists_dp_sgd_as_not_applicable() {
+    let d = tempfile::tempdir().unwrap();
+    let (ds, schema) = small_table(d.path(), 300);
+    let v = json(&[
+        "compare",
+        "--dataset",
+        &ds,
+        "--schema",
+        &schema,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--budget",
+        "10",
+        "--teachers",
+        "4",
+        "--dpsgd-batch-size",
+        "8",
+        "--clip",
+        "private",
+        "--repetitions",
+        "1",
+        "--json",
+    ]);
+    let sk = skipped(&v);
+    let dp = sk.iter().find(|(m, _)| m == "dp-sgd");
+    assert!(
+        dp.is_some_and(
+            |(_, why)| why.contains("private selection") && !why.contains("training-set size")
+        ),
+        "{sk:?}"
+    );
+    assert!(ran(&v).contains(&"model-sensitivity".to_string()), "{v}");
+}

@@ -78,6 +78,29 @@ fn candidate_config(
     Ok(c)
 }
 
+/// Refuses, before any work, a setting that does not fit the parts the selection trains on:
+/// DP-SGD's expected batch size or subsample-and-aggregate's teacher count above the rows of
+/// a candidate part or of the final part (named as such: the training set is `n` rows).
+fn check_fits_parts(cfg: &MethodConfig, plan: &SplitPlan, n: usize) -> Result<()> {
+    let rows = plan.part_n.min(plan.final_n);
+    let (name, value) = match cfg.method {
+        Method::DpSgd => ("batch-size", cfg.dp_sgd.batch_size),
+        Method::SubsampleAggregate => ("teachers", cfg.teachers),
+        _ => return Ok(()),
+    };
+    if value > rows {
+        return Err(LinearError::invalid(
+            name,
+            value,
+            format!(
+                "must be in 1..={rows} for the private selection, whose candidates and release each train on a part of the training set: its N = {n} rows are cut into {} candidate parts of {} rows, a hold-out of {} and a final part of {} rows; give a public value instead (--lambda VALUE / --clip VALUE) or a smaller {name}",
+                plan.candidates, plan.part_n, plan.holdout_n, plan.final_n
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the private split selection of `knob` over `grid` for `cfg` on `train`
 /// ([`privpred_core::tuning`]): returns the chosen value and the final part, on which the
 /// caller trains the release with `cfg` (and [`SelectionMethod::PrivateSplit`]). The
@@ -92,6 +115,7 @@ pub fn private_split_select<R: Rng + ?Sized>(
     // the guarantee's record refuses what the proof does not cover (add-remove) before any work
     privpred_core::Selection::derive(SelectionMethod::PrivateSplit, cfg.privacy, cfg.neighbours)?;
     let plan = SplitPlan::new(train.n, grid.len(), SELECTION_FRACTION)?;
+    check_fits_parts(cfg, &plan, train.n)?;
     let perm = permutation(train.n, rng.random());
     let holdout = train.subset(&perm[plan.holdout_range()]);
     let mut private_counts = Vec::with_capacity(grid.len());

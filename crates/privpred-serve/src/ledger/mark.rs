@@ -56,24 +56,46 @@ impl SpendMark {
         if text.trim().is_empty() {
             return Ok(MarkFile::default());
         }
+        // a corrupt or foreign file at the mark's path is bad input (exit 2 at the CLI)
         let m: MarkFile = serde_json::from_str(text).map_err(|e| {
-            ServeError::Ledger(format!(
-                "the spend mark {} is corrupt ({e}); refusing to answer",
-                self.path.display()
-            ))
+            ServeError::config(
+                "spend mark",
+                format!(
+                    "{} is corrupt ({e}; a mark is {{\"format\": \"{FORMAT}\", \"spent\": {{LEDGER_ID: COUNT}}}} with counts in 0..=18446744073709551615); refusing to answer",
+                    self.path.display()
+                ),
+            )
         })?;
         if m.format != FORMAT {
-            return Err(ServeError::Ledger(format!(
-                "{} is not a spend mark (format `{}`); refusing to answer",
-                self.path.display(),
-                m.format
-            )));
+            return Err(ServeError::config(
+                "spend mark",
+                format!(
+                    "{} is not a spend mark (format `{}`, expected `{FORMAT}`); refusing to answer",
+                    self.path.display(),
+                    m.format
+                ),
+            ));
         }
         Ok(m)
     }
 
+    /// Refuses a directory (or anything but a regular file) at the mark's path: bad input.
+    fn check_kind(&self) -> Result<()> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) if !m.is_file() => Err(ServeError::config(
+                "spend mark",
+                format!(
+                    "{} is not a regular file (a directory?); the spend mark must be a file, or absent; refusing to answer",
+                    self.path.display()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The highest `spent` recorded for `model_id` (0 when the file or the entry is absent).
     pub fn read(&self, model_id: &str) -> Result<u64> {
+        self.check_kind()?;
         match std::fs::read_to_string(&self.path) {
             Ok(t) => Ok(self.parse(&t)?.spent.get(model_id).copied().unwrap_or(0)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
@@ -85,6 +107,7 @@ impl SpendMark {
     /// under an exclusive lock on the mark file, a temporary file is written, synced and
     /// renamed over it. A waiter whose locked file was renamed away takes the new one.
     pub fn raise(&self, model_id: &str, spent: u64) -> Result<()> {
+        self.check_kind()?;
         loop {
             let mut f = std::fs::OpenOptions::new()
                 .read(true)
@@ -200,6 +223,25 @@ mod tests {
         std::fs::write(m.path(), "{").unwrap();
         assert!(m.read("a").is_err(), "a corrupt mark fails closed");
         assert!(m.raise("a", 9).is_err());
+        // corrupt, foreign, negative and a directory: configuration errors (bad input)
+        for text in [
+            "{",
+            r#"{"format": "other", "spent": {}}"#,
+            r#"{"format": "privpred-spend-mark", "spent": {"a": -1}}"#,
+        ] {
+            std::fs::write(m.path(), text).unwrap();
+            let e = m.read("a").unwrap_err();
+            assert!(e.is_config(), "{text}: {e}");
+            assert!(m.raise("a", 9).unwrap_err().is_config(), "{text}");
+        }
+        std::fs::remove_file(m.path()).unwrap();
+        std::fs::create_dir(m.path()).unwrap();
+        let e = m.read("a").unwrap_err();
+        assert!(
+            e.is_config() && e.to_string().contains("not a regular file"),
+            "{e}"
+        );
+        assert!(m.raise("a", 9).unwrap_err().is_config());
     }
 
     #[test]

@@ -142,7 +142,7 @@ impl BudgetState {
 
 /// The largest budget B a ledger can record: both databases store counts as signed 64-bit
 /// integers.
-pub const MAX_LEDGER_BUDGET: u64 = i64::MAX as u64;
+pub const MAX_LEDGER_BUDGET: u64 = privpred_core::MAX_BUDGET;
 
 /// Reads a stored count (a signed 64-bit database integer) as a u64, refusing a negative one
 /// (a corrupt or edited ledger).
@@ -701,10 +701,11 @@ pub mod blocking {
         rt()?.block_on(admin::backup(spec, out))
     }
 
-    /// Opens the ledger with `opts`, decides and records one request, and lets the ledger go
-    /// (no checkpoint: other processes may be using it). The answers of an `Answered` outcome
-    /// were committed (and the spend mark raised) before this returns. For a command that
-    /// answers once and exits (`privpred predict`).
+    /// Opens the ledger with `opts`, decides and records one request, and closes the ledger
+    /// (an SQLite ledger is checkpointed into its main file, waiting for other processes'
+    /// transactions up to the busy timeout). The answers of an `Answered` outcome were
+    /// committed (and the spend mark raised) before this returns. For a command that answers
+    /// once and exits (`privpred predict`).
     pub fn spend_once(
         spec: &LedgerSpec,
         model_id: &str,
@@ -714,7 +715,13 @@ pub mod blocking {
     ) -> Result<SpendOutcome> {
         rt()?.block_on(async {
             let l = Ledger::open_with(spec, model_id, total, opts).await?;
-            l.spend(req).await
+            let out = l.spend(req).await?;
+            // Closed before returning: an SQLite ledger is checkpointed, so that its file
+            // alone (without the -wal file) holds this spend when the process exits. A failed
+            // checkpoint is an error; the spent answers are stored, and asking again returns
+            // them at no cost.
+            l.close().await?;
+            Ok(out)
         })
     }
 

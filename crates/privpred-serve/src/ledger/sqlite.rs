@@ -35,16 +35,21 @@ CREATE TABLE IF NOT EXISTS privpred_answers (
 const INIT_HINT: &str = "pass --init-ledger to create a new budget record (a ledger is never created silently: a fresh ledger would reset the budget)";
 
 fn open(path: &Path, create: bool) -> Result<Connection> {
-    if !create {
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_file() => {}
-            Ok(_) => {
-                return Err(ServeError::Ledger(format!(
-                    "sqlite ledger {} is not a regular file",
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        // a directory (or another non-file) at the ledger's path is bad input (exit 2)
+        Ok(_) => {
+            return Err(ServeError::config(
+                "--ledger",
+                format!(
+                    "sqlite ledger {} is not a regular file (a directory?): give the path of an SQLite ledger file",
                     path.display()
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                ),
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {}
+        Err(e) => {
+            if e.kind() == std::io::ErrorKind::NotFound {
                 return Err(ServeError::config(
                     "--ledger",
                     format!(
@@ -53,12 +58,10 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
                     ),
                 ));
             }
-            Err(e) => {
-                return Err(ServeError::Ledger(format!(
-                    "sqlite ledger {}: {e}",
-                    path.display()
-                )));
-            }
+            return Err(ServeError::Ledger(format!(
+                "sqlite ledger {}: {e}",
+                path.display()
+            )));
         }
     }
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -69,7 +72,10 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
         ServeError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
     })?;
     conn.busy_timeout(Duration::from_secs(10))?;
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    // the first statement reads the file's header: a file that is not SQLite is bad input
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| not_sqlite(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(ServeError::Ledger(format!(
             "sqlite ledger {}: cannot enable WAL mode (got '{mode}')",
@@ -78,6 +84,23 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
     }
     conn.execute_batch("PRAGMA synchronous=FULL;")?;
     Ok(conn)
+}
+
+/// An error of the first statement on a ledger file: "not a database" (a file that is not
+/// SQLite, or is encrypted) is a configuration error naming the file; others stay ledger errors.
+fn not_sqlite(path: &Path, e: rusqlite::Error) -> ServeError {
+    let e = ServeError::from(e);
+    if bare_message(&e).contains("not a database") {
+        ServeError::config(
+            "--ledger",
+            format!(
+                "{} is not a privpred ledger (not an SQLite database): give the path of the model's SQLite ledger",
+                path.display()
+            ),
+        )
+    } else {
+        e
+    }
 }
 
 fn has_budget_table(conn: &Connection) -> Result<bool> {

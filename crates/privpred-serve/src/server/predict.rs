@@ -33,20 +33,57 @@ struct PredictRequest {
     inputs: Vec<Vec<Cell>>,
 }
 
-/// One cell of a raw row: a number, or text (a table's category or class name).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// One cell of a raw row: a number, text (a table's category or class name), or `null` (a
+/// missing value, as a Parquet null or an empty CSV cell).
+#[derive(Debug)]
 enum Cell {
     Num(f64),
     Text(String),
+    Null,
+}
+
+impl<'de> Deserialize<'de> for Cell {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Cell;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a cell: a number, a string, or null (a missing value)")
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Cell, E> {
+                Ok(Cell::Num(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Cell, E> {
+                Ok(Cell::Num(v as f64))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Cell, E> {
+                Ok(Cell::Num(v as f64))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Cell, E> {
+                Ok(Cell::Text(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Cell, E> {
+                Ok(Cell::Text(v))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Cell, E> {
+                Ok(Cell::Null)
+            }
+            fn visit_none<E>(self) -> std::result::Result<Cell, E> {
+                Ok(Cell::Null)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Cell {
-    /// The cell as a table's text cell (a number in its shortest round-trip form).
+    /// The cell as a table's text cell (a number in its shortest round-trip form; a null is
+    /// an empty cell, which the schema reports as a missing value).
     fn text(&self) -> String {
         match self {
             Cell::Num(v) => v.to_string(),
             Cell::Text(t) => t.clone(),
+            Cell::Null => String::new(),
         }
     }
 }
@@ -308,6 +345,16 @@ fn check_rows(app: &App, req: PredictRequest) -> std::result::Result<Vec<RawRow>
                         StatusCode::UNPROCESSABLE_ENTITY,
                         "non_finite_value",
                         format!("inputs[{i}][{j}] is not a finite 32-bit number"),
+                    )
+                    .with(json!({ "row": i, "column": j })));
+                }
+                Cell::Null => {
+                    return Err(ApiError::invalid(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "missing_value",
+                        format!(
+                            "inputs[{i}][{j}] is null (a missing value); this model takes a finite number in every cell"
+                        ),
                     )
                     .with(json!({ "row": i, "column": j })));
                 }

@@ -114,6 +114,14 @@ fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
         )));
     }
     let test = loaded.preprocessing.apply_owned(splits.test)?;
+    let model_classes = loaded.model.classes();
+    // a table read through a schema must have the model's classes (the labels index them)
+    if test.classes > model_classes || (args.schema.is_some() && test.classes != model_classes) {
+        return Err(usage(format!(
+            "dataset {} has {} classes, the model {model_classes}: the test set's classes must be the model's (a schema's `classes` list the training table's, in its order)",
+            args.dataset, test.classes
+        )));
+    }
     let mut rng = match args.seed {
         Some(s) => privpred_core::noise::seeded_rng(s),
         None => privpred_core::noise::release_rng()?,

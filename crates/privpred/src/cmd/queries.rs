@@ -37,15 +37,25 @@ pub fn read_queries(path: &Path, d: usize, header: bool) -> anyhow::Result<Vec<V
 pub fn read_query_cells(path: &Path, header: bool) -> anyhow::Result<Vec<Vec<String>>> {
     let bytes = read_bounded(path)?;
     let mut rows = Vec::new();
+    // the row limit is checked while reading, before the row past it is kept
+    let mut over = false;
     let mut push = |c: &[String], _: &str| -> privpred_data::Result<()> {
+        if rows.len() as u64 >= MAX_QUERY_ROWS {
+            over = true;
+            return Err(privpred_data::DataError::InvalidArgument {
+                name: "query rows",
+                value: "more".into(),
+                expected: format!("at most {MAX_QUERY_ROWS}"),
+            });
+        }
         rows.push(c.to_vec());
         Ok(())
     };
-    privpred_data::table::parse_csv_cells(&bytes[..], path, header, &mut push)
-        .map_err(|e| usage(e.to_string()))?;
-    if rows.len() as u64 > MAX_QUERY_ROWS {
-        return Err(too_many_rows(path, format!("{} rows", rows.len())));
+    let parsed = privpred_data::table::parse_csv_cells(&bytes[..], path, header, &mut push);
+    if over {
+        return Err(too_many_rows(path, "the file holds more rows".into()));
     }
+    parsed.map_err(|e| usage(e.to_string()))?;
     if rows.is_empty() {
         return Err(usage(format!("{}: no query rows", path.display())));
     }

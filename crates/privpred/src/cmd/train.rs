@@ -545,6 +545,23 @@ fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses, by name, a flag the linear method would ignore: `--lambda` with DP-SGD (it
+/// trains without L2 regularisation) and `--clip` with any method but DP-SGD.
+fn check_method_flags(args: &Args) -> anyhow::Result<()> {
+    let name = args.method.name();
+    if args.method == TrainMethod::DpSgd && args.lambda.is_some() {
+        return Err(usage(
+            "--lambda does not apply to dp-sgd: linear DP-SGD trains without L2 regularisation (lambda = 0), so a value, `private` or `cv` would be ignored; drop --lambda (its knob is --clip)",
+        ));
+    }
+    if args.method != TrainMethod::DpSgd && args.clip.is_some() {
+        return Err(usage(format!(
+            "--clip does not apply to {name}: the per-example clip is DP-SGD's (train dp-sgd); {name} bounds each example by the unit ball instead; drop --clip"
+        )));
+    }
+    Ok(())
+}
+
 /// `--loss logistic` (one sigmoid output) is trained by model sensitivity, prediction
 /// sensitivity, loss perturbation and DP-SGD; any other method is refused before any work.
 fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Result<()> {
@@ -581,6 +598,7 @@ fn train_linear(
     };
     let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
     check_loss(args.loss, method)?;
+    check_method_flags(args)?;
     check_public_preprocessing(args)?;
     super::shared::check_out_dir(&args.out)?;
 
