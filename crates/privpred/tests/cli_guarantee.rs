@@ -70,6 +70,8 @@ impl Fixture {
             method,
             "--dataset",
             &self.dataset,
+            "--classes",
+            "3",
             "--cv-draws",
             "1",
             "--epsilon",

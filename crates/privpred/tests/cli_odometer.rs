@@ -44,6 +44,8 @@ fn train(
         method,
         "--dataset",
         ds,
+        "--classes",
+        "3",
         "--odometer",
         odo,
         "--lambda",
@@ -219,6 +221,8 @@ fn concurrent_trainers(odo: &str) {
                     "model-sensitivity",
                     "--dataset",
                     &ds,
+                    "--classes",
+                    "3",
                     "--epsilon",
                     "0.25",
                 ])
