@@ -125,22 +125,18 @@ fn dataset(csv: &Path) -> String {
     format!("csv-pixels:{},{}", csv.display(), test.display())
 }
 
-/// Trains `method` on `csv` ([`dataset`]) into `out` with `args`, returning `train --json`.
+/// Trains `method` on `csv` ([`dataset`]) into `out` with `args` (the toy set's 3 classes
+/// declared unless `args` declare others), returning `train --json`.
 fn train(method: &str, csv: &Path, out: &Path, args: &[&str]) -> Value {
     let ds = dataset(csv);
-    let mut all = vec![
-        "train",
-        method,
-        "--dataset",
-        &ds,
-        "--classes",
-        "3",
-        "--cv-draws",
-        "1",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let classes = if args.contains(&"--classes") {
+        &[][..]
+    } else {
+        &["--classes", "3"][..]
+    };
+    let mut all = vec!["train", method, "--dataset", &ds];
+    all.extend_from_slice(classes);
+    all.extend_from_slice(&["--cv-draws", "1", "--json", "--out", out.to_str().unwrap()]);
     all.extend_from_slice(args);
     serde_json::from_str(&ok(&all)).unwrap()
 }
