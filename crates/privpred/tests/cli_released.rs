@@ -463,6 +463,27 @@ fn under_add_remove_nothing_released_depends_on_the_exact_n() {
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("public-n"), "{err}");
     assert!(!out.exists());
+    // one file split by a seeded hold-out: adding a row would permute which rows train
+    let single = format!("csv-pixels:{}", csv.display());
+    let (rc, err) = code(&[
+        "train",
+        "loss-perturbation",
+        "--dataset",
+        &single,
+        "--classes",
+        "3",
+        "--neighbours",
+        "add-remove",
+        "--public-n",
+        "300",
+        "--epsilon",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("separate file"), "{err}");
+    assert!(!out.exists());
     for (method, args) in [METHODS[1], METHODS[2]] {
         let mut args = args.to_vec();
         args.extend_from_slice(&[

@@ -237,6 +237,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // A method without an analysis under the chosen relation is refused before any work.
         privpred_core::check_relation(m, args.neighbours).map_err(usage)?;
     }
+    if method == Some(Method::DpSgd) && privacy.is_some_and(|p| p.is_pure()) {
+        // before any work (and any odometer reservation): DP-SGD's accountants need δ > 0
+        return Err(usage(
+            "invalid delta = 0 for dp-sgd: DP-SGD needs delta in (0, 1) (its accountants bound (epsilon, delta) with delta > 0)",
+        ));
+    }
     match args.model {
         ModelArg::Linear if args.engine.is_some() => Err(usage(
             "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
@@ -350,6 +356,7 @@ fn load_linear_data(
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
     super::shared::check_two_classes(&splits.train)?;
     check_public_classes(args, &splits.train)?;
+    check_add_remove_input(args, &splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
     let odometer_key = match (&args.odometer, &args.odometer_key) {
         (None, _) => None,

@@ -30,6 +30,26 @@ pub(super) fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Under add/remove, a private method refuses a test split held out of the training input by
+/// a seeded permutation of its N rows: one added row changes the whole permutation, so the
+/// training sets of D and D ∪ {z} would not be neighbours. A separate test file keeps them so.
+pub(super) fn check_add_remove_input(
+    args: &Args,
+    train: &privpred_data::Dataset,
+) -> anyhow::Result<()> {
+    if args.method.method().is_none()
+        || args.neighbours != privpred_core::Neighbours::AddRemove
+        || !train.provenance.held_out
+    {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{} under add-remove neighbours needs its test rows in a separate file ({}:TRAIN,TEST, or a data set with a test split): the seeded hold-out permutes all N rows, so adding one row would change which rows are trained on",
+        args.method.name(),
+        args.dataset.split(':').next().unwrap_or("csv")
+    )))
+}
+
 /// For a private method: the class set must be declared (never read from the labels), and a
 /// class filter (fewer classes than the source publishes) drops rows by label, so N depends
 /// on the data: only an add/remove guarantee covers it (one added or removed row of the
