@@ -602,6 +602,7 @@ mod tests {
             learning_rate: 1.0,
             momentum: 0.9,
             clip: None,
+            public_n: None,
         };
         let ds = &e.ds;
         let (m, stats) = train_dpsgd_binary(ds, &sgd, 1e6, 0.0, &mut e.rng).unwrap();

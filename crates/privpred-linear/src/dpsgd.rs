@@ -443,6 +443,40 @@ mod tests {
         assert!((mean - n as f64 * q).abs() < 5.0 * sd, "mean batch {mean}");
     }
 
+    /// Under add/remove the declared N̂ alone sets the steps, the batch-size range and the
+    /// sampling rate q = b/N̂ (Binomial(N, b/N̂) rows per step over the exact N rows): D and
+    /// D ∪ {z} run the same schedule at the same rate, as the accountant assumes.
+    #[test]
+    fn a_declared_public_n_sets_the_schedule_and_the_rate() {
+        let cfg = DpSgdConfig {
+            batch_size: 100,
+            epochs: 2.0,
+            public_n: Some(1000),
+            ..DpSgdConfig::default()
+        };
+        assert_eq!(cfg.steps(999), 20);
+        assert_eq!(cfg.steps(1001), 20);
+        assert!(cfg.check(50).is_ok(), "b <= N-hat, whatever the exact N");
+        let big = DpSgdConfig {
+            batch_size: 1001,
+            ..cfg
+        };
+        assert!(big.check(5000).is_err(), "b > N-hat");
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        let n = 4000usize;
+        let q = 100.0 / 1000.0;
+        let sampler = PoissonSampler::new(n, 1000, 100);
+        let (trials, mut tot, mut batch) = (200, 0usize, Vec::new());
+        for _ in 0..trials {
+            sampler.sample(&mut rng, &mut batch);
+            tot += batch.len();
+        }
+        let mean = tot as f64 / trials as f64;
+        let sd = (n as f64 * q * (1.0 - q) / trials as f64).sqrt();
+        // |z| < 5 (two-sided α ≈ 6e-7)
+        assert!((mean - n as f64 * q).abs() < 5.0 * sd, "mean batch {mean}");
+    }
+
     /// One full-batch step (q = 1, σ = 0, momentum 0, lr 1) from θ = 0 equals
     /// −(1/N) Σ min(1, ν/‖gᵢ‖) gᵢ with gᵢ = xᵢ(pᵢ − yᵢ)ᵀ computed independently in f64:
     /// checks the closed-form per-example norm, the joint clipping and the scaling.
@@ -457,6 +491,7 @@ mod tests {
                 learning_rate: 1.0,
                 momentum: 0.0,
                 clip: Some(clip),
+                public_n: None,
             };
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
             let (m, stats) = train_dpsgd(&design, &cfg, clip, 0.0, &mut rng).unwrap();
@@ -544,6 +579,7 @@ mod tests {
             learning_rate: 1.0,
             momentum: 0.0,
             clip: Some(clip),
+            public_n: None,
         };
         let seeds = 2000u64;
         let (mut mean, mut sq) = (vec![0.0f64; d], 0.0f64);
@@ -650,6 +686,7 @@ mod tests {
                 learning_rate: 1.0,
                 momentum: 0.0,
                 clip: Some(clip),
+                public_n: None,
             };
             let step = |rows: &[Vec<f32>]| {
                 let ds = binary_set(d, rows, &labels);
