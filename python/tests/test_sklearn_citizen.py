@@ -224,7 +224,7 @@ def test_python_errors_name_python_parameters_not_cli_flags(tmp_path):
         privpred.calibrate("dp-sgd", epsilon=1.0, delta=1e-5, n=100)
     assert "batch_size" in str(e.value) and "--" not in str(e.value)
     with pytest.raises(ValueError) as e:
-        privpred.calibrate("loss-perturbation", epsilon=1.0, n=100, lam=1.0, neighbours="add-remove")
+        privpred.calibrate("model-sensitivity", epsilon=1.0, n=100, lam=1.0, neighbours="add-remove")
     assert "--" not in str(e.value), str(e.value)
 
 
@@ -262,7 +262,7 @@ def test_the_guarantee_has_a_one_sentence_summary(digits, tmp_path):
     assert b.startswith("Anyone who sees up to B = 7 answers of this model")
     assert "(2, 1e-06)-differential privacy" in b and "cross-validation" not in b
     ar = PLR(classes="observed", method="dp-sgd", epsilon=1.0, delta=1e-5, clip=0.5, epochs=1, neighbours="add-remove",
-             lam=1e-3).fit(Xtr, ytr).guarantee_["summary"]
+             public_n=len(Xtr), lam=1e-3).fit(Xtr, ytr).guarantee_["summary"]
     assert "added or removed" in ar and "training-set size N" in ar
     paper = PLR(classes="observed", epsilon=1.0, lam=1e-3, calibration="paper").fit(Xtr, ytr).guarantee_
     if not paper["valid_guarantee"]:
