@@ -35,6 +35,12 @@ struct TrainArgs {
     lambda: Option<f64>,
     mode: CalibrationMode,
     neighbours: Neighbours,
+    /// Under add/remove: the declared public training-set size N̂ (`public_n`).
+    public_n: Option<usize>,
+    /// The fit is one of several on the same private data made by a search around privpred
+    /// (scikit-learn's searches and cross-validation): its selection is recorded as
+    /// `external-search`, outside the guarantee.
+    external_search: bool,
     bias: f64,
     unit_ball: UnitBall,
     seed: Option<u64>,
@@ -117,7 +123,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax", schema=None))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax", schema=None, public_n=None, external_search=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -144,6 +150,8 @@ pub fn train(
     select: Option<&str>,
     loss: &str,
     schema: Option<&str>,
+    public_n: Option<usize>,
+    external_search: bool,
 ) -> PyResult<NativeModel> {
     let schema = schema
         .map(|t| crate::schema::parse(t, "schema"))
@@ -226,6 +234,8 @@ pub fn train(
         lambda: lam,
         mode: guarantee::mode(calibration)?,
         neighbours,
+        public_n,
+        external_search,
         bias,
         unit_ball,
         seed,
@@ -402,6 +412,10 @@ fn train_impl(
                 params = params.clip(clip);
             }
             let train = final_train.as_ref().unwrap_or(&train);
+            if args.external_search {
+                // a search around this fit chose among several fits on the same data
+                selection = SelectionMethod::ExternalSearch;
+            }
             let cfg = params
                 .selection(selection)
                 .check_for(train.n)
@@ -469,6 +483,7 @@ fn config(
     })?;
     let params = TrainParams::new(m, args.mode, privacy, args.budget)
         .neighbours(args.neighbours)
+        .public_n(args.public_n)
         .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)

@@ -50,7 +50,7 @@ def served(tmp_path, digits):
 
 def test_client_spends_the_budget_and_raises_budget_exhausted_on_429(served, digits):
     Xtr, Xte, ytr, yte = digits
-    est = privpred.PrivateLogisticRegression(method="subsample-aggregate", epsilon=50.0,
+    est = privpred.PrivateLogisticRegression(classes="observed", method="subsample-aggregate", epsilon=50.0,
                                              budget=20, teachers=8).fit(Xtr, ytr)
     s = served(est)
     c = privpred.Client(s.url)
@@ -73,7 +73,7 @@ def test_client_spends_the_budget_and_raises_budget_exhausted_on_429(served, dig
 
 def test_client_with_a_token_and_a_released_model(served, digits, tmp_path):
     Xtr, Xte, ytr, _ = digits
-    est = privpred.PrivateLogisticRegression(epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
+    est = privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
     tokens = tmp_path / "tokens"
     tokens.write_text("s3cret-token\n")
     s = served(est, "--tokens", str(tokens))
@@ -86,7 +86,7 @@ def test_client_with_a_token_and_a_released_model(served, digits, tmp_path):
 
 def test_client_refuses_a_nan_naming_the_row_before_sending(served, digits):
     Xtr, Xte, ytr, _ = digits
-    est = privpred.PrivateLogisticRegression(method="subsample-aggregate", epsilon=50.0,
+    est = privpred.PrivateLogisticRegression(classes="observed", method="subsample-aggregate", epsilon=50.0,
                                              budget=5, teachers=8).fit(Xtr, ytr)
     s = served(est)
     c = privpred.Client(s.url)
@@ -103,7 +103,7 @@ def test_client_refuses_a_nan_naming_the_row_before_sending(served, digits):
 def test_client_returns_the_models_own_string_labels(served, digits, tmp_path):
     Xtr, Xte, ytr, yte = digits
     names = np.array([f"digit-{k}" for k in range(10)])
-    est = privpred.PrivateLogisticRegression(epsilon=5.0, lam=1e-3).fit(Xtr, names[ytr])
+    est = privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, names[ytr])
     s = served(est)
     # from the served file's stored labels (checked to be the served model) ...
     labels, _ = privpred.Client(s.url, classes=tmp_path / "model.safetensors").predict(Xte[:30])
@@ -117,7 +117,7 @@ def test_client_returns_the_models_own_string_labels(served, digits, tmp_path):
     np.testing.assert_array_equal(est.classes_[idx], labels)
     with pytest.raises(ValueError, match="labels for a served model of 10 classes"):
         privpred.Client(s.url, classes=["a", "b"]).predict(Xte[:1])
-    other = privpred.PrivateLogisticRegression(epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
+    other = privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
     other.save(tmp_path / "other.safetensors")
     with pytest.raises(ValueError, match="not this file's"):
         privpred.Client(s.url, classes=tmp_path / "other.safetensors").predict(Xte[:1])

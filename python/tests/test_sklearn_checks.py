@@ -42,12 +42,12 @@ CLASS_WEIGHT_REFUSED = {
 
 ESTIMATORS = [
     PLR(method="non-private"),
-    PLR(method="model-sensitivity", epsilon=1e4),
-    PLR(method="loss-perturbation", epsilon=1e4),
+    PLR(classes="observed", method="model-sensitivity", epsilon=1e4),
+    PLR(classes="observed", method="loss-perturbation", epsilon=1e4),
     # DP-SGD at epsilon = 10 with a fixed clip: its accountant needs no huge PLD grid
-    PLR(method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
-    PLR(method="prediction-sensitivity", epsilon=1e4, budget=10**9),
-    PLR(method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4),
+    PLR(classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
+    PLR(classes="observed", method="prediction-sensitivity", epsilon=1e4, budget=10**9),
+    PLR(classes="observed", method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4),
     PublicBoundsScaler(lower=-3.0, upper=3.0),
 ]
 

@@ -491,6 +491,14 @@ pub fn e2e_config(req: &AuditRequest) -> Result<privpred_linear::MethodConfig> {
         .epochs(s.epochs)
         .seed_policy(privpred_linear::SeedPolicy::Seeded { seed: req.seed })
         .neighbours(s.neighbours)
+        // add/remove: D's size is the public N̂ both D and D′ are trained with
+        .public_n((s.neighbours == Neighbours::AddRemove).then_some(
+            if req.method == Method::DpSgd {
+                s.dpsgd_n
+            } else {
+                s.e2e_n
+            },
+        ))
         .check()
         .map_err(|e| AuditError::Run(e.to_string()))
 }

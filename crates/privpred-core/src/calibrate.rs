@@ -269,9 +269,10 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 /// - `add-remove` (the appendix's proof, D′ = D ∪ {z}): ‖b′ − b‖ = ‖∇ℓ(z)⊗x‖ ≤ K. δ = 0:
 ///   b ~ ℓ2-Laplace with β = ε/(2K) spends ε/2 on the noise. δ > 0: b ~ Gaussian with
 ///   σ = (K/ε)·√(8 ln(2/δ) + 4ε) (Kifer et al. 2012 Thm 2: the Gaussian tail bound for
-///   (ε/2, δ) at sensitivity K). The proof keeps ρ_eff the same on D and D′, so under
-///   add/remove the Nλ floor must not be active (ρ ≥ Nλ): otherwise b′ − b also contains
-///   λΘ, unbounded, and the calibration is refused.
+///   (ε/2, δ) at sensitivity K). The proof keeps ρ_eff the same on D and D′: under
+///   add/remove N is the public size N̂ the caller declares (the exact N differs between D
+///   and D′ and is private), so ρ_eff = max(ρ, N̂λ) is a public constant whichever the
+///   exact N (a floor on the exact Nλ would put λΘ into b′ − b, unbounded).
 /// - `replace-one` (docs/guarantees.md#neighbouring-relations; erratum 4.7): b′ − b = ∇ℓ(z′)⊗x′ − ∇ℓ(z)⊗x, so ‖b′ − b‖ ≤ 2K:
 ///   the noise term needs twice the noise for the same ε/2, β = ε/(4K) (δ = 0) and the
 ///   Gaussian σ doubled, 2·(K/ε)·√(8 ln(2/δ) + 4ε). The Jacobian bound is unchanged:
@@ -304,15 +305,6 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     }
     let p = req.privacy;
     let rho = 2.0 * a.l * a.outputs() as f64 / p.epsilon();
-    if req.neighbours == Neighbours::AddRemove
-        && let (Some(n), Some(l)) = (a.n, a.lambda)
-        && n as f64 * l > rho
-    {
-        return Err(CoreError::Unsupported(format!(
-            "loss-perturbation under add-remove neighbours needs rho = 2LC/eps = {rho:.6e} >= N*lambda = {:.6e}: the appendix's proof keeps rho fixed, while the N*lambda floor changes when an example is added or removed; use a smaller lambda or --neighbours replace-one",
-            n as f64 * l
-        )));
-    }
     // Sensitivity of b: K under add/remove (the appendix), 2K under replace-one (4.7).
     // `paper` keeps the appendix's K under both relations.
     let replace_one = req.neighbours == Neighbours::ReplaceOne;
@@ -346,7 +338,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         );
     } else {
         c.notes.push(
-            "add-remove neighbours: ||b' - b|| <= K (the paper's appendix, D' = D + {z}); holds while rho >= N*lambda".into(),
+            "add-remove neighbours: ||b' - b|| <= K (the paper's appendix, D' = D + {z}); N is the public training-set size the caller declares, so rho_eff = max(rho, N*lambda) is the same on D and D'".into(),
         );
     }
     c.notes.push(format!(

@@ -224,13 +224,30 @@ impl Neighbours {
 }
 
 impl Calibration {
-    /// Records how the hyper-parameter was chosen ([`Selection::derive`]) and, for the
-    /// non-private hold-out selection, marks the guarantee not valid
-    /// ([`crate::tuning::NON_PRIVATE_SELECTION_REASON`]).
+    /// The training-set size this calibration's N-dependent terms use for a fit on `n` rows:
+    /// the exact `n` under replace-one (public there: D and D′ have the same size), the
+    /// declared public size N̂ the assumptions record under add/remove (where the exact N
+    /// differs between D and D ∪ {z} and is private), so that nothing the fit releases or
+    /// calibrates depends on the exact N (loss perturbation's ρ_eff = max(ρ, N̂λ) and its
+    /// certificate; DP-SGD's rate and steps come from the schedule with N̂).
+    pub fn calibration_n(&self, n: usize) -> usize {
+        match self.guarantee.neighbours {
+            Neighbours::AddRemove => self.assumptions.n.unwrap_or(n),
+            Neighbours::ReplaceOne => n,
+        }
+    }
+
+    /// Records how the hyper-parameter was chosen ([`Selection::derive`]) and, for a
+    /// selection outside the guarantee, marks it not valid
+    /// ([`crate::tuning::NON_PRIVATE_SELECTION_REASON`],
+    /// [`crate::tuning::EXTERNAL_SEARCH_REASON`]).
     pub fn with_selection(mut self, method: SelectionMethod) -> Result<Calibration, CoreError> {
         let s = Selection::derive(method, self.guarantee.privacy, self.guarantee.neighbours)?;
         if !s.is_inside() {
-            self.invalidate(crate::tuning::NON_PRIVATE_SELECTION_REASON);
+            self.invalidate(match method {
+                SelectionMethod::ExternalSearch => crate::tuning::EXTERNAL_SEARCH_REASON,
+                _ => crate::tuning::NON_PRIVATE_SELECTION_REASON,
+            });
         }
         self.selection = Some(s);
         Ok(self)

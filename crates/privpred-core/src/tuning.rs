@@ -72,6 +72,9 @@ pub enum SelectionMethod {
     PrivateSplit,
     /// The paper's non-private hold-out selection: outside the guarantee.
     NonPrivateHoldout,
+    /// A selection made around privpred on the same private data (a scikit-learn search or
+    /// cross-validation that fitted the estimator several times): outside the guarantee.
+    ExternalSearch,
 }
 
 impl SelectionMethod {
@@ -81,6 +84,7 @@ impl SelectionMethod {
             SelectionMethod::Public => "public",
             SelectionMethod::PrivateSplit => "private-split",
             SelectionMethod::NonPrivateHoldout => "non-private-holdout",
+            SelectionMethod::ExternalSearch => "external-search",
         }
     }
 }
@@ -119,6 +123,11 @@ pub enum Composition {
     Outside,
 }
 
+/// The validity reason of a guarantee chosen by a search around privpred
+/// ([`SelectionMethod::ExternalSearch`]; it contains "not a valid", as
+/// [`NON_PRIVATE_SELECTION_REASON`]).
+pub const EXTERNAL_SEARCH_REASON: &str = "not a valid guarantee for the release: it was chosen by a search or cross-validation outside privpred that fitted the estimator several times on the same private data, and those fits' privacy loss is outside the stated (epsilon, delta)";
+
 /// The validity reason of a guarantee whose hyper-parameter was selected without privacy (it
 /// contains "not a valid", which is how a serialised record's reasons are read back).
 pub const NON_PRIVATE_SELECTION_REASON: &str = "not a valid guarantee for the release: its hyper-parameter was selected on a hold-out of the private training data without privacy (the paper's protocol), and that selection's privacy loss is outside the stated (epsilon, delta)";
@@ -152,7 +161,7 @@ impl Selection {
                     composition: Composition::Parallel,
                 }
             }
-            SelectionMethod::NonPrivateHoldout => Selection {
+            SelectionMethod::NonPrivateHoldout | SelectionMethod::ExternalSearch => Selection {
                 method,
                 epsilon: None,
                 delta: None,
@@ -180,6 +189,9 @@ impl Selection {
             ),
             SelectionMethod::NonPrivateHoldout => {
                 "non-private hold-out selection (the paper's protocol): OUTSIDE the stated guarantee, its privacy loss is unbounded".into()
+            }
+            SelectionMethod::ExternalSearch => {
+                "chosen by a search or cross-validation outside privpred on the same private data: OUTSIDE the stated guarantee, its privacy loss is unbounded".into()
             }
         }
     }

@@ -33,6 +33,16 @@ pub struct Provenance {
     /// refused until a schema says how to map its rows ([`crate::Preprocessing::for_data`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub needs_schema: bool,
+    /// The class count C was read from the labels (the largest label + 1 of a `csv-pixels:`
+    /// file or an `idx:` directory) instead of being declared: a statistic of the data, which
+    /// a private method refuses to release ([`Dataset::require_declared_classes`]). Never
+    /// written anywhere.
+    #[serde(skip)]
+    pub classes_from_labels: bool,
+    /// This split and its sibling are a seeded hold-out of one training input (a single
+    /// file or folder without a test split): the input is both together. Never written.
+    #[serde(skip)]
+    pub held_out: bool,
 }
 
 /// A labelled dataset: `n` rows of `d` f32 features, row-major, labels in `0..classes`.
@@ -109,6 +119,25 @@ impl Dataset {
             features,
             labels,
             provenance,
+        })
+    }
+
+    /// Refuses a class count read from the labels: C (the shape of θ, the model's output
+    /// layer) is released with every private model, so it must be a public parameter — a
+    /// named data set's published classes, a schema's label classes, an image folder's class
+    /// folders, or the count the caller declares (`LoadOptions::classes`, `--classes`).
+    /// Under replace-one, one row given a new largest label would otherwise change C.
+    pub fn require_declared_classes(&self) -> Result<()> {
+        if !self.provenance.classes_from_labels {
+            return Ok(());
+        }
+        Err(DataError::InvalidArgument {
+            name: "classes",
+            value: "none".into(),
+            expected: format!(
+                "the number of classes C declared (--classes C, labels 0..C-1) for {}: read from the labels (here {}) it would depend on the private data and be released with the model",
+                self.provenance.name, self.classes
+            ),
         })
     }
 

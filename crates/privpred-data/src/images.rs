@@ -25,7 +25,8 @@ pub struct ImageSplit {
 /// A decoded image folder.
 #[derive(Debug, Clone)]
 pub struct ImageFolder {
-    /// Sorted class names (label i = `classes[i]`).
+    /// Class names (label i = `classes[i]`): the class folders sorted, or the names the
+    /// caller declares (`LoadOptions::class_names`).
     pub classes: Vec<String>,
     /// Shape `[channels, height, width]`.
     pub shape: [usize; 3],
@@ -190,6 +191,36 @@ fn read_dir_tree(root: &Path) -> Result<Vec<Entry>> {
             })
         })
         .collect()
+}
+
+impl ImageFolder {
+    /// Relabels an image folder by the declared class names (label i = `names[i]`): a class
+    /// folder outside them is an error naming it; a declared name without a folder is a class
+    /// without images.
+    pub(crate) fn declare_class_names(&mut self, names: &[String], path: &Path) -> Result<()> {
+        let mut map = Vec::with_capacity(self.classes.len());
+        for c in &self.classes {
+            match names.iter().position(|n| n == c) {
+                Some(i) => map.push(i as u32),
+                None => {
+                    return Err(DataError::Format {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "class folder `{c}` is not one of the declared classes ({})",
+                            names.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        for s in self.splits.values_mut() {
+            for y in &mut s.labels {
+                *y = map[*y as usize];
+            }
+        }
+        self.classes = names.to_vec();
+        Ok(())
+    }
 }
 
 /// Reads an image folder from a directory or a `.tar[.gz]` archive.

@@ -45,3 +45,24 @@ pub fn load(spec: &DatasetSpec, opts: &LoadOptions) -> Result<Splits> {
     }
     Err(not_found(&name, opts))
 }
+
+impl crate::read::Splits {
+    /// The rows of the whole training input, as the trainer reads them (after a table's
+    /// schema, before any preprocessing): the training split, with the test split when that
+    /// is a hold-out of the same input ([`crate::Provenance::held_out`]) — the rows the
+    /// caller handed over for training, whichever part the seeded hold-out kept for testing.
+    /// Row order is the splits'; the odometer's identity does not depend on it.
+    pub fn training_input(&self) -> (usize, Vec<f32>, Vec<u32>) {
+        let (tr, te) = (&self.train, &self.test);
+        if !tr.provenance.held_out {
+            return (tr.d, tr.features.clone(), tr.labels.clone());
+        }
+        let mut f = Vec::with_capacity(tr.features.len() + te.features.len());
+        f.extend_from_slice(&tr.features);
+        f.extend_from_slice(&te.features);
+        let mut y = Vec::with_capacity(tr.n + te.n);
+        y.extend_from_slice(&tr.labels);
+        y.extend_from_slice(&te.labels);
+        (tr.d, f, y)
+    }
+}

@@ -36,8 +36,18 @@ pub struct LoadOptions {
     pub split_seed: u64,
     /// CSV options.
     pub csv: CsvOptions,
-    /// Number of classes for user data (default: largest label + 1); labels must be below it.
+    /// The declared number of classes C of user data without published classes
+    /// (`csv-pixels:`, `idx:`, a CSV read without a schema; for image folders at least their
+    /// class folders): labels must be below it, a label outside is an error. `None`: the
+    /// largest label + 1, marked [`crate::Provenance::classes_from_labels`] (which private
+    /// training refuses). Named data sets and schema tables have their own published classes.
     pub classes: Option<usize>,
+    /// The declared class names of an image folder (`images:PATH`; label i = `class_names[i]`):
+    /// every class folder must be one of them, a name without a folder is a class without
+    /// images. `None`: the class folders present, marked
+    /// [`crate::Provenance::classes_from_labels`] (the names and their count come from the
+    /// data).
+    pub class_names: Option<Vec<String>>,
     /// The schema of a table (`csv:`, `parquet:`, `breast-cancer`, `wine`): its rows are read
     /// through it into the unit ball ([`crate::schema`]).
     pub schema: Option<crate::schema::Schema>,
@@ -52,6 +62,7 @@ impl Default for LoadOptions {
             split_seed: 0,
             csv: CsvOptions::default(),
             classes: None,
+            class_names: None,
             schema: None,
         }
     }
@@ -442,6 +453,7 @@ pub fn load_idx_dir(
         }
         hashes.push((stem.to_string(), sha.clone()));
     }
+    let from_labels = classes.is_none();
     let classes = match classes {
         Some(c) => c,
         None => trl_a
@@ -486,6 +498,7 @@ pub fn load_idx_dir(
             checksum: Some(checksum.clone()),
             verified,
             feature_shape: vec![img.dims[1], img.dims[2]],
+            classes_from_labels: from_labels,
             ..Default::default()
         };
         let d = img.dims[1] * img.dims[2];
@@ -547,21 +560,24 @@ fn load_images(path: &Path, name: &str, cifar_named: bool, opts: &LoadOptions) -
             ),
         });
     }
-    let classes = match opts.classes {
-        Some(c) if c < folder.classes.len() => {
-            return Err(DataError::InvalidArgument {
-                name: "classes",
-                value: c.to_string(),
-                expected: format!(
-                    "at least the {} class folders of {}",
-                    folder.classes.len(),
-                    path.display()
-                ),
-            });
-        }
-        Some(c) => c,
-        None => folder.classes.len().max(2),
-    };
+    let mut folder = folder;
+    let from_labels = !cifar_named && opts.class_names.is_none();
+    if !cifar_named && let Some(names) = &opts.class_names {
+        folder.declare_class_names(names, path)?;
+    }
+    if let Some(c) = opts.classes
+        && !cifar_named
+    {
+        return Err(DataError::InvalidArgument {
+            name: "classes",
+            value: c.to_string(),
+            expected: format!(
+                "the class names of the image folder {} (--classes NAME,NAME,...: its class folders are named, so a count does not say which folder is which class)",
+                path.display()
+            ),
+        });
+    }
+    let classes = folder.classes.len().max(2);
     let d = folder.shape.iter().product();
     let mut labels = Vec::new();
     if cifar_named {
@@ -573,6 +589,7 @@ fn load_images(path: &Path, name: &str, cifar_named: bool, opts: &LoadOptions) -
         feature_shape: folder.shape.to_vec(),
         class_names: folder.classes.clone(),
         labels,
+        classes_from_labels: from_labels,
         ..Default::default()
     };
     let mut splits = folder.splits;
@@ -612,6 +629,8 @@ pub(crate) fn holdout_test(ds: Dataset, opts: &LoadOptions) -> Result<Splits> {
     let mut train = train;
     train.provenance.steps.push(step.clone());
     test.provenance.steps.push(step);
+    train.provenance.held_out = true;
+    test.provenance.held_out = true;
     Ok(Splits { train, test })
 }
 
@@ -770,6 +789,7 @@ fn load_csv(train: &Path, test: Option<&Path>, name: &str, opts: &LoadOptions) -
         source: p.display().to_string(),
         feature_shape: vec![t.d],
         class_names: Vec::new(),
+        classes_from_labels: opts.classes.is_none(),
         ..Default::default()
     };
     let trp = prov(train, &tr);

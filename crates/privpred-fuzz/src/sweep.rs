@@ -258,6 +258,9 @@ impl Sweep {
                 m.into(),
                 "--dataset".into(),
                 ds.clone(),
+                // the class count is a public parameter the caller declares
+                "--classes".into(),
+                "3".into(),
             ];
             a.extend(extra.iter().map(|x| x.to_string()));
             a.extend(["--seed".into(), "1".into(), "--out".into(), s(&out)]);

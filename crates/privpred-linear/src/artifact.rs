@@ -304,12 +304,7 @@ pub fn encode_model_with_id(
         v.to_json()
             .map_err(|e| err(path, format!("cannot serialise the header: {e}")))
     };
-    // a private model's artifact is a release: no statistics of the private data beyond the
-    // noisy weights (module documentation)
-    let (preprocessing, extra) = match model {
-        StoredModel::Private(_) => (preprocessing.for_release(), public_extra(extra)),
-        StoredModel::NonPrivate(_) => (preprocessing.clone(), extra),
-    };
+    let (preprocessing, extra) = released_records(model, preprocessing, extra);
     let mut meta = HashMap::new();
     meta.insert("format".to_string(), FORMAT.to_string());
     meta.insert("format_version".to_string(), FORMAT_VERSION.to_string());
@@ -333,6 +328,27 @@ pub fn encode_model_with_id(
     let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
         .map_err(|e| err(path, format!("{e}")))?;
     Ok((bytes, ledger_id_out))
+}
+
+/// A private model's artifact is a release (module documentation): its preprocessing for
+/// release (row count N̂ under add/remove, where the exact N is private) and public `extra`.
+fn released_records(
+    model: &StoredModel,
+    preprocessing: &FittedPreprocessing,
+    extra: serde_json::Value,
+) -> (FittedPreprocessing, serde_json::Value) {
+    match model {
+        StoredModel::Private(p) => {
+            let mut pre = preprocessing.for_release();
+            if p.calibration.neighbours() == privpred_core::Neighbours::AddRemove
+                && let Some(n) = p.calibration.assumptions.n
+            {
+                pre.train_rows = n;
+            }
+            (pre, public_extra(extra))
+        }
+        StoredModel::NonPrivate(_) => (preprocessing.clone(), extra),
+    }
 }
 
 mod erased {
@@ -518,10 +534,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     check_seed_policy(path, &meta, &model, &extra)?;
     // files of earlier builds may still carry statistics of the private data: dropped here
     // (the checksum above covers the bytes as stored)
-    let (preprocessing, extra) = match model {
-        StoredModel::Private(_) => (preprocessing.for_release(), public_extra(extra)),
-        StoredModel::NonPrivate(_) => (preprocessing, extra),
-    };
+    let (preprocessing, extra) = released_records(&model, &preprocessing, extra);
     Ok(LoadedModel {
         model,
         preprocessing,

@@ -172,7 +172,11 @@ pub fn loss_perturbation_binary<R: Rng + ?Sized>(
             [-u / 2.0 + s, u / 2.0 - s]
         })
         .collect();
-    let residual = privpred_core::certify::loss_perturbation_residual(calibration, n, rho_eff)?;
+    // add/remove: certified on the objective normalised by the public N̂
+    // (Calibration::calibration_n), so the residual is public
+    let np = calibration.calibration_n(n);
+    let scale = np as f64 / n as f64;
+    let residual = privpred_core::certify::loss_perturbation_residual(calibration, np, rho_eff)?;
     let gamma = calibration.certified.map(|c| c.gradient_norm_bound);
     let finish = |theta: &[f64]| -> Result<LinearModel> {
         from_softmax(&LinearModel {
@@ -200,7 +204,7 @@ pub fn loss_perturbation_binary<R: Rng + ?Sized>(
         add_output_noise(&mut model, output_noise, rng)?;
         return Ok((model, report, None));
     }
-    let s2 = std::f64::consts::SQRT_2;
+    let s2 = std::f64::consts::SQRT_2 * scale;
     let fast = obj.minimize_with(Some(&start), opts, None)?.0.theta;
     let (theta, mut cert, report) = obj.certify_report(fast, s2 * gamma, opts, None, None)?;
     cert.gradient_norm /= s2;
@@ -598,6 +602,7 @@ mod tests {
             learning_rate: 1.0,
             momentum: 0.9,
             clip: None,
+            public_n: None,
         };
         let ds = &e.ds;
         let (m, stats) = train_dpsgd_binary(ds, &sgd, 1e6, 0.0, &mut e.rng).unwrap();

@@ -30,6 +30,13 @@ pub struct DpSgdConfig {
     pub momentum: f64,
     /// Clip norm ν (`None` = cross-validate over [`CLIP_GRID`]).
     pub clip: Option<f64>,
+    /// Under add/remove neighbours: the public training-set size N̂ the caller declares, used
+    /// in place of the exact N (private under that relation) for the sampling rate
+    /// q = b/N̂ and the steps ⌈epochs·N̂/b⌉, so that neither depends on the data. The
+    /// accountant's guarantee holds for Poisson sampling at rate q whatever the exact N;
+    /// only the expected batch, qN, differs from b when N ≠ N̂.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_n: Option<usize>,
 }
 
 impl Default for DpSgdConfig {
@@ -40,6 +47,7 @@ impl Default for DpSgdConfig {
             learning_rate: privpred_core::defaults::LINEAR_DPSGD_LEARNING_RATE,
             momentum: privpred_core::defaults::LINEAR_DPSGD_MOMENTUM,
             clip: None,
+            public_n: None,
         }
     }
 }
@@ -50,6 +58,7 @@ pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1
 impl DpSgdConfig {
     /// Validates the hyper-parameters against the training-set size.
     pub fn check(&self, n: usize) -> Result<()> {
+        let n = self.public_n.unwrap_or(n);
         if self.batch_size == 0 || self.batch_size > n {
             return Err(LinearError::invalid(
                 "batch-size",
@@ -90,8 +99,9 @@ impl DpSgdConfig {
         Ok(())
     }
 
-    /// Number of steps ⌈epochs·N/b⌉.
+    /// Number of steps ⌈epochs·N/b⌉ (N̂ = [`DpSgdConfig::public_n`] when declared).
     pub fn steps(&self, n: usize) -> u64 {
+        let n = self.public_n.unwrap_or(n);
         (self.epochs * n as f64 / self.batch_size as f64).ceil() as u64
     }
 }
@@ -137,8 +147,10 @@ struct PoissonSampler {
 }
 
 impl PoissonSampler {
-    fn new(n: usize, batch_size: usize) -> Self {
-        let q = batch_size as f64 / n as f64;
+    /// Rate q = b/N̂ over the `n` rows, N̂ = `rate_n` (the declared public size under
+    /// add/remove, else `n`).
+    fn new(n: usize, rate_n: usize, batch_size: usize) -> Self {
+        let q = (batch_size as f64 / rate_n as f64).min(1.0);
         PoissonSampler {
             n,
             q,
@@ -205,7 +217,7 @@ fn noisy_sgd<R: Rng + ?Sized>(
     rng: &mut R,
     mut clipped_sum: impl FnMut(&[f64], &[usize], &mut [f64]) -> u64,
 ) -> Result<(Vec<f64>, DpSgdStats)> {
-    let sampler = PoissonSampler::new(n, cfg.batch_size);
+    let sampler = PoissonSampler::new(n, cfg.public_n.unwrap_or(n), cfg.batch_size);
     let steps = cfg.steps(n);
     let size = layout.blocks * layout.stride;
     let (mut w, mut vel, mut gsum) = (vec![0f64; size], vec![0f64; size], vec![0f64; size]);
@@ -416,13 +428,47 @@ mod tests {
         // the number of selected examples per step is Binomial(N, q): check its mean
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
         let (n, q) = (10_000usize, 0.02);
-        let sampler = PoissonSampler::new(n, 200);
+        let sampler = PoissonSampler::new(n, n, 200);
         let trials = 400;
         let mut tot = 0usize;
         let mut batch = Vec::new();
         for _ in 0..trials {
             sampler.sample(&mut rng, &mut batch);
             assert!(batch.windows(2).all(|p| p[0] < p[1]) && batch.iter().all(|&i| i < n));
+            tot += batch.len();
+        }
+        let mean = tot as f64 / trials as f64;
+        let sd = (n as f64 * q * (1.0 - q) / trials as f64).sqrt();
+        // |z| < 5 (two-sided α ≈ 6e-7)
+        assert!((mean - n as f64 * q).abs() < 5.0 * sd, "mean batch {mean}");
+    }
+
+    /// Under add/remove the declared N̂ alone sets the steps, the batch-size range and the
+    /// sampling rate q = b/N̂ (Binomial(N, b/N̂) rows per step over the exact N rows): D and
+    /// D ∪ {z} run the same schedule at the same rate, as the accountant assumes.
+    #[test]
+    fn a_declared_public_n_sets_the_schedule_and_the_rate() {
+        let cfg = DpSgdConfig {
+            batch_size: 100,
+            epochs: 2.0,
+            public_n: Some(1000),
+            ..DpSgdConfig::default()
+        };
+        assert_eq!(cfg.steps(999), 20);
+        assert_eq!(cfg.steps(1001), 20);
+        assert!(cfg.check(50).is_ok(), "b <= N-hat, whatever the exact N");
+        let big = DpSgdConfig {
+            batch_size: 1001,
+            ..cfg
+        };
+        assert!(big.check(5000).is_err(), "b > N-hat");
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+        let n = 4000usize;
+        let q = 100.0 / 1000.0;
+        let sampler = PoissonSampler::new(n, 1000, 100);
+        let (trials, mut tot, mut batch) = (200, 0usize, Vec::new());
+        for _ in 0..trials {
+            sampler.sample(&mut rng, &mut batch);
             tot += batch.len();
         }
         let mean = tot as f64 / trials as f64;
@@ -445,6 +491,7 @@ mod tests {
                 learning_rate: 1.0,
                 momentum: 0.0,
                 clip: Some(clip),
+                public_n: None,
             };
             let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
             let (m, stats) = train_dpsgd(&design, &cfg, clip, 0.0, &mut rng).unwrap();
@@ -532,6 +579,7 @@ mod tests {
             learning_rate: 1.0,
             momentum: 0.0,
             clip: Some(clip),
+            public_n: None,
         };
         let seeds = 2000u64;
         let (mut mean, mut sq) = (vec![0.0f64; d], 0.0f64);
@@ -638,6 +686,7 @@ mod tests {
                 learning_rate: 1.0,
                 momentum: 0.0,
                 clip: Some(clip),
+                public_n: None,
             };
             let step = |rows: &[Vec<f32>]| {
                 let ds = binary_set(d, rows, &labels);

@@ -64,7 +64,10 @@ impl TrainParams {
     /// DP-SGD's hyper-parameters as a whole (batch size, epochs, learning rate, momentum and
     /// clip, each checked as by its own setter).
     pub fn dp_sgd(mut self, dp_sgd: DpSgdConfig) -> Self {
-        self.0.dp_sgd = dp_sgd;
+        self.0.dp_sgd = DpSgdConfig {
+            public_n: self.0.public_n,
+            ..dp_sgd
+        };
         self
     }
     /// DP-SGD's clip ν > 0.
@@ -102,6 +105,14 @@ impl TrainParams {
     /// as one sigmoid output ([`crate::binary`]).
     pub fn loss(mut self, loss: privpred_core::Loss) -> Self {
         self.0.loss = loss;
+        self
+    }
+
+    /// Under add/remove neighbours: the public training-set size N̂ the calibration uses in
+    /// place of the exact N (see [`MethodConfig::public_n`]).
+    pub fn public_n(mut self, n: Option<usize>) -> Self {
+        self.0.public_n = n;
+        self.0.dp_sgd.public_n = n;
         self
     }
 

@@ -341,6 +341,8 @@ pub fn calibrate(c: &CalibrationInput<'_>) -> Result<Calibration> {
     let privacy = Privacy::new(c.epsilon, c.delta)?;
     let mut params = TrainParams::new(c.method, c.mode, privacy, Budget::finite(c.budget)?)
         .neighbours(c.neighbours)
+        // the study's data sets are public: under add/remove their size is the declared N̂
+        .public_n((c.neighbours == privpred_core::Neighbours::AddRemove).then_some(c.n))
         .dp_sgd(*c.dpsgd);
     if let Some(l) = c.lambda {
         params = params.lambda(l);

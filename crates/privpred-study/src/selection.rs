@@ -126,6 +126,7 @@ pub fn public() -> Selection {
 pub fn label(s: &Selection) -> String {
     match s.method {
         SelectionMethod::NonPrivateHoldout => "non-private-holdout — outside the guarantee".into(),
+        SelectionMethod::ExternalSearch => "external-search — outside the guarantee".into(),
         SelectionMethod::Public => "public — costs nothing".into(),
         SelectionMethod::PrivateSplit => format!(
             "private-split — ε = {}, δ = {} (parallel composition, inside the guarantee)",

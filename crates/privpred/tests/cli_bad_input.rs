@@ -151,6 +151,8 @@ fn one_class_data_and_guarantees_not_given_are_refused() {
             "subsample-aggregate",
             "--dataset",
             &one,
+            "--classes",
+            "3",
             "--epsilon",
             "1",
             "--out",

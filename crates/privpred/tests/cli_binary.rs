@@ -79,6 +79,8 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
             method,
             "--dataset",
             &ds,
+            "--classes",
+            "2",
             "--epsilon",
             "10",
             "--loss",
@@ -125,7 +127,14 @@ fn train_predict_evaluate_with_one_sigmoid_output() {
         "--out",
         o,
     ];
-    let mut a = vec!["train", "model-sensitivity", "--dataset", &three];
+    let mut a = vec![
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &three,
+        "--classes",
+        "3",
+    ];
     a.extend_from_slice(&base);
     assert_bad(&a, "2 classes");
     let mut a = vec!["train", "subsample-aggregate", "--dataset", &ds];

@@ -67,6 +67,8 @@ impl Fixture {
             method,
             "--dataset",
             &self.dataset,
+            "--classes",
+            "3",
             "--cv-draws",
             "1",
             "--epsilon",

@@ -129,6 +129,8 @@ fn an_edited_artifact_is_refused_by_evaluate_and_predict() {
         "subsample-aggregate",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--epsilon",
         "1",
         "--budget",

@@ -185,11 +185,15 @@ fn train_records_the_relation_in_the_artifact() {
     let ds = toy_dataset(tmp.path(), 600);
     for n in ["replace-one", "add-remove"] {
         let out = tmp.path().join(format!("lp-{n}.safetensors"));
-        let summary: Value = serde_json::from_str(&ok(&[
+        // add/remove: a separate test file (a seeded hold-out of one file permutes all rows)
+        let both = format!("{ds},{}", ds.trim_start_matches("csv-pixels:"));
+        let mut args = vec![
             "train",
             "loss-perturbation",
             "--dataset",
-            &ds,
+            if n == "add-remove" { &both } else { &ds },
+            "--classes",
+            "3",
             "--epsilon",
             "10",
             "--lambda",
@@ -201,8 +205,12 @@ fn train_records_the_relation_in_the_artifact() {
             "--json",
             "--out",
             out.to_str().unwrap(),
-        ]))
-        .unwrap();
+        ];
+        if n == "add-remove" {
+            // N is private under add/remove: the calibration takes a declared public size
+            args.extend(["--public-n", "600"]);
+        }
+        let summary: Value = serde_json::from_str(&ok(&args)).unwrap();
         assert_eq!(summary["neighbours"], n, "{summary}");
         let e: Value = serde_json::from_str(&ok(&[
             "evaluate",
@@ -224,6 +232,8 @@ fn train_records_the_relation_in_the_artifact() {
         "model-sensitivity",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--epsilon",
         "1",
         "--neighbours",

@@ -168,6 +168,11 @@ fn post(s: &Served, rows: &[Vec<f32>]) -> (u16, serde_json::Value) {
     (r.status, r.json())
 }
 
+/// CIFAR-10's published class names, in label order: a private ResNet on an image folder
+/// takes its class set as a public parameter (`--classes`), never from the folders present.
+#[cfg(feature = "nn")]
+const CIFAR_CLASSES: &str = "airplane,automobile,bird,cat,deer,dog,frog,horse,ship,truck";
+
 #[cfg(feature = "nn")]
 fn row(i: usize) -> Vec<f32> {
     (0..3072).map(|j| ((i * 13 + j * 5) % 256) as f32).collect()
@@ -193,6 +198,8 @@ fn dp_sgd_resnet_trains_evaluates_predicts_and_serves() {
         "resnet-tiny",
         "--dataset",
         &data,
+        "--classes",
+        CIFAR_CLASSES,
         "--epochs",
         "1",
         "--batch-size",
@@ -298,6 +305,8 @@ fn teacher_ensemble_spends_its_budget() {
         "resnet-tiny",
         "--dataset",
         &data,
+        "--classes",
+        CIFAR_CLASSES,
         "--teachers",
         "4",
         "--epochs",
@@ -619,6 +628,8 @@ fn seeded_resnet_artifacts_are_experiments() {
             "resnet-tiny",
             "--dataset",
             &data,
+            "--classes",
+            CIFAR_CLASSES,
             "--epochs",
             "1",
             "--seed",

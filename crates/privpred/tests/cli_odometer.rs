@@ -42,6 +42,8 @@ fn train(
         method,
         "--dataset",
         ds,
+        "--classes",
+        "3",
         "--odometer",
         odo,
         "--lambda",
@@ -217,6 +219,8 @@ fn concurrent_trainers(odo: &str) {
                     "model-sensitivity",
                     "--dataset",
                     &ds,
+                    "--classes",
+                    "3",
                     "--epsilon",
                     "0.25",
                 ])
@@ -272,10 +276,11 @@ fn concurrent_trainers_cannot_both_pass_the_limit_postgres() {
 }
 
 /// The odometer is created by `odometer limit` only: a fit names a missing odometer or a
-/// dataset without a limit and is refused (exit 2) without creating anything; a fit that
-/// stops with an error after its reservation is not charged; bad arguments exit 2.
+/// dataset without a limit and is refused (exit 2) without creating anything; seeded and
+/// hold-out-selected fits are refused; a fit that fails after its reservation stays charged
+/// (no refund); bad arguments exit 2.
 #[test]
-fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
+fn a_missing_odometer_or_limit_refuses_and_a_failed_fit_stays_charged() {
     let dir = tempfile::tempdir().unwrap();
     let ds = format!("csv-pixels:{}", toy_csv(dir.path(), 300).display());
     let odo = dir.path().join("odo.sqlite");
@@ -327,7 +332,7 @@ fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
         &["--epsilon", "0.5", "--odometer-key", "other"],
     );
     assert_eq!(c, 0, "{e}");
-    // reserved, then refused by the method's own check (DP-SGD needs δ > 0): not charged
+    // refused before its reservation (DP-SGD needs δ > 0): nothing recorded
     let (c, _, e, out) = train(
         dir.path(),
         o,
@@ -338,19 +343,78 @@ fn a_missing_odometer_or_limit_refuses_and_an_unfinished_fit_is_not_charged() {
     );
     assert_eq!(c, 2, "{e}");
     assert!(!out.exists());
+    // seeded experiments and hold-out selections (`cv`) are refused, as the paper's calibration
+    for (method, extra, needle) in [
+        ("model-sensitivity", &["--seed", "3"][..], "--seed"),
+        (
+            "dp-sgd",
+            &["--delta", "1e-6", "--clip", "cv"][..],
+            "--clip cv",
+        ),
+        (
+            "model-sensitivity",
+            &["--calibration", "paper"][..],
+            "paper",
+        ),
+    ] {
+        let mut a = vec!["--epsilon", "0.1", "--odometer-key", "other"];
+        a.extend_from_slice(extra);
+        let (c, _, e, out) = train(dir.path(), o, &ds, "s", method, &a);
+        assert_eq!(c, 2, "{extra:?}: {e}");
+        assert!(
+            e.contains(needle) && e.contains("odometer"),
+            "{extra:?}: {e}"
+        );
+        assert!(!out.exists());
+    }
+    // reserved, then failed in training (DP-SGD diverges): the charge stays, no refund
+    ok(&[
+        "odometer",
+        "limit",
+        "--odometer",
+        o,
+        "--key",
+        "dp",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+    ]);
+    let (c, _, e, out) = train(
+        dir.path(),
+        o,
+        &ds,
+        "d",
+        "dp-sgd",
+        &[
+            "--epsilon",
+            "0.25",
+            "--delta",
+            "1e-6",
+            "--clip",
+            "0.5",
+            "--learning-rate",
+            "1e300",
+            "--odometer-key",
+            "dp",
+        ],
+    );
+    assert_ne!(c, 0, "{e}");
+    assert!(e.contains("no refund"), "{e}");
+    assert!(!out.exists());
     let v: Value = serde_json::from_str(&ok(&[
         "odometer",
         "show",
         "--odometer",
         o,
         "--key",
-        "other",
+        "dp",
         "--json",
     ]))
     .unwrap();
     assert_eq!(v["datasets"][0]["spent"]["fits"], 1, "{v}");
-    assert_eq!(v["datasets"][0]["spent"]["epsilon"], 0.5, "{v}");
-    assert_eq!(v["datasets"][0]["fits"][1]["state"], "cancelled", "{v}");
+    assert_eq!(v["datasets"][0]["spent"]["epsilon"], 0.25, "{v}");
+    assert_eq!(v["datasets"][0]["fits"][0]["state"], "reserved", "{v}");
     // bad arguments and files
     for (args, needle) in [
         (

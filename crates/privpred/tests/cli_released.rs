@@ -21,6 +21,32 @@ const RANDOM_BY_DESIGN: &[&str] = &["checksum", "weights_sha256", "ledger_id"];
 /// The toy CSV (300 rows, 8 pixel-like features, 3 classes) at `path`; with `neighbour`, row
 /// 0 is replaced by an outlier of another class (D′).
 fn write_csv(path: &Path, neighbour: bool) {
+    write_variant(
+        path,
+        if neighbour {
+            Variant::Replaced
+        } else {
+            Variant::Base
+        },
+    );
+}
+
+/// Which neighbour of the toy set [`write_variant`] writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    /// D: 300 rows, labels 0..3.
+    Base,
+    /// D′: row 0 replaced by an outlier of class 2.
+    Replaced,
+    /// D′: row 0 replaced by an outlier with a new largest label, 3.
+    NewLabel,
+    /// D′: row 0 removed (299 rows; an add/remove neighbour).
+    Removed,
+}
+
+/// The toy CSV of [`write_csv`] as `variant` has it.
+fn write_variant(path: &Path, variant: Variant) {
+    let neighbour = variant != Variant::Base;
     let mut s = String::from("f0,f1,f2,f3,f4,f5,f6,f7,label\n");
     let mut state = 4242u64;
     for i in 0..300 {
@@ -36,7 +62,10 @@ fn write_csv(path: &Path, neighbour: bool) {
         let mut label = y;
         if neighbour && i == 0 {
             row = vec![255, 0, 3, 255, 7, 0, 255, 1];
-            label = 2;
+            label = if variant == Variant::NewLabel { 3 } else { 2 };
+        }
+        if variant == Variant::Removed && i == 0 {
+            continue;
         }
         let cells: Vec<String> = row.iter().map(|v| v.to_string()).collect();
         s.push_str(&format!("{},{label}\n", cells.join(",")));
@@ -96,20 +125,18 @@ fn dataset(csv: &Path) -> String {
     format!("csv-pixels:{},{}", csv.display(), test.display())
 }
 
-/// Trains `method` on `csv` ([`dataset`]) into `out` with `args`, returning `train --json`.
+/// Trains `method` on `csv` ([`dataset`]) into `out` with `args` (the toy set's 3 classes
+/// declared unless `args` declare others), returning `train --json`.
 fn train(method: &str, csv: &Path, out: &Path, args: &[&str]) -> Value {
     let ds = dataset(csv);
-    let mut all = vec![
-        "train",
-        method,
-        "--dataset",
-        &ds,
-        "--cv-draws",
-        "1",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let classes = if args.contains(&"--classes") {
+        &[][..]
+    } else {
+        &["--classes", "3"][..]
+    };
+    let mut all = vec!["train", method, "--dataset", &ds];
+    all.extend_from_slice(classes);
+    all.extend_from_slice(&["--cv-draws", "1", "--json", "--out", out.to_str().unwrap()]);
     all.extend_from_slice(args);
     serde_json::from_str(&ok(&all)).unwrap()
 }
@@ -263,6 +290,8 @@ fn the_trainers_measurements_go_to_stderr_marked_private() {
         "model-sensitivity",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--epsilon",
         "1",
         "--lambda",
@@ -299,6 +328,8 @@ fn private_methods_refuse_data_dependent_preprocessing() {
                 method,
                 "--dataset",
                 &ds,
+                "--classes",
+                "3",
                 "--epsilon",
                 "1",
                 "--delta",
@@ -321,4 +352,185 @@ fn private_methods_refuse_data_dependent_preprocessing() {
         assert!(out.exists());
         std::fs::remove_file(&out).unwrap();
     }
+}
+
+/// The metadata of the artifact `train` writes for `variant` of the toy set, less the entries
+/// random by design.
+fn released(dir: &Path, variant: Variant, method: &str, args: &[&str]) -> BTreeMap<String, String> {
+    let csv = dir.join("private.csv");
+    write_variant(&csv, variant);
+    let out = dir.join(format!("{method}-{}.safetensors", variant as u8));
+    train(method, &csv, &out, args);
+    let mut meta = metadata(&out);
+    for k in RANDOM_BY_DESIGN {
+        assert!(meta.remove(*k).is_some(), "{method}: {k}");
+    }
+    meta
+}
+
+/// The class count is a public parameter: without `--classes` a private method on data
+/// without published classes is refused (exit 2, naming it) rather than C read from the
+/// labels; with it, one row given a new largest label leaves the artifact's metadata as they
+/// were (C, the shape of θ, `input_classes`), and a label outside the declared classes is an
+/// error, not a dropped row.
+#[test]
+fn the_class_count_is_declared_never_read_from_the_labels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_variant(&csv, Variant::NewLabel);
+    let ds = dataset(&csv);
+    let out = tmp.path().join("m.safetensors");
+    let o = out.to_str().unwrap();
+    for method in ["model-sensitivity", "dp-sgd", "subsample-aggregate"] {
+        let (rc, err) = code(&[
+            "train",
+            method,
+            "--dataset",
+            &ds,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--out",
+            o,
+        ]);
+        assert_eq!(rc, 2, "{method}: {err}");
+        assert!(
+            err.contains("classes") && err.contains("--classes C"),
+            "{method}: {err}"
+        );
+        assert!(!out.exists());
+    }
+    // a label outside the declared classes: an error naming the row, not a filter
+    let (rc, err) = code(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &ds,
+        "--classes",
+        "3",
+        "--epsilon",
+        "1",
+        "--out",
+        o,
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("label 3") && err.contains("0..3"), "{err}");
+    // declared: D and D′ (one row with a new largest label) release the same metadata
+    for (method, args) in METHODS {
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--seed", "11", "--classes", "4"]);
+        let d = released(tmp.path(), Variant::Base, method, &args);
+        let dn = released(tmp.path(), Variant::NewLabel, method, &args);
+        assert_eq!(d, dn, "{method}");
+        assert!(
+            d.values().any(|v| v.contains("\"input_classes\":4")),
+            "{method}: {d:?}"
+        );
+    }
+}
+
+/// Under add/remove the exact N is private: without `--public-n` training is refused (exit
+/// 2, naming it); with it, D and D less one row give artifacts whose metadata are identical
+/// apart from the entries random by design (N̂ is recorded, neither the exact N nor anything
+/// derived from it: DP-SGD's q and steps, loss perturbation's ρ_eff and certificate, the
+/// preprocessing's row count).
+#[test]
+fn under_add_remove_nothing_released_depends_on_the_exact_n() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_variant(&csv, Variant::Base);
+    let out = tmp.path().join("m.safetensors");
+    let lp: &[&str] = &["--epsilon", "1", "--lambda", "0.01"];
+    let mut a = vec![
+        "train",
+        "loss-perturbation",
+        "--dataset",
+        &dataset(&csv),
+        "--classes",
+        "3",
+        "--neighbours",
+        "add-remove",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    a.extend(lp.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    let (rc, err) = code(&refs);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("public-n"), "{err}");
+    assert!(!out.exists());
+    // one file split by a seeded hold-out: adding a row would permute which rows train
+    let single = format!("csv-pixels:{}", csv.display());
+    let (rc, err) = code(&[
+        "train",
+        "loss-perturbation",
+        "--dataset",
+        &single,
+        "--classes",
+        "3",
+        "--neighbours",
+        "add-remove",
+        "--public-n",
+        "300",
+        "--epsilon",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("separate file"), "{err}");
+    assert!(!out.exists());
+    for (method, args) in [METHODS[1], METHODS[2]] {
+        let mut args = args.to_vec();
+        args.extend_from_slice(&[
+            "--seed",
+            "11",
+            "--classes",
+            "3",
+            "--neighbours",
+            "add-remove",
+            "--public-n",
+            "320",
+        ]);
+        let d = released(tmp.path(), Variant::Base, method, &args);
+        let removed = released(tmp.path(), Variant::Removed, method, &args);
+        assert_eq!(d, removed, "{method}");
+        let all: String = d.values().cloned().collect();
+        for exact in ["300", "299"] {
+            for key in ["\"n\":", "\"train_rows\":"] {
+                assert!(!all.contains(&format!("{key}{exact}")), "{method}: {all}");
+            }
+        }
+        assert!(all.contains("\"n\":320"), "{method}: {all}");
+    }
+}
+
+/// A class filter (fewer classes than a named data set publishes) drops rows by label, so N
+/// depends on the data: refused for a private method under replace-one.
+#[test]
+fn a_class_filter_needs_add_remove() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("m.safetensors");
+    let (rc, err) = code(&[
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        "digits",
+        "--classes",
+        "3",
+        "--epsilon",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("add-remove") && err.contains("classes"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }

@@ -111,6 +111,8 @@ fn a_model_of_numbers_keeps_number_rows() {
         "10",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--out",
         m.to_str().unwrap(),
     ]);

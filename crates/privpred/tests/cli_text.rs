@@ -72,6 +72,8 @@ fn train_evaluate_and_compare_print_no_debug_forms() {
             method,
             "--dataset",
             &ds,
+            "--classes",
+            "3",
             "--out",
             out,
             "--seed",

@@ -29,7 +29,7 @@ except ImportError:  # older scikit-learn (e.g. beside diffprivlib 0.6, which ne
 
 
 from . import _native, _schema
-from ._privacy import warn_fit_context
+from ._privacy import search_context, warn_fit_context
 from ._summary import summary as _summary
 
 PRIVATE_TRAINING = ("model-sensitivity", "loss-perturbation", "dp-sgd")
@@ -104,6 +104,20 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         Subsample-and-aggregate: the teachers' lambda (default 0).
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation of the guarantee.
+    public_search : bool, default=False
+        Fitted several times on the same data by a scikit-learn search or cross-validation
+        (``GridSearchCV``, ``cross_val_score``, ...), each fit's model records its selection as
+        ``external-search`` and ``valid_guarantee: false`` with the reason (in ``guarantee_``,
+        the saved file, ``privpred serve``), since what the search keeps was chosen on the
+        private data outside the guarantee. True states that the search runs on public data
+        (e.g. a public proxy of the private table), so nothing is marked.
+    public_n : int or None, default=None
+        Under ``neighbours="add-remove"`` (loss perturbation, DP-SGD): the public
+        training-set size N-hat the calibration uses in place of the exact N, which that
+        relation makes private (DP-SGD's sampling rate q = batch_size / N-hat and its steps,
+        loss perturbation's floor N-hat * lam on its regulariser); the guarantee records
+        N-hat and nothing saved depends on the exact N. Required under add-remove, refused
+        under replace-one.
     calibration : {"corrected", "tight", "paper"}, default="corrected"
         Which analysis sets the noise (``paper`` reproduces the published rules, which
         do not always deliver the guarantee).
@@ -184,6 +198,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         unknown category or label, a value outside bounds declared ``refuse``, a missing or
         non-numeric value, the wrong number of columns) raises ValueError naming the row
         and the column.
+    classes : array-like, "observed" or None, default=None
+        The class labels, a public parameter (the model's outputs, released with it): label
+        i of the model is ``classes[i]``, and a training label outside them raises
+        ValueError (it is not dropped). None: the schema's classes with a ``schema``;
+        without one a private method raises ValueError naming ``classes`` (read from ``y``,
+        the set of labels present would be a statistic of the private data, and one rare
+        label would appear in the saved model), while the non-private model reads them from
+        ``y``. ``"observed"``: the labels present in ``y``, which the caller thereby
+        declares public (recorded with the model and in ``guarantee_["summary"]``).
 
     Attributes
     ----------
@@ -254,6 +277,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         n_jobs: Optional[int] = None,
         binary: Union[bool, str] = "auto",
         schema: Any = None,
+        classes: Any = None,
+        public_n: Optional[int] = None,
+        public_search: bool = False,
     ):
         self.method = method
         self.epsilon = epsilon
@@ -278,6 +304,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.binary = binary
         self.schema = schema
+        self.classes = classes
+        self.public_n = public_n
+        self.public_search = public_search
 
     # scikit-learn's parameter validation (types and ranges; messages name the parameter);
     # the core checks what depends on several parameters
@@ -305,6 +334,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "odometer_key": [str, None],
         "binary": ["boolean", StrOptions({"auto"})],
         "schema": [str, os.PathLike, dict, None],
+        "classes": ["array-like", StrOptions({"observed"}), None],
+        "public_n": [Interval(Integral, 1, None, closed="left"), None],
+        "public_search": ["boolean"],
     }
 
     def __sklearn_tags__(self):
@@ -408,7 +440,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             if sp.issparse(X):
                 X = np.ascontiguousarray(X.toarray(), dtype=np.float32)
             check_classification_targets(y)
-            classes, y_enc = np.unique(y, return_inverse=True)
+            classes, y_enc = self._classes(y, method)
         if len(classes) < 2:
             raise ValueError(
                 f"invalid classes = {len(classes)}: the training labels must contain at least 2 classes (got {len(classes)} class)"
@@ -426,19 +458,19 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         # data-independent facts saved with the model: the labels (when JSON can hold them)
         # and which hyperparameter the fit selects on the data (for the guarantee's summary)
         cv = _cross_validated(method, self.lam, self.clip)
+        source = _classes_source(self.schema, self.classes)
         loss = self._loss(method, len(classes))
         try:
-            extra = json.dumps({"classes": classes.tolist(), "cross_validated": cv})
+            extra = json.dumps(
+                {"classes": classes.tolist(), "cross_validated": cv, "classes_from": source}
+            )
         except TypeError:
-            extra = json.dumps({"cross_validated": cv})
+            extra = json.dumps({"cross_validated": cv, "classes_from": source})
         y_enc = np.ascontiguousarray(y_enc, dtype=np.uint32)
         reservation = self._reserve(X, y_enc, method)
-        try:
-            native = self._train(X, y_enc, classes, method, bias, extra, loss, schema_text)
-        except BaseException:
-            if reservation is not None:
-                reservation.cancel()  # nothing was released: the fit is not charged
-            raise
+        # a fit that fails after it started stays charged (reserved): its failure is an
+        # outcome of the data, and retrying until success would spend several times the charge
+        native = self._train(X, y_enc, classes, method, bias, extra, loss, schema_text)
         if reservation is not None:
             reservation.confirm("python fit")
         self.classes_ = classes
@@ -452,6 +484,40 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 file=sys.stderr,
             )
         return self
+
+    def _classes(self, y, method):
+        """The declared classes and ``y``'s class indices (see ``classes``)."""
+        declared = self.classes
+        if declared is None:
+            if method != "non-private":
+                raise ValueError(
+                    "invalid classes = None: a private method needs the class labels declared "
+                    "(classes=[...], or a schema), a public parameter released with the model; "
+                    "read from y, the labels present would be a statistic of the private data. "
+                    "Give classes='observed' only if the set of labels present is public"
+                )
+            return np.unique(y, return_inverse=True)
+        if isinstance(declared, str):  # "observed": declared public by the caller
+            return np.unique(y, return_inverse=True)
+        classes = np.asarray(declared)
+        if classes.ndim != 1 or len(classes) < 2:
+            raise ValueError(
+                f"invalid classes = {declared!r}: must list at least 2 class labels"
+            )
+        lookup = {c: i for i, c in enumerate(classes.tolist())}
+        if len(lookup) != len(classes):
+            raise ValueError(f"invalid classes = {declared!r}: the labels must be distinct")
+        y_enc = np.empty(len(y), dtype=np.int64)
+        for row, v in enumerate(np.asarray(y).tolist()):
+            i = lookup.get(v)
+            if i is None:
+                raise ValueError(
+                    f"invalid y: the label at row {row} is not one of the declared classes "
+                    f"({len(classes)} given in classes=); labels outside them are an error, "
+                    "not dropped"
+                )
+            y_enc[row] = i
+        return classes, y_enc
 
     def _table(self, X, y):
         """Raw table rows through the schema: encoded rows, class indices, the classes and
@@ -471,6 +537,25 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         """Reserves the fit's charge on the odometer (None without one)."""
         if self.odometer is None:
             return None
+        if method != "non-private":
+            if self.random_state is not None:
+                raise ValueError(
+                    "invalid random_state with odometer: a seeded fit is an experiment whose "
+                    "noise can be regenerated from the seed, not a release the odometer can add "
+                    "up; fit with random_state=None"
+                )
+            if "cv" in (self.lam, self.clip):
+                raise ValueError(
+                    "invalid lam/clip = 'cv' with odometer: the hold-out selection looks at the "
+                    "private data without privacy (the model's guarantee is not valid), and the "
+                    "odometer adds up only guarantees that hold; give a public value or 'private'"
+                )
+            if not self.public_search and search_context() is not None:
+                raise ValueError(
+                    "invalid odometer inside a scikit-learn search or cross-validation: each "
+                    "fit there is another release chosen among on the same data, outside the "
+                    "guarantee; search on public data (public_search=True), or fit once"
+                )
         key = self.odometer_key
         if key is None:
             key = _native.dataset_identity(X, y_enc)
@@ -510,6 +595,10 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             select=self._select(),
             loss=loss,
             schema=schema_text,
+            public_n=None if self.public_n is None else int(self.public_n),
+            external_search=method != "non-private"
+            and not self.public_search
+            and search_context() is not None,
         )
 
     def _set_native(self, native) -> None:
@@ -525,6 +614,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 gaps = [f"the {cv} chosen by cross-validation on the same data"] if cv else []
             else:  # e.g. a file of `privpred train`
                 gaps = ["any hyperparameter chosen on the same data"]
+            if py_extra.get("classes_from") == "observed":
+                gaps.append("the class labels, read from the training labels and declared public by the caller")
             self.guarantee_["summary"] = _summary(self.guarantee_, gaps)
         self.info_ = info
         self.release_ = info["release"]
@@ -710,6 +801,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         state = self.__dict__.copy()
         # measured on the private data without noise: never leaves the process in a pickle
         state.pop("private_diagnostics_", None)
+        # whether the training columns had mean 0 and variance 1: a statistic of the data
+        state.pop("fit_warnings_", None)
         native = state.pop("_native", None)
         if native is not None:
             if bool(json.loads(native.info_json())["spends_budget"]):
@@ -765,6 +858,17 @@ def _cross_validated(method: str, lam: Any, clip: Any) -> Optional[str]:
     if method == "subsample-aggregate":
         return None
     return "lambda" if isinstance(lam, str) and lam == "cv" else None
+
+
+def _classes_source(schema, classes) -> str:
+    """Where the classes came from, saved with the model: ``schema``, ``parameter``
+    (``classes=[...]``), ``observed`` (the labels present, declared public by the caller)
+    or ``labels`` (the non-private model's labels)."""
+    if schema is not None:
+        return "schema"
+    if classes is None:
+        return "labels"
+    return "observed" if isinstance(classes, str) else "parameter"
 
 
 def _threads(n_jobs: Optional[int]) -> Optional[int]:

@@ -55,6 +55,8 @@ def train(
     n_jobs: Optional[int] = None,
     loss: str = "softmax",
     schema: Optional[str] = None,
+    public_n: Optional[int] = None,
+    external_search: bool = False,
 ) -> NativeModel: ...
 def schema_check(text: str, source: str) -> str: ...
 def encode_table(

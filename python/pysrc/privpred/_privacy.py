@@ -86,6 +86,21 @@ def _contains(step: Any, est: Any) -> bool:
     return False
 
 
+def search_context() -> Optional[str]:
+    """The scikit-learn search, cross-validation or ensemble this fit runs inside (the
+    outermost one's name), or None: such a caller fits the estimator several times on the same
+    data and keeps what scored best, a selection outside the guarantee."""
+    multi = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "") or ""
+        if module.startswith(_MULTI_FIT_MODULES):
+            owner = frame.f_locals.get("self")
+            multi = type(owner).__name__ if isinstance(owner, BaseEstimator) else frame.f_code.co_name
+        frame = frame.f_back
+    return multi
+
+
 def fit_context(est: Any, X: Optional[np.ndarray] = None) -> List[str]:
     """Why this fit of ``est`` is not the single release its guarantee covers.
 
@@ -126,7 +141,7 @@ def fit_context(est: Any, X: Optional[np.ndarray] = None) -> List[str]:
                     else frame.f_code.co_name
                 )
         frame = frame.f_back
-    if multi is not None:
+    if multi is not None and not getattr(est, "public_search", False):
         reasons.append(
             f"this fit runs inside scikit-learn's {multi}, which fits the estimator several "
             "times on overlapping parts of the same private data: each fit is another release, "

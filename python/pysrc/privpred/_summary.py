@@ -38,10 +38,9 @@ def summary(g: Dict[str, Any], not_covered: Iterable[str] = ()) -> str:
             f"and further answers are refused)"
         )
     gaps = list(not_covered)
-    if add_remove:
-        gaps.append("the training-set size N recorded with the guarantee")
     gaps += [
-        "the set of class labels and the number of features stored with the model",
+        "the number of features stored with the model (the class labels, and under "
+        "add/remove the training-set size N, are public parameters the caller declares)",
         "preprocessing fitted on the data outside this estimator",
         "and every other fit on the same data (each is another release)",
     ]
@@ -58,6 +57,9 @@ def summary(g: Dict[str, Any], not_covered: Iterable[str] = ()) -> str:
         elif selection.get("method") == "non-private-holdout":
             why = ("the hyperparameter was selected on the private data without privacy, "
                    "outside this guarantee")
+        elif selection.get("method") == "external-search":
+            why = ("it was chosen by a search or cross-validation that fitted it several times "
+                   "on the same private data, outside this guarantee")
         else:
             why = "the stored calibration does not deliver it"
         sentence = f"NOT a valid guarantee ({why}): {sentence[0].lower()}{sentence[1:]}"

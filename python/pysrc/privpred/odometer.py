@@ -26,26 +26,57 @@ from . import _native
 __all__ = ["dataset_key", "set_limit", "show"]
 
 
-def _encode(X, y):
-    X = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
+def _encode(X, y, schema=None, classes=None):
+    """The rows as ``fit`` keys them: through the schema (a DataFrame or raw rows with
+    category strings), else as float32 numbers; labels as ``fit`` encodes them (the schema's
+    or the declared ``classes``' positions, else the sorted distinct labels)."""
+    if schema is not None:
+        from . import _schema
+
+        text, parsed = _schema.load_schema(schema)
+        Xe, y_enc = _native.encode_table(text, _schema.rows(X, parsed), _schema.labels(y))
+        return Xe, np.ascontiguousarray(y_enc, dtype=np.uint32)
+    try:
+        X = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
+    except (TypeError, ValueError):
+        raise ValueError(
+            "invalid X: not all numbers (a table with category columns is keyed through its "
+            "schema: give schema=, as to the estimator)"
+        ) from None
     if X.ndim != 2:
         raise ValueError(f"invalid X: expected a 2-d array, got {X.ndim} dimensions")
-    _, y_enc = np.unique(np.asarray(y), return_inverse=True)
+    y = np.asarray(y)
+    if classes is not None:
+        lookup = {c: i for i, c in enumerate(np.asarray(classes).tolist())}
+        try:
+            y_enc = np.asarray([lookup[v] for v in y.tolist()], dtype=np.uint32)
+        except KeyError:
+            raise ValueError("invalid y: a label is not one of the declared classes") from None
+    else:
+        _, y_enc = np.unique(y, return_inverse=True)
     return X, np.ascontiguousarray(y_enc.reshape(-1), dtype=np.uint32)
 
 
-def dataset_key(X, y) -> str:
+def dataset_key(X, y, *, schema=None, classes=None) -> str:
     """Compute the odometer's key of the training set (X, y), as ``fit`` computes it.
 
-    Labels are encoded as their index among the sorted distinct labels, features as
-    float32; the key does not depend on the order of the rows.
+    The rows are keyed as ``fit`` reads them: through ``schema`` when given (a DataFrame or
+    raw rows with category strings, as the estimator's ``schema``), else as float32
+    numbers; labels as their index among the ``classes`` declared to the estimator, or the
+    schema's, else among the sorted distinct labels. The key does not depend on the order
+    of the rows, and it is the key ``privpred odometer limit --dataset`` computes for the
+    same rows.
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        The training features.
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        The whole training input.
     y : array-like of shape (n_samples,)
         The training labels.
+    schema : str, os.PathLike or dict, optional
+        The table's schema (as the estimator's ``schema``).
+    classes : array-like, optional
+        The class labels declared to the estimator (``classes``).
 
     Returns
     -------
@@ -55,9 +86,10 @@ def dataset_key(X, y) -> str:
     Raises
     ------
     ValueError
-        If ``X`` is not a 2-d array or ``X`` and ``y`` differ in length.
+        If ``X`` is not a 2-d array of numbers (without a schema), a row does not match the
+        schema, or ``X`` and ``y`` differ in length.
     """
-    X, y_enc = _encode(X, y)
+    X, y_enc = _encode(X, y, schema, classes)
     return _native.dataset_identity(X, y_enc)
 
 
@@ -70,6 +102,8 @@ def set_limit(
     y=None,
     key: Optional[str] = None,
     neighbours: str = "replace-one",
+    schema=None,
+    classes=None,
 ) -> Dict[str, Any]:
     """Set (or change) a dataset's limit, creating the odometer if it does not exist.
 
@@ -91,6 +125,10 @@ def set_limit(
         The dataset's key, instead of ``X`` and ``y``.
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation of the limit.
+    schema : str, os.PathLike or dict, optional
+        The table's schema, to key ``X`` as ``fit`` reads it (see :func:`dataset_key`).
+    classes : array-like, optional
+        The class labels declared to the estimator (see :func:`dataset_key`).
 
     Returns
     -------
@@ -107,7 +145,7 @@ def set_limit(
     if key is None:
         if X is None or y is None:
             raise ValueError("invalid arguments: give X and y, or key")
-        key = dataset_key(X, y)
+        key = dataset_key(X, y, schema=schema, classes=classes)
     return json.loads(
         _native.odometer_limit(os.fspath(odometer), key, float(epsilon), float(delta), neighbours)
     )

@@ -68,6 +68,13 @@ pub struct MethodConfig {
     /// written when softmax).
     #[serde(default, skip_serializing_if = "Loss::is_softmax")]
     pub(crate) loss: Loss,
+    /// Under add/remove neighbours: the public training-set size N̂ the caller declares. The
+    /// calibration uses it in place of the exact N, which that relation makes private
+    /// (DP-SGD's q = b/N̂ and steps, loss perturbation's floor N̂λ on ρ_eff and its
+    /// certificate), and it is what the guarantee records as N; required under add/remove,
+    /// refused under replace-one (where N is public).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) public_n: Option<usize>,
 }
 
 /// The teachers' solver options. With λ = 0 (the paper's choice) a teacher's ⌊N/T⌋ examples
@@ -113,6 +120,7 @@ impl MethodConfig {
             neighbours: privpred_core::Neighbours::ReplaceOne,
             selection: privpred_core::SelectionMethod::Public,
             loss: Loss::Softmax,
+            public_n: None,
         }
     }
 
@@ -169,6 +177,11 @@ impl MethodConfig {
         self.loss
     }
 
+    /// The declared public training-set size N̂ (add/remove neighbours).
+    pub fn public_n(&self) -> Option<usize> {
+        self.public_n
+    }
+
     /// How λ (or DP-SGD's clip) was chosen.
     pub fn selection(&self) -> privpred_core::SelectionMethod {
         self.selection
@@ -198,7 +211,7 @@ impl MethodConfig {
             } else {
                 self.budget
             },
-            n: Some(n),
+            n: Some(self.public_n.unwrap_or(n)),
             lambda,
             classes,
             dp_sgd,
@@ -209,6 +222,30 @@ impl MethodConfig {
 
     /// Validates the configuration against the training data's size.
     pub fn check(&self, n: usize) -> Result<()> {
+        match (self.neighbours, self.public_n) {
+            (privpred_core::Neighbours::AddRemove, None) => {
+                return Err(LinearError::invalid(
+                    "public-n",
+                    "missing",
+                    "under add-remove neighbours the exact training-set size N is private (D and D with one row added differ in it): declare a public size N-hat >= 1 for the calibration (the exact N is then neither used nor released)",
+                ));
+            }
+            (privpred_core::Neighbours::AddRemove, Some(0)) => {
+                return Err(LinearError::invalid(
+                    "public-n",
+                    0,
+                    "must be an integer >= 1",
+                ));
+            }
+            (privpred_core::Neighbours::ReplaceOne, Some(p)) => {
+                return Err(LinearError::invalid(
+                    "public-n",
+                    p,
+                    "applies to add-remove neighbours only (under replace-one N itself is public)",
+                ));
+            }
+            _ => {}
+        }
         if self.loss == Loss::Logistic
             && !matches!(
                 self.method,

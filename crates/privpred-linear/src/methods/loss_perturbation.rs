@@ -37,6 +37,8 @@ pub fn loss_perturbation_rho_eff(
     n: usize,
     c: usize,
 ) -> f64 {
+    // under add/remove the declared N̂: ρ_eff = max(ρ, N̂λ) is the same on D and D ∪ {z}
+    let n = calibration.calibration_n(n);
     let a = &calibration.assumptions;
     let rho = calibration.mechanism.rho().unwrap_or(
         2.0 * calibration.assumptions.l * a.loss.outputs(c) as f64 / calibration.epsilon(),
@@ -385,7 +387,11 @@ fn softmax_solve_certified<R: Rng + ?Sized>(
             .map(|(t, bi)| t - bi / rho_eff)
             .collect()
     };
-    let residual = privpred_core::certify::loss_perturbation_residual(calibration, n, rho_eff)?;
+    // under add/remove the certificate bounds the gradient of the objective normalised by the
+    // public N̂ (the N-normalised one's times N/N̂), so the residual 2γN̂/ρ_eff is public
+    let np = calibration.calibration_n(n);
+    let scale = np as f64 / n as f64;
+    let residual = privpred_core::certify::loss_perturbation_residual(calibration, np, rho_eff)?;
     let gamma = calibration.certified.map(|c| c.gradient_norm_bound);
     let (start, pc) = match &warm {
         Warm::Plain(w) => (w.map(shift).unwrap_or_else(|| vec![0.0; d * c]), None),
@@ -445,7 +451,11 @@ fn softmax_solve_certified<R: Rng + ?Sized>(
         }
         (_, pc) => (obj.minimize_with(Some(&start), opts, pc)?.0.theta, pc),
     };
-    let (theta, cert, report) = obj.certify_report(start, gamma, opts, pc, Some(&sparse))?;
+    let (theta, mut cert, report) =
+        obj.certify_report(start, gamma * scale, opts, pc, Some(&sparse))?;
+    cert.gradient_norm /= scale;
+    cert.rounding_bound /= scale;
+    cert.gradient_norm_bound = gamma;
     let mut model = LinearModel { d, c, theta };
     output_noise.add_to(rng, &mut model.theta)?;
     Ok((model, report, Some(cert)))

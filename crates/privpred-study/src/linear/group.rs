@@ -129,6 +129,12 @@ impl LinearRunner {
     ) -> Result<MethodConfig> {
         let mut params = TrainParams::new(cal.method(), cal.mode(), cal.privacy(), cal.budget())
             .neighbours(cal.neighbours())
+            // the calibration's N: under add/remove the study's (public) size as N̂
+            .public_n(
+                (cal.neighbours() == privpred_core::Neighbours::AddRemove)
+                    .then_some(cal.assumptions.n)
+                    .flatten(),
+            )
             .teachers(teachers)
             .dp_sgd(DpSgdConfig {
                 clip,

@@ -39,6 +39,58 @@ pub fn positive_or_cv(s: &str) -> Result<ValueOrCv, String> {
     }
 }
 
+/// The declared class set of `--classes`: a count C (labels 0..C-1) or, for an image folder,
+/// the class names (label i = the i-th name).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClassesArg {
+    /// C classes, labels 0..C-1.
+    Count(usize),
+    /// Named classes (an image folder's class folders), in label order.
+    Names(Vec<String>),
+}
+
+impl ClassesArg {
+    /// The number of classes declared.
+    pub fn count(&self) -> usize {
+        match self {
+            ClassesArg::Count(c) => *c,
+            ClassesArg::Names(n) => n.len(),
+        }
+    }
+
+    /// The count, for a data set's load options (`None` for names).
+    pub fn as_count(&self) -> Option<usize> {
+        match self {
+            ClassesArg::Count(c) => Some(*c),
+            ClassesArg::Names(_) => None,
+        }
+    }
+
+    /// The names, for an image folder's load options (`None` for a count).
+    pub fn names(&self) -> Option<Vec<String>> {
+        match self {
+            ClassesArg::Count(_) => None,
+            ClassesArg::Names(n) => Some(n.clone()),
+        }
+    }
+}
+
+/// clap value parser for [`ClassesArg`]: an integer C >= 2, or at least two distinct non-empty
+/// comma-separated names.
+pub fn classes(s: &str) -> Result<ClassesArg, String> {
+    if let Ok(c) = s.parse::<usize>() {
+        return Ok(ClassesArg::Count(c));
+    }
+    let names: Vec<String> = s.split(',').map(str::to_string).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    if names.len() < 2 || names.iter().any(String::is_empty) || sorted.len() != names.len() {
+        return Err("must be the number of classes C (labels 0..C-1) or, for an image folder, at least two distinct comma-separated class names".into());
+    }
+    Ok(ClassesArg::Names(names))
+}
+
 /// clap value parser for the unit-ball rule: `normalize`, `clip:R` (R > 0) or `max-norm`.
 pub fn unit_ball(s: &str) -> Result<UnitBall, String> {
     s.parse()
@@ -102,6 +154,18 @@ mod tests {
                 e.contains("> 0") && e.contains("cv") && e.contains("private"),
                 "{bad}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn classes_is_a_count_or_distinct_names() {
+        assert_eq!(classes("3"), Ok(ClassesArg::Count(3)));
+        assert_eq!(
+            classes("cat,dog"),
+            Ok(ClassesArg::Names(vec!["cat".into(), "dog".into()]))
+        );
+        for bad in ["cat", "cat,cat", "cat,", ",", "-1"] {
+            assert!(classes(bad).unwrap_err().contains("class names"), "{bad}");
         }
     }
 

@@ -13,6 +13,11 @@ use privpred_study::selection::{Choice, SelectionOptions};
 use super::args::ValueOrCv;
 use std::path::PathBuf;
 
+/// What `compare`'s output is (text, JSON `output_private: false`, the HTML report's list of
+/// data-dependent steps): accuracies measured on the data without noise, from draws of a
+/// fixed seed, so a deterministic function of the data set outside any guarantee.
+const NOT_PRIVATE_NOTICE: &str = "not private: every accuracy here is measured on the data set without noise (the non-private baseline's too), from draws of a fixed seed, outside any guarantee; on a private table, choosing a method from it is a selection the trained model's guarantee does not cover. Compare on a public proxy table, or train with a private selection (--lambda private) whose cost is part of the guarantee (docs/guarantees.md#what-is-public)";
+
 /// Arguments of `privpred compare`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -167,6 +172,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(r) = g.cells.first().and_then(|c| c.results.first()) {
         prov = prov.with_measurement(&r.example);
     }
+    // the comparison itself: the report's page, its JSON and its text say so
+    prov.data_dependent = if prov.data_dependent.is_empty() {
+        NOT_PRIVATE_NOTICE.to_string()
+    } else {
+        format!("{}; {NOT_PRIVATE_NOTICE}", prov.data_dependent)
+    };
     let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
     if let Some(path) = &args.report {
         let html =
@@ -187,10 +198,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "guarantees": guarantees,
             "provenance": prov,
             "grid_syntax": GRID_SYNTAX,
+            "output_private": false,
+            "notice": NOT_PRIVATE_NOTICE,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
+    println!("{NOT_PRIVATE_NOTICE}");
     println!(
         "Dataset: {}{}",
         args.dataset,

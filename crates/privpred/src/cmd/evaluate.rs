@@ -95,6 +95,8 @@ fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
         schema,
+        // the model's declared classes for data without published ones (csv-pixels:, idx:)
+        classes: Some(loaded.preprocessing.input_classes).filter(|_| declares_classes(&spec)),
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
@@ -152,6 +154,18 @@ fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
     report(args, out, "", &accs, test.n, &[])
 }
 
+/// Whether `spec` is a source whose class count the caller declares (`LoadOptions::classes`).
+fn declares_classes(spec: &DatasetSpec) -> bool {
+    matches!(
+        spec,
+        DatasetSpec::CsvPixels { .. } | DatasetSpec::Idx(_) | DatasetSpec::Csv { .. }
+    )
+}
+
+/// What `evaluate`'s output is, in its JSON (`output_private: false`) and its text: a
+/// statistic of the test data without noise, its queries outside the model's ledger.
+pub(crate) const NOT_PRIVATE_NOTICE: &str = "not private: this accuracy is measured on the test data without noise and its queries are not charged to the model's budget ledger; the model's guarantee (valid_guarantee) covers its release, not this output (publish it only for public test data)";
+
 /// Mean and sample standard deviation (0 for a single value) of the accuracies.
 fn mean_std(accs: &[f64]) -> (f64, f64) {
     let r = accs.len() as f64;
@@ -179,6 +193,8 @@ fn report(
     out["accuracy"] = json!({"mean": mean, "std": std, "repetitions": args.repetitions});
     out["dataset"] = json!(args.dataset);
     out["test_examples"] = json!(test_examples);
+    out["output_private"] = json!(false);
+    out["notice"] = json!(NOT_PRIVATE_NOTICE);
     if args.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
@@ -197,6 +213,7 @@ fn report(
                 format!(" [{}]", labels.join("; "))
             }
         );
+        println!("{NOT_PRIVATE_NOTICE}");
     }
     Ok(())
 }

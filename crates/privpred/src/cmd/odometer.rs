@@ -34,6 +34,10 @@ pub struct Which {
     /// Directory searched first for the dataset files.
     #[arg(long, requires = "dataset")]
     pub data_dir: Option<PathBuf>,
+    /// A table's schema (as `train --schema`): its rows are keyed as the trainer reads them
+    /// through it. Needed for csv: and parquet: tables.
+    #[arg(long, value_name = "FILE", requires = "dataset")]
+    pub schema: Option<PathBuf>,
     /// A key given directly (as `train --odometer-key` names it, or as `show` prints it).
     #[arg(long)]
     pub key: Option<String>,
@@ -107,15 +111,19 @@ fn key(w: &Which) -> anyhow::Result<Option<String>> {
             let spec = DatasetSpec::parse(d)?;
             let opts = LoadOptions {
                 data_dir: w.data_dir.clone(),
+                schema: super::shared::read_schema(w.schema.as_deref())?,
                 ..LoadOptions::default()
             };
             let splits = load(&spec, &opts).with_context(|| format!("loading dataset {d}"))?;
-            let t = &splits.train;
-            Ok(Some(odometer::dataset_identity(
-                t.d,
-                &t.features,
-                &t.labels,
-            )))
+            if splits.train.provenance.needs_schema {
+                // `train` refuses such a table, so no fit would ever be charged to its key
+                return Err(usage(format!(
+                    "{d}: {}; give the schema `train --schema` reads it with",
+                    privpred_data::schema::NEEDS_SCHEMA
+                )));
+            }
+            let (dim, f, y) = splits.training_input();
+            Ok(Some(odometer::dataset_identity(dim, &f, &y)))
         }
         (None, None) => Ok(None),
     }
@@ -225,7 +233,9 @@ fn print(
 }
 
 /// A fit's charge on the odometer, reserved before training: confirmed once the model is
-/// written, cancelled (uncharged) when training stops with an error before that.
+/// written, and kept when training fails after it started (a failed fit has looked at the
+/// data and its outcome — the failure — is observable: no refund, or retrying until success
+/// would spend several times the charge while the odometer shows one).
 pub(crate) struct FitCharge {
     reservation: Option<Reservation>,
 }
@@ -302,14 +312,12 @@ impl FitCharge {
 }
 
 impl Drop for FitCharge {
-    /// Training stopped before the model was written: nothing was released, so the charge is
-    /// cancelled (a failure to cancel leaves it counted, never the other way round).
+    /// Training stopped with an error after the charge was reserved: the charge stays counted
+    /// (`reserved`, as for a trainer that stopped before confirming), never cancelled.
     fn drop(&mut self) {
-        if let Some(r) = self.reservation.take()
-            && let Err(e) = r.cancel()
-        {
+        if self.reservation.take().is_some() {
             eprintln!(
-                "privacy odometer: could not cancel the reservation of this unfinished fit, it stays counted: {e}"
+                "privacy odometer: this fit failed after training started; its charge stays counted (no refund)"
             );
         }
     }

@@ -8,11 +8,13 @@
 //! comes from the OS-seeded cryptographic generator and no seed is recorded. With `--seed`
 //! the run is a reproducible experiment and the seed is recorded in the artifact.
 
+mod checks;
 mod select;
 
 use super::args::{self, EngineArg, ModelArg, ValueOrCv};
 use crate::exit::usage;
 use anyhow::Context;
+use checks::*;
 use privpred_core::{Budget, CalibrationMode, Method, Privacy, SelectionMethod, defaults};
 use privpred_core::{ParamGuard, PrivRng};
 use privpred_data::split::holdout_unit;
@@ -111,6 +113,13 @@ pub struct Args {
     /// or added/removed. Recorded in the artifact.
     #[arg(long, value_enum, default_value_t = privpred_core::Neighbours::ReplaceOne)]
     pub neighbours: privpred_core::Neighbours,
+    /// Under --neighbours add-remove (linear loss perturbation and DP-SGD): the public
+    /// training-set size N̂ the calibration uses in place of the exact N, which that relation
+    /// makes private (DP-SGD's sampling rate q = b/N̂ and its steps, loss perturbation's floor
+    /// N̂·λ on its regulariser); the guarantee records N̂ and nothing released depends on the
+    /// exact N. Required under add-remove, refused under replace-one.
+    #[arg(long, value_name = "N")]
+    pub public_n: Option<usize>,
     /// Linear models: the output layer. `softmax` (one output per class) or, for two-class
     /// data, `logistic` (one sigmoid output: less noise for the same guarantee; model
     /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Recorded in the
@@ -147,9 +156,14 @@ pub struct Args {
     /// Preprocessing: project onto the top-D principal components (fitted on the training set).
     #[arg(long)]
     pub pca: Option<usize>,
-    /// Preprocessing: keep only the first C′ classes.
-    #[arg(long)]
-    pub classes: Option<usize>,
+    /// The class set, a public parameter: a count C (labels 0..C-1; a label outside is an
+    /// error) or, for an image folder, its class names NAME,NAME,... in label order. Needed by
+    /// private methods on data without published classes (csv-pixels:, idx:, images:);
+    /// named data sets and schema tables have theirs. Fewer than a source's published
+    /// classes keeps the rows of the first C (a filter that makes N depend on the data:
+    /// private methods need --neighbours add-remove for it).
+    #[arg(long, value_parser = args::classes)]
+    pub classes: Option<args::ClassesArg>,
     /// Preprocessing: keep a random subset of N training examples.
     #[arg(long)]
     pub subsample: Option<usize>,
@@ -235,6 +249,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             privpred_release::keys::SEALING_FILE
         )));
     }
+    if method == Some(Method::DpSgd) && privacy.is_some_and(|p| p.is_pure()) {
+        // before any work (and any odometer reservation): DP-SGD's accountants need δ > 0
+        return Err(usage(
+            "invalid delta = 0 for dp-sgd: DP-SGD needs delta in (0, 1) (its accountants bound (epsilon, delta) with delta > 0)",
+        ));
+    }
     match args.model {
         ModelArg::Linear if args.engine.is_some() => Err(usage(
             "--engine applies to ResNet models only (--model resnet20|resnet-tiny); linear models train on the CPU",
@@ -268,14 +288,20 @@ fn train_resnet(
             )));
         }
     };
+    if method.is_some() && args.neighbours == privpred_core::Neighbours::AddRemove {
+        return Err(usage(format!(
+            "--neighbours add-remove is refused for --model {}: a ResNet's DP-SGD schedule (q = b/N, its steps) and its teachers' partition are set from the exact N, which that relation makes private; train it under replace-one (the default), or a linear model with --public-n",
+            args.model.as_str()
+        )));
+    }
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
-        (args.classes.is_some(), "--classes"),
         (args.loss != privpred_core::Loss::Softmax, "--loss"),
         (args.bias.is_some(), "--bias"),
         (args.lambda.is_some(), "--lambda"),
         (args.unit_ball.is_some(), "--unit-ball"),
         (args.schema.is_some(), "--schema"),
+        (args.public_n.is_some(), "--public-n"),
     ] {
         if given {
             return Err(usage(format!(
@@ -301,6 +327,7 @@ fn train_resnet(
             epochs: args.epochs,
             learning_rate: args.learning_rate,
             subsample: args.subsample,
+            classes: args.classes.as_ref(),
             engine: args.engine,
             out: &args.out,
             keys,
@@ -345,22 +372,25 @@ fn load_linear_data(
     let opts = LoadOptions {
         data_dir: args.data_dir.clone(),
         schema: super::shared::read_schema(args.schema.as_deref())?,
+        classes: args.classes.as_ref().and_then(args::ClassesArg::as_count),
+        class_names: args.classes.as_ref().and_then(args::ClassesArg::names),
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", args.dataset))?;
     super::shared::check_two_classes(&splits.train)?;
+    check_public_classes(args, &splits.train)?;
+    check_add_remove_input(args, &splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
     let odometer_key = match (&args.odometer, &args.odometer_key) {
         (None, _) => None,
         (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
-        (Some(_), None) => Some(privpred_serve::odometer::dataset_identity(
-            splits.train.d,
-            &splits.train.features,
-            &splits.train.labels,
-        )),
+        (Some(_), None) => {
+            let (d, f, y) = splits.training_input();
+            Some(privpred_serve::odometer::dataset_identity(d, &f, &y))
+        }
     };
     let recipe = Preprocessing {
-        classes: args.classes,
+        classes: args.classes.as_ref().map(args::ClassesArg::count),
         subsample: args.subsample,
         pca: args.pca,
         unit_ball: args.unit_ball.unwrap_or(base.unit_ball),
@@ -400,6 +430,7 @@ fn train_params(
     };
     let params = TrainParams::new(m, args.calibration, privacy, budget)
         .neighbours(args.neighbours)
+        .public_n(args.public_n)
         .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
@@ -524,65 +555,6 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
     })
 }
 
-/// Refuses, for a private method, a preprocessing step that would map every query with an
-/// un-noised statistic of the private training data and so release it with the model.
-fn check_public_preprocessing(args: &Args) -> anyhow::Result<()> {
-    if args.method.method().is_none() {
-        return Ok(());
-    }
-    if args.pca.is_some() {
-        return Err(usage(format!(
-            "--pca is refused for {}: the basis would be fitted on the private training data and released, un-noised, with the model (every query is projected with it), outside the guarantee. Project the data beforehand with a basis fitted on public data, or train without --pca (non-private training may use it)",
-            args.method.name()
-        )));
-    }
-    if args.unit_ball == Some(UnitBall::MaxNorm) {
-        return Err(usage(format!(
-            "--unit-ball max-norm is refused for {}: it divides every query by the private training set's largest norm, which the model would release un-noised, outside the guarantee. Use the data-independent `normalize` (the default) or `clip:R` (non-private training may use max-norm)",
-            args.method.name()
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses, by name, a flag the linear method would ignore: `--lambda` with DP-SGD (it
-/// trains without L2 regularisation) and `--clip` with any method but DP-SGD.
-fn check_method_flags(args: &Args) -> anyhow::Result<()> {
-    let name = args.method.name();
-    if args.method == TrainMethod::DpSgd && args.lambda.is_some() {
-        return Err(usage(
-            "--lambda does not apply to dp-sgd: linear DP-SGD trains without L2 regularisation (lambda = 0), so a value, `private` or `cv` would be ignored; drop --lambda (its knob is --clip)",
-        ));
-    }
-    if args.method != TrainMethod::DpSgd && args.clip.is_some() {
-        return Err(usage(format!(
-            "--clip does not apply to {name}: the per-example clip is DP-SGD's (train dp-sgd); {name} bounds each example by the unit ball instead; drop --clip"
-        )));
-    }
-    Ok(())
-}
-
-/// `--loss logistic` (one sigmoid output) is trained by model sensitivity, prediction
-/// sensitivity, loss perturbation and DP-SGD; any other method is refused before any work.
-fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Result<()> {
-    match (loss, method) {
-        (privpred_core::Loss::Softmax, _)
-        | (
-            _,
-            Some(
-                Method::ModelSensitivity
-                | Method::PredictionSensitivity
-                | Method::LossPerturbation
-                | Method::DpSgd,
-            ),
-        ) => Ok(()),
-        (_, m) => Err(usage(format!(
-            "invalid loss = logistic for method = {}: the one-output sigmoid model is trained by model-sensitivity, prediction-sensitivity, loss-perturbation and dp-sgd; use --loss softmax",
-            m.map_or("non-private", |m| m.name())
-        ))),
-    }
-}
-
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
 fn train_linear(
     args: &Args,
@@ -624,6 +596,9 @@ fn train_linear(
             "invalid loss = logistic for {} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax",
             data.train.classes
         )));
+    }
+    if args.odometer.is_some() {
+        check_odometer_fit(args)?;
     }
     let charge = match (&args.odometer, &data.odometer_key) {
         (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(

@@ -69,6 +69,8 @@ pub struct Request<'a> {
     pub learning_rate: Option<f64>,
     /// Keep a random subset of this many training images.
     pub subsample: Option<usize>,
+    /// `--classes`: the declared class set (a count, or an image folder's class names).
+    pub classes: Option<&'a super::args::ClassesArg>,
     /// `--engine` (default: `$PRIVPRED_NN_ENGINE`, else by build and device).
     pub engine: Option<EngineArg>,
     /// Output file.
@@ -185,10 +187,26 @@ fn load_images(req: &Request, rng: &mut PrivRng) -> anyhow::Result<Images> {
     let spec = DatasetSpec::parse(req.dataset)?;
     let opts = LoadOptions {
         data_dir: req.data_dir.map(Path::to_path_buf),
+        classes: req.classes.and_then(super::args::ClassesArg::as_count),
+        class_names: req.classes.and_then(super::args::ClassesArg::names),
         ..LoadOptions::default()
     };
     let splits = load(&spec, &opts).with_context(|| format!("loading dataset {}", req.dataset))?;
     super::shared::check_two_classes(&splits.train)?;
+    if req.method.is_some() {
+        // C is released with the network: declared, never read from the labels
+        splits.train.require_declared_classes().map_err(usage)?;
+    }
+    if let Some(c) = req.classes
+        && c.count() != splits.train.classes
+    {
+        return Err(usage(format!(
+            "invalid classes = {} for {}: it has {} classes; a ResNet trains on every class of its data set",
+            c.count(),
+            req.dataset,
+            splits.train.classes
+        )));
+    }
     let prov = &splits.train.provenance;
     let (c, s) = match prov.feature_shape[..] {
         [c, h, w] if h == w && h >= 2 => (c, h),

@@ -216,7 +216,9 @@ pub fn digits_compare<'a>(repetitions: &'a str, extra: &[&'a str]) -> Vec<&'a st
 }
 
 /// `privpred train METHOD --dataset DATASET --out DIR/NAME.safetensors ARGS…`, which must
-/// succeed; returns the artifact's path and the command's standard output.
+/// succeed; returns the artifact's path and the command's standard output. A `csv-pixels:`
+/// set of this module ([`toy_dataset`], [`pixel_set`]: 3 classes) has its classes declared
+/// (`--classes 3`, a public parameter) unless `args` declare them.
 pub fn train_into(
     dir: &Path,
     name: &str,
@@ -225,7 +227,11 @@ pub fn train_into(
     args: &[&str],
 ) -> (PathBuf, String) {
     let out = dir.join(format!("{name}.safetensors"));
-    let mut all = vec!["train", method, "--dataset", dataset, "--out"];
+    let mut all = vec!["train", method, "--dataset", dataset];
+    if dataset.starts_with("csv-pixels:") && !args.contains(&"--classes") {
+        all.extend_from_slice(&["--classes", "3"]);
+    }
+    all.push("--out");
     all.push(out.to_str().expect("a UTF-8 temporary path"));
     all.extend_from_slice(args);
     let stdout = ok(&all);
