@@ -70,16 +70,53 @@ def sklearn_table(loader):
 
 
 def fair_table(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[1:] if rows and not _is_number(rows[0][0]) else rows
+    """Fair's survey as `privpred data fetch fair` installs it (affairs_any = affairs > 0):
+    the installed CSV when it is there, else derived the same way from statsmodels' copy."""
+    if path and os.path.exists(path):
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        return rows[1:] if rows and not _is_number(rows[0][0]) else rows
+    import statsmodels.api as sm
+
+    d = sm.datasets.fair.load_pandas().data
+    return [[f"{v:.10g}" for v in r[:8]] + ["1" if r[8] > 0 else "0"]
+            for r in d.itertuples(index=False)]
 
 
-# name, rows loader, teachers T, DP-SGD expected batch size b
+def anes96_table(_):
+    """statsmodels' anes96 (944 rows): the vote (0 Clinton, 1 Dole) is the label."""
+    import statsmodels.api as sm
+
+    d = sm.datasets.anes96.load_pandas().data
+    return [[f"{v:.10g}" if k != "vote" else str(int(v)) for k, v in zip(d.columns, r)]
+            for r in d.itertuples(index=False)]
+
+
+def penguins_table(_):
+    """palmerpenguins (344 rows; the 11 with a missing value are dropped: 333 rows)."""
+    import palmerpenguins
+
+    d = palmerpenguins.load_penguins().dropna()
+    cols = ["species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm",
+            "body_mass_g", "sex", "year"]
+    return [[v if isinstance(v, str) else f"{v:.10g}" for v in r]
+            for r in d[cols].itertuples(index=False)]
+
+
+def iris_table(_):
+    from sklearn.datasets import load_iris
+
+    return sklearn_table(load_iris)
+
+
+# name, rows loader (each table's schema is examples/NAME.schema.json)
 TABLES = [
-    ("breast-cancer", lambda a: sklearn_table(load_breast_cancer), 16, 256),
-    ("wine", lambda a: sklearn_table(load_wine), 16, 32),
-    ("fair", lambda a: fair_table(a.fair_csv), 64, 256),
+    ("breast-cancer", lambda a: sklearn_table(load_breast_cancer)),
+    ("wine", lambda a: sklearn_table(load_wine)),
+    ("iris", iris_table),
+    ("fair", lambda a: fair_table(a.fair_csv)),
+    ("anes96", anes96_table),
+    ("penguins", penguins_table),
 ]
 
 
@@ -115,19 +152,26 @@ def labels(rows, schema):
     return np.array(out)
 
 
+DEFAULT_MAP = {"range": "unit", "sphere": True, "bias": True}
+
+
 def schema_map(rows, schema):
     """The schema's map into the unit ball, as docs/tables.md describes it.
 
-    With m the number of numeric and categorical columns, a numeric value x (clipped into
-    [min, max] where declared, refused otherwise) becomes (2x - min - max)/(max - min), a
-    categorical value its one-hot vector (one extra "other" slot when declared), and every
-    entry is multiplied by 1/sqrt(m). Returns the mapped rows and the raw design matrix
-    (numeric values clipped to their bounds, categorical columns one-hot) with its bounds,
-    which GaussianNB and the min-max reference use.
+    With m the number of numeric and categorical columns (m' = m + 1 with a bias coordinate),
+    a numeric value x (clipped into [min, max] where declared, refused otherwise) becomes
+    (x - min)/(max - min) (range "unit") or (2x - min - max)/(max - min) (range "centered"),
+    a categorical value its one-hot vector (one extra "other" slot when declared); the row's
+    entries v are then scaled to norm sqrt(m/m') / (1 + 1e-9) (sphere; left at 0 when v = 0)
+    or multiplied by 1/sqrt(m'), and a bias coordinate 1/sqrt(m') is appended when declared.
+    Returns the mapped rows and the raw design matrix (numeric values clipped to their
+    bounds, categorical columns one-hot) with its bounds, which GaussianNB and the min-max
+    reference use.
     """
     cols = schema["columns"]
+    rmap = {**DEFAULT_MAP, **schema.get("map", {})}
     m = sum(c["type"] in ("numeric", "categorical") for c in cols)
-    s = 1.0 / math.sqrt(m)
+    mp = m + bool(rmap["bias"])
     mapped, raw, lo, hi = [], [], [], []
     for c in cols:
         if c["type"] == "numeric":
@@ -146,7 +190,10 @@ def schema_map(rows, schema):
                     if c.get("out_of_bounds", "refuse") != "clip":
                         raise ValueError(f"row {n}: column {c['name']}: {x} outside [{a}, {b}]")
                     x = min(max(x, a), b)
-                z.append(min(max((2 * x - a - b) / (b - a), -1.0), 1.0) * s)
+                if rmap["range"] == "centered":
+                    z.append(min(max((2 * x - a - b) / (b - a), -1.0), 1.0))
+                else:
+                    z.append(min(max((x - a) / (b - a), 0.0), 1.0))
                 r.append(x)
             elif c["type"] == "categorical":
                 cats = c["categories"]
@@ -158,8 +205,16 @@ def schema_map(rows, schema):
                     i = len(cats)
                 onehot = [0.0] * (len(cats) + other)
                 onehot[i] = 1.0
-                z += [v * s for v in onehot]
+                z += onehot
                 r += onehot
+        if rmap["sphere"]:
+            norm = math.sqrt(sum(v * v for v in z))
+            s = math.sqrt(m / mp) / ((1 + 1e-9) * norm) if norm > 0 else 0.0
+        else:
+            s = 1.0 / math.sqrt(mp)
+        z = [v * s for v in z]
+        if rmap["bias"]:
+            z.append(1.0 / math.sqrt(mp))
         mapped.append(z)
         raw.append(r)
     return np.array(mapped), np.array(raw), np.array(lo, float), np.array(hi, float)
