@@ -20,6 +20,7 @@ pub mod mechanism;
 pub mod noise;
 pub mod params;
 pub mod pld;
+pub mod public_rule;
 pub mod privacy;
 pub mod rdp;
 pub mod select;

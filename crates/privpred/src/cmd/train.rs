@@ -70,7 +70,7 @@ impl TrainMethod {
 }
 
 /// Arguments of `privpred train`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Method to train.
     #[arg(value_enum)]
@@ -100,8 +100,9 @@ pub struct Args {
     /// (the private split selection over the grid {1e-5, …, 0.5}: inside the guarantee; the
     /// release is trained on the 80 % of the training set the selection does not use) or `cv`
     /// (the paper's selection on a 10 % hold-out, without privacy: the guarantee is then
-    /// marked not valid). Default: the public value 0.01 for private methods, `cv` for the
-    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0).
+    /// marked not valid). Default: for private methods the public rule from N, d, C, ε and B
+    /// (docs/tables.md; costs nothing; 0.01 under add-remove neighbours), `cv` for the
+    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0.01).
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub lambda: Option<ValueOrCv>,
     /// Which analysis calibrates the noise.
@@ -113,14 +114,15 @@ pub struct Args {
     pub neighbours: privpred_core::Neighbours,
     /// Linear models: the output layer. `softmax` (one output per class) or, for two-class
     /// data, `logistic` (one sigmoid output: less noise for the same guarantee; model
-    /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Recorded in the
-    /// artifact.
-    #[arg(long, value_enum, default_value_t = privpred_core::Loss::Softmax)]
-    pub loss: privpred_core::Loss,
+    /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Default: logistic
+    /// for two-class data with those methods, softmax otherwise. Recorded in the artifact.
+    #[arg(long, value_enum)]
+    pub loss: Option<privpred_core::Loss>,
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Subsample-and-aggregate: number of teachers T (default 256 for linear models, 16 for
+    /// Subsample-and-aggregate: number of teachers T (default for linear models the public
+    /// rule clamp(⌊√N/2⌋, 1, 256) of the N training rows, 256 under add-remove; 16 for
     /// ResNets).
     #[arg(long)]
     pub teachers: Option<usize>,
@@ -130,7 +132,9 @@ pub struct Args {
     /// 0.1 for linear models, 1 for ResNets.
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub clip: Option<ValueOrCv>,
-    /// DP-SGD (and ResNet training): expected batch size b (default 256 linear, 600 ResNet).
+    /// DP-SGD (and ResNet training): expected batch size b (default for linear models the
+    /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows, 256 under add-remove; 600
+    /// ResNet).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// DP-SGD (and ResNet training): epochs (default 20 linear; ResNet: 100, teachers 500).
@@ -254,7 +258,7 @@ fn train_resnet(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
         (args.classes.is_some(), "--classes"),
-        (args.loss != privpred_core::Loss::Softmax, "--loss"),
+        (args.loss.is_some(), "--loss"),
         (args.bias.is_some(), "--bias"),
         (args.lambda.is_some(), "--lambda"),
         (args.unit_ball.is_some(), "--unit-ball"),
@@ -367,7 +371,7 @@ fn train_params(
     m: Method,
     privacy: Privacy,
     budget: Budget,
-    lambda: f64,
+    (lambda, n): (f64, usize),
     seed_policy: SeedPolicy,
 ) -> TrainParams {
     let (lambda, teacher_lambda) = if m == Method::SubsampleAggregate {
@@ -377,12 +381,12 @@ fn train_params(
     };
     let params = TrainParams::new(m, args.calibration, privacy, budget)
         .neighbours(args.neighbours)
-        .loss(args.loss)
+        .loss(args.loss.unwrap_or_default())
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
-        .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
+        .teachers(select::teachers_arg(args, n))
         .seed_policy(seed_policy)
-        .batch_size(args.batch_size.unwrap_or(defaults::LINEAR_DPSGD_BATCH_SIZE))
+        .batch_size(select::batch_size_arg(args, n))
         .epochs(args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
         .learning_rate(
             args.learning_rate
@@ -417,12 +421,13 @@ fn fit_private(
     rng: &mut PrivRng,
 ) -> anyhow::Result<(StoredModel, serde_json::Value, serde_json::Value)> {
     let privacy = plan.privacy.expect("checked");
+    let train_n = chosen.final_train.as_ref().unwrap_or(&data.train).n;
     let mut params = train_params(
         args,
         m,
         privacy,
         plan.budget,
-        chosen.value,
+        (chosen.value, train_n),
         plan.seed_policy,
     );
     let clip = clip_arg(args);
@@ -444,6 +449,7 @@ fn fit_private(
                 selection: SelectionMethod::NonPrivateHoldout,
                 record: cv_json("clip", plan.cv_draws, &cv.scores, cv.best),
                 final_train: None,
+                formula: None,
             }
         };
         params = params.clip(chosen.value);
@@ -552,7 +558,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         None => 0.0,
     };
     let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
-    check_loss(args.loss, method)?;
+    check_loss(args.loss.unwrap_or_default(), method)?;
     check_public_preprocessing(args)?;
     super::shared::check_out_dir(&args.out)?;
 
@@ -573,7 +579,13 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         cv_draws,
     };
     let data = load_linear_data(args, &plan, &mut rng)?;
-    if args.loss == privpred_core::Loss::Logistic && data.train.classes != 2 {
+    // `--loss` not given: the sigmoid for two classes where the method trains it
+    let resolved = Args {
+        loss: Some(args.loss.unwrap_or(select::default_loss(method, data.train.classes))),
+        ..args.clone()
+    };
+    let args = &resolved;
+    if args.loss == Some(privpred_core::Loss::Logistic) && data.train.classes != 2 {
         return Err(usage(format!(
             "invalid loss = logistic for {} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax",
             data.train.classes
@@ -595,6 +607,7 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     };
     let lbfgs = LbfgsOptions::default();
     let chosen = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
+    let chosen_formula = chosen.formula.clone();
 
     let (model, summary, cv_record) = match method {
         None => {
@@ -630,6 +643,9 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
     });
+    if let Some(f) = &chosen_formula {
+        extra["lambda_rule"] = json!(f);
+    }
     if method.is_none() {
         // the non-private reference releases nothing under a guarantee: it keeps its record
         extra["cross_validation"] = cv_record.clone();
