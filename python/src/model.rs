@@ -381,6 +381,9 @@ fn train_impl(
                     .check()
                     .map_err(linear)?;
                 let clip = match args.select {
+                    None if args.neighbours == Neighbours::ReplaceOne => {
+                        privpred_core::public_rule::DPSGD_CLIP
+                    }
                     None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
                     Some(SelectionMethod::PrivateSplit) => {
                         let s = methods::private_split_select(

@@ -29,8 +29,8 @@
 //! ([`RowMap`], whose documentation proves the bound): a numeric value is placed within its
 //! public bounds on [0, 1] (the default) or [−1, 1], a categorical value becomes its one-hot
 //! vector (exactly one 1, over the categories and the "other" slot if declared), and the row
-//! is scaled to the unit sphere (the default) or by 1/√m, with a bias coordinate (the default)
-//! or without. Nothing here depends on the data beyond the row being mapped: the schema's
+//! is scaled to the unit sphere (the default) or by 1/√m, with a bias coordinate or without
+//! (the default). Nothing here depends on the data beyond the row being mapped: the schema's
 //! bounds and categories are public by declaration ([`draft`] is the exception, and says so).
 
 use crate::error::{DataError, Result};
@@ -758,9 +758,12 @@ mod tests {
     }
 
     #[test]
-    fn the_default_map_places_values_on_0_1_scales_rows_to_the_sphere_and_adds_a_bias() {
+    fn the_unit_sphere_map_places_values_on_0_1_scales_rows_to_the_sphere_and_adds_a_bias() {
         let mut s = schema();
-        s.map = RowMap::default();
+        s.map = RowMap {
+            bias: true,
+            ..RowMap::default()
+        };
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains(r#""map":{"range":"unit","sphere":true,"bias":true}"#));
         // three feature columns and the bias: 6 features
@@ -777,6 +780,14 @@ mod tests {
         // an unknown field of the map is refused
         let bad = json.replace(r#""bias":true"#, r#""bias":true,"scale":2"#);
         assert!(Schema::from_json(&bad, Path::new("s.json")).is_err());
+        // the default: the same without the bias coordinate
+        s.map = RowMap::default();
+        assert_eq!(s.feature_dim(), 5);
+        let (x, _) = s.encode_row(&["5", "1", "y", "", "yes"]).unwrap();
+        let k = 1.0 / 1.5;
+        for (a, b) in x.iter().zip([0.5 * k, k, 0.0, k, 0.0]) {
+            assert!((*a as f64 - b).abs() < 1e-7, "{x:?}");
+        }
     }
 
     #[test]

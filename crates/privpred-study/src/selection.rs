@@ -66,12 +66,12 @@ impl SelectionOptions {
         lambda: Choice::Value(defaults::LINEAR_PUBLIC_LAMBDA),
         clip: Choice::Value(defaults::LINEAR_DPSGD_CLIP),
     };
-    /// `compare`'s and `train`'s defaults: λ by the public rule
-    /// ([`privpred_core::public_rule`]), ν = [`defaults::LINEAR_DPSGD_CLIP`]; both cost nothing.
+    /// `compare`'s and `train`'s defaults: λ by the public rule and its DP-SGD clip ν =
+    /// [`privpred_core::public_rule::DPSGD_CLIP`]; both cost nothing.
     pub const PUBLIC_RULE: SelectionOptions = SelectionOptions {
         protocol: "public-rule",
         lambda: Choice::Rule,
-        clip: Choice::Value(defaults::LINEAR_DPSGD_CLIP),
+        clip: Choice::Value(privpred_core::public_rule::DPSGD_CLIP),
     };
     /// Both selected by the private split.
     pub const PRIVATE: SelectionOptions = SelectionOptions {

@@ -36,7 +36,7 @@ pub enum Range {
 
 /// A schema's map of a row into the unit ball (see the module documentation for the proof
 /// that ‖x‖ ≤ 1). Written in a schema as `"map": {"range": "unit", "sphere": true, "bias":
-/// true}`; every field may be left out (its default below).
+/// false}`; every field may be left out (its default below).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RowMap {
@@ -47,9 +47,9 @@ pub struct RowMap {
     /// spends the whole norm budget, whatever part of its bounds its values use.
     #[serde(default = "yes")]
     pub sphere: bool,
-    /// Whether a constant coordinate is appended (default true), which gives the linear model
-    /// an intercept.
-    #[serde(default = "yes")]
+    /// Whether a constant coordinate is appended (default false), which gives the linear
+    /// model an intercept.
+    #[serde(default)]
     pub bias: bool,
 }
 
@@ -58,13 +58,13 @@ fn yes() -> bool {
 }
 
 impl Default for RowMap {
-    /// The default map: per-column [0, 1], scaled to the sphere, with a bias coordinate
+    /// The default map: per-column [0, 1], scaled to the unit sphere, no bias coordinate
     /// (chosen by measurement on public tables, docs/tables.md).
     fn default() -> Self {
         RowMap {
             range: Range::Unit,
             sphere: true,
-            bias: true,
+            bias: false,
         }
     }
 }
@@ -204,7 +204,10 @@ mod tests {
             }
         }
         // all values at the lower bound under the unit range: only the bias is left
-        let map = RowMap::default();
+        let map = RowMap {
+            bias: true,
+            ..RowMap::default()
+        };
         let mut out = Vec::new();
         map.finish(3, &[0.0, 0.0, 0.0], &mut out);
         assert_eq!(out[..3], [0.0, 0.0, 0.0]);

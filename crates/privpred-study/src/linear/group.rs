@@ -330,9 +330,8 @@ impl LinearRunner {
                     epsilon: g.setting.epsilon,
                     budget: privpred_core::Budget::finite(g.setting.budget.max(1))?,
                 };
-                let r = privpred_core::public_rule::lambda(&inputs).ok_or_else(|| {
-                    StudyError::invalid("method", g.method, "a method with λ")
-                })?;
+                let r = privpred_core::public_rule::lambda(&inputs)
+                    .ok_or_else(|| StudyError::invalid("method", g.method, "a method with λ"))?;
                 return Ok(Selected {
                     lambda: Some(r.value),
                     clip: None,

@@ -42,7 +42,7 @@ pub struct Args {
     /// Calibration mode.
     #[arg(long, value_enum, default_value = "corrected")]
     pub calibration: CalibrationMode,
-    /// Subsample-and-aggregate teachers T (default: the public rule clamp(⌊√N/2⌋, 1, 256) of
+    /// Subsample-and-aggregate teachers T (default: the public rule clamp(⌊N/6⌋, 1, 256) of
     /// the N training rows, docs/tables.md).
     #[arg(long)]
     pub teachers: Option<usize>,
@@ -81,7 +81,8 @@ pub struct Args {
     /// without privacy: outside the guarantee, and every row says so).
     #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
     pub lambda: Option<ValueOrCv>,
-    /// DP-SGD's clip ν: a public value > 0 (costs nothing; default 0.1, as `train`), `private`
+    /// DP-SGD's clip ν: a public value > 0 (costs nothing; default the public rule's 1, as
+    /// `train`), `private`
     /// (private split selection over {5e-4, …, 0.5}, inside the guarantee; replace-one only) or
     /// `cv` (non-private hold-out selection, outside the guarantee).
     #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
@@ -104,17 +105,17 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
         Some(ValueOrCv::Cv) => Choice::Cv,
     };
     // the public rule reads N, public under replace-one only: the fixed public value otherwise
-    let lambda = if args.neighbours == privpred_core::Neighbours::ReplaceOne {
-        Choice::Rule
+    let (lambda, clip) = if args.neighbours == privpred_core::Neighbours::ReplaceOne {
+        (Choice::Rule, privpred_core::public_rule::DPSGD_CLIP)
     } else {
-        Choice::Value(privpred_core::defaults::LINEAR_PUBLIC_LAMBDA)
+        (
+            Choice::Value(privpred_core::defaults::LINEAR_PUBLIC_LAMBDA),
+            privpred_core::defaults::LINEAR_DPSGD_CLIP,
+        )
     };
     let s = SelectionOptions::new(
         choice(args.lambda, lambda),
-        choice(
-            args.clip,
-            Choice::Value(privpred_core::defaults::LINEAR_DPSGD_CLIP),
-        ),
+        choice(args.clip, Choice::Value(clip)),
     );
     if s.uses_private_split() && args.neighbours != privpred_core::Neighbours::ReplaceOne {
         return Err(crate::exit::usage(format!(

@@ -122,14 +122,14 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Subsample-and-aggregate: number of teachers T (default for linear models the public
-    /// rule clamp(⌊√N/2⌋, 1, 256) of the N training rows, 256 under add-remove; 16 for
+    /// rule clamp(⌊N/6⌋, 1, 256) of the N training rows, 256 under add-remove; 16 for
     /// ResNets).
     #[arg(long)]
     pub teachers: Option<usize>,
     /// DP-SGD: clip ν: a public value > 0 (costs nothing), `private` (private split selection
     /// over {5e-4, …, 0.5}, inside the guarantee) or `cv` (non-private hold-out selection,
-    /// outside the guarantee); the last two for linear models only. Default: the public value
-    /// 0.1 for linear models, 1 for ResNets.
+    /// outside the guarantee); the last two for linear models only. Default: the public rule's
+    /// 1 for linear models (0.1 under add-remove neighbours), 1 for ResNets.
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub clip: Option<ValueOrCv>,
     /// DP-SGD (and ResNet training): expected batch size b (default for linear models the
@@ -581,7 +581,10 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     let data = load_linear_data(args, &plan, &mut rng)?;
     // `--loss` not given: the sigmoid for two classes where the method trains it
     let resolved = Args {
-        loss: Some(args.loss.unwrap_or(select::default_loss(method, data.train.classes))),
+        loss: Some(
+            args.loss
+                .unwrap_or(select::default_loss(method, data.train.classes)),
+        ),
         ..args.clone()
     };
     let args = &resolved;

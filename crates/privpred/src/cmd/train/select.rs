@@ -49,11 +49,14 @@ pub(super) fn batch_size_arg(args: &Args, n: usize) -> usize {
     })
 }
 
-/// `--clip` as given, or its default for linear DP-SGD: the public
-/// [`defaults::LINEAR_DPSGD_CLIP`].
+/// `--clip` as given, or its default for linear DP-SGD: the public rule's
+/// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
+/// add-remove neighbours, as the other sizes).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
-    args.clip
-        .unwrap_or(ValueOrCv::Value(defaults::LINEAR_DPSGD_CLIP))
+    args.clip.unwrap_or(ValueOrCv::Value(match args.neighbours {
+        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::DPSGD_CLIP,
+        _ => defaults::LINEAR_DPSGD_CLIP,
+    }))
 }
 
 /// The cross-validation record of the artifact and the summary.
