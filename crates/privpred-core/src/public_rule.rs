@@ -170,6 +170,17 @@ mod tests {
     }
 
     #[test]
+    fn the_rule_costs_nothing_and_needs_replace_one() {
+        use crate::{Neighbours, Privacy, Selection, SelectionMethod};
+        let p = Privacy::new(1.0, 0.0).unwrap();
+        let s = Selection::derive(SelectionMethod::PublicRule, p, Neighbours::ReplaceOne).unwrap();
+        assert_eq!((s.epsilon, s.delta), (Some(0.0), Some(0.0)));
+        assert!(s.is_inside());
+        assert_eq!(s.method.name(), "public-rule");
+        assert!(Selection::derive(SelectionMethod::PublicRule, p, Neighbours::AddRemove).is_err());
+    }
+
+    #[test]
     fn sizes_follow_n_and_fit_small_tables() {
         for n in 1..5000 {
             assert!((1..=n).contains(&teachers(n)), "{n}");

@@ -87,7 +87,7 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
         "--repetitions",
         "2",
     ];
-    // the defaults follow N = 96 training rows: T = 4, batch 9, and every method runs
+    // the defaults follow N = 96 training rows: T = 16, batch 9, and every method runs
     let mut defaults = base.to_vec();
     defaults.extend(["--seed", "3", "--json"]);
     let v = json(&defaults);
@@ -100,7 +100,7 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
         .find(|r| r["method"] == "subsample-aggregate")
         .cloned()
         .unwrap();
-    assert_eq!(saa["teachers"], 4, "{saa}");
+    assert_eq!(saa["example"]["teachers"], 16, "{saa}");
     assert!(
         v["provenance"]["selection"]
             .as_str()

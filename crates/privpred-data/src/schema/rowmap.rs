@@ -116,7 +116,9 @@ impl RowMap {
             Range::Centered => "to [-1, 1]",
             Range::Unit => "to [0, 1]",
         };
-        let scale = if self.sphere {
+        let scale = if self.sphere && mp == m {
+            "each row scaled to the unit sphere".to_string()
+        } else if self.sphere {
             format!("each row scaled to norm √({m}/{mp})")
         } else {
             format!("every entry times 1/√{mp}")

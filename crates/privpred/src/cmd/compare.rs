@@ -126,6 +126,27 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
     Ok(s)
 }
 
+/// The teachers T and DP-SGD's batch size: as given, or the public rule's for the training
+/// set's N (public under replace-one; under add-remove the fixed defaults).
+fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
+    Ok(match (args.teachers, args.dpsgd_batch_size) {
+        (Some(t), Some(b)) => (t, b),
+        (t, b) if args.neighbours == privpred_core::Neighbours::ReplaceOne => {
+            let n = runner
+                .train_size(&args.dataset)
+                .map_err(super::shared::study_error)?;
+            (
+                t.unwrap_or(privpred_core::public_rule::teachers(n)),
+                b.unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
+            )
+        }
+        (t, b) => (
+            t.unwrap_or(privpred_core::defaults::LINEAR_TEACHERS),
+            b.unwrap_or(privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE),
+        ),
+    })
+}
+
 /// Runs `privpred compare`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (epsilons, budgets) = grid_axes(&args)?;
@@ -143,26 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .dpsgd_batch_size(args.dpsgd_batch_size.unwrap_or(1))
         .check()
         .map_err(crate::exit::usage)?;
-    let mut runner = LinearRunner::new(opts);
-    // the sizes the public rule gives for the training set's N (public under replace-one;
-    // under add-remove the fixed defaults)
-    let (teachers, batch) = match (args.teachers, args.dpsgd_batch_size) {
-        (Some(t), Some(b)) => (t, b),
-        (t, b) if args.neighbours == privpred_core::Neighbours::ReplaceOne => {
-            let n = runner
-                .train_size(&args.dataset)
-                .map_err(super::shared::study_error)?;
-            (
-                t.unwrap_or(privpred_core::public_rule::teachers(n)),
-                b.unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
-            )
-        }
-        (t, b) => (
-            t.unwrap_or(privpred_core::defaults::LINEAR_TEACHERS),
-            b.unwrap_or(privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE),
-        ),
-    };
-    runner = runner.with_dpsgd_batch_size(batch);
+    let runner = LinearRunner::new(opts);
+    let (teachers, batch) = sizes(&args, &runner)?;
+    let runner = runner.with_dpsgd_batch_size(batch);
     let points = epsilons.len() * budgets.len();
     let observer: Box<dyn Observer> = if points > 1 {
         progress::for_terminal()

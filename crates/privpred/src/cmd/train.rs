@@ -549,6 +549,21 @@ fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> anyhow::Resu
     }
 }
 
+/// The arguments with `--loss` resolved: as given (the sigmoid refused unless there are two
+/// classes), or the sigmoid for two classes where the method trains it, the softmax otherwise.
+fn with_loss(args: &Args, method: Option<Method>, classes: usize) -> anyhow::Result<Args> {
+    let loss = args.loss.unwrap_or(select::default_loss(method, classes));
+    if loss == privpred_core::Loss::Logistic && classes != 2 {
+        return Err(usage(format!(
+            "invalid loss = logistic for {classes} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax"
+        )));
+    }
+    Ok(Args {
+        loss: Some(loss),
+        ..args.clone()
+    })
+}
+
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
 fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyhow::Result<()> {
     let method = args.method.method();
@@ -579,21 +594,8 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
         cv_draws,
     };
     let data = load_linear_data(args, &plan, &mut rng)?;
-    // `--loss` not given: the sigmoid for two classes where the method trains it
-    let resolved = Args {
-        loss: Some(
-            args.loss
-                .unwrap_or(select::default_loss(method, data.train.classes)),
-        ),
-        ..args.clone()
-    };
+    let resolved = with_loss(args, method, data.train.classes)?;
     let args = &resolved;
-    if args.loss == Some(privpred_core::Loss::Logistic) && data.train.classes != 2 {
-        return Err(usage(format!(
-            "invalid loss = logistic for {} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax",
-            data.train.classes
-        )));
-    }
     let charge = match (&args.odometer, &data.odometer_key) {
         (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(
             super::odometer::FitRequest {
@@ -669,6 +671,9 @@ fn train_linear(args: &Args, privacy: Option<Privacy>, started: Instant) -> anyh
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["private_diagnostics"] = private_diagnostics(&model, &cv_record);
     summary["bias"] = json!(data.fitted.recipe.bias());
+    if let Some(f) = &chosen_formula {
+        summary["lambda_rule"] = json!(f);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
