@@ -742,7 +742,10 @@ fn print_linear_summary(
         }
     };
     if let Some(l) = summary["lambda"].as_f64() {
-        println!("lambda: {l:e}{}", cv_note("lambda"));
+        match summary["lambda_rule"].as_str() {
+            Some(rule) => println!("lambda: {l:e} ({rule}; costs nothing)"),
+            None => println!("lambda: {l:e}{}", cv_note("lambda")),
+        }
     }
     if let Some(c) = summary["clip"].as_f64() {
         println!("clip: {c:e}{}", cv_note("clip"));
