@@ -332,11 +332,12 @@ impl LinearRunner {
                 };
                 let r = privpred_core::public_rule::lambda(&inputs)
                     .ok_or_else(|| StudyError::invalid("method", g.method, "a method with λ"))?;
+                // the formula reads public quantities only: no data-dependent step to note
                 return Ok(Selected {
                     lambda: Some(r.value),
                     clip: None,
                     source: "public rule",
-                    note: Some(r.formula),
+                    note: None,
                     record: crate::selection::public_rule(),
                     release: None,
                 });
