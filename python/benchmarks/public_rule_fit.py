@@ -7,7 +7,12 @@ and DP-SGD's batch size are swept alongside. The result (JSON) is what the rule'
 are fitted on (docs/tables.md): public tables only, never a user's.
 
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
-        --json python/benchmarks/public_rule_fit.json
+        --part lambda --json python/benchmarks/public_rule_fit.json
+    python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
+        --part teachers,batch --maps unit-sphere --json python/benchmarks/public_rule_fit.json
+
+(python/benchmarks/public_rule_fit.json holds the run docs/tables.md reports: 5 draws per
+cell; the teachers and batch sweeps on the default map only.)
 """
 
 from __future__ import annotations
