@@ -1,39 +1,36 @@
-"""privpred vs diffprivlib vs scikit-learn on the breast-cancer, wine and fair tables.
+"""privpred vs diffprivlib vs scikit-learn on six public tables, every method at its defaults.
 
-breast-cancer and wine come from scikit-learn, fair from `privpred data fetch fair` (the CSV in
-~/.cache/privpred/fair, or --fair-csv) -- the same files `privpred data fetch` installs. One
-stratified 80/20 split (seed 0) of each table is written as two CSV files (no header) and used
-by every library; examples/NAME.schema.json maps the rows for all of them.
+The tables ship inside pip packages: breast-cancer, wine and iris from scikit-learn, fair and
+anes96 from statsmodels (fair as `privpred data fetch fair` derives it: affairs > 0; the
+installed CSV in ~/.cache/privpred/fair, or --fair-csv, when there), and palmerpenguins (the
+rows without a missing value). One stratified 80/20 split (seed 0) of each table is written
+as two CSV files (no header) and used by every library; examples/NAME.schema.json (public
+bounds written from each table's documentation, or the next power of ten above a
+measurement's unit range) maps the rows for all of them.
 
 - privpred: `privpred compare --dataset csv:train.csv,test.csv --schema examples/NAME.schema.json
-  --epsilon 0.1,1,10 --budget B --repetitions R --teachers T --dpsgd-batch-size b --json`
-  with compare's default selection: the public values (lambda = 0.01, DP-SGD clip nu = 0.1,
-  the teachers' lambda = 0), which cost nothing. Run once with delta = 0 (every method but
-  DP-SGD) and once with delta = 1e-5 (DP-SGD's row). T = 16 on breast-cancer and wine, 64 on
-  fair; b = 256, except 32 on wine (142 training rows).
-- diffprivlib: `LogisticRegression(epsilon, data_norm=1, C=1/(lambda n))` on the same
-  schema-mapped rows with the same public lambda = 0.01 (n = training rows), and
+  --epsilon 0.1,1,10 --budget B --repetitions R --json`, no other flag: lambda, the teachers
+  T, DP-SGD's batch size and clip come from the public rule (privpred_core::public_rule; they
+  cost nothing). Run once with delta = 0 (every method but DP-SGD) and once with
+  delta = 1e-5 (DP-SGD's row).
+- diffprivlib, as documented: `LogisticRegression(epsilon, data_norm=1)` (its defaults
+  otherwise: C = 1, an intercept) on the same schema-mapped rows, and
   `GaussianNB(epsilon, bounds)` on the raw features: the numeric columns clipped to the
   schema's bounds, each categorical column as its one-hot indicators with bounds [0, 1].
-  R fresh fits each.
-- privpred's non-private reference: compare's own (lambda chosen on a hold-out) and, the
-  private methods' ceiling, `privpred train non-private --lambda 0.01` scored by
-  `privpred evaluate`.
+  R fresh fits each. Skipped when diffprivlib does not import (0.6.6 needs scikit-learn < 1.7).
+- privpred's non-private reference: compare's own (lambda chosen on a hold-out) and
+  `privpred train non-private --lambda 0.01` scored by `privpred evaluate`.
 - scikit-learn (non-private): `LogisticRegression` on the schema-mapped rows, lambda chosen on
   a 10 % hold-out of the training split from the grid below (as privpred's non-private
-  reference chooses its own), with the public lambda = 0.01 and no intercept (privpred's
-  model has none), and, default C = 1, on per-feature min-max scaling of the training data (a
-  statistic of the data, for reference only).
+  reference chooses its own), and, default C = 1, on per-feature min-max scaling of the
+  training data (a statistic of the data, for reference only).
 
 The script's schema map is checked against privpred's own (privpred._native.encode_table,
 when the privpred Python package is importable): the largest entry difference is printed and
 written to the JSON.
 
-diffprivlib 0.6.6 does not import with scikit-learn >= 1.7; run this script in an environment
-with scikit-learn 1.5.2 for diffprivlib.
-
     python python/benchmarks/tables_vs_diffprivlib.py --privpred target/release/privpred \
-        [--repetitions 10] [--budget 100] [--json out.json]
+        [--repetitions 10] [--budget 100] [--tables iris,...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ from sklearn.model_selection import train_test_split
 
 # the non-private scikit-learn reference's hold-out grid (privpred's own grid)
 LAMBDA_GRID = [1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 1e-1, 5e-1]
-# privpred's public default L2 strength, given to diffprivlib too
+# the fixed L2 strength privpred used before the public rule (the non-private reference at it)
 PUBLIC_LAMBDA = 0.01
 EPSILONS = [0.1, 1.0, 10.0]
 DPSGD_DELTA = 1e-5
@@ -70,16 +67,53 @@ def sklearn_table(loader):
 
 
 def fair_table(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[1:] if rows and not _is_number(rows[0][0]) else rows
+    """Fair's survey as `privpred data fetch fair` installs it (affairs_any = affairs > 0):
+    the installed CSV when it is there, else derived the same way from statsmodels' copy."""
+    if path and os.path.exists(path):
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        return rows[1:] if rows and not _is_number(rows[0][0]) else rows
+    import statsmodels.api as sm
+
+    d = sm.datasets.fair.load_pandas().data
+    return [[f"{v:.10g}" for v in r[:8]] + ["1" if r[8] > 0 else "0"]
+            for r in d.itertuples(index=False)]
 
 
-# name, rows loader, teachers T, DP-SGD expected batch size b
+def anes96_table(_):
+    """statsmodels' anes96 (944 rows): the vote (0 Clinton, 1 Dole) is the label."""
+    import statsmodels.api as sm
+
+    d = sm.datasets.anes96.load_pandas().data
+    return [[f"{v:.10g}" if k != "vote" else str(int(v)) for k, v in zip(d.columns, r)]
+            for r in d.itertuples(index=False)]
+
+
+def penguins_table(_):
+    """palmerpenguins (344 rows; the 11 with a missing value are dropped: 333 rows)."""
+    import palmerpenguins
+
+    d = palmerpenguins.load_penguins().dropna()
+    cols = ["species", "island", "bill_length_mm", "bill_depth_mm", "flipper_length_mm",
+            "body_mass_g", "sex", "year"]
+    return [[v if isinstance(v, str) else f"{v:.10g}" for v in r]
+            for r in d[cols].itertuples(index=False)]
+
+
+def iris_table(_):
+    from sklearn.datasets import load_iris
+
+    return sklearn_table(load_iris)
+
+
+# name, rows loader (each table's schema is examples/NAME.schema.json)
 TABLES = [
-    ("breast-cancer", lambda a: sklearn_table(load_breast_cancer), 16, 256),
-    ("wine", lambda a: sklearn_table(load_wine), 16, 32),
-    ("fair", lambda a: fair_table(a.fair_csv), 64, 256),
+    ("breast-cancer", lambda a: sklearn_table(load_breast_cancer)),
+    ("wine", lambda a: sklearn_table(load_wine)),
+    ("iris", iris_table),
+    ("fair", lambda a: fair_table(a.fair_csv)),
+    ("anes96", anes96_table),
+    ("penguins", penguins_table),
 ]
 
 
@@ -115,19 +149,26 @@ def labels(rows, schema):
     return np.array(out)
 
 
+DEFAULT_MAP = {"range": "unit", "sphere": True, "bias": False}
+
+
 def schema_map(rows, schema):
     """The schema's map into the unit ball, as docs/tables.md describes it.
 
-    With m the number of numeric and categorical columns, a numeric value x (clipped into
-    [min, max] where declared, refused otherwise) becomes (2x - min - max)/(max - min), a
-    categorical value its one-hot vector (one extra "other" slot when declared), and every
-    entry is multiplied by 1/sqrt(m). Returns the mapped rows and the raw design matrix
-    (numeric values clipped to their bounds, categorical columns one-hot) with its bounds,
-    which GaussianNB and the min-max reference use.
+    With m the number of numeric and categorical columns (m' = m + 1 with a bias coordinate),
+    a numeric value x (clipped into [min, max] where declared, refused otherwise) becomes
+    (x - min)/(max - min) (range "unit") or (2x - min - max)/(max - min) (range "centered"),
+    a categorical value its one-hot vector (one extra "other" slot when declared); the row's
+    entries v are then scaled to norm sqrt(m/m') / (1 + 1e-9) (sphere; left at 0 when v = 0)
+    or multiplied by 1/sqrt(m'), and a bias coordinate 1/sqrt(m') is appended when declared.
+    Returns the mapped rows and the raw design matrix (numeric values clipped to their
+    bounds, categorical columns one-hot) with its bounds, which GaussianNB and the min-max
+    reference use.
     """
     cols = schema["columns"]
+    rmap = {**DEFAULT_MAP, **schema.get("map", {})}
     m = sum(c["type"] in ("numeric", "categorical") for c in cols)
-    s = 1.0 / math.sqrt(m)
+    mp = m + bool(rmap["bias"])
     mapped, raw, lo, hi = [], [], [], []
     for c in cols:
         if c["type"] == "numeric":
@@ -146,7 +187,10 @@ def schema_map(rows, schema):
                     if c.get("out_of_bounds", "refuse") != "clip":
                         raise ValueError(f"row {n}: column {c['name']}: {x} outside [{a}, {b}]")
                     x = min(max(x, a), b)
-                z.append(min(max((2 * x - a - b) / (b - a), -1.0), 1.0) * s)
+                if rmap["range"] == "centered":
+                    z.append(min(max((2 * x - a - b) / (b - a), -1.0), 1.0))
+                else:
+                    z.append(min(max((x - a) / (b - a), 0.0), 1.0))
                 r.append(x)
             elif c["type"] == "categorical":
                 cats = c["categories"]
@@ -158,8 +202,16 @@ def schema_map(rows, schema):
                     i = len(cats)
                 onehot = [0.0] * (len(cats) + other)
                 onehot[i] = 1.0
-                z += [v * s for v in onehot]
+                z += onehot
                 r += onehot
+        if rmap["sphere"]:
+            norm = math.sqrt(sum(v * v for v in z))
+            s = math.sqrt(m / mp) / ((1 + 1e-9) * norm) if norm > 0 else 0.0
+        else:
+            s = 1.0 / math.sqrt(mp)
+        z = [v * s for v in z]
+        if rmap["bias"]:
+            z.append(1.0 / math.sqrt(mp))
         mapped.append(z)
         raw.append(r)
     return np.array(mapped), np.array(raw), np.array(lo, float), np.array(hi, float)
@@ -180,25 +232,26 @@ def privpred_mapping_diff(rows, schema, mapped):
     return float(np.abs(enc - mapped).max())
 
 
-def privpred_runs(binary, workdir, schema_path, reps, budget, delta, teachers, batch):
+def privpred_runs(binary, workdir, schema_path, reps, budget, delta):
+    """`privpred compare` at its defaults: lambda, T, DP-SGD's batch and clip by the public rule."""
     # relative paths: compare's seeds are labelled with the --dataset text, so the same
     # text (not a random temporary path) gives the same numbers on every run
     cmd = [binary, "compare", "--dataset", "csv:train.csv,test.csv", "--schema", schema_path,
            "--epsilon", ",".join(f"{e:g}" for e in EPSILONS), "--budget", str(budget),
-           "--delta", f"{delta:g}", "--repetitions", str(reps), "--teachers", str(teachers),
-           "--dpsgd-batch-size", str(batch), "--json"]
+           "--delta", f"{delta:g}", "--repetitions", str(reps), "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=workdir)
     j = json.loads(out.stdout)
-    rows = {}
+    rows, settings = {}, {}
     for cell in j["grid"]["cells"]:
         eps = cell["setting"]["epsilon"]
         for r in cell["results"]:
             rows[(r["method"], eps)] = (r["mean"], r["std"])
-    return rows, j["nonprivate_accuracy"], j["selection"]
+            settings[(r["method"], eps)] = {k: r.get(k) for k in ("lambda", "teachers", "clip")}
+    return rows, j["nonprivate_accuracy"], j["selection"], settings
 
 
 def privpred_nonprivate_public(binary, workdir, schema_path):
-    """privpred's own non-private model at the public lambda: the private methods' ceiling."""
+    """privpred's own non-private model at the fixed lambda = 0.01 (the default before the rule)."""
     data = ["--dataset", "csv:train.csv,test.csv", "--schema", schema_path]
     subprocess.run([binary, "train", "non-private", "--lambda", f"{PUBLIC_LAMBDA:g}", *data,
                     "--out", "nonprivate.safetensors"], check=True, capture_output=True, cwd=workdir)
@@ -207,11 +260,21 @@ def privpred_nonprivate_public(binary, workdir, schema_path):
     return json.loads(out.stdout)["accuracy"]["mean"]
 
 
+def have_diffprivlib():
+    try:
+        import diffprivlib  # noqa: F401
+    except Exception:  # noqa: BLE001 -- diffprivlib 0.6.6 fails to import with scikit-learn >= 1.7
+        return False
+    return True
+
+
 def dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, seed):
+    """diffprivlib's LogisticRegression as documented: its defaults (C = 1, an intercept)
+    with data_norm = 1, the bound the schema's map guarantees."""
     from diffprivlib.models import LogisticRegression as DPLR
 
-    accs = [DPLR(epsilon=eps, data_norm=1.0, C=1.0 / (PUBLIC_LAMBDA * len(Xtr)),
-                 random_state=seed + r).fit(Xtr, ytr).score(Xte, yte) for r in range(reps)]
+    accs = [DPLR(epsilon=eps, data_norm=1.0, random_state=seed + r).fit(Xtr, ytr)
+            .score(Xte, yte) for r in range(reps)]
     return float(np.mean(accs)), float(np.std(accs, ddof=1))
 
 
@@ -233,15 +296,18 @@ def dpl_nb(Xtr, ytr, Xte, yte, lo, hi, eps, reps, seed):
 
 
 def versions(binary):
-    import diffprivlib
     import sklearn
 
     pv = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
-    return {"privpred": pv, "diffprivlib": diffprivlib.__version__,
-            "scikit-learn": sklearn.__version__, "numpy": np.__version__}
+    out = {"privpred": pv, "scikit-learn": sklearn.__version__, "numpy": np.__version__}
+    if have_diffprivlib():
+        import diffprivlib
+
+        out["diffprivlib"] = diffprivlib.__version__
+    return out
 
 
-def run_table(a, name, rows, teachers, batch):
+def run_table(a, name, rows):
     schema_path = os.path.join(ROOT, "examples", f"{name}.schema.json")
     schema = json.load(open(schema_path))
     y = labels(rows, schema)
@@ -254,29 +320,29 @@ def run_table(a, name, rows, teachers, batch):
                 csv.writer(f, lineterminator="\n").writerows(rs)
         binary = os.path.abspath(a.privpred)
         run = lambda delta: privpred_runs(binary, d, schema_path, a.repetitions,  # noqa: E731
-                                          a.budget, delta, teachers, batch)
-        pp, nonpriv, selection = run(0.0)
-        pp_d, _, _ = run(DPSGD_DELTA)
+                                          a.budget, delta)
+        pp, nonpriv, selection, settings = run(0.0)
+        pp_d, _, _, settings_d = run(DPSGD_DELTA)
         pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
+        settings.update({k: v for k, v in settings_d.items() if k[0] == "dp-sgd"})
         nonpriv_pub = privpred_nonprivate_public(binary, d, schema_path)
     Mtr, Rtr, lo, hi = schema_map(tr, schema)
     Mte, Rte, _, _ = schema_map(te, schema)
     diff = privpred_mapping_diff(tr + te, schema, np.vstack([Mtr, Mte]))
     sk, sk_lam = sk_logreg(Mtr, ytr, Mte, yte)
-    # the public lambda's ceiling: no intercept, like privpred's model (no bias feature)
-    sk_pub = LogisticRegression(C=1.0 / (PUBLIC_LAMBDA * len(Mtr)), fit_intercept=False,
-                                max_iter=10000).fit(Mtr, ytr).score(Mte, yte)
     mn, mx = Rtr.min(0), Rtr.max(0)
     span = np.where(mx > mn, mx - mn, 1.0)
     sk_mm = LogisticRegression(max_iter=10000).fit((Rtr - mn) / span, ytr).score(
         (np.clip(Rte, mn, mx) - mn) / span, yte)
     res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Mtr.shape[1],
+           "classes": int(y.max() + 1),
            "test_majority": float(np.bincount(yte).max() / len(yte)),
-           "teachers": teachers, "dpsgd_batch_size": batch, "dpsgd_delta": DPSGD_DELTA,
-           "privpred_selection": selection, "diffprivlib_lambda": PUBLIC_LAMBDA,
+           "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
+           "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
+                                 for k, v in sorted(settings.items())],
            "mapping_max_abs_diff_vs_privpred": diff,
-           "privpred_nonprivate": nonpriv, "privpred_nonprivate_public_lambda": nonpriv_pub, "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
-           "sklearn_schema_public_lambda": sk_pub,
+           "privpred_nonprivate": nonpriv, "privpred_nonprivate_lambda_0.01": nonpriv_pub,
+           "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
            "sklearn_minmax": sk_mm, "rows": []}
     for eps in EPSILONS:
         for m in METHODS:
@@ -284,6 +350,8 @@ def run_table(a, name, rows, teachers, batch):
                 mean, std = pp[(m, eps)]
                 res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
                                     "mean": mean, "std": std})
+        if not have_diffprivlib():
+            continue
         mean, std = dpl_logreg(Mtr, ytr, Mte, yte, eps, a.repetitions, 0)
         res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
                             "epsilon": eps, "mean": mean, "std": std})
@@ -298,10 +366,8 @@ def print_table(name, res):
     print(f"\n## {name} (train {res['n_train']}, test {res['n_test']}, "
           f"majority {100 * res['test_majority']:.1f} %)")
     print(f"non-private: privpred {res['privpred_nonprivate']:.4f} (hold-out lambda), "
-          f"{res['privpred_nonprivate_public_lambda']:.4f} (public lambda), scikit-learn (schema map, "
+          f"{res['privpred_nonprivate_lambda_0.01']:.4f} (lambda 0.01), scikit-learn (schema map, "
           f"hold-out lambda {res['sklearn_schema_lambda']:g}) {res['sklearn_schema']:.4f}, "
-          f"scikit-learn (schema map, public lambda {PUBLIC_LAMBDA:g}, no intercept) "
-          f"{res['sklearn_schema_public_lambda']:.4f}, "
           f"scikit-learn (min-max of the data) {res['sklearn_minmax']:.4f}; "
           f"map vs privpred: max |diff| {res['mapping_max_abs_diff_vs_privpred']}")
     print("| library | method | ε = 0.1 | ε = 1 | ε = 10 |")
@@ -333,10 +399,10 @@ def main():
                             "repetitions": a.repetitions, "split": "stratified 80/20, seed 0",
                             "versions": versions(a.privpred)}}
     wanted = a.tables.split(",")
-    for name, load, teachers, batch in TABLES:
+    for name, load in TABLES:
         if name not in wanted:
             continue
-        res = run_table(a, name, load(a), teachers, batch)
+        res = run_table(a, name, load(a))
         results[name] = res
         print_table(name, res)
     if a.json:

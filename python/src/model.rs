@@ -317,9 +317,15 @@ fn train_impl(
         (Some(Method::SubsampleAggregate), l, None) => l.unwrap_or(0.0),
         (Some(Method::DpSgd), _, _) => 0.0,
         (_, Some(l), _) => l,
-        (Some(_), None, None) => privpred_core::defaults::LINEAR_PUBLIC_LAMBDA,
+        (Some(m), None, None) => match public_rule_lambda(args, m, &train) {
+            Some(l) => {
+                selection = SelectionMethod::PublicRule;
+                l
+            }
+            None => privpred_core::defaults::LINEAR_PUBLIC_LAMBDA,
+        },
         (Some(m), None, Some(SelectionMethod::PrivateSplit)) => {
-            let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
+            let cfg = config(args, m, (1e-4, 0.0), train.n, seed_policy)?
                 .check()
                 .map_err(linear)?;
             let s = methods::private_split_select(
@@ -340,7 +346,7 @@ fn train_impl(
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
                 Some(m) => {
-                    let cfg = config(args, m, 1e-4, 0.0, seed_policy)?
+                    let cfg = config(args, m, (1e-4, 0.0), train.n, seed_policy)?
                         .check()
                         .map_err(linear)?;
                     selection = SelectionMethod::NonPrivateHoldout;
@@ -376,7 +382,8 @@ fn train_impl(
             } else {
                 (lambda, 0.0)
             };
-            let mut params = config(args, m, own, teacher, seed_policy)?;
+            let n = final_train.as_ref().unwrap_or(&train).n;
+            let mut params = config(args, m, (own, teacher), n, seed_policy)?;
             if m == Method::DpSgd && args.clip.is_none() {
                 let sel_cfg = params
                     .clone()
@@ -384,6 +391,9 @@ fn train_impl(
                     .check()
                     .map_err(linear)?;
                 let clip = match args.select {
+                    None if args.neighbours == Neighbours::ReplaceOne => {
+                        privpred_core::public_rule::DPSGD_CLIP
+                    }
                     None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
                     Some(SelectionMethod::PrivateSplit) => {
                         let s = methods::private_split_select(
@@ -471,13 +481,48 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
 
 /// The method parameters of the CLI's `train` for these arguments (checked by the caller
 /// with `TrainParams::check_for`; `clip` `None` is left to cross-validation).
+/// The public rule's λ ([`privpred_core::public_rule`]: from N, d, C, ε and B only) under
+/// replace-one neighbours, where N is public; `None` for the methods without λ and under
+/// add-remove (the fixed public default then).
+fn public_rule_lambda(
+    args: &TrainArgs,
+    m: Method,
+    train: &privpred_data::UnitBallDataset,
+) -> Option<f64> {
+    if args.neighbours != Neighbours::ReplaceOne {
+        return None;
+    }
+    let inputs = privpred_core::public_rule::PublicInputs {
+        method: m,
+        loss: args.loss,
+        classes: train.classes,
+        n: train.n,
+        dim: train.d,
+        epsilon: args.privacy?.epsilon(),
+        budget: args.budget,
+    };
+    privpred_core::public_rule::lambda(&inputs).map(|r| r.value)
+}
+
+/// The public rule's teacher count and DP-SGD batch size for N training rows under
+/// replace-one (the fixed defaults under add-remove, where N is not public).
+fn size_defaults(args: &TrainArgs, n: usize) -> (usize, usize) {
+    use privpred_core::{defaults, public_rule};
+    if args.neighbours == Neighbours::ReplaceOne {
+        (public_rule::teachers(n), public_rule::dpsgd_batch_size(n))
+    } else {
+        (defaults::LINEAR_TEACHERS, defaults::LINEAR_DPSGD_BATCH_SIZE)
+    }
+}
+
 fn config(
     args: &TrainArgs,
     m: Method,
-    lambda: f64,
-    teacher_lambda: f64,
+    (lambda, teacher_lambda): (f64, f64),
+    n: usize,
     seed_policy: SeedPolicy,
 ) -> PyResult<TrainParams> {
+    let (teachers, batch) = size_defaults(args, n);
     let privacy = args.privacy.ok_or_else(|| {
         PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
     })?;
@@ -487,9 +532,9 @@ fn config(
         .loss(args.loss)
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
-        .teachers(args.teachers.unwrap_or(256))
+        .teachers(args.teachers.unwrap_or(teachers))
         .seed_policy(seed_policy)
-        .batch_size(args.batch_size.unwrap_or(256))
+        .batch_size(args.batch_size.unwrap_or(batch))
         .epochs(args.epochs.unwrap_or(20.0))
         .learning_rate(args.learning_rate.unwrap_or(1.0));
     Ok(match args.clip {

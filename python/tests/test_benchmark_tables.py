@@ -1,6 +1,7 @@
 """The tables benchmark's own schema map (python/benchmarks/tables_vs_diffprivlib.py) is the
-map privpred applies: numeric bounds with clip, one-hot categories with an "other" slot,
-ignored columns, the 1/sqrt(m) scale."""
+map privpred applies, for every row map a schema may choose: numeric bounds with clip,
+one-hot categories with an "other" slot, ignored columns, the scale (1/sqrt(m') or the
+sphere) and the bias coordinate; and the benchmark runs end to end on one small table."""
 
 from __future__ import annotations
 
@@ -46,17 +47,32 @@ def rows(n, seed=0):
     return out
 
 
-def test_benchmark_map_equals_privpreds_map():
+MAPS = [None] + [{"range": r, "sphere": sp, "bias": bi}
+                 for r in ("unit", "centered") for sp in (False, True) for bi in (False, True)]
+
+
+@pytest.mark.parametrize("rowmap", MAPS)
+def test_benchmark_map_equals_privpreds_map(rowmap):
     b = bench()
     r = rows(200)
-    mapped, raw, lo, hi = b.schema_map(r, SCHEMA)
-    # 2 numeric + 3 colours + 2 sites and the "other" slot
-    assert mapped.shape == raw.shape == (200, 8) and len(lo) == len(hi) == 8
+    schema = dict(SCHEMA) if rowmap is None else {**SCHEMA, "map": rowmap}
+    mapped, raw, lo, hi = b.schema_map(r, schema)
+    bias = bool(rowmap and rowmap["bias"])
+    # 2 numeric + 3 colours + 2 sites and the "other" slot (+ the bias coordinate)
+    assert mapped.shape == (200, 8 + bias) and raw.shape == (200, 8)
+    assert len(lo) == len(hi) == 8
     assert np.linalg.norm(mapped, axis=1).max() <= 1 + 1e-12
-    enc, y = _native.encode_table(json.dumps(SCHEMA), r, [x[-1] for x in r])
+    enc, y = _native.encode_table(json.dumps(schema), r, [x[-1] for x in r])
     assert np.abs(np.asarray(enc, float) - mapped).max() < 1e-6
-    assert b.privpred_mapping_diff(r, SCHEMA, mapped) < 1e-6
-    assert list(np.asarray(y)) == list(b.labels(r, SCHEMA))
+    assert b.privpred_mapping_diff(r, schema, mapped) < 1e-6
+    assert list(np.asarray(y)) == list(b.labels(r, schema))
+
+
+def test_benchmark_one_hot_slots():
+    b = bench()
+    r = rows(200)
+    schema = {**SCHEMA, "map": {"range": "centered", "sphere": False, "bias": False}}
+    mapped, _, _, _ = b.schema_map(r, schema)
     # "3" is no declared site: it falls into the "other" slot; "2.0" matches "2"
     s = 1 / np.sqrt(4)
     i3 = next(i for i, x in enumerate(r) if x[4] == "3")
@@ -76,3 +92,30 @@ def test_benchmark_map_refuses_what_privpred_refuses():
         b.schema_map(bad_colour, SCHEMA)
     with pytest.raises(ValueError):
         _native.encode_table(json.dumps(SCHEMA), bad_colour, ["0"])
+
+
+def test_benchmark_runs_on_one_small_table(tmp_path):
+    """The script end to end on iris (scikit-learn's copy) at 2 repetitions: every method of
+    privpred at its defaults, the non-private references, and diffprivlib when it imports."""
+    from conftest import cli_path
+
+    b = bench()
+    out = tmp_path / "iris.json"
+    import sys
+
+    argv = sys.argv
+    sys.argv = ["tables_vs_diffprivlib.py", "--privpred", str(cli_path()), "--tables", "iris",
+                "--repetitions", "2", "--json", str(out)]
+    try:
+        b.main()
+    finally:
+        sys.argv = argv
+    res = json.loads(out.read_text())["iris"]
+    assert res["n_train"] == 120 and res["n_test"] == 30
+    pp = {(r["method"], r["epsilon"]) for r in res["rows"] if r["library"] == "privpred"}
+    assert pp == {(m, e) for m in b.METHODS for e in b.EPSILONS}
+    assert res["privpred_selection"]["protocol"] == "public-rule"
+    assert res["mapping_max_abs_diff_vs_privpred"] < 1e-6
+    assert 0.9 <= res["sklearn_schema"] <= 1.0
+    if b.have_diffprivlib():
+        assert any(r["library"] == "diffprivlib" for r in res["rows"])

@@ -9,11 +9,18 @@ import privpred
 from privpred import PrivateLogisticRegression as PLR
 
 
-def test_the_default_lambda_is_public_and_costs_nothing(digits):
+def test_the_default_lambda_is_the_public_rule_and_costs_nothing(digits):
     Xtr, _, ytr, _ = digits
     g = PLR(classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr).guarantee_
-    assert g["selection"] == {"method": "public", "epsilon": 0.0, "delta": 0.0, "composition": "none"}
+    assert g["selection"] == {"method": "public-rule", "epsilon": 0.0, "delta": 0.0,
+                              "composition": "none"}
     assert g["valid_guarantee"] is True
+    assert 1e-6 <= g["assumptions"]["lambda"] <= 1
+    # under add-remove neighbours N is not public: the fixed public value (loss perturbation
+    # at a small epsilon, where its analysis holds: rho = 2LC/epsilon >= N lambda)
+    g = PLR(classes="observed", method="loss-perturbation", epsilon=0.1, neighbours="add-remove",
+            public_n=len(ytr)).fit(Xtr, ytr).guarantee_
+    assert g["selection"]["method"] == "public"
     assert g["assumptions"]["lambda"] == 0.01
 
 

@@ -251,8 +251,8 @@ def test_the_guarantee_has_a_one_sentence_summary(digits, tmp_path):
     assert s.startswith("Anyone who sees this model and any number of its answers")
     assert "even knowing every other training example" in s
     assert "replaced by another" in s and "(1, 0)-differential privacy" in s
-    # the default lambda is a public value: nothing selected on the data is left out
-    assert "cross-validation" not in s and g["selection"]["method"] == "public"
+    # the default lambda is the public rule: nothing selected on the data is left out
+    assert "cross-validation" not in s and g["selection"]["method"] == "public-rule"
     cv = PLR(classes="observed", epsilon=1.0, lam="cv").fit(Xtr, ytr).guarantee_
     assert cv["summary"].startswith("NOT a valid guarantee (the hyperparameter was selected")
     assert "not covered: the lambda chosen by cross-validation on the same data" in cv["summary"]

@@ -22,6 +22,7 @@ pub mod noise;
 pub mod params;
 pub mod pld;
 pub mod privacy;
+pub mod public_rule;
 pub mod rdp;
 pub mod select;
 pub mod tuning;

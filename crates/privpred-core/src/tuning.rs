@@ -7,6 +7,9 @@
 //! - [`SelectionMethod::Public`]: a value fixed without looking at the data (a default, or
 //!   `--lambda VALUE`). It is post-processing of nothing: it costs nothing, `epsilon = 0`,
 //!   `delta = 0`.
+//! - [`SelectionMethod::PublicRule`]: a value computed by [`crate::public_rule`] from public
+//!   quantities only (N under replace-one neighbours, d, C, ε, B); like a public value it
+//!   costs nothing. Under add/remove neighbours N is not public and the rule is not offered.
 //! - [`SelectionMethod::PrivateSplit`]: the private selection below. Its cost is the whole
 //!   (ε, δ) of the guarantee, spent on a part of the training set disjoint from the part the
 //!   released model is trained on, so by parallel composition the released (ε, δ) is
@@ -68,6 +71,9 @@ pub enum SelectionMethod {
     /// Fixed without the data: costs nothing.
     #[default]
     Public,
+    /// Computed by [`crate::public_rule`] from public quantities only (N under replace-one,
+    /// d, C, ε, B): costs nothing.
+    PublicRule,
     /// The private split of this module: inside the guarantee by parallel composition.
     PrivateSplit,
     /// The paper's non-private hold-out selection: outside the guarantee.
@@ -82,6 +88,7 @@ impl SelectionMethod {
     pub fn name(self) -> &'static str {
         match self {
             SelectionMethod::Public => "public",
+            SelectionMethod::PublicRule => "public-rule",
             SelectionMethod::PrivateSplit => "private-split",
             SelectionMethod::NonPrivateHoldout => "non-private-holdout",
             SelectionMethod::ExternalSearch => "external-search",
@@ -142,7 +149,12 @@ impl Selection {
         neighbours: Neighbours,
     ) -> Result<Selection> {
         Ok(match method {
-            SelectionMethod::Public => Selection {
+            SelectionMethod::PublicRule if neighbours != Neighbours::ReplaceOne => {
+                return Err(CoreError::Unsupported(
+                    "the public rule reads N, which is public under replace-one neighbours only; give a public value (--lambda VALUE) or use --neighbours replace-one".into(),
+                ));
+            }
+            SelectionMethod::Public | SelectionMethod::PublicRule => Selection {
                 method,
                 epsilon: Some(0.0),
                 delta: Some(0.0),
@@ -180,6 +192,10 @@ impl Selection {
         match self.method {
             SelectionMethod::Public => {
                 "public value chosen without the data (costs nothing: epsilon = 0, delta = 0)"
+                    .into()
+            }
+            SelectionMethod::PublicRule => {
+                "public rule: a function of N, d, C, epsilon and B only, no row read (costs nothing: epsilon = 0, delta = 0)"
                     .into()
             }
             SelectionMethod::PrivateSplit => format!(

@@ -25,19 +25,20 @@
 //! dropped. With `"header": true` the file's first row must name the columns exactly.
 //!
 //! # The map into the unit ball
-//! Let m be the number of numeric and categorical columns. A numeric value x (clipped into
-//! [min, max] where so declared) becomes z = (2x − min − max)/(max − min) ∈ [−1, 1]; a
-//! categorical value becomes its one-hot vector (exactly one 1, over the categories and the
-//! "other" slot if declared). Every entry is then multiplied by 1/√m. Each column contributes
-//! at most 1/m to the squared norm (z² ≤ 1; a one-hot vector has one entry of 1), so every row
-//! has ‖x‖₂ ≤ √(m · 1/m) = 1 — the bound the methods' calibrations assume — whatever the data
-//! holds. The entries are rounded toward zero to f32, which never increases the norm. Nothing
-//! here depends on the data beyond the row being mapped: the schema's bounds and categories
-//! are public by declaration ([`draft`] is the exception, and says so).
+//! `"map"` chooses how the feature columns' values become a vector of norm at most 1
+//! ([`RowMap`], whose documentation proves the bound): a numeric value is placed within its
+//! public bounds on [0, 1] (the default) or [−1, 1], a categorical value becomes its one-hot
+//! vector (exactly one 1, over the categories and the "other" slot if declared), and the row
+//! is scaled to the unit sphere (the default) or by 1/√m, with a bias coordinate or without
+//! (the default). Nothing here depends on the data beyond the row being mapped: the schema's
+//! bounds and categories are public by declaration ([`draft`] is the exception, and says so).
 
 use crate::error::{DataError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+mod rowmap;
+pub use rowmap::{Range, RowMap};
 
 /// The format version a schema file declares in `privpred_schema`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -123,6 +124,9 @@ pub struct Schema {
     pub header: bool,
     /// Every column of the file, in order.
     pub columns: Vec<Column>,
+    /// How a row is mapped into the unit ball ([`RowMap`]; its default when absent).
+    #[serde(default)]
+    pub map: RowMap,
 }
 
 fn invalid(value: String, expected: impl Into<String>) -> DataError {
@@ -275,7 +279,7 @@ impl Schema {
     /// The encoded feature dimension: one per numeric column, one per category (and "other"
     /// slot) of each categorical column.
     pub fn feature_dim(&self) -> usize {
-        self.columns.iter().map(Column::width).sum()
+        self.columns.iter().map(Column::width).sum::<usize>() + self.map.extra_dims()
     }
 
     /// The column names.
@@ -323,9 +327,8 @@ impl Schema {
                 self.columns.len()
             ));
         }
-        let mut out = Vec::with_capacity(self.feature_dim());
+        let mut v = Vec::with_capacity(self.feature_dim());
         let mut label = 0u32;
-        let s = self.row_scale();
         for (c, cell) in self.columns.iter().zip(cells) {
             let cell = cell.as_ref().trim();
             if c.kind == ColumnType::Label {
@@ -339,10 +342,10 @@ impl Schema {
                     )
                 })? as u32;
             } else {
-                c.encode(cell, s, &mut out)?;
+                c.encode(cell, &self.map, &mut v)?;
             }
         }
-        Ok((out, label))
+        Ok((self.finish(&v), label))
     }
 
     /// The encoded features of one query row: the file's columns without the label, or all of
@@ -380,8 +383,7 @@ impl Schema {
                 ));
             }
         };
-        let s = self.row_scale();
-        let mut out = Vec::with_capacity(self.feature_dim());
+        let mut v = Vec::with_capacity(self.feature_dim());
         let mut k = 0;
         for c in &self.columns {
             if c.kind == ColumnType::Label {
@@ -390,10 +392,10 @@ impl Schema {
                 }
                 continue;
             }
-            c.encode(cells[k].as_ref().trim(), s, &mut out)?;
+            c.encode(cells[k].as_ref().trim(), &self.map, &mut v)?;
             k += 1;
         }
-        Ok(out)
+        Ok(self.finish(&v))
     }
 
     /// The bytes a query row (every column but the label) may take as JSON, for a server's
@@ -422,9 +424,11 @@ impl Schema {
             .fold(0usize, usize::saturating_add)
     }
 
-    /// The common factor 1/√m of every entry.
-    fn row_scale(&self) -> f64 {
-        1.0 / (self.feature_columns().max(1) as f64).sqrt()
+    /// The mapped row of a row's column entries `v` ([`RowMap::finish`]).
+    fn finish(&self, v: &[f64]) -> Vec<f32> {
+        let mut out = Vec::with_capacity(v.len() + self.map.extra_dims());
+        self.map.finish(self.feature_columns(), v, &mut out);
+        out
     }
 
     /// The mapping in words, for the recorded preprocessing steps.
@@ -436,8 +440,8 @@ impl Schema {
             .count();
         let cat = self.feature_columns() - num;
         format!(
-            "schema: {num} numeric columns scaled from their public bounds to [-1, 1], {cat} categorical columns one-hot over their public categories, every entry times 1/√{} (‖x‖ ≤ 1; data-independent); {} features",
-            self.feature_columns(),
+            "schema: {num} numeric and {cat} categorical columns (one-hot over their public categories); {} (‖x‖ ≤ 1; data-independent); {} features",
+            self.map.describe(self.feature_columns()),
             self.feature_dim()
         )
     }
@@ -518,8 +522,13 @@ impl Column {
         Ok(())
     }
 
-    /// Appends the column's encoded entries for `cell` (scaled by `s` = 1/√m).
-    fn encode(&self, cell: &str, s: f64, out: &mut Vec<f32>) -> std::result::Result<(), String> {
+    /// Appends the column's entries for `cell` (before the row's scaling, [`RowMap::finish`]).
+    fn encode(
+        &self,
+        cell: &str,
+        map: &RowMap,
+        out: &mut Vec<f64>,
+    ) -> std::result::Result<(), String> {
         let name = &self.name;
         match self.kind {
             ColumnType::Numeric => {
@@ -549,8 +558,7 @@ impl Column {
                         num(hi)
                     ));
                 };
-                let z = ((2.0 * x - lo - hi) / (hi - lo)).clamp(-1.0, 1.0);
-                out.push(toward_zero(z * s));
+                out.push(map.numeric(x, lo, hi));
             }
             ColumnType::Categorical => {
                 let cats = self.categories.as_deref().unwrap_or_default();
@@ -568,7 +576,7 @@ impl Column {
                 };
                 let start = out.len();
                 out.resize(start + cats.len() + usize::from(other), 0.0);
-                out[start + slot] = toward_zero(s);
+                out[start + slot] = 1.0;
             }
             ColumnType::Label | ColumnType::Ignore => {}
         }
@@ -724,6 +732,7 @@ pub fn draft(
         privpred_schema: SCHEMA_VERSION,
         header: header.is_some(),
         columns,
+        map: RowMap::default(),
     };
     s.validate()?;
     Ok(s)
@@ -740,7 +749,8 @@ mod tests {
                 {"name": "b", "type": "numeric", "min": -1, "max": 1},
                 {"name": "c", "type": "categorical", "categories": ["x", "y"], "unknown": "other"},
                 {"name": "d", "type": "ignore"},
-                {"name": "y", "type": "label", "classes": ["no", "yes"]}]}"#,
+                {"name": "y", "type": "label", "classes": ["no", "yes"]}],
+               "map": {"range": "centered", "sphere": false, "bias": false}}"#,
             Path::new("s.json"),
         )
         .unwrap()
@@ -776,6 +786,39 @@ mod tests {
                 .unwrap(),
             x
         );
+    }
+
+    #[test]
+    fn the_unit_sphere_map_places_values_on_0_1_scales_rows_to_the_sphere_and_adds_a_bias() {
+        let mut s = schema();
+        s.map = RowMap {
+            bias: true,
+            ..RowMap::default()
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""map":{"range":"unit","sphere":true,"bias":true}"#));
+        // three feature columns and the bias: 6 features
+        assert_eq!(s.feature_dim(), 6);
+        let (x, _) = s.encode_row(&["5", "1", "y", "", "yes"]).unwrap();
+        // column entries (0.5, 1, one-hot y) of norm 1.5, scaled to √(3/4); bias 1/2
+        let k = (0.75f64).sqrt() / 1.5;
+        let want = [0.5 * k, k, 0.0, k, 0.0, 0.5];
+        for (a, b) in x.iter().zip(want) {
+            assert!((*a as f64 - b).abs() < 1e-7, "{x:?}");
+        }
+        assert!(norm(&x) <= 1.0 && norm(&x) > 1.0 - 1e-6);
+        assert!(s.describe().contains("[0, 1]"), "{}", s.describe());
+        // an unknown field of the map is refused
+        let bad = json.replace(r#""bias":true"#, r#""bias":true,"scale":2"#);
+        assert!(Schema::from_json(&bad, Path::new("s.json")).is_err());
+        // the default: the same without the bias coordinate
+        s.map = RowMap::default();
+        assert_eq!(s.feature_dim(), 5);
+        let (x, _) = s.encode_row(&["5", "1", "y", "", "yes"]).unwrap();
+        let k = 1.0 / 1.5;
+        for (a, b) in x.iter().zip([0.5 * k, k, 0.0, k, 0.0]) {
+            assert!((*a as f64 - b).abs() < 1e-7, "{x:?}");
+        }
     }
 
     #[test]

@@ -348,6 +348,7 @@ mod tests {
         use privpred_core::SelectionMethod;
         for sel in [
             SelectionMethod::Public,
+            SelectionMethod::PublicRule,
             SelectionMethod::PrivateSplit,
             SelectionMethod::NonPrivateHoldout,
         ] {

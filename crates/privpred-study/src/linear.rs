@@ -376,6 +376,20 @@ impl LinearRunner {
         &self.opts
     }
 
+    /// N: the training examples of `name` a run uses (after `--quick`'s cap), a public
+    /// quantity under replace-one neighbours (the sizes the public rule reads,
+    /// [`privpred_core::public_rule`]).
+    pub fn train_size(&self, name: &str) -> Result<usize> {
+        let n = self.raw(name)?.train.n;
+        Ok(self.opts.max_train.map_or(n, |cap| n.min(cap)))
+    }
+
+    /// The runner with DP-SGD's expected batch size set (its caches kept).
+    pub fn with_dpsgd_batch_size(mut self, batch: usize) -> Self {
+        self.opts.dpsgd_batch_size = batch;
+        self
+    }
+
     /// The dataset of a figure. With `--quick`, fig4 falls back to MNIST when the MNIST-1M
     /// substitute has not been generated (the quick run caps N at 5,000 anyway).
     fn dataset_for(&self, figure: FigureId) -> String {

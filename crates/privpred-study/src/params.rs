@@ -119,6 +119,14 @@ impl ParamGuard for LinearParams {
                 p::positive(name, v).map_err(usage)?;
             }
         }
+        if o.selection.lambda == crate::selection::Choice::Rule
+            && o.neighbours != Neighbours::ReplaceOne
+        {
+            return Err(StudyError::Unsupported(format!(
+                "the public λ rule reads N, which is public under replace-one neighbours only (not under {}); give a public value (--lambda VALUE) or use --neighbours replace-one",
+                o.neighbours
+            )));
+        }
         if o.selection.uses_private_split() && o.neighbours != Neighbours::ReplaceOne {
             return Err(StudyError::Unsupported(format!(
                 "the private split selection of λ / ν is analysed for replace-one neighbours only (its parts' sizes would depend on N under {}); use --neighbours replace-one or a public value",

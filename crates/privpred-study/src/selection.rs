@@ -18,6 +18,9 @@ use serde::{Serialize, Serializer};
 pub enum Choice {
     /// A public value, chosen without the data.
     Value(f64),
+    /// λ from [`privpred_core::public_rule`]: a function of N, d, C, ε and B only; costs
+    /// nothing (replace-one only, where N is public).
+    Rule,
     /// The private split selection (inside the guarantee).
     Private,
     /// The paper's non-private hold-out selection (outside the guarantee).
@@ -28,6 +31,7 @@ impl Serialize for Choice {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
             Choice::Value(v) => s.serialize_f64(*v),
+            Choice::Rule => s.serialize_str("public-rule"),
             Choice::Private => s.serialize_str("private"),
             Choice::Cv => s.serialize_str("cv"),
         }
@@ -62,6 +66,13 @@ impl SelectionOptions {
         lambda: Choice::Value(defaults::LINEAR_PUBLIC_LAMBDA),
         clip: Choice::Value(defaults::LINEAR_DPSGD_CLIP),
     };
+    /// `compare`'s and `train`'s defaults: λ by the public rule and its DP-SGD clip ν =
+    /// [`privpred_core::public_rule::DPSGD_CLIP`]; both cost nothing.
+    pub const PUBLIC_RULE: SelectionOptions = SelectionOptions {
+        protocol: "public-rule",
+        lambda: Choice::Rule,
+        clip: Choice::Value(privpred_core::public_rule::DPSGD_CLIP),
+    };
     /// Both selected by the private split.
     pub const PRIVATE: SelectionOptions = SelectionOptions {
         protocol: "private",
@@ -72,7 +83,7 @@ impl SelectionOptions {
     /// λ and ν chosen apart (`compare --lambda … --clip …`); named after the protocol they
     /// match, `custom` otherwise.
     pub fn new(lambda: Choice, clip: Choice) -> SelectionOptions {
-        [Self::PAPER, Self::PUBLIC, Self::PRIVATE]
+        [Self::PAPER, Self::PUBLIC, Self::PUBLIC_RULE, Self::PRIVATE]
             .into_iter()
             .find(|p| p.lambda == lambda && p.clip == clip)
             .unwrap_or(SelectionOptions {
@@ -91,6 +102,7 @@ impl SelectionOptions {
     pub fn describe(&self) -> String {
         let one = |c: Choice| match c {
             Choice::Value(v) => format!("public value {v} (costs nothing)"),
+            Choice::Rule => "public rule from N, d, C, ε and B (costs nothing)".into(),
             Choice::Private => "private split (inside the guarantee)".into(),
             Choice::Cv => "non-private hold-out selection (outside the guarantee)".into(),
         };
@@ -120,6 +132,14 @@ pub fn public() -> Selection {
     }
 }
 
+/// The record of a λ computed by the public rule from public quantities: costs nothing.
+pub fn public_rule() -> Selection {
+    Selection {
+        method: SelectionMethod::PublicRule,
+        ..public()
+    }
+}
+
 /// The label of a selection record in rows, summaries and reports:
 /// `non-private-holdout — outside the guarantee`, `public — costs nothing` or
 /// `private-split — ε = 1, δ = 0 (parallel composition, inside the guarantee)`.
@@ -128,6 +148,7 @@ pub fn label(s: &Selection) -> String {
         SelectionMethod::NonPrivateHoldout => "non-private-holdout — outside the guarantee".into(),
         SelectionMethod::ExternalSearch => "external-search — outside the guarantee".into(),
         SelectionMethod::Public => "public — costs nothing".into(),
+        SelectionMethod::PublicRule => "public-rule — costs nothing".into(),
         SelectionMethod::PrivateSplit => format!(
             "private-split — ε = {}, δ = {} (parallel composition, inside the guarantee)",
             crate::figures::fmt_num(s.epsilon.unwrap_or(f64::NAN)),

@@ -1,6 +1,7 @@
 //! How `train` chooses λ and DP-SGD's clip, and what the guarantee says of it: a public value
-//! costs nothing and says so; the default is a public value (never a selection on the private
-//! data outside the guarantee); `private` runs the private split selection and records its
+//! costs nothing and says so; the default is the public rule (a function of public quantities,
+//! never a selection on the private data outside the guarantee), or the fixed public value
+//! under add/remove neighbours; `private` runs the private split selection and records its
 //! cost as inside the stated (ε, δ); `cv` (the paper's protocol) marks the guarantee not
 //! valid. The record is in `train --json`, the artifact (re-derived on load) and `/v1/model`.
 
@@ -45,11 +46,36 @@ fn the_default_lambda_is_public_and_its_selection_costs_nothing() {
     let s = train_json(tmp.path(), "ms", "model-sensitivity", &[]);
     assert_eq!(
         s["selection"],
-        serde_json::json!({"method": "public", "epsilon": 0.0, "delta": 0.0, "composition": "none"}),
+        serde_json::json!({"method": "public-rule", "epsilon": 0.0, "delta": 0.0, "composition": "none"}),
         "{s}"
     );
     assert_eq!(s["valid_guarantee"], true);
+    let rule = s["lambda_rule"].as_str().unwrap_or_default();
+    assert!(rule.contains("√(d·C/(N·ε))"), "{s}");
+    assert!(
+        rule.ends_with(&format!("{:e}", s["lambda"].as_f64().unwrap())),
+        "{rule}"
+    );
+    // under add/remove neighbours N is not public: the fixed public value (loss perturbation
+    // at a small ε, where its analysis holds: ρ = 2LC/ε ≥ Nλ)
+    let dataset = toy_dataset(tmp.path(), 600);
+    let out = tmp.path().join("lp-ar.safetensors");
+    let s = json(&[
+        "train",
+        "loss-perturbation",
+        "--dataset",
+        &dataset,
+        "--epsilon",
+        "0.1",
+        "--neighbours",
+        "add-remove",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(s["selection"]["method"], "public", "{s}");
     assert_eq!(s["lambda"], 0.01);
+    assert!(s.get("lambda_rule").is_none(), "{s}");
     // a given value is public too
     let s = train_json(
         tmp.path(),

@@ -1,8 +1,8 @@
-//! `compare` on tables too small for the defaults (T = 256 teachers, DP-SGD's batch of 256):
-//! such a method is listed as not applicable with the reason and the flag that fits, never an
-//! error; with smaller `--teachers` and `--dpsgd-batch-size` every method runs; and the result
-//! is the same for the same `--seed` (an experiment), wherever the file lies, different for
-//! another seed.
+//! `compare` on small tables: the defaults follow the public N (T = clamp(⌊√N/2⌋, 1, 256)
+//! teachers, DP-SGD's batch clamp(⌊√N⌋, 1, 256)), so every method runs; a T or batch given
+//! that does not fit is listed as not applicable with the reason and the flag that fits, never
+//! an error; and the result is the same for the same `--seed` (an experiment), wherever the
+//! file lies, different for another seed.
 
 mod common;
 
@@ -87,9 +87,37 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
         "--repetitions",
         "2",
     ];
-    // the defaults: T = 256 > N and a batch of 256 > the 90 % part: listed, with why
+    // the defaults follow N = 96 training rows: T = 16, batch 9, and every method runs
+    let mut defaults = base.to_vec();
+    defaults.extend(["--seed", "3", "--json"]);
+    let v = json(&defaults);
+    assert_eq!(ran(&v).len(), 5, "{v}");
+    assert!(skipped(&v).is_empty(), "{v}");
+    let saa = v["grid"]["cells"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "subsample-aggregate")
+        .cloned()
+        .unwrap();
+    assert_eq!(saa["example"]["teachers"], 16, "{saa}");
+    assert!(
+        v["provenance"]["selection"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("public rule"),
+        "{v}"
+    );
+    // T = 256 > N and a batch of 256 > the 90 % part, given: listed, with why
     let mut args = base.to_vec();
-    args.extend(["--seed", "3"]);
+    args.extend([
+        "--teachers",
+        "256",
+        "--dpsgd-batch-size",
+        "256",
+        "--seed",
+        "3",
+    ]);
     let (rc, out, err) = capture(&args);
     assert_eq!(rc, 0, "{err}");
     assert!(out.contains("model-sensitivity"), "{out}");
@@ -147,9 +175,9 @@ fn compare_on_a_small_table_lists_what_does_not_fit_and_is_deterministic() {
     );
 }
 
-/// scikit-learn's wine table (142 training rows) through its example schema: the defaults list
-/// DP-SGD and subsample-and-aggregate as not applicable, with the flags that fit; skipped
-/// (one `privpred-test-skip:` line) when the table is absent.
+/// scikit-learn's wine table (142 training rows) through its example schema: at the defaults
+/// every method runs; T = 256 and a batch of 256 given are listed as not applicable, with the
+/// flags that fit; skipped (one `privpred-test-skip:` line) when the table is absent.
 #[test]
 fn compare_on_wine_handles_its_142_training_rows() {
     let opts = privpred_data::LoadOptions {
@@ -186,6 +214,10 @@ fn compare_on_wine_handles_its_142_training_rows() {
         "--json",
     ];
     let v = json(&args);
+    assert_eq!(ran(&v).len(), 5, "{v}");
+    let mut too_many = args.to_vec();
+    too_many.extend(["--teachers", "256", "--dpsgd-batch-size", "256"]);
+    let v = json(&too_many);
     let sk = skipped(&v);
     let why = |m: &str| {
         sk.iter()
@@ -196,7 +228,7 @@ fn compare_on_wine_handles_its_142_training_rows() {
     assert!(why("subsample-aggregate").contains("N = 142 rows: pass --teachers 142 or fewer"));
     assert!(why("dp-sgd").contains("pass --dpsgd-batch-size 128 or fewer"));
     assert_eq!(ran(&v).len(), 3, "{v}");
-    assert_eq!(without_times(v), without_times(json(&args)));
+    assert_eq!(without_times(v), without_times(json(&too_many)));
 }
 
 /// `--clip private` cuts the training set into the selection's parts: on 300 rows a batch of

@@ -168,22 +168,32 @@ fn compare_selects_nothing_from_the_data_by_default_and_labels_cv_outside() {
     let ex = examples(&v);
     assert_eq!(ex.len(), 5);
     for (m, e) in &ex {
-        assert_eq!(e["selection"]["method"], "public", "{m}: {e}");
         assert_eq!(e["selection"]["epsilon"], 0.0);
-        assert_eq!(e["selection_label"], "public — costs nothing");
         match m.as_str() {
-            "dp-sgd" => assert_eq!(e["clip"], 0.1, "{e}"),
-            "subsample-aggregate" => {}
-            _ => assert_eq!(e["lambda"], 0.01, "{m}: {e}"),
+            "dp-sgd" | "subsample-aggregate" => {
+                assert_eq!(e["selection"]["method"], "public", "{m}: {e}");
+                assert_eq!(e["selection_label"], "public — costs nothing");
+                if m == "dp-sgd" {
+                    assert_eq!(e["clip"], 1.0, "{e}");
+                }
+            }
+            _ => {
+                // λ by the public rule from N, d, C, ε (and B), reading no row
+                assert_eq!(e["selection"]["method"], "public-rule", "{m}: {e}");
+                assert_eq!(e["selection_label"], "public-rule — costs nothing");
+                assert_eq!(e["lambda_source"], "public rule", "{m}: {e}");
+                assert_eq!(e["data_dependent_steps"], "", "{m}: {e}");
+            }
         }
     }
-    assert_eq!(v["selection"]["protocol"], "public");
+    assert_eq!(v["selection"]["protocol"], "public-rule");
     assert!(
         v["guarantees"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|g| g["selection"] == "public — costs nothing")
+            .all(|g| g["selection"] == "public — costs nothing"
+                || g["selection"] == "public-rule — costs nothing")
     );
     // `cv`: the paper's selection, labelled outside the guarantee in rows and report
     let tmp = tempfile::tempdir().unwrap();

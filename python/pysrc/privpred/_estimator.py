@@ -95,8 +95,10 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         Inference budget B >= 1: the number of answers the guarantee covers (required by
         private-prediction methods; ignored by the others).
     lam : float, "private", "cv" or None, default=None
-        L2 strength lambda > 0, chosen without the data (costs nothing). None: the public
-        default 0.01 for private methods (a selection on a hold-out for ``non-private``).
+        L2 strength lambda > 0, chosen without the data (costs nothing). None: for private
+        methods the public rule from N, d, C, epsilon and B (docs/tables.md; costs nothing,
+        recorded as ``public-rule``; 0.01 under add-remove neighbours), a selection on a
+        hold-out for ``non-private``.
         ``"private"``: the private selection over the grid {1e-5, ..., 0.5}, inside the
         guarantee (the model is trained on the 80 % of the data the selection does not use).
         ``"cv"``: the paper's selection on a 10 % hold-out without privacy; the guarantee is
@@ -134,12 +136,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         the private data, not accounted). None: ``normalize``, or ``clip:1`` with a
         ``schema`` (its rows are already inside the unit ball; the CLI's default).
     teachers : int, optional
-        Subsample-and-aggregate: number of teachers T (default 256).
+        Subsample-and-aggregate: number of teachers T (default: the public rule
+        clamp(N // 6, 1, 256) of the N training rows; 256 under add-remove neighbours).
     clip : float, "private", "cv" or None, default=None
-        DP-SGD: the clip norm nu (None: the public default 0.1), or a selection as for
-        ``lam``.
+        DP-SGD: the clip norm nu (None: the public rule's 1; 0.1 under add-remove
+        neighbours), or a selection as for ``lam``.
     batch_size, epochs, learning_rate : optional
-        DP-SGD's expected batch size (256), epochs (20) and learning rate (1).
+        DP-SGD's expected batch size (the public rule clamp(floor(sqrt(N)), 1, 256); 256
+        under add-remove neighbours), epochs (20) and learning rate (1).
     odometer : str or os.PathLike, optional
         The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
         :func:`privpred.odometer.set_limit`). Every ``fit`` is charged its whole guarantee

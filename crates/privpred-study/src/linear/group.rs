@@ -326,6 +326,28 @@ impl LinearRunner {
         }
         match self.opts.selection.lambda {
             Choice::Value(l) => return Ok(Selected::public(Some(l), None, "public")),
+            Choice::Rule => {
+                let inputs = privpred_core::public_rule::PublicInputs {
+                    method: g.method,
+                    loss: privpred_core::Loss::Softmax,
+                    classes: p.train.classes,
+                    n: p.train.n,
+                    dim: p.train.d,
+                    epsilon: g.setting.epsilon,
+                    budget: privpred_core::Budget::finite(g.setting.budget.max(1))?,
+                };
+                let r = privpred_core::public_rule::lambda(&inputs)
+                    .ok_or_else(|| StudyError::invalid("method", g.method, "a method with λ"))?;
+                // the formula reads public quantities only: no data-dependent step to note
+                return Ok(Selected {
+                    lambda: Some(r.value),
+                    clip: None,
+                    source: "public rule",
+                    note: None,
+                    record: crate::selection::public_rule(),
+                    release: None,
+                });
+            }
             Choice::Private => return self.select_private(g, key, p, seed, rid, Knob::Lambda),
             Choice::Cv => {}
         }
@@ -387,6 +409,13 @@ impl LinearRunner {
         match self.opts.selection.clip {
             Choice::Value(nu) => {
                 return Ok(Selected::public(None, Some(nu), "none (DP-SGD without L2)"));
+            }
+            Choice::Rule => {
+                return Ok(Selected::public(
+                    None,
+                    Some(privpred_core::defaults::LINEAR_DPSGD_CLIP),
+                    "none (DP-SGD without L2)",
+                ));
             }
             Choice::Private => return self.select_private(g, key, p, seed, rid, Knob::Clip),
             Choice::Cv => {}

@@ -47,13 +47,15 @@ pub struct Args {
     /// Calibration mode.
     #[arg(long, value_enum, default_value = "corrected")]
     pub calibration: CalibrationMode,
-    /// Subsample-and-aggregate teachers T.
-    #[arg(long, default_value_t = privpred_core::defaults::LINEAR_TEACHERS)]
-    pub teachers: usize,
+    /// Subsample-and-aggregate teachers T (default: the public rule clamp(⌊N/6⌋, 1, 256) of
+    /// the N training rows, docs/tables.md).
+    #[arg(long)]
+    pub teachers: Option<usize>,
     /// DP-SGD's expected batch size (at most the rows of the training set's 90 % part, on
-    /// which its clip is selected; DP-SGD is listed as not applicable otherwise).
-    #[arg(long, default_value_t = privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE)]
-    pub dpsgd_batch_size: usize,
+    /// which its clip is selected; DP-SGD is listed as not applicable otherwise; default: the
+    /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows).
+    #[arg(long)]
+    pub dpsgd_batch_size: Option<usize>,
     /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
     pub repetitions: u32,
@@ -76,14 +78,16 @@ pub struct Args {
     #[arg(long, default_value_t = privpred_study::linear::CV_DRAWS_DEFAULT)]
     pub cv_draws: usize,
     /// L2 strength λ of model sensitivity, loss perturbation and prediction sensitivity: a
-    /// public value > 0 (chosen without the data: costs nothing; default 0.01, as `train`),
+    /// public value > 0 (chosen without the data: costs nothing; default: the public rule
+    /// from N, d, C, ε and B, as `train`, docs/tables.md; 0.01 under add-remove neighbours),
     /// `private` (the private split selection over the grid {1e-5, …, 0.5}: inside the
     /// guarantee, the release trained on the 80 % of the training set the selection does not
     /// use; replace-one only) or `cv` (the paper's selection on a hold-out of the training data
     /// without privacy: outside the guarantee, and every row says so).
     #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
     pub lambda: Option<ValueOrCv>,
-    /// DP-SGD's clip ν: a public value > 0 (costs nothing; default 0.1, as `train`), `private`
+    /// DP-SGD's clip ν: a public value > 0 (costs nothing; default the public rule's 1, as
+    /// `train`), `private`
     /// (private split selection over {5e-4, …, 0.5}, inside the guarantee; replace-one only) or
     /// `cv` (non-private hold-out selection, outside the guarantee).
     #[arg(long, allow_negative_numbers = true, value_parser = super::args::positive_or_cv)]
@@ -99,15 +103,24 @@ pub struct Args {
 /// `--lambda` / `--clip` as the runner's selection options: `train`'s public defaults unless
 /// given; `private` under add-remove neighbours is a usage error (exit 2).
 fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
-    let choice = |v: Option<ValueOrCv>, default: f64| match v {
-        None => Choice::Value(default),
+    let choice = |v: Option<ValueOrCv>, default: Choice| match v {
+        None => default,
         Some(ValueOrCv::Value(x)) => Choice::Value(x),
         Some(ValueOrCv::Private) => Choice::Private,
         Some(ValueOrCv::Cv) => Choice::Cv,
     };
+    // the public rule reads N, public under replace-one only: the fixed public value otherwise
+    let (lambda, clip) = if args.neighbours == privpred_core::Neighbours::ReplaceOne {
+        (Choice::Rule, privpred_core::public_rule::DPSGD_CLIP)
+    } else {
+        (
+            Choice::Value(privpred_core::defaults::LINEAR_PUBLIC_LAMBDA),
+            privpred_core::defaults::LINEAR_DPSGD_CLIP,
+        )
+    };
     let s = SelectionOptions::new(
-        choice(args.lambda, privpred_core::defaults::LINEAR_PUBLIC_LAMBDA),
-        choice(args.clip, privpred_core::defaults::LINEAR_DPSGD_CLIP),
+        choice(args.lambda, lambda),
+        choice(args.clip, Choice::Value(clip)),
     );
     if s.uses_private_split() && args.neighbours != privpred_core::Neighbours::ReplaceOne {
         return Err(crate::exit::usage(format!(
@@ -116,6 +129,27 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
         )));
     }
     Ok(s)
+}
+
+/// The teachers T and DP-SGD's batch size: as given, or the public rule's for the training
+/// set's N (public under replace-one; under add-remove the fixed defaults).
+fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
+    Ok(match (args.teachers, args.dpsgd_batch_size) {
+        (Some(t), Some(b)) => (t, b),
+        (t, b) if args.neighbours == privpred_core::Neighbours::ReplaceOne => {
+            let n = runner
+                .train_size(&args.dataset)
+                .map_err(super::shared::study_error)?;
+            (
+                t.unwrap_or(privpred_core::public_rule::teachers(n)),
+                b.unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
+            )
+        }
+        (t, b) => (
+            t.unwrap_or(privpred_core::defaults::LINEAR_TEACHERS),
+            b.unwrap_or(privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE),
+        ),
+    })
 }
 
 /// Runs `privpred compare`.
@@ -132,10 +166,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .bias(bias)
         .cv_draws(cv_draws)
         .selection(selection)
-        .dpsgd_batch_size(args.dpsgd_batch_size)
+        .dpsgd_batch_size(args.dpsgd_batch_size.unwrap_or(1))
         .check()
         .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);
+    let (teachers, batch) = sizes(&args, &runner)?;
+    let runner = runner.with_dpsgd_batch_size(batch);
     let points = epsilons.len() * budgets.len();
     let observer: Box<dyn Observer> = if points > 1 {
         progress::for_terminal()
@@ -148,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             epsilons: &epsilons,
             delta: args.delta,
             budgets: &budgets,
-            teachers: args.teachers,
+            teachers,
             calibration: args.calibration,
             repetitions: args.repetitions,
             seed: args.seed,
@@ -251,13 +287,9 @@ fn grid_axes(args: &Args) -> anyhow::Result<(Vec<f64>, Vec<u64>)> {
         MAX_REPETITIONS,
         "MAX_REPETITIONS",
     )?;
-    count(
-        "teachers",
-        args.teachers as u64,
-        1,
-        MAX_TEACHERS,
-        "MAX_TEACHERS",
-    )?;
+    if let Some(t) = args.teachers {
+        count("teachers", t as u64, 1, MAX_TEACHERS, "MAX_TEACHERS")?;
+    }
     if let Some(p) = &args.report
         && (p.as_os_str().is_empty() || p.is_dir())
     {

@@ -72,7 +72,7 @@ impl TrainMethod {
 }
 
 /// Arguments of `privpred train`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Method to train.
     #[arg(value_enum)]
@@ -102,8 +102,9 @@ pub struct Args {
     /// (the private split selection over the grid {1e-5, …, 0.5}: inside the guarantee; the
     /// release is trained on the 80 % of the training set the selection does not use) or `cv`
     /// (the paper's selection on a 10 % hold-out, without privacy: the guarantee is then
-    /// marked not valid). Default: the public value 0.01 for private methods, `cv` for the
-    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0).
+    /// marked not valid). Default: for private methods the public rule from N, d, C, ε and B
+    /// (docs/tables.md; costs nothing; 0.01 under add-remove neighbours), `cv` for the
+    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0.01).
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub lambda: Option<ValueOrCv>,
     /// Which analysis calibrates the noise.
@@ -122,24 +123,27 @@ pub struct Args {
     pub public_n: Option<usize>,
     /// Linear models: the output layer. `softmax` (one output per class) or, for two-class
     /// data, `logistic` (one sigmoid output: less noise for the same guarantee; model
-    /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Recorded in the
-    /// artifact.
-    #[arg(long, value_enum, default_value_t = privpred_core::Loss::Softmax)]
-    pub loss: privpred_core::Loss,
+    /// sensitivity, prediction sensitivity, loss perturbation and DP-SGD). Default: logistic
+    /// for two-class data with those methods, softmax otherwise. Recorded in the artifact.
+    #[arg(long, value_enum)]
+    pub loss: Option<privpred_core::Loss>,
     /// Experiment seed (reproducible, recorded). Without it: OS-seeded release generator.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Subsample-and-aggregate: number of teachers T (default 256 for linear models, 16 for
+    /// Subsample-and-aggregate: number of teachers T (default for linear models the public
+    /// rule clamp(⌊N/6⌋, 1, 256) of the N training rows, 256 under add-remove; 16 for
     /// ResNets).
     #[arg(long)]
     pub teachers: Option<usize>,
     /// DP-SGD: clip ν: a public value > 0 (costs nothing), `private` (private split selection
     /// over {5e-4, …, 0.5}, inside the guarantee) or `cv` (non-private hold-out selection,
-    /// outside the guarantee); the last two for linear models only. Default: the public value
-    /// 0.1 for linear models, 1 for ResNets.
+    /// outside the guarantee); the last two for linear models only. Default: the public rule's
+    /// 1 for linear models (0.1 under add-remove neighbours), 1 for ResNets.
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub clip: Option<ValueOrCv>,
-    /// DP-SGD (and ResNet training): expected batch size b (default 256 linear, 600 ResNet).
+    /// DP-SGD (and ResNet training): expected batch size b (default for linear models the
+    /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows, 256 under add-remove; 600
+    /// ResNet).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// DP-SGD (and ResNet training): epochs (default 20 linear; ResNet: 100, teachers 500).
@@ -296,7 +300,7 @@ fn train_resnet(
     }
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
-        (args.loss != privpred_core::Loss::Softmax, "--loss"),
+        (args.loss.is_some(), "--loss"),
         (args.bias.is_some(), "--bias"),
         (args.lambda.is_some(), "--lambda"),
         (args.unit_ball.is_some(), "--unit-ball"),
@@ -420,7 +424,7 @@ fn train_params(
     m: Method,
     privacy: Privacy,
     budget: Budget,
-    lambda: f64,
+    (lambda, n): (f64, usize),
     seed_policy: SeedPolicy,
 ) -> TrainParams {
     let (lambda, teacher_lambda) = if m == Method::SubsampleAggregate {
@@ -431,12 +435,12 @@ fn train_params(
     let params = TrainParams::new(m, args.calibration, privacy, budget)
         .neighbours(args.neighbours)
         .public_n(args.public_n)
-        .loss(args.loss)
+        .loss(args.loss.unwrap_or_default())
         .lambda(lambda)
         .teacher_lambda(teacher_lambda)
-        .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
+        .teachers(select::teachers_arg(args, n))
         .seed_policy(seed_policy)
-        .batch_size(args.batch_size.unwrap_or(defaults::LINEAR_DPSGD_BATCH_SIZE))
+        .batch_size(select::batch_size_arg(args, n))
         .epochs(args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
         .learning_rate(
             args.learning_rate
@@ -471,12 +475,13 @@ fn fit_private(
     rng: &mut PrivRng,
 ) -> anyhow::Result<(StoredModel, serde_json::Value, serde_json::Value)> {
     let privacy = plan.privacy.expect("checked");
+    let train_n = chosen.final_train.as_ref().unwrap_or(&data.train).n;
     let mut params = train_params(
         args,
         m,
         privacy,
         plan.budget,
-        chosen.value,
+        (chosen.value, train_n),
         plan.seed_policy,
     );
     let clip = clip_arg(args);
@@ -498,6 +503,7 @@ fn fit_private(
                 selection: SelectionMethod::NonPrivateHoldout,
                 record: cv_json("clip", plan.cv_draws, &cv.scores, cv.best),
                 final_train: None,
+                formula: None,
             }
         };
         params = params.clip(chosen.value);
@@ -555,6 +561,21 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
     })
 }
 
+/// The arguments with `--loss` resolved: as given (the sigmoid refused unless there are two
+/// classes), or the sigmoid for two classes where the method trains it, the softmax otherwise.
+fn with_loss(args: &Args, method: Option<Method>, classes: usize) -> anyhow::Result<Args> {
+    let loss = args.loss.unwrap_or(select::default_loss(method, classes));
+    if loss == privpred_core::Loss::Logistic && classes != 2 {
+        return Err(usage(format!(
+            "invalid loss = logistic for {classes} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax"
+        )));
+    }
+    Ok(Args {
+        loss: Some(loss),
+        ..args.clone()
+    })
+}
+
 /// The linear path of `privpred train`: load, preprocess, cross-validate, train, save, report.
 fn train_linear(
     args: &Args,
@@ -569,7 +590,7 @@ fn train_linear(
         None => 0.0,
     };
     let cv_draws = methods::check_cv_draws(args.cv_draws).map_err(usage)?;
-    check_loss(args.loss, method)?;
+    check_loss(args.loss.unwrap_or_default(), method)?;
     check_method_flags(args)?;
     check_public_preprocessing(args)?;
     super::shared::check_out_dir(&args.out)?;
@@ -591,12 +612,8 @@ fn train_linear(
         cv_draws,
     };
     let data = load_linear_data(args, &plan, &mut rng)?;
-    if args.loss == privpred_core::Loss::Logistic && data.train.classes != 2 {
-        return Err(usage(format!(
-            "invalid loss = logistic for {} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax",
-            data.train.classes
-        )));
-    }
+    let resolved = with_loss(args, method, data.train.classes)?;
+    let args = &resolved;
     if args.odometer.is_some() {
         check_odometer_fit(args)?;
     }
@@ -616,6 +633,7 @@ fn train_linear(
     };
     let lbfgs = LbfgsOptions::default();
     let chosen = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
+    let chosen_formula = chosen.formula.clone();
 
     let (model, summary, cv_record) = match method {
         None => {
@@ -651,6 +669,9 @@ fn train_linear(
         "seed": args.seed,
         "trained_with": format!("privpred {}", env!("CARGO_PKG_VERSION")),
     });
+    if let Some(f) = &chosen_formula {
+        extra["lambda_rule"] = json!(f);
+    }
     if method.is_none() {
         // the non-private reference releases nothing under a guarantee: it keeps its record
         extra["cross_validation"] = cv_record.clone();
@@ -671,6 +692,9 @@ fn train_linear(
     summary["seconds"] = json!(started.elapsed().as_secs_f64());
     summary["private_diagnostics"] = private_diagnostics(&model, &cv_record);
     summary["bias"] = json!(data.fitted.recipe.bias());
+    if let Some(f) = &chosen_formula {
+        summary["lambda_rule"] = json!(f);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -739,7 +763,10 @@ fn print_linear_summary(
         }
     };
     if let Some(l) = summary["lambda"].as_f64() {
-        println!("lambda: {l:e}{}", cv_note("lambda"));
+        match summary["lambda_rule"].as_str() {
+            Some(rule) => println!("lambda: {l:e} ({rule}; costs nothing)"),
+            None => println!("lambda: {l:e}{}", cv_note("lambda")),
+        }
     }
     if let Some(c) = summary["clip"].as_f64() {
         println!("clip: {c:e}{}", cv_note("clip"));

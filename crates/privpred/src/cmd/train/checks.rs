@@ -1,8 +1,7 @@
 //! What `privpred train` refuses before any work for a private method: preprocessing that
 //! would release a statistic of the data, a class set read from the labels or a class
-//! filter under replace-one, a loss the method does not train, a flag the method would ignore,
-//! and the fits the odometer
-//! cannot add up.
+//! filter under replace-one, a loss the method does not train, a flag the method would
+//! ignore, and the fits the odometer cannot add up.
 
 use super::{Args, TrainMethod};
 use super::args::ValueOrCv;

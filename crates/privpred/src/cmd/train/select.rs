@@ -15,11 +15,48 @@ pub(super) fn lambda_arg(args: &Args) -> ValueOrCv {
     })
 }
 
-/// `--clip` as given, or its default for linear DP-SGD: the public
-/// [`defaults::LINEAR_DPSGD_CLIP`].
+/// `--loss` when not given: the sigmoid (one output) for two classes with the methods that
+/// train it (model sensitivity, prediction sensitivity, loss perturbation, DP-SGD), the
+/// softmax otherwise.
+pub(super) fn default_loss(method: Option<Method>, classes: usize) -> privpred_core::Loss {
+    match method {
+        Some(
+            Method::ModelSensitivity
+            | Method::PredictionSensitivity
+            | Method::LossPerturbation
+            | Method::DpSgd,
+        ) if classes == 2 => privpred_core::Loss::Logistic,
+        _ => privpred_core::Loss::Softmax,
+    }
+}
+
+/// `--teachers` as given, or the public rule's T for N training rows
+/// ([`privpred_core::public_rule::teachers`]; the fixed default under add-remove, where N is
+/// not public).
+pub(super) fn teachers_arg(args: &Args, n: usize) -> usize {
+    args.teachers.unwrap_or(match args.neighbours {
+        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::teachers(n),
+        _ => defaults::LINEAR_TEACHERS,
+    })
+}
+
+/// `--batch-size` as given, or the public rule's DP-SGD batch for N training rows
+/// ([`privpred_core::public_rule::dpsgd_batch_size`]; the fixed default under add-remove).
+pub(super) fn batch_size_arg(args: &Args, n: usize) -> usize {
+    args.batch_size.unwrap_or(match args.neighbours {
+        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::dpsgd_batch_size(n),
+        _ => defaults::LINEAR_DPSGD_BATCH_SIZE,
+    })
+}
+
+/// `--clip` as given, or its default for linear DP-SGD: the public rule's
+/// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
+/// add-remove neighbours, as the other sizes).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
-    args.clip
-        .unwrap_or(ValueOrCv::Value(defaults::LINEAR_DPSGD_CLIP))
+    args.clip.unwrap_or(ValueOrCv::Value(match args.neighbours {
+        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::DPSGD_CLIP,
+        _ => defaults::LINEAR_DPSGD_CLIP,
+    }))
 }
 
 /// The cross-validation record of the artifact and the summary.
@@ -39,6 +76,8 @@ pub(super) struct Chosen {
     pub(super) selection: SelectionMethod,
     pub(super) record: serde_json::Value,
     pub(super) final_train: Option<UnitBallDataset>,
+    /// The public rule's formula with its inputs, when the rule gave the value.
+    pub(super) formula: Option<String>,
 }
 
 impl Chosen {
@@ -48,6 +87,7 @@ impl Chosen {
             selection: SelectionMethod::Public,
             record: serde_json::Value::Null,
             final_train: None,
+            formula: None,
         }
     }
 }
@@ -76,6 +116,7 @@ pub(super) fn private_split(
         selection: SelectionMethod::PrivateSplit,
         record,
         final_train: Some(s.final_train),
+        formula: None,
     })
 }
 
@@ -88,6 +129,29 @@ pub(super) fn choose_lambda(
     lbfgs: &LbfgsOptions,
     rng: &mut PrivRng,
 ) -> anyhow::Result<Chosen> {
+    if let (None, Some(m), privpred_core::Neighbours::ReplaceOne) =
+        (args.lambda, plan.method, args.neighbours)
+    {
+        // the public rule, from public quantities only
+        let inputs = privpred_core::public_rule::PublicInputs {
+            method: m,
+            loss: args.loss.unwrap_or_default(),
+            classes: data.train.classes,
+            n: data.train.n,
+            dim: data.train.d,
+            epsilon: plan.privacy.expect("checked").epsilon(),
+            budget: plan.budget,
+        };
+        if let Some(r) = privpred_core::public_rule::lambda(&inputs) {
+            return Ok(Chosen {
+                value: r.value,
+                selection: SelectionMethod::PublicRule,
+                record: serde_json::Value::Null,
+                final_train: None,
+                formula: Some(r.formula),
+            });
+        }
+    }
     let arg = lambda_arg(args);
     let m = match (plan.method, arg) {
         (Some(Method::DpSgd), _) => return Ok(Chosen::public(0.0)),
@@ -104,6 +168,7 @@ pub(super) fn choose_lambda(
             selection: SelectionMethod::NonPrivateHoldout,
             record: cv_json("lambda", 1, &cv.scores, cv.best),
             final_train: None,
+            formula: None,
         });
     };
     let cfg = TrainParams::new(
@@ -113,8 +178,8 @@ pub(super) fn choose_lambda(
         plan.budget,
     )
     .neighbours(args.neighbours)
-    .loss(args.loss)
-    .teachers(args.teachers.unwrap_or(defaults::LINEAR_TEACHERS))
+    .loss(args.loss.unwrap_or_default())
+    .teachers(teachers_arg(args, data.train.n))
     .check()
     .map_err(lin)?;
     if arg == ValueOrCv::Private {
@@ -128,5 +193,6 @@ pub(super) fn choose_lambda(
         selection: SelectionMethod::NonPrivateHoldout,
         record: cv_json("lambda", plan.cv_draws, &cv.scores, cv.best),
         final_train: None,
+        formula: None,
     })
 }
