@@ -702,8 +702,8 @@ pub mod blocking {
     }
 
     /// Opens the ledger with `opts`, decides and records one request, and closes the ledger
-    /// (an SQLite ledger is checkpointed into its main file, waiting for other processes'
-    /// transactions up to the busy timeout). The answers of an `Answered` outcome were
+    /// (an SQLite ledger is checkpointed into its main file; when another process's
+    /// connection blocks the checkpoint, that process's own close does it). The answers of an `Answered` outcome were
     /// committed (and the spend mark raised) before this returns. For a command that answers
     /// once and exits (`privpred predict`).
     pub fn spend_once(
