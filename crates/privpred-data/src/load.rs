@@ -21,8 +21,46 @@ use crate::spec::DatasetSpec;
 
 pub use crate::read::{
     CIFAR10_JPEG_FILE, ENV_DATA_DIR, ENV_NO_SHARED_DATA, LoadOptions, Splits, cache_dir,
-    cache_root, candidate_dirs, find_cifar10, find_cifar10_jpeg, load_idx_dir, shared_data_dirs,
+    cache_root, candidate_dirs, load_idx_dir, shared_data_dirs,
 };
+use std::path::{Path, PathBuf};
+
+/// Where CIFAR-10 is found in the resolution order of [`candidate_dirs`] (`data_dir`,
+/// `$PRIVPRED_DATA_DIR`, the cache, `shared/data`): the first JPEG copy
+/// ([`CIFAR10_JPEG_FILE`]) or directory of binary batches, whichever comes first. Nothing is
+/// fetched; `None` when CIFAR-10 is nowhere.
+pub fn find_cifar10(data_dir: Option<&Path>) -> Option<PathBuf> {
+    let opts = LoadOptions {
+        data_dir: data_dir.map(Path::to_path_buf),
+        fetch: false,
+        ..Default::default()
+    };
+    candidate_dirs("cifar10", &opts)
+        .into_iter()
+        .find_map(|(d, _)| {
+            let jpeg = d.join(CIFAR10_JPEG_FILE);
+            if jpeg.is_file() {
+                return Some(jpeg);
+            }
+            [d.clone(), d.join("cifar-10-batches-bin")]
+                .into_iter()
+                .find(|b| crate::cifar::batch_files(b).is_some())
+        })
+}
+
+/// The CIFAR-10 JPEG copy ([`CIFAR10_JPEG_FILE`]) in the resolution order of
+/// [`candidate_dirs`]; `None` when it is nowhere (binary batches do not count).
+pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
+    let opts = LoadOptions {
+        data_dir: data_dir.map(Path::to_path_buf),
+        fetch: false,
+        ..Default::default()
+    };
+    candidate_dirs("cifar10", &opts)
+        .into_iter()
+        .map(|(d, _)| d.join(CIFAR10_JPEG_FILE))
+        .find(|p| p.is_file())
+}
 
 /// Loads a dataset as train and test splits with raw f32 features (pixels 0..255), fetching
 /// a missing named dataset into the cache when `opts.fetch` is set.

@@ -146,43 +146,6 @@ pub fn candidate_dirs(name: &str, opts: &LoadOptions) -> Vec<(PathBuf, &'static 
     v
 }
 
-/// Where CIFAR-10 is found in the resolution order of [`candidate_dirs`] (`data_dir`,
-/// `$PRIVPRED_DATA_DIR`, the cache, `shared/data`): the first JPEG copy
-/// ([`CIFAR10_JPEG_FILE`]) or directory of binary batches, whichever comes first. Nothing is
-/// fetched; `None` when CIFAR-10 is nowhere.
-pub fn find_cifar10(data_dir: Option<&Path>) -> Option<PathBuf> {
-    let opts = LoadOptions {
-        data_dir: data_dir.map(Path::to_path_buf),
-        fetch: false,
-        ..Default::default()
-    };
-    candidate_dirs("cifar10", &opts)
-        .into_iter()
-        .find_map(|(d, _)| {
-            let jpeg = d.join(CIFAR10_JPEG_FILE);
-            if jpeg.is_file() {
-                return Some(jpeg);
-            }
-            [d.clone(), d.join("cifar-10-batches-bin")]
-                .into_iter()
-                .find(|b| cifar::batch_files(b).is_some())
-        })
-}
-
-/// The CIFAR-10 JPEG copy ([`CIFAR10_JPEG_FILE`]) in the resolution order of
-/// [`candidate_dirs`]; `None` when it is nowhere (binary batches do not count).
-pub fn find_cifar10_jpeg(data_dir: Option<&Path>) -> Option<PathBuf> {
-    let opts = LoadOptions {
-        data_dir: data_dir.map(Path::to_path_buf),
-        fetch: false,
-        ..Default::default()
-    };
-    candidate_dirs("cifar10", &opts)
-        .into_iter()
-        .map(|(d, _)| d.join(CIFAR10_JPEG_FILE))
-        .find(|p| p.is_file())
-}
-
 /// Reads a dataset from local files as train and test splits with raw f32 features (pixels
 /// 0..255), without fetching: `Ok(None)` when a named dataset (mnist, fashion-mnist, digits,
 /// cifar10) is in none of the [`candidate_dirs`]; every other source is read or fails.

@@ -61,7 +61,7 @@ pub fn or_skip(found: Option<PathBuf>, test: &str, what: &str) -> Option<PathBuf
 /// `PRIVPRED_REQUIRE_DATA=1` and the copy is absent).
 pub fn cifar10_jpeg_or_skip(test: &str) -> Option<PathBuf> {
     or_skip(
-        crate::read::find_cifar10_jpeg(None),
+        crate::load::find_cifar10_jpeg(None),
         test,
         "the CIFAR-10 JPEG copy (cifar10-jpeg.tar.gz)",
     )

@@ -14,7 +14,7 @@
 //! in files of earlier builds).
 //!
 //! An artifact of a private model is meant for release, so it holds only data-independent
-//! facts and the noisy release: [`save_model`] writes the predictor's public record (the
+//! facts and the noisy release: [`encode_model_with_id`] writes the predictor's public record (the
 //! certificate's bound, not the measured norm; DP-SGD's steps, not its clipped fraction),
 //! the preprocessing without the subsample's seed or the PCA's variances
 //! ([`FittedPreprocessing::for_release`]) and the caller's `extra` without the keys in
@@ -174,48 +174,23 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Writes a private predictor (see [`save_model`]).
+/// Writes a private predictor's payload atomically (temporary file in the same directory,
+/// then rename) under a fresh ledger id, unsigned: the bytes a release envelope wraps, for the
+/// tests and tools that build payloads by hand ([`encode_model_with_id`]).
 pub fn save(
     path: &Path,
     predictor: &PrivatePredictor,
     preprocessing: &FittedPreprocessing,
     extra: serde_json::Value,
 ) -> Result<()> {
-    save_model(
-        path,
-        &StoredModel::Private(Box::new(predictor.clone())),
-        preprocessing,
-        extra,
-    )
-}
-
-/// Writes an artifact atomically (temporary file in the same directory, then rename), with a
-/// fresh ledger id: every call makes a new model identity with its own budget (use
-/// [`save_model_with_id`] to write a model again under the id it already has).
-pub fn save_model(
-    path: &Path,
-    model: &StoredModel,
-    preprocessing: &FittedPreprocessing,
-    extra: serde_json::Value,
-) -> Result<()> {
-    save_model_with_id(path, model, preprocessing, extra, None)
-}
-
-/// [`save_model`] under a given ledger id (`None`: a fresh one). An id that is not 32
-/// lower-case hex digits is refused.
-pub fn save_model_with_id(
-    path: &Path,
-    model: &StoredModel,
-    preprocessing: &FittedPreprocessing,
-    extra: serde_json::Value,
-    ledger_id: Option<&str>,
-) -> Result<()> {
-    let (bytes, _) = encode_model_with_id(path, model, preprocessing, extra, ledger_id)?;
+    let model = StoredModel::Private(Box::new(predictor.clone()));
+    let (bytes, _) = encode_model_with_id(path, &model, preprocessing, extra, None)?;
     write_atomic(path, &bytes)
 }
 
-/// The bytes [`save_model_with_id`] writes and the ledger id they record (`path` only names
-/// the file in errors): the payload a release envelope wraps.
+/// The payload bytes of a model and the ledger id they record (`path` only names
+/// the file in errors; `ledger_id: None` draws a fresh one, an id that is not 32 lower-case
+/// hex digits is refused): the payload a release envelope wraps.
 pub fn encode_model_with_id(
     path: &Path,
     model: &StoredModel,
@@ -352,7 +327,7 @@ fn released_records(
 }
 
 mod erased {
-    /// Object-safe JSON serialisation (keeps `save_model` free of generic closures).
+    /// Object-safe JSON serialisation (keeps `encode_model_with_id` free of generic closures).
     pub trait Ser {
         fn to_json(&self) -> serde_json::Result<String>;
     }
@@ -805,6 +780,28 @@ fn check_preprocessing_fits(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The payload writer under a given ledger id (`None`: a fresh one).
+    fn save_model_with_id(
+        path: &Path,
+        model: &StoredModel,
+        preprocessing: &FittedPreprocessing,
+        extra: serde_json::Value,
+        ledger_id: Option<&str>,
+    ) -> Result<()> {
+        let (bytes, _) = encode_model_with_id(path, model, preprocessing, extra, ledger_id)?;
+        write_atomic(path, &bytes)
+    }
+
+    /// The payload writer under a fresh ledger id.
+    fn save_model(
+        path: &Path,
+        model: &StoredModel,
+        preprocessing: &FittedPreprocessing,
+        extra: serde_json::Value,
+    ) -> Result<()> {
+        save_model_with_id(path, model, preprocessing, extra, None)
+    }
     use crate::methods::{MethodConfig, train_private};
     use crate::train::tests::toy;
     use privpred_core::{Budget, CalibrationMode, Method, Privacy};

@@ -561,18 +561,31 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
     })
 }
 
-/// The arguments with `--loss` resolved: as given (the sigmoid refused unless there are two
-/// classes), or the sigmoid for two classes where the method trains it, the softmax otherwise.
-fn with_loss(args: &Args, method: Option<Method>, classes: usize) -> anyhow::Result<Args> {
-    let loss = args.loss.unwrap_or(select::default_loss(method, classes));
-    if loss == privpred_core::Loss::Logistic && classes != 2 {
-        return Err(usage(format!(
-            "invalid loss = logistic for {classes} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax"
-        )));
+/// The odometer's reservation for this fit (none without `--odometer` or a dataset key): the
+/// fits it cannot add up are refused first; the charge is confirmed or kept once the model is
+/// saved or the fit fails.
+fn reserve_fit(
+    args: &Args,
+    method: Option<Method>,
+    privacy: Option<Privacy>,
+    key: Option<&String>,
+) -> anyhow::Result<Option<super::odometer::FitCharge>> {
+    if args.odometer.is_some() {
+        check_odometer_fit(args)?;
     }
-    Ok(Args {
-        loss: Some(loss),
-        ..args.clone()
+    Ok(match (&args.odometer, key) {
+        (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(
+            super::odometer::FitRequest {
+                url,
+                key: key.clone(),
+                method,
+                privacy,
+                budget: args.budget,
+                neighbours: args.neighbours,
+                calibration: args.calibration,
+            },
+        )?),
+        _ => None,
     })
 }
 
@@ -614,23 +627,7 @@ fn train_linear(
     let data = load_linear_data(args, &plan, &mut rng)?;
     let resolved = with_loss(args, method, data.train.classes)?;
     let args = &resolved;
-    if args.odometer.is_some() {
-        check_odometer_fit(args)?;
-    }
-    let charge = match (&args.odometer, &data.odometer_key) {
-        (Some(url), Some(key)) => Some(super::odometer::FitCharge::reserve(
-            super::odometer::FitRequest {
-                url,
-                key: key.clone(),
-                method,
-                privacy,
-                budget: args.budget,
-                neighbours: args.neighbours,
-                calibration: args.calibration,
-            },
-        )?),
-        _ => None,
-    };
+    let charge = reserve_fit(args, method, privacy, data.odometer_key.as_ref())?;
     let lbfgs = LbfgsOptions::default();
     let chosen = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;
     let chosen_formula = chosen.formula.clone();

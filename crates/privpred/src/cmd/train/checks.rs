@@ -3,8 +3,8 @@
 //! filter under replace-one, a loss the method does not train, a flag the method would
 //! ignore, and the fits the odometer cannot add up.
 
-use super::{Args, TrainMethod};
 use super::args::ValueOrCv;
+use super::{Args, TrainMethod};
 use crate::exit::usage;
 use privpred_core::Method;
 use privpred_data::UnitBall;
@@ -137,4 +137,25 @@ pub(super) fn check_method_flags(args: &Args) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The arguments with `--loss` resolved: as given (the sigmoid refused unless there are two
+/// classes), or the sigmoid for two classes where the method trains it, the softmax otherwise.
+pub(super) fn with_loss(
+    args: &Args,
+    method: Option<Method>,
+    classes: usize,
+) -> anyhow::Result<Args> {
+    let loss = args
+        .loss
+        .unwrap_or(super::select::default_loss(method, classes));
+    if loss == privpred_core::Loss::Logistic && classes != 2 {
+        return Err(usage(format!(
+            "invalid loss = logistic for {classes} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax"
+        )));
+    }
+    Ok(Args {
+        loss: Some(loss),
+        ..args.clone()
+    })
 }
