@@ -74,3 +74,36 @@ def digits():
 
     X, y = load_digits(return_X_y=True)
     return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def envelope(path):
+    """The public header and the payload of a model file (format version 2: magic, version,
+    header length, canonical JSON header, payload length, payload, signature)."""
+    import struct
+
+    raw = Path(path).read_bytes()
+    assert raw[:8] == b"PPMODEL\0", "not a privpred model file"
+    (hlen,) = struct.unpack("<I", raw[12:16])
+    header = json.loads(raw[16 : 16 + hlen])
+    (plen,) = struct.unpack("<Q", raw[16 + hlen : 24 + hlen])
+    return header, raw[24 + hlen : 24 + hlen + plen]
+
+
+def released_metadata(path):
+    """What a reader of the file sees, without the fields random by design (the model's
+    ledger identity, the hashes and signature over the noisy release, a seal's nonce): the
+    public header, and the payload's metadata when it is stored in the clear."""
+    import struct
+
+    header, payload = envelope(path)
+    header = dict(header)
+    for k in ("ledger_id", "payload_sha256", "signer"):
+        header.pop(k, None)
+    if header.get("sealed"):
+        header["sealed"] = {k: v for k, v in header["sealed"].items() if k != "nonce"}
+        return {"header": header}
+    (n,) = struct.unpack("<Q", payload[:8])
+    meta = json.loads(payload[8 : 8 + n])["__metadata__"]
+    for k in ("weights_sha256", "checksum", "ledger_id"):
+        meta.pop(k, None)
+    return {"header": header, "payload": meta}

@@ -4,7 +4,6 @@ cross_val_score, pickling)."""
 
 from __future__ import annotations
 
-import json
 import pickle
 
 import numpy as np
@@ -14,6 +13,7 @@ from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 
+from conftest import envelope, released_metadata
 import privpred
 from privpred import BudgetExhausted, PrivateLogisticRegression as PLR
 
@@ -117,9 +117,7 @@ def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_pa
     est.save(tmp_path / "again.safetensors")  # the same identity, not a second budget
 
     def ledger_id(path):
-        b = path.read_bytes()
-        n = int.from_bytes(b[:8], "little")
-        return json.loads(b[8 : 8 + n])["__metadata__"]["ledger_id"]
+        return envelope(path)[0]["ledger_id"]
 
     assert ledger_id(p) == ledger_id(tmp_path / "again.safetensors")
     assert len(ledger_id(p)) == 32
@@ -213,7 +211,6 @@ def test_released_state_is_the_same_on_neighbouring_datasets(digits, method, kw,
     it is the same apart from the noisy weights; the measurements stay in
     private_diagnostics_, which is neither saved nor pickled."""
     import json as _json
-    import struct
 
     Xtr, _, ytr, _ = digits
     Xn = Xtr.copy()
@@ -225,14 +222,9 @@ def test_released_state_is_the_same_on_neighbouring_datasets(digits, method, kw,
     for i, est in enumerate(fits):
         p = tmp_path / f"{i}.safetensors"
         est.save(p)
-        raw = p.read_bytes()
-        (n,) = struct.unpack("<Q", raw[:8])
-        meta = _json.loads(raw[8 : 8 + n])["__metadata__"]
-        # random by design: the checksums cover the noisy weights
-        meta.pop("weights_sha256")
-        meta.pop("checksum", None)
-        # random by design: the model's identity in budget ledgers, drawn at save
-        meta.pop("ledger_id", None)
+        # random by design (removed): the hashes over the noisy weights, the model's identity
+        # in budget ledgers drawn at save, a seal's nonce
+        meta = released_metadata(p)
         metas.append(meta)
         text = _json.dumps(meta)
         for private in ("gradient_norm\"", "clipped_fraction", "cross_validation", "rounding_bound"):

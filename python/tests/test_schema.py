@@ -139,7 +139,11 @@ def test_out_of_bounds_clip_and_other_slot():
     X[1, 3] = "zzz"  # site: the "other" slot
     m = privpred.PrivateLogisticRegression(method="non-private", lam=1e-3, schema=SCHEMA).fit(X, y)
     enc, _ = _native.encode_table(json.dumps(SCHEMA), [[str(v) for v in X[0]]])
-    assert enc[0, 1] == pytest.approx(1 / 2)  # z = 1 times 1/sqrt(4)
+    at_bound = list(X[0])
+    at_bound[1] = 10.0  # the schema's upper bound of dose
+    enc_bound, _ = _native.encode_table(json.dumps(SCHEMA), [[str(v) for v in at_bound]])
+    np.testing.assert_allclose(enc, enc_bound)  # clipped to the bound, whatever the row map
+    assert np.linalg.norm(enc[0]) <= 1 + 1e-6
     assert m.predict(X[:2]).shape == (2,)
 
 

@@ -169,14 +169,31 @@ class Client:
 
 
 def _artifact_metadata(path) -> Dict[str, Any]:
-    """The ``__metadata__`` of a safetensors model file (its header only)."""
+    """The payload metadata of a model file stored in the clear, with the ledger id of its
+    public header (format version 2: magic, version, header, payload, signature). A sealed
+    file reveals only its header: its class labels must be given directly."""
+    bad = ValueError(f"invalid classes = {os.fspath(path)!r}: not a privpred model file")
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        if n > 100_000_000:
-            raise ValueError(f"invalid classes = {os.fspath(path)!r}: not a privpred model file")
+        if f.read(8) != b"PPMODEL\0":
+            raise bad
         try:
-            return json.loads(f.read(n)).get("__metadata__", {})
-        except ValueError:
-            raise ValueError(
-                f"invalid classes = {os.fspath(path)!r}: not a privpred model file"
-            ) from None
+            (_version, hlen) = struct.unpack("<II", f.read(8))
+            if hlen > 1 << 20:
+                raise bad
+            header = json.loads(f.read(hlen))
+            if header.get("sealed"):
+                raise ValueError(
+                    f"invalid classes = {os.fspath(path)!r}: the file is sealed (its class "
+                    "labels are not readable without its sealing key); give the labels themselves"
+                )
+            (plen,) = struct.unpack("<Q", f.read(8))
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > min(plen, 100_000_000):
+                raise bad
+            meta = json.loads(f.read(n)).get("__metadata__", {})
+        except (struct.error, ValueError) as e:
+            if "sealed" in str(e):
+                raise
+            raise bad from None
+    meta["ledger_id"] = header.get("ledger_id")
+    return meta

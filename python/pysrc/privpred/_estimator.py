@@ -106,20 +106,6 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         Subsample-and-aggregate: the teachers' lambda (default 0).
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation of the guarantee.
-    public_search : bool, default=False
-        Fitted several times on the same data by a scikit-learn search or cross-validation
-        (``GridSearchCV``, ``cross_val_score``, ...), each fit's model records its selection as
-        ``external-search`` and ``valid_guarantee: false`` with the reason (in ``guarantee_``,
-        the saved file, ``privpred serve``), since what the search keeps was chosen on the
-        private data outside the guarantee. True states that the search runs on public data
-        (e.g. a public proxy of the private table), so nothing is marked.
-    public_n : int or None, default=None
-        Under ``neighbours="add-remove"`` (loss perturbation, DP-SGD): the public
-        training-set size N-hat the calibration uses in place of the exact N, which that
-        relation makes private (DP-SGD's sampling rate q = batch_size / N-hat and its steps,
-        loss perturbation's floor N-hat * lam on its regulariser); the guarantee records
-        N-hat and nothing saved depends on the exact N. Required under add-remove, refused
-        under replace-one.
     calibration : {"corrected", "tight", "paper"}, default="corrected"
         Which analysis sets the noise (``paper`` reproduces the published rules, which
         do not always deliver the guarantee).
@@ -211,6 +197,20 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         label would appear in the saved model), while the non-private model reads them from
         ``y``. ``"observed"``: the labels present in ``y``, which the caller thereby
         declares public (recorded with the model and in ``guarantee_["summary"]``).
+    public_n : int or None, default=None
+        Under ``neighbours="add-remove"`` (loss perturbation, DP-SGD): the public
+        training-set size N-hat the calibration uses in place of the exact N, which that
+        relation makes private (DP-SGD's sampling rate q = batch_size / N-hat and its steps,
+        loss perturbation's floor N-hat * lam on its regulariser); the guarantee records
+        N-hat and nothing saved depends on the exact N. Required under add-remove, refused
+        under replace-one.
+    public_search : bool, default=False
+        Fitted several times on the same data by a scikit-learn search or cross-validation
+        (``GridSearchCV``, ``cross_val_score``, ...), each fit's model records its selection as
+        ``external-search`` and ``valid_guarantee: false`` with the reason (in ``guarantee_``,
+        the saved file, ``privpred serve``), since what the search keeps was chosen on the
+        private data outside the guarantee. True states that the search runs on public data
+        (e.g. a public proxy of the private table), so nothing is marked.
 
     Attributes
     ----------
