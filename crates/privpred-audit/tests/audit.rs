@@ -437,6 +437,8 @@ fn end_to_end_binary_dpsgd_holds_and_a_third_of_its_noise_is_refuted() {
         .loss(Loss::Logistic)
         .seed_policy(privpred_linear::SeedPolicy::Seeded { seed: req.seed })
         .neighbours(neighbours)
+        // under add-remove the calibration takes a declared public size, not the exact N
+        .public_n((neighbours == Neighbours::AddRemove).then_some(n))
         .check()
         .unwrap();
         let mut e = EndToEnd::new(cfg, n, req.seed).unwrap();

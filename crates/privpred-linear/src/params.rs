@@ -301,7 +301,10 @@ mod tests {
         ] {
             for bad in [0.0, -1e-4, f64::NAN, f64::INFINITY] {
                 let e = refusal(params(m).lambda(bad).check());
-                assert!(e.contains("lambda") && e.contains("> 0"), "{m}: {e}");
+                assert!(
+                    e.contains("lambda") && e.contains("in (0, 1e6]"),
+                    "{m}: {e}"
+                );
             }
         }
         // DP-SGD ignores λ (docs/study.md): 0 is fine, NaN is not.

@@ -23,7 +23,7 @@ const NOT_DERIVED: &[&str] = &["notes"];
 
 /// The calibration request of a stored guarantee: the public parameters it states. DP-SGD's
 /// schedule is read back from the stored sampling rate q = b/N and steps (b = q·N, epochs =
-/// steps·b/N, so that ⌈epochs·N/b⌉ = steps).
+/// (steps − ½)·b/N, so that ⌈epochs·N/b⌉ = steps exactly).
 pub fn request_of(cal: &Calibration) -> Result<CalibrationRequest, String> {
     let a = &cal.assumptions;
     let method = cal.method();
@@ -45,7 +45,10 @@ pub fn request_of(cal: &Calibration) -> Result<CalibrationRequest, String> {
         }
         Some(DpSgdSchedule {
             batch_size: b as usize,
-            epochs: steps as f64 * b / n as f64,
+            // half a step below `steps`: ⌈epochs·N/b⌉ is then exactly `steps` whatever the
+            // rounding of steps·b/N·N/b (which can land just above an integer, e.g. b = 21,
+            // N = 480, and add a step)
+            epochs: (steps as f64 - 0.5) * b / n as f64,
         })
     } else {
         None

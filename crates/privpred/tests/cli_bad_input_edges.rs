@@ -10,12 +10,12 @@ mod common;
 
 use common::{assert_bad, capture, capture_env, ok, pixel_set};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
 fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
-    let mut c = Command::new(common::BIN)
+    let mut c = common::bin()
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -157,6 +157,8 @@ fn delta_next_to_one_for_dp_sgd_is_answered_without_a_hang() {
             "dp-sgd",
             "--dataset",
             &ds,
+            "--classes",
+            "3",
             "--epsilon",
             "1",
             "--delta",
@@ -201,6 +203,8 @@ fn flags_a_method_would_ignore_are_refused_by_name() {
                 "dp-sgd",
                 "--dataset",
                 &ds,
+                "--classes",
+                "3",
                 "--epsilon",
                 "1",
                 "--delta",
@@ -216,6 +220,8 @@ fn flags_a_method_would_ignore_are_refused_by_name() {
                 "dp-sgd",
                 "--dataset",
                 &ds,
+                "--classes",
+                "3",
                 "--epsilon",
                 "1",
                 "--delta",
@@ -231,6 +237,8 @@ fn flags_a_method_would_ignore_are_refused_by_name() {
                 "model-sensitivity",
                 "--dataset",
                 &ds,
+                "--classes",
+                "3",
                 "--epsilon",
                 "1",
                 "--clip",
@@ -334,6 +342,8 @@ fn a_budget_predict_cannot_serve_and_a_huge_lambda_are_refused_at_training() {
             "prediction-sensitivity",
             "--dataset",
             &ds,
+            "--classes",
+            "3",
             "--epsilon",
             "1",
             "--budget",
@@ -348,6 +358,8 @@ fn a_budget_predict_cannot_serve_and_a_huge_lambda_are_refused_at_training() {
         "model-sensitivity",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--epsilon",
         "1",
         "--lambda",
@@ -369,6 +381,8 @@ fn budgeted(dir: &Path) -> (PathBuf, String) {
         "prediction-sensitivity",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--epsilon",
         "1",
         "--budget",
@@ -515,6 +529,8 @@ fn a_null_cell_is_a_missing_value_not_a_parse_error() {
         "model-sensitivity",
         "--dataset",
         &ds,
+        "--classes",
+        "3",
         "--schema",
         &schema(r#"["0", "1", "2"]"#),
         "--epsilon",

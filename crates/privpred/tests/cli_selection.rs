@@ -12,6 +12,16 @@ use privpred_serve::client::Client;
 use serde_json::Value;
 use std::path::Path;
 
+/// The toy set as `csv-pixels:TRAIN,TEST`: a separate test file, as add/remove neighbours need
+/// (a seeded hold-out of one file would permute every row when one is added).
+fn two_files(dir: &Path) -> String {
+    let train = toy_dataset(dir, 600);
+    let path = train.trim_start_matches("csv-pixels:").to_string();
+    let test = dir.join("toy-test.csv");
+    std::fs::copy(&path, &test).unwrap();
+    format!("{train},{}", test.display())
+}
+
 fn train_json(dir: &Path, name: &str, method: &str, extra: &[&str]) -> Value {
     let dataset = toy_dataset(dir, 600);
     let out = dir.join(format!("{name}.safetensors"));
@@ -58,13 +68,18 @@ fn the_default_lambda_is_public_and_its_selection_costs_nothing() {
     );
     // under add/remove neighbours N is not public: the fixed public value (loss perturbation
     // at a small ε, where its analysis holds: ρ = 2LC/ε ≥ Nλ)
-    let dataset = toy_dataset(tmp.path(), 600);
+    // (its test rows in a file of their own and a declared public N̂: add/remove needs both)
+    let dataset = two_files(tmp.path());
     let out = tmp.path().join("lp-ar.safetensors");
     let s = json(&[
         "train",
         "loss-perturbation",
         "--dataset",
         &dataset,
+        "--classes",
+        "3",
+        "--public-n",
+        "600",
         "--epsilon",
         "0.1",
         "--neighbours",
@@ -171,7 +186,7 @@ fn the_private_selection_is_inside_the_guarantee_for_every_method() {
 #[test]
 fn the_private_selection_under_add_remove_is_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
-    let dataset = toy_dataset(tmp.path(), 600);
+    let dataset = two_files(tmp.path());
     let out = tmp.path().join("lp.safetensors");
     let (code, _, stderr) = capture(&[
         "train",
@@ -180,6 +195,8 @@ fn the_private_selection_under_add_remove_is_refused_with_the_reason() {
         &dataset,
         "--classes",
         "3",
+        "--public-n",
+        "600",
         "--epsilon",
         "1",
         "--neighbours",

@@ -653,16 +653,7 @@ fn serves_trained_artifacts_of_every_method() {
         ),
         (
             "dp-sgd",
-            &[
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-5",
-                "--lambda",
-                "0.01",
-                "--epochs",
-                "1",
-            ],
+            &["--epsilon", "1", "--delta", "1e-5", "--epochs", "1"],
             false,
             true,
         ),
