@@ -755,8 +755,7 @@ fn budget_beyond_the_ledger_range_is_refused_clearly() {
     // one rule (privpred_core::MAX_BUDGET, what a ledger can record): the model itself is
     // refused, before any ledger is opened
     let err = FixtureModel::from_bytes(m.as_bytes())
-        .err()
-        .expect("refused")
+        .expect_err("refused")
         .to_string();
     assert!(
         err.contains("the largest count a budget ledger records"),
