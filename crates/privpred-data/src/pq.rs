@@ -1,6 +1,6 @@
 //! Reading Parquet tables behind a boundary: the parquet crate panics on some corrupt files
 //! (out-of-range bit widths, inconsistent metadata, truncated pages) instead of returning an
-//! error. Every call into it goes through [`guarded`], which turns a panic into a
+//! error. Every call into it goes through `guarded`, which turns a panic into a
 //! [`DataError::Format`] naming the file (its message kept quiet: a user sees one error line,
 //! never a panic report), after cheap checks of the file's framing that refuse most
 //! non-Parquet files before the crate sees them.
@@ -14,7 +14,7 @@ thread_local! {
     static GUARDED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Installs (once) a panic hook that stays quiet for panics inside [`guarded`] and hands
+/// Installs (once) a panic hook that stays quiet for panics inside `guarded` and hands
 /// every other panic to the hook that was there before.
 fn install_hook() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -119,7 +119,7 @@ fn field_text(f: &parquet::record::Field) -> String {
 }
 
 /// Reads every row of a Parquet file as text cells, handing each to `sink` with its position
-/// (`row N`); returns the column names. Every call into the parquet crate is [`guarded`];
+/// (`row N`); returns the column names. Every call into the parquet crate is `guarded`;
 /// `sink` runs outside the boundary.
 pub fn read_parquet_cells(
     path: &Path,
