@@ -8,9 +8,38 @@
 use super::{Expect, Sweep, Tally, run_case, s};
 use std::collections::HashMap;
 
-/// `bytes` (a safetensors artifact) with `edit` applied to its metadata, then its checksum
-/// recomputed (`resum`) or removed together with the ledger id (the old format).
+/// A model file (`bytes`) whose payload has `edit` applied to its metadata, the payload's
+/// checksum recomputed (`resum`) or removed together with its ledger id, and the file signed
+/// again (sealed again when it was) with the sweep's own key set, so that the edit reaches the
+/// payload's checks rather than stopping at the signature.
 fn edited(bytes: &[u8], edit: &dyn Fn(&mut HashMap<String, String>), resum: bool) -> Vec<u8> {
+    let path = std::path::Path::new("sweep-model");
+    let parsed = privpred_release::envelope::parse(path, bytes).expect("a base model");
+    let kd = privpred_release::KeyDir(
+        super::CONFIG_HOME
+            .get()
+            .expect("the sweep's config directory")
+            .join("privpred")
+            .join("keys"),
+    );
+    let signing = privpred_release::SigningKey::read(&kd.signing()).expect("the sweep's key");
+    let sealing = privpred_release::SealingKey::read(&kd.sealing()).expect("the sweep's key");
+    let payload =
+        privpred_release::envelope::unseal(path, &parsed, Some(&sealing)).expect("a base model");
+    let header = parsed.header.clone();
+    let sealed = header.sealed.is_some();
+    let edited = edited_payload(&payload, edit, resum);
+    privpred_release::envelope::encode(header, &edited, Some(&signing), sealed.then_some(&sealing))
+        .expect("encode")
+}
+
+/// `bytes` (a safetensors payload) with `edit` applied to its metadata, then its checksum
+/// recomputed (`resum`) or removed together with the ledger id.
+fn edited_payload(
+    bytes: &[u8],
+    edit: &dyn Fn(&mut HashMap<String, String>),
+    resum: bool,
+) -> Vec<u8> {
     use safetensors::SafeTensors;
     let st = SafeTensors::deserialize(bytes).expect("a base model");
     let (_, md) = SafeTensors::read_metadata(bytes).expect("a base model");

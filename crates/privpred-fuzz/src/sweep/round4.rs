@@ -16,7 +16,6 @@ use super::{Expect, Sweep, Tally, run_case, s};
 use crate::mutate;
 use crate::parquet_seed::{PARQUET_SCHEMA, parquet_table};
 use std::path::Path;
-use std::process::Command;
 
 /// Writes `bytes` to `dir/name` and returns the path as text.
 fn put(dir: &Path, name: &str, bytes: &[u8]) -> String {
@@ -33,7 +32,7 @@ fn args(words: &[&str]) -> Vec<String> {
 impl Sweep {
     /// Runs `privpred ARGS` to prepare a case; `false` (after saying why) if it failed.
     fn prepare_run(&self, a: &[String]) -> bool {
-        let out = Command::new(&self.bin)
+        let out = super::privpred(&self.bin)
             .args(a)
             .output()
             .expect("run privpred");
@@ -154,6 +153,8 @@ impl Sweep {
             "dp-sgd",
             "--dataset",
             &ds,
+            "--classes",
+            "3",
             "--epsilon",
             "1",
             "--delta",
@@ -310,6 +311,8 @@ impl Sweep {
             "prediction-sensitivity",
             "--dataset",
             &self.ds,
+            "--classes",
+            "3",
             "--epsilon",
             "1",
             "--budget",
