@@ -752,10 +752,13 @@ fn readme_python_step_runs() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    // the tests' config directory: `save` signs with the key set that the `privpred`
+    // commands below trust
     let o = Command::new(&python)
         .arg("-c")
         .arg(&code)
         .current_dir(dir.path())
+        .env("XDG_CONFIG_HOME", common::CONFIG_HOME)
         .output()
         .unwrap_or_else(|e| panic!("{PYTHON_ENV}={python:?} does not run: {e}"));
     let out = common::stdout(&o);
