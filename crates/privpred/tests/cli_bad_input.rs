@@ -8,7 +8,6 @@ use common::{assert_bad, ok, pixel_set, privpred};
 use privpred_core::Method;
 use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A non-private model trained on [`dataset`] (no budget ledger needed to predict).
@@ -36,28 +35,6 @@ fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
     }
     b.extend_from_slice(data);
     b
-}
-
-/// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
-fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
-    let mut c = common::bin()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
-        if let Some(st) = c.try_wait().unwrap() {
-            let mut e = String::new();
-            std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut e).unwrap();
-            return Some((st.code().unwrap_or(-1), e));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-    None
 }
 
 #[test]
@@ -210,7 +187,7 @@ fn serve_refuses_contradictory_or_empty_limits_and_a_noiseless_fixture() {
             "--init-ledger",
         ];
         a.extend(args);
-        let (code, e) = bounded(&a, 20).expect("serve started instead of refusing");
+        let (code, e) = common::bounded(&a, 20).expect("serve started instead of refusing");
         assert_eq!(code, 2, "{e}");
         assert!(e.contains(needle), "{e}");
     }
@@ -225,7 +202,7 @@ fn serve_refuses_contradictory_or_empty_limits_and_a_noiseless_fixture() {
         "127.0.0.1:0",
         "--init-ledger",
     ];
-    let (code, e) = bounded(&a, 20).expect("serve started on a noiseless fixture");
+    let (code, e) = common::bounded(&a, 20).expect("serve started on a noiseless fixture");
     assert_eq!(code, 2, "{e}");
     assert!(e.contains("sigma = 0"), "{e}");
 }

@@ -10,30 +10,7 @@ mod common;
 
 use common::{assert_bad, capture, capture_env, ok, pixel_set};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
-fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
-    let mut c = common::bin()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(secs) {
-        if let Some(st) = c.try_wait().unwrap() {
-            let mut e = String::new();
-            std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut e).unwrap();
-            return Some((st.code().unwrap_or(-1), e));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-    None
-}
 
 fn s(p: &Path) -> String {
     p.to_str().unwrap().to_string()
@@ -124,7 +101,7 @@ fn corrupt_parquet_files_are_refused_by_every_command_without_a_panic() {
                 "1",
             ],
         ] {
-            let (rc, err) = bounded(&args, 60).unwrap_or_else(|| panic!("{args:?} hung"));
+            let (rc, err) = common::bounded(&args, 60).unwrap_or_else(|| panic!("{args:?} hung"));
             assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
             assert_eq!(rc, 2, "{args:?}: {err}");
             assert!(err.contains("Parquet"), "{args:?}: {err}");
@@ -172,7 +149,7 @@ fn delta_next_to_one_for_dp_sgd_is_answered_without_a_hang() {
         ],
     ] {
         // δ ∈ (0, 1) is DP-SGD's range: answered (σ searched no lower than its floor)
-        let (rc, err) = bounded(&args, 60).unwrap_or_else(|| panic!("{args:?} hung"));
+        let (rc, err) = common::bounded(&args, 60).unwrap_or_else(|| panic!("{args:?} hung"));
         assert_eq!(rc, 0, "{args:?}: {err}");
     }
 }
@@ -505,7 +482,7 @@ fn a_table_models_query_file_is_bounded_while_it_is_read() {
     let rows = d.path().join("rows.csv");
     std::fs::write(&rows, b",,\n".repeat(1_100_000)).unwrap();
     let t0 = Instant::now();
-    let (rc, err) = bounded(&["predict", "--model", &m, "--input", &s(&rows)], 60)
+    let (rc, err) = common::bounded(&["predict", "--model", &m, "--input", &s(&rows)], 60)
         .expect("predict must stop at the row limit");
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("MAX_QUERY_ROWS"), "{err}");

@@ -406,3 +406,25 @@ pub fn serve_model(model: &Path, extra: &[&str]) -> Serve {
     a.extend_from_slice(extra);
     spawn_serve(&a).unwrap_or_else(|(c, e)| panic!("serve did not start (exit {c}): {e}"))
 }
+
+/// Runs `privpred ARGS`, killing it after `secs`: (exit code, stderr), or None on a hang.
+pub fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
+    let mut c = bin()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(secs) {
+        if let Some(st) = c.try_wait().unwrap() {
+            let mut e = String::new();
+            std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut e).unwrap();
+            return Some((st.code().unwrap_or(-1), e));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    None
+}
