@@ -11,9 +11,10 @@ pub enum ServeError {
         /// What is wrong and what is valid.
         message: String,
     },
-    /// The ledger could not be opened, read or written (the service fails closed).
-    #[error("ledger error: {0}")]
-    Ledger(String),
+    /// The answering path refused or failed (the ledger could not be opened, read or
+    /// written: the service fails closed; or a ledger or spend mark is invalid).
+    #[error(transparent)]
+    Answer(#[from] privpred_answer::AnswerError),
     /// The model refused an input or failed to answer.
     #[error("model error: {0}")]
     Model(String),
@@ -39,27 +40,11 @@ impl ServeError {
 
     /// Whether this is a configuration error (bad user input: exit code 2 at the CLI).
     pub fn is_config(&self) -> bool {
-        matches!(self, ServeError::Config { .. })
-    }
-}
-
-impl From<rusqlite::Error> for ServeError {
-    fn from(e: rusqlite::Error) -> Self {
-        ServeError::Ledger(format!("sqlite: {e}"))
-    }
-}
-
-impl From<tokio_postgres::Error> for ServeError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        // `Display` of a tokio-postgres error hides the server's message: include the source.
-        let detail = match e.as_db_error() {
-            Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => match std::error::Error::source(&e) {
-                Some(s) => format!("{e}: {s}"),
-                None => e.to_string(),
-            },
-        };
-        ServeError::Ledger(format!("postgres: {detail}"))
+        match self {
+            ServeError::Config { .. } => true,
+            ServeError::Answer(e) => e.is_config(),
+            _ => false,
+        }
     }
 }
 

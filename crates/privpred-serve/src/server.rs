@@ -20,7 +20,6 @@ mod response;
 
 use crate::auth::TokenSet;
 use crate::error::{Result, ServeError};
-use crate::ledger::{BudgetState, Ledger, LedgerSpec};
 use crate::metrics::{Event, Metrics, Refusal};
 use crate::model::ServedModel;
 use axum::Router;
@@ -31,6 +30,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use predict::BudgetOut;
+use privpred_answer::ledger::{BudgetState, Ledger, LedgerSpec};
 use privpred_core::Budget;
 use response::ApiError;
 use serde_json::{Value, json};
@@ -142,7 +142,7 @@ pub struct ServeConfig {
     /// The spend mark mirrored outside the ledger (the CLI keeps it beside the model file): a
     /// ledger whose `spent` is below it is refused at start, and every spending commit raises
     /// it before the answers are sent. `None`: no mark.
-    pub spend_mark: Option<crate::ledger::SpendMark>,
+    pub spend_mark: Option<privpred_answer::ledger::SpendMark>,
     /// Connection limits and timeouts.
     pub limits: ConnLimits,
     /// Serve a model whose guarantee is not valid (`--allow-invalid-guarantee`): refused
@@ -253,13 +253,15 @@ async fn open_ledger(
                     ),
                 )
             })?;
-            let opts = crate::ledger::OpenOptions {
-                answer_store: cfg.answer_store,
-                init: cfg.init_ledger,
-                carry_spent: None,
-                spend_mark: cfg.spend_mark.clone(),
+            let account = privpred_answer::Account {
+                identity: privpred_answer::BudgetIdentity {
+                    ledger_id: info.model_id.clone(),
+                    total: b.get(),
+                },
+                ledger: spec.clone(),
+                mark: cfg.spend_mark.clone(),
             };
-            let l = Ledger::open_with(spec, &info.model_id, b.get(), opts).await?;
+            let l = account.open(cfg.answer_store, cfg.init_ledger).await?;
             let st = l.status().await?;
             if cfg.init_ledger {
                 notes.push(format!(

@@ -8,13 +8,13 @@
 use super::response::ApiError;
 use super::{App, client_scope, is_json_content_type, is_length_limit};
 use crate::error::{Result, ServeError};
-use crate::ledger::{BudgetState, Key, SpendOutcome, SpendRequest, answer_key};
 use crate::metrics::{Event, Refusal};
 use crate::model::Answer;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use privpred_answer::ledger::{BudgetState, Key, SpendOutcome, SpendRequest, answer_key};
 use privpred_core::PrivRng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -472,7 +472,7 @@ async fn spend(
                 "ledger_unavailable",
                 format!(
                     "the budget ledger cannot be written, so no answer is released (fail closed): {}",
-                    crate::ledger::bare_message(&e)
+                    privpred_answer::ledger::bare_message(&e)
                 ),
             )
             .counted(Refusal::Ledger)

@@ -15,10 +15,11 @@
 //! `sqlite:<MODEL>.ledger.sqlite` beside the model, shared by `predict` and `serve`; `show`
 //! then lists that model's record, keyed by its ledger id).
 
-use super::budget::{identity, ledger_err, ledger_spec, spend_mark};
+use super::budget::{identity, ledger_err};
 use crate::exit::usage;
-use privpred_serve::LedgerSpec;
-use privpred_serve::ledger::blocking;
+use privpred_answer::LedgerSpec;
+use privpred_answer::ledger::blocking;
+use privpred_answer::{default_spend_mark as spend_mark, ledger_spec};
 use std::path::PathBuf;
 
 /// Arguments of `privpred ledger`.
@@ -78,7 +79,10 @@ pub enum Action {
 fn resolve(w: &Which) -> anyhow::Result<(LedgerSpec, Option<String>)> {
     match (&w.ledger, &w.model) {
         (Some(l), _) => Ok((LedgerSpec::parse(l).map_err(usage)?, None)),
-        (None, Some(m)) => Ok((ledger_spec(None, m)?, Some(identity(m)?.id))),
+        (None, Some(m)) => Ok((
+            ledger_spec(None, m).map_err(ledger_err)?,
+            Some(identity(m)?.id),
+        )),
         (None, None) => Err(usage("give --ledger LEDGER or --model FILE")),
     }
 }
@@ -150,7 +154,7 @@ fn reconcile(model: &std::path::Path, ledger: Option<&str>) -> anyhow::Result<()
             model.display()
         ))
     })?;
-    let spec = ledger_spec(ledger, model)?;
+    let spec = ledger_spec(ledger, model).map_err(ledger_err)?;
     let mark = spend_mark(model);
     let (before, after) = blocking::reconcile(&spec, &who.id, total, &mark).map_err(ledger_err)?;
     let before = before.map_or_else(|| "no record".to_string(), |b| format!("{} spent", b.spent));

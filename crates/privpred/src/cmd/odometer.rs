@@ -7,14 +7,14 @@
 //!   basic composition and every fit of each dataset.
 //!
 //! `privpred train --odometer URL` charges each fit against the limit before training
-//! ([`FitCharge`]); see `privpred_serve::odometer` for the guarantees.
+//! ([`FitCharge`]); see `privpred_answer::odometer` for the guarantees.
 
 use crate::exit::usage;
 use anyhow::Context;
+use privpred_answer::LedgerSpec;
+use privpred_answer::odometer::{self, Charge, DatasetRecord, OdometerError, Reservation, short};
 use privpred_core::{CalibrationMode, Method, Neighbours, Privacy};
 use privpred_data::{DatasetSpec, LoadOptions, load};
-use privpred_serve::LedgerSpec;
-use privpred_serve::odometer::{self, Charge, DatasetRecord, OdometerError, Reservation, short};
 use std::path::PathBuf;
 
 /// Arguments of `privpred odometer`.

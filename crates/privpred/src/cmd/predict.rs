@@ -11,7 +11,7 @@
 //! computed, then one transaction checks the budget and records them, and only then are they
 //! printed (see `budget`). A request that would exceed B is refused whole (exit 2), nothing
 //! answered; concurrent runs never overspend. The ledger record is created only with
-//! `--init-ledger`; a JSON ledger of an earlier build is migrated once. Privately trained
+//! `--init-ledger`. The path is `privpred_answer`'s, the one `serve` and Python take. Privately trained
 //! models (B = ∞) and the non-private model do not spend budget. Answers use the OS-seeded
 //! release generator.
 //!
@@ -19,13 +19,14 @@
 //! raw pixels `C×H×W` (0..255); a DP-SGD network answers with labels and probabilities, a
 //! teacher ensemble with one exponential-mechanism draw per row, spending the same ledger.
 
-use super::budget::{Spend, ledger_key};
+use super::budget::ledger_err;
 use super::queries::{read_queries, read_query_cells};
 use crate::exit::usage;
+use privpred_answer::{Account, Answering};
+use privpred_core::Answer;
 use privpred_linear::LinearError;
 use privpred_linear::artifact::{LoadedModel, StoredModel};
 use privpred_release::Marks;
-use privpred_serve::Answer;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -155,17 +156,32 @@ pub(crate) fn invalid_guarantee(
 /// Runs `privpred predict`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let released = args.keys.open(&args.model)?;
-    let marks = released
-        .for_release(&args.model)
-        .map_err(super::keys::release_err)?;
-    match released.model {
-        privpred_release::Model::Linear(m) => run_linear(&args, *m, marks),
+    let answering = Answering::open(&args.model, released, args.ledger.as_deref(), false)
+        .map_err(ledger_err)?;
+    let (marks, account) = (answering.marks, answering.account);
+    match answering.model {
+        privpred_release::Model::Linear(m) => run_linear(&args, *m, marks, account.as_ref()),
         #[cfg(feature = "nn")]
-        privpred_release::Model::Resnet(m) => nn::run(&args, *m, marks),
+        privpred_release::Model::Resnet(m) => nn::run(&args, *m, marks, account.as_ref()),
     }
 }
 
-fn run_linear(args: &Args, loaded: LoadedModel, marks: Marks) -> anyhow::Result<()> {
+/// The model's account, for a model whose answers spend a budget.
+fn account_of<'a>(args: &Args, account: Option<&'a Account>) -> anyhow::Result<&'a Account> {
+    account.ok_or_else(|| {
+        usage(format!(
+            "{}: the model spends budget but has no finite budget B recorded",
+            args.model.display()
+        ))
+    })
+}
+
+fn run_linear(
+    args: &Args,
+    loaded: LoadedModel,
+    marks: Marks,
+    account: Option<&Account>,
+) -> anyhow::Result<()> {
     let warning = invalid_guarantee(
         &args.model,
         loaded.private().map(|p| &p.calibration),
@@ -204,21 +220,8 @@ fn run_linear(args: &Args, loaded: LoadedModel, marks: Marks) -> anyhow::Result<
         StoredModel::Private(p) => {
             let fresh = p.try_predict(&refs, &mut rng).map_err(lin)?;
             if p.spends_budget() {
-                let budget = p
-                    .calibration
-                    .budget()
-                    .get()
-                    .ok_or_else(|| usage("model spends budget but has none recorded"))?;
-                let id = ledger_key(&args.model, loaded.ledger_id.as_deref())?;
-                let spend = Spend {
-                    model: &args.model,
-                    ledger: args.ledger.as_deref(),
-                    ledger_id: &id,
-                    weights_sha256: &loaded.weights_sha256,
-                    budget,
-                    init: args.init_ledger,
-                };
-                spend.answer(&rows, fresh)?
+                let account = account_of(args, account)?;
+                super::budget::spend(account, &args.model, &rows, fresh, args.init_ledger)?
             } else {
                 fresh
             }
@@ -232,14 +235,19 @@ fn run_linear(args: &Args, loaded: LoadedModel, marks: Marks) -> anyhow::Result<
 #[cfg(feature = "nn")]
 mod nn {
     use super::{Args, print_answers};
-    use crate::cmd::budget::{Spend, ledger_key};
     use crate::cmd::nn_artifact::nn_err;
     use crate::cmd::queries::read_queries;
     use crate::exit::usage;
+    use privpred_answer::Account;
     use privpred_nn::artifact::NnModel;
     use privpred_release::Marks;
 
-    pub fn run(args: &Args, model: NnModel, marks: Marks) -> anyhow::Result<()> {
+    pub fn run(
+        args: &Args,
+        model: NnModel,
+        marks: Marks,
+        account: Option<&Account>,
+    ) -> anyhow::Result<()> {
         let warning = super::invalid_guarantee(
             &args.model,
             model.header.calibration.as_ref(),
@@ -253,22 +261,8 @@ mod nn {
         let mut rng = privpred_core::noise::release_rng()?;
         let fresh = model.predict(&refs, &mut rng).map_err(nn_err)?;
         let answers = if model.spends_budget() {
-            let budget = model
-                .header
-                .calibration
-                .as_ref()
-                .and_then(|c| c.budget().get())
-                .ok_or_else(|| usage("teacher ensemble without a finite budget B recorded"))?;
-            let id = ledger_key(&args.model, model.ledger_id.as_deref())?;
-            let spend = Spend {
-                model: &args.model,
-                ledger: args.ledger.as_deref(),
-                ledger_id: &id,
-                weights_sha256: &model.weights_sha256,
-                budget,
-                init: args.init_ledger,
-            };
-            spend.answer(&raw, fresh)?
+            let account = super::account_of(args, account)?;
+            crate::cmd::budget::spend(account, &args.model, &raw, fresh, args.init_ledger)?
         } else {
             fresh
         };

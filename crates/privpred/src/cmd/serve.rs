@@ -3,7 +3,8 @@
 //! The model file is an artifact written by `privpred train` (safetensors with the guarantee
 //! and the fitted preprocessing in its header). Queries are preprocessed exactly as the
 //! training data was; private-prediction methods spend one budget unit per new answer,
-//! recorded in the ledger before the answer is sent (see `privpred_serve::ledger`).
+//! recorded in the ledger before the answer is sent, through the answering path of
+//! `privpred_answer` (the one `predict` and Python take).
 //!
 //! Deep models (`privpred-nn` artifacts, with `--features nn`): a DP-SGD ResNet is served
 //! with unlimited answers (labels and probabilities), a teacher ensemble with its finite
@@ -153,33 +154,51 @@ impl ServedModel for LinearServed {
     }
 }
 
+/// The served model and the ledger and spend mark it spends (none for a model whose answers
+/// spend no budget).
+type Loaded = (
+    Arc<dyn ServedModel>,
+    Option<privpred_answer::LedgerSpec>,
+    Option<privpred_answer::SpendMark>,
+);
+
 fn load_model(
     path: &std::path::Path,
     keys: &super::keys::TrustArgs,
-) -> anyhow::Result<Arc<dyn ServedModel>> {
+    ledger: Option<&str>,
+) -> anyhow::Result<Loaded> {
+    use super::budget::ledger_err;
     let bytes =
         std::fs::read(path).map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
     if FixtureModel::is_fixture(&bytes) {
         let m = FixtureModel::from_bytes(&bytes)
             .map_err(|e| usage(format!("--model {}: {e}", path.display())))?;
-        return Ok(Arc::new(m));
+        let spec = privpred_answer::ledger_spec(ledger, path).map_err(ledger_err)?;
+        let mark = privpred_answer::default_spend_mark(path);
+        return Ok((Arc::new(m), Some(spec), Some(mark)));
     }
     let released = keys.open(path)?;
-    let marks = released
-        .for_release(path)
-        .map_err(super::keys::release_err)?;
-    super::predict::warn_not_covered("serve", &marks);
-    match released.model {
-        privpred_release::Model::Linear(m) => linear_served(path, *m, marks),
+    let answering =
+        privpred_answer::Answering::open(path, released, ledger, false).map_err(ledger_err)?;
+    super::predict::warn_not_covered("serve", &answering.marks);
+    let id = answering.header.ledger_id.clone();
+    let marks = answering.marks;
+    let model = match answering.model {
+        privpred_release::Model::Linear(m) => linear_served(path, *m, marks, id)?,
         #[cfg(feature = "nn")]
-        privpred_release::Model::Resnet(m) => nn::served(path, *m, marks),
-    }
+        privpred_release::Model::Resnet(m) => nn::served(path, *m, marks, id)?,
+    };
+    Ok(match answering.account {
+        Some(a) => (model, Some(a.ledger), a.mark),
+        None => (model, None, None),
+    })
 }
 
 fn linear_served(
     path: &std::path::Path,
     loaded: privpred_linear::artifact::LoadedModel,
     marks: privpred_release::Marks,
+    model_id: String,
 ) -> anyhow::Result<Arc<dyn ServedModel>> {
     let predictor = loaded.private().cloned().ok_or_else(|| {
         usage(format!(
@@ -210,9 +229,6 @@ fn linear_served(
             loaded.preprocessing.output_dim()
         )));
     }
-    // the ledger id written at training is the model's identity; a budgeted model without one
-    // (an earlier build's file) is refused, one without a budget never touches a ledger
-    let model_id = super::budget::ledger_key(path, loaded.ledger_id.as_deref())?;
     let info = ModelInfo {
         model_id,
         method: cal.method(),
@@ -245,21 +261,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "invalid max-body-bytes = 0: must be at least 1 (no request body would fit)",
         ));
     }
-    let model = load_model(&args.model, &args.keys)?;
-    let ledger = super::budget::ledger_spec(args.ledger.as_deref(), &args.model)?;
+    let (model, ledger, spend_mark) = load_model(&args.model, &args.keys, args.ledger.as_deref())?;
     let tokens = match &args.tokens {
         Some(p) => Some(TokenSet::load(p).map_err(usage)?),
         None => None,
     };
     let mut cfg = ServeConfig::new(args.listen.clone());
-    cfg.ledger = Some(ledger);
+    cfg.ledger = ledger;
     cfg.tokens = tokens;
     cfg.max_batch = args.max_batch;
     cfg.max_body_bytes = args.max_body_bytes;
     cfg.answer_store = !args.no_answer_store;
     cfg.share_answer_store = args.share_answer_store;
     cfg.init_ledger = args.init_ledger;
-    cfg.spend_mark = Some(super::budget::spend_mark(&args.model));
+    cfg.spend_mark = spend_mark;
     cfg.allow_invalid_guarantee = args.allow_invalid_guarantee;
     cfg.limits.max_connections = args.max_connections;
     cfg.limits.header_timeout = seconds("--header-timeout", args.header_timeout)?;
@@ -350,6 +365,7 @@ mod nn {
         path: &Path,
         model: NnModel,
         marks: privpred_release::Marks,
+        model_id: String,
     ) -> anyhow::Result<Arc<dyn ServedModel>> {
         let h = &model.header;
         let (method, budget) = match h.kind {
@@ -383,7 +399,6 @@ mod nn {
         })?;
         let n = &h.normalization;
         let c = h.config;
-        let model_id = crate::cmd::budget::ledger_key(path, model.ledger_id.as_deref())?;
         let info = ModelInfo {
             model_id,
             method,

@@ -390,7 +390,7 @@ fn load_linear_data(
         (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
         (Some(_), None) => {
             let (d, f, y) = splits.training_input();
-            Some(privpred_serve::odometer::dataset_identity(d, &f, &y))
+            Some(privpred_answer::odometer::dataset_identity(d, &f, &y))
         }
     };
     let recipe = Preprocessing {

@@ -14,7 +14,7 @@
 //! What it cannot see: a mark file deleted, edited or restored together with the ledger, and a
 //! copy of the artifact taken to a place that sees neither this mark nor the ledger.
 
-use crate::error::{Result, ServeError};
+use crate::error::{AnswerError, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -36,9 +36,9 @@ pub struct SpendMark {
     path: PathBuf,
 }
 
-fn io_err(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> ServeError {
+fn io_err(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> AnswerError {
     let context = format!("{what} the spend mark {}", path.display());
-    move |source| ServeError::Io { context, source }
+    move |source| AnswerError::Io { context, source }
 }
 
 impl SpendMark {
@@ -58,7 +58,7 @@ impl SpendMark {
         }
         // a corrupt or foreign file at the mark's path is bad input (exit 2 at the CLI)
         let m: MarkFile = serde_json::from_str(text).map_err(|e| {
-            ServeError::config(
+            AnswerError::config(
                 "spend mark",
                 format!(
                     "{} is corrupt ({e}; a mark is {{\"format\": \"{FORMAT}\", \"spent\": {{LEDGER_ID: COUNT}}}} with counts in 0..=18446744073709551615); refusing to answer",
@@ -67,7 +67,7 @@ impl SpendMark {
             )
         })?;
         if m.format != FORMAT {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "spend mark",
                 format!(
                     "{} is not a spend mark (format `{}`, expected `{FORMAT}`); refusing to answer",
@@ -82,7 +82,7 @@ impl SpendMark {
     /// Refuses a directory (or anything but a regular file) at the mark's path: bad input.
     fn check_kind(&self) -> Result<()> {
         match std::fs::metadata(&self.path) {
-            Ok(m) if !m.is_file() => Err(ServeError::config(
+            Ok(m) if !m.is_file() => Err(AnswerError::config(
                 "spend mark",
                 format!(
                     "{} is not a regular file (a directory?); the spend mark must be a file, or absent; refusing to answer",
@@ -172,7 +172,7 @@ impl SpendMark {
         if spent >= mark {
             return Ok(());
         }
-        Err(ServeError::config(
+        Err(AnswerError::config(
             "--ledger",
             format!(
                 "{ledger} records {spent} answers spent for model {model_id}, but {mark} were already released \

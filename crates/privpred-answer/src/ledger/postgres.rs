@@ -7,8 +7,8 @@ use super::{
     BudgetState, Job, Key, LedgerRecord, SpendOutcome, answer_from_json, answer_json, bare_message,
     db_count, plan, stored_count, take_group,
 };
-use crate::error::{Result, ServeError};
-use crate::model::Answer;
+use crate::error::{AnswerError, Result};
+use privpred_core::Answer;
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_postgres::{Client, NoTls};
@@ -71,7 +71,7 @@ async fn init(
     };
     match (existing, create) {
         (Some((t, s)), true) => {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "--init-ledger",
                 format!(
                     "the postgres ledger already holds the budget record of model {model_id} ({s} of {t} spent); \
@@ -80,7 +80,7 @@ async fn init(
             ));
         }
         (None, false) if carry.is_none() => {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "--ledger",
                 format!(
                     "the postgres ledger holds no budget record for model {model_id}; pass --init-ledger to create \
@@ -111,7 +111,7 @@ async fn init(
     let t = stored_count("total", row.get(0))?;
     let s = stored_count("spent", row.get(1))?;
     if s > t {
-        return Err(ServeError::config(
+        return Err(AnswerError::config(
             "--ledger",
             format!(
                 "corrupt ledger: the postgres ledger records {s} answers spent of a budget of {t} for model {model_id} (spent can never exceed the budget: the table was edited)"
@@ -119,7 +119,7 @@ async fn init(
         ));
     }
     if t != total {
-        return Err(ServeError::Ledger(format!(
+        return Err(AnswerError::Ledger(format!(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"
         )));
     }
@@ -170,13 +170,13 @@ fn fail_all(jobs: Vec<Job>, msg: &str) {
     for job in jobs {
         match job {
             Job::Status(r) => {
-                let _ = r.send(Err(ServeError::Ledger(msg.into())));
+                let _ = r.send(Err(AnswerError::Ledger(msg.into())));
             }
             Job::Spend(_, r) => {
-                let _ = r.send(Err(ServeError::Ledger(msg.into())));
+                let _ = r.send(Err(AnswerError::Ledger(msg.into())));
             }
             Job::Probe(r) => {
-                let _ = r.send(Err(ServeError::Ledger(msg.into())));
+                let _ = r.send(Err(AnswerError::Ledger(msg.into())));
             }
             Job::Close(r) => {
                 let _ = r.send(Ok(()));
@@ -194,7 +194,7 @@ async fn probe(client: &mut Client, model_id: &str) -> Result<BudgetState> {
             &[&model_id],
         )
         .await?
-        .ok_or_else(|| ServeError::Ledger(format!("no budget row for model {model_id}")))?;
+        .ok_or_else(|| AnswerError::Ledger(format!("no budget row for model {model_id}")))?;
     let st = BudgetState {
         total: stored_count("total", row.get(0))?,
         spent: stored_count("spent", row.get(1))?,
@@ -244,7 +244,7 @@ async fn spend_group(
         let row = tx
             .query_opt("SELECT total, spent FROM privpred_budget WHERE model_id = $1 FOR UPDATE", &[&model_id])
             .await?
-            .ok_or_else(|| ServeError::Ledger(format!("no budget row for model {model_id}")))?;
+            .ok_or_else(|| AnswerError::Ledger(format!("no budget row for model {model_id}")))?;
         let st = BudgetState {
             total: stored_count("total", row.get(0))?,
             spent: stored_count("spent", row.get(1))?,
@@ -263,7 +263,7 @@ async fn spend_group(
             for r in rows {
                 let k: &[u8] = r.get(0);
                 let a: &str = r.get(1);
-                let key: Key = k.try_into().map_err(|_| ServeError::Ledger("corrupt answer key".into()))?;
+                let key: Key = k.try_into().map_err(|_| AnswerError::Ledger("corrupt answer key".into()))?;
                 existing.insert(key, answer_from_json(a)?);
             }
         }
@@ -287,7 +287,7 @@ async fn spend_group(
                 )
                 .await?;
             if updated.is_none() {
-                return Err(ServeError::Ledger("budget update refused by the ledger".into()));
+                return Err(AnswerError::Ledger("budget update refused by the ledger".into()));
             }
         }
         tx.commit().await?;
@@ -303,7 +303,7 @@ async fn spend_group(
         Err(e) => {
             let msg = bare_message(&e);
             for (_, reply) in spends {
-                let _ = reply.send(Err(ServeError::Ledger(msg.clone())));
+                let _ = reply.send(Err(AnswerError::Ledger(msg.clone())));
             }
         }
     }
@@ -322,7 +322,7 @@ async fn state(client: &Client, model_id: &str, missing_ok: bool) -> Result<Budg
             spent: stored_count("spent", r.get(1))?,
         }),
         None if missing_ok => Ok(BudgetState { total: 0, spent: 0 }),
-        None => Err(ServeError::Ledger(format!(
+        None => Err(AnswerError::Ledger(format!(
             "no budget row for model {model_id}"
         ))),
     }
@@ -368,7 +368,7 @@ pub(super) async fn create_schema(conn: &str, schema: &str) -> Result<()> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_')
     {
-        return Err(ServeError::config(
+        return Err(AnswerError::config(
             "schema",
             "use letters, digits and _ only",
         ));
@@ -384,7 +384,7 @@ pub(super) async fn create_schema(conn: &str, schema: &str) -> Result<()> {
 pub(super) async fn show(conn: &str) -> Result<Vec<LedgerRecord>> {
     let client = connect(conn).await?;
     if !has_budget_table(&client).await? {
-        return Err(ServeError::Ledger(
+        return Err(AnswerError::Ledger(
             "the postgres ledger holds no privpred_budget table (no ledger was initialised there)"
                 .into(),
         ));
@@ -429,7 +429,7 @@ pub(super) async fn dump_sql(conn: &str) -> Result<String> {
         .start()
         .await?;
     if !has_budget_table(&tx).await? {
-        return Err(ServeError::Ledger(
+        return Err(AnswerError::Ledger(
             "the postgres ledger holds no privpred_budget table (no ledger was initialised there)"
                 .into(),
         ));

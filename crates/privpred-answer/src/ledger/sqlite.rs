@@ -8,8 +8,8 @@ use super::{
     BudgetState, Job, Key, SpendOutcome, answer_from_json, answer_json, bare_message, db_count,
     plan, stored_count, take_group,
 };
-use crate::error::{Result, ServeError};
-use crate::model::Answer;
+use crate::error::{AnswerError, Result};
+use privpred_core::Answer;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
         Ok(m) if m.is_file() => {}
         // a directory (or another non-file) at the ledger's path is bad input (exit 2)
         Ok(_) => {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "--ledger",
                 format!(
                     "sqlite ledger {} is not a regular file (a directory?): give the path of an SQLite ledger file",
@@ -50,7 +50,7 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {}
         Err(e) => {
             if e.kind() == std::io::ErrorKind::NotFound {
-                return Err(ServeError::config(
+                return Err(AnswerError::config(
                     "--ledger",
                     format!(
                         "sqlite ledger {} does not exist; {INIT_HINT}",
@@ -58,7 +58,7 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
                     ),
                 ));
             }
-            return Err(ServeError::Ledger(format!(
+            return Err(AnswerError::Ledger(format!(
                 "sqlite ledger {}: {e}",
                 path.display()
             )));
@@ -69,7 +69,7 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(path, flags).map_err(|e| {
-        ServeError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
+        AnswerError::Ledger(format!("cannot open sqlite ledger {}: {e}", path.display()))
     })?;
     conn.busy_timeout(Duration::from_secs(10))?;
     // the first statement reads the file's header: a file that is not SQLite is bad input
@@ -77,7 +77,7 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
         .map_err(|e| not_sqlite(path, e))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(ServeError::Ledger(format!(
+        return Err(AnswerError::Ledger(format!(
             "sqlite ledger {}: cannot enable WAL mode (got '{mode}')",
             path.display()
         )));
@@ -88,10 +88,10 @@ fn open(path: &Path, create: bool) -> Result<Connection> {
 
 /// An error of the first statement on a ledger file: "not a database" (a file that is not
 /// SQLite, or is encrypted) is a configuration error naming the file; others stay ledger errors.
-fn not_sqlite(path: &Path, e: rusqlite::Error) -> ServeError {
-    let e = ServeError::from(e);
+fn not_sqlite(path: &Path, e: rusqlite::Error) -> AnswerError {
+    let e = AnswerError::from(e);
     if bare_message(&e).contains("not a database") {
-        ServeError::config(
+        AnswerError::config(
             "--ledger",
             format!(
                 "{} is not a privpred ledger (not an SQLite database): give the path of the model's SQLite ledger",
@@ -137,7 +137,7 @@ fn init(
     };
     match (existing, create) {
         (Some((t, s)), true) => {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "--init-ledger",
                 format!(
                     "sqlite ledger {} already holds the budget record of model {model_id} ({s} of {t} spent); \
@@ -147,7 +147,7 @@ fn init(
             ));
         }
         (None, false) if carry.is_none() => {
-            return Err(ServeError::config(
+            return Err(AnswerError::config(
                 "--ledger",
                 format!(
                     "sqlite ledger {} holds no budget record for model {model_id}; {INIT_HINT}",
@@ -176,7 +176,7 @@ fn init(
     let t = stored_count("total", t)?;
     let s = stored_count("spent", s)?;
     if s > t {
-        return Err(ServeError::config(
+        return Err(AnswerError::config(
             "--ledger",
             format!(
                 "corrupt ledger: {} records {s} answers spent of a budget of {t} for model {model_id} (spent can never exceed the budget: the file was edited)",
@@ -185,7 +185,7 @@ fn init(
         ));
     }
     if t != total {
-        return Err(ServeError::Ledger(format!(
+        return Err(AnswerError::Ledger(format!(
             "the ledger records a budget of {t} for model {model_id}, the model states {total}: refusing to serve"
         )));
     }
@@ -211,7 +211,7 @@ fn checkpoint(conn: &Connection, path: &Path) -> Result<()> {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
     if busy != 0 || (log >= 0 && done < log) {
-        return Err(ServeError::Ledger(format!(
+        return Err(AnswerError::Ledger(format!(
             "sqlite ledger {}: the checkpoint could not complete ({done} of {log} log frames copied; \
              another connection holds the database)",
             path.display()
@@ -254,7 +254,7 @@ struct Identity {
 impl Identity {
     fn capture(path: &Path) -> Result<Identity> {
         let db = file_id(path)
-            .map_err(|e| ServeError::Ledger(format!("sqlite ledger {}: {e}", path.display())))?;
+            .map_err(|e| AnswerError::Ledger(format!("sqlite ledger {}: {e}", path.display())))?;
         Ok(Identity {
             path: path.to_path_buf(),
             db,
@@ -289,7 +289,7 @@ impl Identity {
                     eprintln!("privpred serve: ledger error: {msg}");
                     self.reported = Some(msg.clone());
                 }
-                Err(ServeError::Ledger(msg))
+                Err(AnswerError::Ledger(msg))
             }
         }
     }
@@ -329,13 +329,13 @@ pub(super) async fn start(
                 }
             }
         })
-        .map_err(|e| ServeError::Io {
+        .map_err(|e| AnswerError::Io {
             context: "spawning the ledger thread".into(),
             source: e,
         })?;
     ready_rx
         .await
-        .map_err(|_| ServeError::Ledger("ledger thread failed to start".into()))?
+        .map_err(|_| AnswerError::Ledger("ledger thread failed to start".into()))?
 }
 
 /// A real write transaction on the model's record (a health check).
@@ -347,7 +347,7 @@ fn probe(conn: &mut Connection, identity: &mut Identity, model_id: &str) -> Resu
         [model_id],
     )?;
     if n != 1 {
-        return Err(ServeError::Ledger(format!(
+        return Err(AnswerError::Ledger(format!(
             "no budget row for model {model_id}"
         )));
     }
@@ -441,7 +441,7 @@ fn spend_group(
                 params![model_id, db_count("units", p.units)?],
             )?;
             if n != 1 {
-                return Err(ServeError::Ledger(
+                return Err(AnswerError::Ledger(
                     "budget update refused by the ledger".into(),
                 ));
             }
@@ -458,7 +458,7 @@ fn spend_group(
         Err(e) => {
             let msg = bare_message(&e);
             for (_, reply) in spends {
-                let _ = reply.send(Err(ServeError::Ledger(msg.clone())));
+                let _ = reply.send(Err(AnswerError::Ledger(msg.clone())));
             }
         }
     }
@@ -472,7 +472,7 @@ fn state(conn: &Connection, model_id: &str) -> Result<BudgetState> {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?
-        .ok_or_else(|| ServeError::Ledger(format!("no budget row for model {model_id}")))?;
+        .ok_or_else(|| AnswerError::Ledger(format!("no budget row for model {model_id}")))?;
     Ok(BudgetState {
         total: stored_count("total", t)?,
         spent: stored_count("spent", s)?,
@@ -502,7 +502,7 @@ pub(super) fn block_writes(path: &Path, model_id: &str) -> Result<()> {
 fn open_existing_read_only(path: &Path) -> Result<Connection> {
     // a missing, non-regular or invalid file is bad input (exit 2 at the CLI), not a failure
     if !path.is_file() {
-        return Err(ServeError::config(
+        return Err(AnswerError::config(
             "--ledger",
             format!(
                 "sqlite ledger {} does not exist (or is not a regular file)",
@@ -515,7 +515,7 @@ fn open_existing_read_only(path: &Path) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| {
-        ServeError::config(
+        AnswerError::config(
             "--ledger",
             format!("cannot open sqlite ledger {}: {e}", path.display()),
         )
@@ -523,14 +523,14 @@ fn open_existing_read_only(path: &Path) -> Result<Connection> {
     conn.busy_timeout(Duration::from_secs(10))?;
     match has_budget_table(&conn) {
         Ok(true) => Ok(conn),
-        Ok(false) => Err(ServeError::config(
+        Ok(false) => Err(AnswerError::config(
             "--ledger",
             format!(
                 "{} holds no privpred_budget table: not a privpred ledger",
                 path.display()
             ),
         )),
-        Err(e) if bare_message(&e).contains("not a database") => Err(ServeError::config(
+        Err(e) if bare_message(&e).contains("not a database") => Err(AnswerError::config(
             "--ledger",
             format!(
                 "{} is not a privpred ledger (not an SQLite database)",
@@ -587,15 +587,16 @@ pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
     };
     let name = out
         .file_name()
-        .ok_or_else(|| ServeError::config("--out", "names no file"))?
+        .ok_or_else(|| AnswerError::config("--out", "names no file"))?
         .to_string_lossy()
         .into_owned();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let result = (|| -> Result<usize> {
         {
-            let mut dst = Connection::open(&tmp)
-                .map_err(|e| ServeError::Ledger(format!("cannot create {}: {e}", tmp.display())))?;
+            let mut dst = Connection::open(&tmp).map_err(|e| {
+                AnswerError::Ledger(format!("cannot create {}: {e}", tmp.display()))
+            })?;
             let b = rusqlite::backup::Backup::new(&src, &mut dst)?;
             b.run_to_completion(256, Duration::from_millis(5), None)?;
         }
@@ -603,12 +604,12 @@ pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
         dst.query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))?;
         let check: String = dst.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
         if check != "ok" {
-            return Err(ServeError::Ledger(format!(
+            return Err(AnswerError::Ledger(format!(
                 "the backup copy fails SQLite's integrity check: {check}"
             )));
         }
         if !has_budget_table(&dst)? {
-            return Err(ServeError::Ledger(
+            return Err(AnswerError::Ledger(
                 "the backup copy holds no budget table".into(),
             ));
         }
@@ -616,11 +617,11 @@ pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
         drop(dst);
         std::fs::File::open(&tmp)
             .and_then(|f| f.sync_all())
-            .map_err(|e| ServeError::Io {
+            .map_err(|e| AnswerError::Io {
                 context: format!("syncing {}", tmp.display()),
                 source: e,
             })?;
-        std::fs::rename(&tmp, out).map_err(|e| ServeError::Io {
+        std::fs::rename(&tmp, out).map_err(|e| AnswerError::Io {
             context: format!("renaming the backup to {}", out.display()),
             source: e,
         })?;

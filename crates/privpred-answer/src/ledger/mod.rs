@@ -52,8 +52,8 @@ mod sqlite;
 
 pub use mark::SpendMark;
 
-use crate::error::{Result, ServeError};
-use crate::model::Answer;
+use crate::error::{AnswerError, Result};
+use privpred_core::Answer;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -80,7 +80,7 @@ impl LedgerSpec {
         if let Some(p) = s.strip_prefix("sqlite:") {
             let p = p.strip_prefix("//").unwrap_or(p);
             if p.is_empty() {
-                return Err(ServeError::config(
+                return Err(AnswerError::config(
                     "--ledger",
                     "sqlite: needs a path, e.g. sqlite:./ledger.sqlite",
                 ));
@@ -96,7 +96,7 @@ impl LedgerSpec {
         if s.contains('=') && s.split_whitespace().all(|kv| kv.contains('=')) {
             return Ok(LedgerSpec::Postgres(s.to_string()));
         }
-        Err(ServeError::config(
+        Err(AnswerError::config(
             "--ledger",
             format!(
                 "'{s}' is not a ledger: use sqlite:PATH, postgres://user@host:port/db, or a libpq string \"host=… port=… user=… dbname=…\""
@@ -148,13 +148,13 @@ pub const MAX_LEDGER_BUDGET: u64 = privpred_core::MAX_BUDGET;
 /// (a corrupt or edited ledger).
 pub(crate) fn stored_count(what: &str, v: i64) -> Result<u64> {
     u64::try_from(v)
-        .map_err(|_| ServeError::Ledger(format!("corrupt ledger: {what} = {v} is negative")))
+        .map_err(|_| AnswerError::Ledger(format!("corrupt ledger: {what} = {v} is negative")))
 }
 
 /// A budget count as a database integer, refusing one above [`MAX_LEDGER_BUDGET`].
 pub(crate) fn db_count(what: &str, v: u64) -> Result<i64> {
     i64::try_from(v).map_err(|_| {
-        ServeError::Ledger(format!(
+        AnswerError::Ledger(format!(
             "{what} = {v} exceeds the largest count a ledger records ({MAX_LEDGER_BUDGET})"
         ))
     })
@@ -162,9 +162,9 @@ pub(crate) fn db_count(what: &str, v: u64) -> Result<i64> {
 
 /// The message of a ledger error without its `ledger error:` prefix (so that an error
 /// forwarded to another request is printed with one prefix, not two).
-pub(crate) fn bare_message(e: &ServeError) -> String {
+pub fn bare_message(e: &AnswerError) -> String {
     match e {
-        ServeError::Ledger(m) => m.clone(),
+        AnswerError::Ledger(m) => m.clone(),
         e => e.to_string(),
     }
 }
@@ -271,8 +271,8 @@ pub struct OpenOptions {
     /// Create the ledger and the record (`--init-ledger`); refused if the record exists.
     pub init: bool,
     /// Raise the record's `spent` to at least this many units (never lowers it), creating the
-    /// record with this count if it is missing: carries the count of an older ledger (a
-    /// migrated `predict` ledger, a spend mark being reconciled) into this one.
+    /// record with this count if it is missing: carries a spend mark being reconciled
+    /// (`privpred ledger reconcile`) into the ledger.
     pub carry_spent: Option<u64>,
     /// The spend mark to check at open and to raise before every release.
     pub spend_mark: Option<SpendMark>,
@@ -365,7 +365,7 @@ impl Ledger {
             let (m, id) = (mark.clone(), model_id.to_string());
             let high = tokio::task::spawn_blocking(move || m.read(&id))
                 .await
-                .map_err(|e| ServeError::Ledger(e.to_string()))??;
+                .map_err(|e| AnswerError::Ledger(e.to_string()))??;
             let st = ledger.status().await?;
             mark.check(model_id, high, st.spent, &ledger.description)?;
             ledger.mark = Some(Arc::new(MarkState {
@@ -398,9 +398,9 @@ impl Ledger {
         self.tx
             .send(job(reply))
             .await
-            .map_err(|_| ServeError::Ledger("ledger writer has stopped".into()))?;
+            .map_err(|_| AnswerError::Ledger("ledger writer has stopped".into()))?;
         rx.await
-            .map_err(|_| ServeError::Ledger("ledger writer dropped the request".into()))?
+            .map_err(|_| AnswerError::Ledger("ledger writer dropped the request".into()))?
     }
 
     /// Decides and durably records one request (see the module docs). With a spend mark, the
@@ -414,9 +414,9 @@ impl Ledger {
                 let (mark, id, spent) = (m.mark.clone(), self.model_id.clone(), state.spent);
                 tokio::task::spawn_blocking(move || mark.raise(&id, spent))
                     .await
-                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| AnswerError::Ledger(e.to_string()))?
                     .map_err(|e| {
-                        ServeError::Ledger(format!("{}; nothing released", bare_message(&e)))
+                        AnswerError::Ledger(format!("{}; nothing released", bare_message(&e)))
                     })?;
                 *written = spent;
             }
@@ -554,7 +554,7 @@ fn answer_json(a: &Answer) -> String {
 }
 
 fn answer_from_json(s: &str) -> Result<Answer> {
-    serde_json::from_str(s).map_err(|e| ServeError::Ledger(format!("corrupt stored answer: {e}")))
+    serde_json::from_str(s).map_err(|e| AnswerError::Ledger(format!("corrupt stored answer: {e}")))
 }
 
 /// Administrative operations on a ledger (inspection, backup, and fault injection for tests).
@@ -569,7 +569,7 @@ pub mod admin {
                 let p = p.clone();
                 tokio::task::spawn_blocking(move || sqlite::show(&p))
                     .await
-                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| AnswerError::Ledger(e.to_string()))?
             }
             LedgerSpec::Postgres(c) => postgres::show(c).await,
         }
@@ -586,7 +586,7 @@ pub mod admin {
                 let out = out.to_path_buf();
                 tokio::task::spawn_blocking(move || sqlite::backup(&p, &out))
                     .await
-                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| AnswerError::Ledger(e.to_string()))?
             }
             LedgerSpec::Postgres(c) => {
                 let sql = postgres::dump_sql(c).await?;
@@ -609,11 +609,11 @@ pub mod admin {
         };
         let name = path
             .file_name()
-            .ok_or_else(|| ServeError::config("--out", "names no file"))?
+            .ok_or_else(|| AnswerError::config("--out", "names no file"))?
             .to_string_lossy()
             .into_owned();
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let io = |context: String| move |e| ServeError::Io { context, source: e };
+        let io = |context: String| move |e| AnswerError::Io { context, source: e };
         let r = (|| {
             let mut f =
                 std::fs::File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
@@ -637,7 +637,7 @@ pub mod admin {
                 let id = model_id.to_string();
                 tokio::task::spawn_blocking(move || sqlite::read_state(&p, &id))
                     .await
-                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| AnswerError::Ledger(e.to_string()))?
             }
             LedgerSpec::Postgres(c) => postgres::read_state(c, model_id).await,
         }
@@ -652,7 +652,7 @@ pub mod admin {
                 let id = model_id.to_string();
                 tokio::task::spawn_blocking(move || sqlite::block_writes(&p, &id))
                     .await
-                    .map_err(|e| ServeError::Ledger(e.to_string()))?
+                    .map_err(|e| AnswerError::Ledger(e.to_string()))?
             }
             LedgerSpec::Postgres(c) => postgres::block_writes(c, model_id).await,
         }
@@ -667,7 +667,7 @@ pub mod blocking {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| ServeError::Io {
+            .map_err(|e| AnswerError::Io {
                 context: "starting the async runtime".into(),
                 source: e,
             })
@@ -699,30 +699,6 @@ pub mod blocking {
     /// See [`admin::backup`].
     pub fn backup(spec: &LedgerSpec, out: &std::path::Path) -> Result<usize> {
         rt()?.block_on(admin::backup(spec, out))
-    }
-
-    /// Opens the ledger with `opts`, decides and records one request, and closes the ledger
-    /// (an SQLite ledger is checkpointed into its main file; when another process's
-    /// connection blocks the checkpoint, that process's own close does it). The answers of an `Answered` outcome were
-    /// committed (and the spend mark raised) before this returns. For a command that answers
-    /// once and exits (`privpred predict`).
-    pub fn spend_once(
-        spec: &LedgerSpec,
-        model_id: &str,
-        total: u64,
-        opts: OpenOptions,
-        req: SpendRequest,
-    ) -> Result<SpendOutcome> {
-        rt()?.block_on(async {
-            let l = Ledger::open_with(spec, model_id, total, opts).await?;
-            let out = l.spend(req).await?;
-            // Closed before returning: an SQLite ledger is checkpointed, so that its file
-            // alone (without the -wal file) holds this spend when the process exits. A
-            // checkpoint that another process's connection blocks is left to that process
-            // (the last connection to close checkpoints); the spend is committed either way.
-            let _ = l.close().await;
-            Ok(out)
-        })
     }
 
     /// Raises the record of `model_id` to the spend mark (creating it with the mark's count
