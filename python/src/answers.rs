@@ -1,5 +1,5 @@
 //! The in-memory budget ledger of a fitted private-prediction model, with the answer rule of
-//! `privpred serve`'s durable ledger (`privpred_serve::ledger`): answers are keyed by
+//! the durable ledger of the answering path (`privpred_answer::ledger`): answers are keyed by
 //! `answer_key` over the preprocessed row; a row asked before gets its stored answer and
 //! spends nothing (post-processing of a released answer); identical rows inside one request
 //! cost one unit and get one answer; a request that needs more new answers than remain is
@@ -7,7 +7,7 @@
 //! answer a repeated row the same way.
 
 use crate::errors::BudgetExhausted;
-use privpred_serve::ledger::{Key, answer_key};
+use privpred_answer::ledger::{Key, answer_key};
 use pyo3::PyResult;
 use std::collections::HashMap;
 

@@ -1,82 +1,83 @@
-//! The durable budget ledger for Python: the same SQLite ledger as `privpred serve`
-//! (`privpred_serve::Ledger`), opened for one model file and written exactly as the server
-//! writes it — answers keyed by `privpred_serve::ledger::answer_key` over the preprocessed row
-//! (unscoped, as a server without tokens keys them), computed first, recorded durably in one
-//! transaction (all rows or none), released only after the commit. A Python process and a
-//! server (or several Python processes) sharing the file therefore share one budget B.
+//! The durable budget ledger for Python: the answering path of `privpred_answer`, the one
+//! `privpred predict` and `privpred serve` take. A model file's [`Account`] (its signed
+//! ledger id, B, the ledger — by default `<MODEL>.ledger.sqlite` beside the file, as for the
+//! CLI — and the file's spend mark) is opened by `Account::session`: a ledger below the spend
+//! mark is refused, and every spending commit raises the mark before its answers are
+//! released. A Python process, `predict` and a server sharing the ledger share one budget B.
 
 use crate::errors::BudgetExhausted;
+use privpred_answer::ledger::SpendOutcome;
+use privpred_answer::{Account, AnswerError, BudgetState, Session};
 use privpred_core::Answer;
-use privpred_serve::ledger::{LedgerSpec, SpendOutcome, SpendRequest, answer_key};
-use privpred_serve::{BudgetState, Ledger};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::path::Path;
 
-/// An open ledger for one model (its file's SHA-256 is the model id, as the server's).
+/// An open ledger for one model file.
 pub struct DurableLedger {
-    rt: tokio::runtime::Runtime,
-    ledger: Ledger,
-    /// SHA-256 of the model file.
-    pub model_id: String,
+    session: Session,
     /// Where the ledger lives (for messages).
     pub description: String,
 }
 
-fn ledger_err(e: privpred_serve::ServeError) -> PyErr {
-    PyRuntimeError::new_err(crate::errors::python_words(&e.to_string()))
+/// An error of the answering path: a refused model file as the release loader's errors
+/// (`ValueError`, `OSError`); a ledger that is missing, below the spend mark or cannot be
+/// written, or a seeded model's answers, a `RuntimeError`.
+pub fn answer_err(e: AnswerError) -> PyErr {
+    match e {
+        AnswerError::Release(r) => crate::errors::release(r),
+        e => PyRuntimeError::new_err(crate::errors::python_words(&e.to_string())),
+    }
+}
+
+/// The ledger argument as the CLI reads `--ledger`; a bare path is an SQLite file. The
+/// Python package writes SQLite ledgers only.
+pub fn ledger_arg(ledger: &str) -> PyResult<String> {
+    let t = ledger.trim();
+    if t.starts_with("postgres") || (t.contains('=') && t.split_whitespace().all(|kv| kv.contains('='))) {
+        return Err(PyValueError::new_err(format!(
+            "invalid ledger = {ledger:?}: the Python package writes SQLite ledgers only (a file path or `sqlite:PATH`); PostgreSQL ledgers are served by `privpred serve`"
+        )));
+    }
+    Ok(match t.starts_with("sqlite:") {
+        true => t.to_string(),
+        false => format!("sqlite:{t}"),
+    })
+}
+
+/// The account of the model file `model` (ledger id `ledger_id`, budget `total`) on
+/// `ledger` (default: the CLI's default ledger beside the file).
+pub fn account(
+    model: &Path,
+    ledger_id: Option<&str>,
+    total: u64,
+    ledger: Option<&str>,
+) -> PyResult<Account> {
+    let arg = ledger.map(ledger_arg).transpose()?;
+    Account::of_model_file(model, ledger_id, total, arg.as_deref()).map_err(answer_err)
 }
 
 impl DurableLedger {
-    /// Opens `ledger` (a path, or `sqlite:PATH`) for the model whose file bytes hash to
-    /// `model_id`, with budget `total`. `init` creates the file and the model's record and is
-    /// refused when the record exists (a budget is never reset); without it a missing ledger
-    /// or record is an error, as for `privpred serve`.
-    pub fn open(ledger: &str, model_id: String, total: u64, init: bool) -> PyResult<Self> {
-        let spec = if ledger.starts_with("sqlite:") {
-            LedgerSpec::parse(ledger)
-                .map_err(|e| PyValueError::new_err(crate::errors::python_words(&e.to_string())))?
-        } else if ledger.starts_with("postgres") || ledger.contains("host=") {
-            return Err(PyValueError::new_err(format!(
-                "invalid ledger = {ledger:?}: the Python package writes SQLite ledgers only (a file path or `sqlite:PATH`); PostgreSQL ledgers are served by `privpred serve`"
-            )));
-        } else {
-            LedgerSpec::Sqlite(Path::new(ledger).to_path_buf())
-        };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| {
-                PyRuntimeError::new_err(format!("cannot start the ledger runtime: {e}"))
-            })?;
-        let opened = rt.block_on(Ledger::open(&spec, &model_id, total, true, init));
-        let ledger = opened.map_err(ledger_err)?;
+    /// Opens `account`'s ledger (`init` creates the record and is refused when it exists; a
+    /// budget is never reset; without it a missing ledger or record is an error, as for the CLI).
+    pub fn open(account: &Account, init: bool) -> PyResult<Self> {
+        let session = account.session(init).map_err(answer_err)?;
         Ok(DurableLedger {
-            rt,
-            description: ledger.description().to_string(),
-            ledger,
-            model_id,
+            description: session.description().to_string(),
+            session,
         })
     }
 
     /// The budget as recorded now.
     pub fn state(&self) -> PyResult<BudgetState> {
-        self.rt.block_on(self.ledger.status()).map_err(ledger_err)
+        self.session.state().map_err(answer_err)
     }
 
     /// Records `fresh` answers to preprocessed `rows` (one each) and returns the answers to
     /// release: stored earlier answers for rows asked before (no cost), the fresh ones for
     /// the rest. Refused whole with `BudgetExhausted` when more units are needed than remain.
     pub fn spend(&self, rows: &[Vec<f32>], fresh: Vec<Answer>) -> PyResult<Vec<Answer>> {
-        let keys = rows
-            .iter()
-            .map(|r| answer_key(&self.model_id, None, r))
-            .collect();
-        let outcome = self
-            .rt
-            .block_on(self.ledger.spend(SpendRequest { keys, fresh }))
-            .map_err(ledger_err)?;
-        match outcome {
+        match self.session.spend(rows, fresh).map_err(answer_err)? {
             SpendOutcome::Answered { answers, .. } => {
                 Ok(answers.into_iter().map(|(a, _)| a).collect())
             }
@@ -95,13 +96,5 @@ impl DurableLedger {
                 }))
             }
         }
-    }
-}
-
-impl Drop for DurableLedger {
-    /// Checkpoints the write-ahead log into the main file, so the `.sqlite` file alone holds
-    /// the ledger once the model is gone (a failure here loses nothing: the WAL is durable).
-    fn drop(&mut self) {
-        let _ = self.rt.block_on(self.ledger.close());
     }
 }

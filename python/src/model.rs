@@ -5,7 +5,7 @@
 use crate::answers::MemoryLedger;
 use crate::errors::{self, data, invalid, linear};
 use crate::guarantee::{self, calibration_json};
-use crate::ledger::DurableLedger;
+use crate::ledger::{DurableLedger, answer_err};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use privpred_core::ParamGuard;
 use privpred_core::noise::{release_rng, seeded_rng};
@@ -73,10 +73,20 @@ pub struct NativeModel {
     /// model loaded from disk answers only through `privpred serve`'s durable ledger.
     loaded: bool,
     rng: Mutex<PrivRng>,
-    /// The durable SQLite ledger (the one `privpred serve` uses) this model answers through,
-    /// if one was attached by `load(..., ledger=…)` or `save(..., ledger=…)`; it replaces the
-    /// in-memory ledger.
+    /// The durable ledger this model answers through (the answering path `predict` and
+    /// `serve` take), once opened: at `load(..., ledger=…)` / `save(..., ledger=…)`, or at the
+    /// first answer from `account`; it replaces the in-memory ledger.
     durable: Mutex<Option<DurableLedger>>,
+    /// The budget of the model file this model was loaded from or saved to with a ledger
+    /// (signed ledger id, B, ledger, spend mark): opened at its first answer.
+    account: Mutex<Option<privpred_answer::Account>>,
+    /// The model file that holds this model's budget (a private-prediction model read from
+    /// it or saved to it): saving it to another file would give the same model a second
+    /// default ledger and spend mark, so that is refused.
+    budget_file: Mutex<Option<PathBuf>>,
+    /// Answer although the model was trained with a seed (`allow_seeded`): its answers are
+    /// an experiment's, not a private release, and `info_json` says so.
+    allow_seeded: bool,
     /// What the trainer measured on the private data (the fit's certificate, DP-SGD's run
     /// statistics, the hold-out scores of a private model's selection): private to the data
     /// owner, never saved, pickled or reported by `info_json`; null for a loaded model.
@@ -123,7 +133,7 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
 #[pyfunction]
-#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax", schema=None, public_n=None, external_search=false))]
+#[pyo3(signature = (x, y, classes, method, epsilon=None, delta=0.0, budget=None, lam=None, calibration="corrected", neighbours="replace-one", bias=0.0, unit_ball="normalize", seed=None, teachers=None, clip=None, batch_size=None, epochs=None, learning_rate=None, extra=None, n_jobs=None, select=None, loss="softmax", schema=None, public_n=None, external_search=false, allow_seeded=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     py: Python<'_>,
@@ -152,6 +162,7 @@ pub fn train(
     schema: Option<&str>,
     public_n: Option<usize>,
     external_search: bool,
+    allow_seeded: bool,
 ) -> PyResult<NativeModel> {
     let schema = schema
         .map(|t| crate::schema::parse(t, "schema"))
@@ -275,6 +286,10 @@ pub fn train(
         }
         None => py.detach(|| train_impl(&args, features, labels, d, classes, extra)),
     }
+    .map(|mut m| {
+        m.allow_seeded = allow_seeded;
+        m
+    })
 }
 
 fn train_impl(
@@ -463,6 +478,9 @@ fn train_impl(
         loaded: false,
         rng: Mutex::new(rng),
         durable: Mutex::new(None),
+        account: Mutex::new(None),
+        budget_file: Mutex::new(None),
+        allow_seeded: false,
         diagnostics,
         ledger_id: Mutex::new(None),
     })
@@ -543,13 +561,14 @@ fn config(
     })
 }
 
-/// Loads a model artifact written by `privpred train` or `NativeModel.save`. With `ledger`
-/// (a path or `sqlite:PATH`), a private-prediction model answers through that durable ledger,
-/// the one `privpred serve --ledger` uses for the same model (keyed by the ledger id the file
-/// records; a file of an earlier build without one, by the file's SHA-256);
-/// `init_ledger` creates the file and the model's record (refused if the record exists).
+/// Loads a model artifact written by `privpred train` or `NativeModel.save`, through the
+/// answering path `privpred predict` and `serve` take (`privpred_answer::Answering::open`):
+/// a seeded model is refused unless `allow_seeded`; a private-prediction model spends its
+/// budget from `ledger` (a path, `sqlite:PATH` or a PostgreSQL string; default: the CLI's
+/// default ledger beside the file), keyed by the signed ledger id, with the file's spend
+/// mark; `init_ledger` creates the model's record (refused if it exists).
 #[pyfunction]
-#[pyo3(signature = (path, ledger=None, init_ledger=false, allow_invalid_guarantee=false, trust=None, sealing_key=None, allow_unsigned=false))]
+#[pyo3(signature = (path, ledger=None, init_ledger=false, allow_invalid_guarantee=false, trust=None, sealing_key=None, allow_unsigned=false, allow_seeded=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn load(
     py: Python<'_>,
@@ -560,9 +579,10 @@ pub fn load(
     trust: Option<PathBuf>,
     sealing_key: Option<PathBuf>,
     allow_unsigned: bool,
+    allow_seeded: bool,
 ) -> PyResult<NativeModel> {
-    // opened as `privpred predict` and `serve` open it: signature, trust, seal, payload;
-    // the ledger's model id is the signed ledger id
+    // opened as `privpred predict` and `serve` open it: signature, trust, seal, payload,
+    // the release gate; the ledger's model id is the signed ledger id
     let released = py
         .detach(|| {
             let t = privpred_release::Trust::from_files(
@@ -573,8 +593,11 @@ pub fn load(
             privpred_release::open_file(&path, &t)
         })
         .map_err(errors::release)?;
-    let model_id = released.header.ledger_id.clone();
-    let m = released.model.into_linear().ok_or_else(|| {
+    let arg = ledger.map(crate::ledger::ledger_arg).transpose()?;
+    let answering =
+        privpred_answer::Answering::open(&path, released, arg.as_deref(), allow_seeded)
+            .map_err(answer_err)?;
+    let m = answering.model.into_linear().ok_or_else(|| {
         PyValueError::new_err(format!(
             "invalid model {}: a ResNet model; the Python bindings load linear models",
             path.display()
@@ -591,6 +614,11 @@ pub fn load(
             p.calibration.guarantee.validity.reasons().join("; ")
         )));
     }
+    if answering.account.is_none() && (ledger.is_some() || init_ledger) {
+        return Err(PyValueError::new_err(format!(
+            "invalid ledger = {ledger:?}: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing"
+        )));
+    }
     let native = NativeModel {
         model: m.model,
         prep: m.preprocessing,
@@ -599,37 +627,34 @@ pub fn load(
         loaded: true,
         rng: Mutex::new(release_rng().map_err(errors::core)?),
         durable: Mutex::new(None),
+        budget_file: Mutex::new(answering.account.as_ref().map(|_| path.clone())),
+        account: Mutex::new(answering.account),
+        allow_seeded,
         diagnostics: serde_json::Value::Null,
         ledger_id: Mutex::new(m.ledger_id),
     };
-    if let Some(l) = ledger {
-        native.attach(py, l, model_id, init_ledger)?;
-    } else if init_ledger {
-        return Err(PyValueError::new_err(
-            "invalid init_ledger = True without a ledger: give ledger=PATH",
-        ));
+    if ledger.is_some() || init_ledger {
+        // opened now, so that a refused ledger (missing, below the spend mark) says so at load
+        native.open_durable(py, init_ledger)?;
     }
     Ok(native)
 }
 
+fn poisoned<T>(_: T) -> PyErr {
+    PyRuntimeError::new_err("budget ledger poisoned")
+}
+
 impl NativeModel {
-    /// Opens the durable ledger `ledger` for this model (file hash `model_id`, budget B).
-    fn attach(&self, py: Python<'_>, ledger: &str, model_id: String, init: bool) -> PyResult<()> {
-        let total = self
-            .model
-            .private()
-            .filter(|p| p.spends_budget())
-            .and_then(|p| p.calibration.budget().get())
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "invalid ledger = {ledger:?}: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing"
-                ))
-            })?;
-        let opened = py.detach(|| DurableLedger::open(ledger, model_id, total, init))?;
-        *self
-            .durable
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))? = Some(opened);
+    /// Opens the ledger of this model's account (`init`: create the record).
+    fn open_durable(&self, py: Python<'_>, init: bool) -> PyResult<()> {
+        let account = self.account.lock().map_err(poisoned)?.clone();
+        let account = account.ok_or_else(|| {
+            PyValueError::new_err(
+                "invalid ledger: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing",
+            )
+        })?;
+        let opened = py.detach(|| DurableLedger::open(&account, init))?;
+        *self.durable.lock().map_err(poisoned)? = Some(opened);
         Ok(())
     }
 
@@ -694,18 +719,26 @@ impl NativeModel {
             StoredModel::Private(p) => p,
             StoredModel::NonPrivate(_) => unreachable!("public models have logits"),
         };
+        // the release gate of the answering path: a seeded model's answers are not a release
+        if let SeedPolicy::Seeded { seed } = p.seed_policy {
+            privpred_answer::account::seed_gate(Some(seed), self.allow_seeded)
+                .map_err(answer_err)?;
+        }
         {
-            let durable = self
-                .durable
-                .lock()
-                .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?;
+            let mut durable = self.durable.lock().map_err(poisoned)?;
+            if durable.is_none()
+                && let Some(account) = self.account.lock().map_err(poisoned)?.as_ref()
+            {
+                // the model file's ledger (the CLI's default beside it, or the one given)
+                *durable = Some(DurableLedger::open(account, false)?);
+            }
             if let Some(l) = durable.as_ref() {
                 return self.durable_answers(p, l, &ds);
             }
         }
         if self.loaded {
             return Err(PyRuntimeError::new_err(format!(
-                "a {} model loaded from a file may already have spent its budget elsewhere: answer through `privpred serve`, whose durable ledger enforces B",
+                "a {} model loaded from a file may already have spent its budget elsewhere: answer through its durable ledger",
                 p.method()
             )));
         }
@@ -898,6 +931,7 @@ impl NativeModel {
             "data_dependent_preprocessing": self.prep.data_dependent(),
             "loaded": self.loaded,
             "ledger": self.durable.lock().ok().and_then(|d| d.as_ref().map(|l| l.description.clone())),
+            "experiment_seed": p.and_then(|p| match p.seed_policy { SeedPolicy::Seeded { seed } if self.allow_seeded => Some(seed), _ => None }),
             "extra": self.extra,
         })
         .to_string()
@@ -933,6 +967,17 @@ impl NativeModel {
                 "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
             ));
         }
+        let spends = self.model.private().is_some_and(|p| p.spends_budget());
+        if spends && let Some(f) = self.budget_file.lock().map_err(poisoned)?.as_ref() {
+            let same = |a: &std::path::Path| a.canonicalize().ok();
+            if same(f) != same(&path) || same(f).is_none() {
+                return Err(PyRuntimeError::new_err(format!(
+                    "this private-prediction model's budget is kept with {}: writing it to {} as well would give the same model a second ledger and spend mark (a second budget). Copy that file together with its ledger instead",
+                    f.display(),
+                    path.display()
+                )));
+            }
+        }
         let id = {
             let mut g = self
                 .ledger_id
@@ -963,9 +1008,25 @@ impl NativeModel {
             )
         })
         .map_err(errors::release)?;
+        if spends {
+            *self.budget_file.lock().map_err(poisoned)? = Some(path.clone());
+        }
         if let Some(l) = ledger {
-            // the ledger id just written is the record's key (as for `privpred serve`)
-            self.attach(py, l, id, true)?;
+            // the ledger id just written is the record's key, the saved file's spend mark
+            // its mark (as for `privpred predict` and `serve` on that file)
+            let total = self
+                .model
+                .private()
+                .filter(|p| p.spends_budget())
+                .and_then(|p| p.calibration.budget().get())
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "invalid ledger = {l:?}: a ledger applies to the private-prediction methods (prediction sensitivity, subsample-and-aggregate), whose answers spend a finite budget B; this model's answers cost nothing"
+                    ))
+                })?;
+            let account = crate::ledger::account(&path, Some(&id), total, Some(l))?;
+            *self.account.lock().map_err(poisoned)? = Some(account);
+            self.open_durable(py, true)?;
         }
         Ok(())
     }

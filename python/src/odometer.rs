@@ -1,11 +1,11 @@
 //! The data owner's privacy odometer for Python: the same store as `privpred train --odometer`
-//! (`privpred_serve::odometer`, SQLite or PostgreSQL), keyed by the same dataset identity.
+//! (`privpred_answer::odometer`, SQLite or PostgreSQL), keyed by the same dataset identity.
 //! The estimator reserves each fit's whole guarantee before training and confirms it once the
 //! model exists (or cancels it when training fails); a fit past the owner's limit is refused
 //! with `ValueError` before any training.
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
-use privpred_serve::odometer::{self, Charge, Limit, OdometerError, Reservation};
+use privpred_answer::odometer::{self, Charge, Limit, OdometerError, Reservation};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Mutex;
@@ -18,7 +18,7 @@ fn err(e: OdometerError) -> PyErr {
     }
 }
 
-fn spec(url: &str) -> PyResult<privpred_serve::LedgerSpec> {
+fn spec(url: &str) -> PyResult<privpred_answer::LedgerSpec> {
     odometer::parse_spec(url).map_err(err)
 }
 

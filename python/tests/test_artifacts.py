@@ -77,18 +77,23 @@ def test_seeded_model_is_an_experiment_the_cli_refuses_to_serve(tmp_path, digits
     est.save(m)
     r = cli("predict", "--model", str(m), "--input", _csv(tmp_path / "q.csv", Xte[:3]), check=False)
     assert r.returncode == 2 and "experiment, not a private release" in r.stderr
-    assert privpred.load(m).release_ == "experiment"
+    # Python refuses it the same way, unless opted in
+    with pytest.raises(ValueError, match="not a private release"):
+        privpred.load(m)
+    assert privpred.load(m, allow_seeded=True).release_ == "experiment"
 
 
-def test_loaded_budgeted_model_refuses_local_answers(tmp_path, digits):
+def test_loaded_budgeted_model_answers_only_through_the_files_ledger(tmp_path, digits):
     Xtr, Xte, ytr, _ = digits
     est = privpred.PrivateLogisticRegression(classes="observed", method="prediction-sensitivity", epsilon=5.0,
                                              budget=5, lam=1e-3).fit(Xtr, ytr)
     est.save(tmp_path / "ps.safetensors")
     back = privpred.load(tmp_path / "ps.safetensors")
     assert back.guarantee_["budget"] == 5
-    with pytest.raises(RuntimeError, match="answer through `privpred serve`"):
+    # it answers through the ledger `privpred predict` uses for the file, which must exist
+    with pytest.raises(RuntimeError, match="init_ledger=True"):
         back.predict(Xte[:1])
+    assert not (tmp_path / "ps.safetensors.ledger.sqlite").exists()
 
 
 def test_corrupt_artifacts_are_refused_with_the_cli_message(tmp_path, digits):

@@ -23,6 +23,7 @@ pub mod odometer;
 
 pub use account::{
     Account, Answering, BudgetIdentity, Session, default_ledger, default_spend_mark, ledger_spec,
+    seed_gate,
 };
 pub use error::{AnswerError, Result};
 pub use ledger::{BudgetState, Ledger, LedgerSpec, SpendMark};

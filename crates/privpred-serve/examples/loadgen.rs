@@ -17,9 +17,10 @@
 //! different offsets for repeated runs against one `--addr` server, or rows repeat and are
 //! answered from the answer store without spending).
 
+use privpred_answer::LedgerSpec;
 use privpred_core::Method;
 use privpred_serve::client::Client;
-use privpred_serve::{FixtureModel, FixtureSpec, LedgerSpec, ServeConfig};
+use privpred_serve::{FixtureModel, FixtureSpec, ServeConfig};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -267,7 +268,7 @@ pub fn main() {
         report(ledger, &o, &r);
         // Cross-check: the ledger recorded every released answer.
         let id = privpred_serve::model::sha256_hex(&std::fs::read(&model).unwrap());
-        let st = privpred_serve::ledger::blocking::read_state(
+        let st = privpred_answer::ledger::blocking::read_state(
             &LedgerSpec::parse(&ledger_spec).unwrap(),
             &id,
         )

@@ -9,9 +9,10 @@
 //! 3000) change the seed and the number of cases; `PRIVPRED_FUZZ_SECS` (default 120) bounds the
 //! run. The counts per family and per status are printed (`--nocapture`).
 
+use privpred_answer::LedgerSpec;
+use privpred_answer::ledger::admin;
 use privpred_core::Method;
-use privpred_serve::ledger::admin;
-use privpred_serve::{FixtureModel, FixtureSpec, LedgerSpec, ServeConfig, ServedModel, Server};
+use privpred_serve::{FixtureModel, FixtureSpec, ServeConfig, ServedModel, Server};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

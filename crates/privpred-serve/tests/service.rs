@@ -2,12 +2,10 @@
 //! ledgers. PostgreSQL variants run when `PRIVPRED_TEST_POSTGRES` holds a libpq connection
 //! string (CI sets it); otherwise they print a skip note and pass.
 
+use privpred_answer::ledger::admin;
 use privpred_core::Method;
 use privpred_serve::client::Client;
-use privpred_serve::ledger::admin;
-use privpred_serve::{
-    FixtureModel, FixtureSpec, LedgerSpec, ServeConfig, ServedModel, Server, TokenSet,
-};
+use privpred_serve::{FixtureModel, FixtureSpec, ServeConfig, ServedModel, Server, TokenSet};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -687,7 +685,7 @@ fn deleted_ledger_is_not_recreated_on_restart() {
         let copy_dir = tempfile::tempdir().unwrap();
         let copy = copy_dir.path().join("copy.sqlite");
         std::fs::copy(path, &copy).unwrap();
-        let st = privpred_serve::ledger::blocking::read_state(&LedgerSpec::Sqlite(copy), &id)
+        let st = privpred_answer::ledger::blocking::read_state(&LedgerSpec::Sqlite(copy), &id)
             .unwrap()
             .expect("the copied main file holds the record");
         assert_eq!(st.spent, 20);
@@ -771,9 +769,9 @@ fn backup_and_show(ledger: TestLedger) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("backup.out");
     // While the server runs.
-    let n = privpred_serve::ledger::blocking::backup(&ledger.spec, &out).unwrap();
+    let n = privpred_answer::ledger::blocking::backup(&ledger.spec, &out).unwrap();
     assert_eq!(n, 1);
-    let recs = privpred_serve::ledger::blocking::show(&ledger.spec).unwrap();
+    let recs = privpred_answer::ledger::blocking::show(&ledger.spec).unwrap();
     assert_eq!(recs.len(), 1);
     assert_eq!(
         (recs[0].total, recs[0].spent, recs[0].remaining),
@@ -783,10 +781,12 @@ fn backup_and_show(ledger: TestLedger) {
     assert_eq!(recs[0].stored_answers, 3);
     match &ledger.spec {
         LedgerSpec::Sqlite(_) => {
-            let st =
-                privpred_serve::ledger::blocking::read_state(&LedgerSpec::Sqlite(out), &s.model_id)
-                    .unwrap()
-                    .unwrap();
+            let st = privpred_answer::ledger::blocking::read_state(
+                &LedgerSpec::Sqlite(out),
+                &s.model_id,
+            )
+            .unwrap()
+            .unwrap();
             assert_eq!(st.spent, 3);
         }
         LedgerSpec::Postgres(_) => {
@@ -812,7 +812,7 @@ fn backup_and_show(ledger: TestLedger) {
                     .unwrap();
                 c.batch_execute(&sql).await.unwrap();
             });
-            let recs = privpred_serve::ledger::blocking::show(&restored.spec).unwrap();
+            let recs = privpred_answer::ledger::blocking::show(&restored.spec).unwrap();
             assert_eq!(recs.len(), 1);
             assert_eq!((recs[0].total, recs[0].spent), (30, 10));
             assert_eq!(recs[0].stored_answers, 3);

@@ -1,7 +1,6 @@
 //! The ledgers at the CLI: one identity (the ledger id written at training) and one
 //! transactional ledger per model behind `predict`, `serve` and `ledger` (checked arithmetic,
-//! never created or reset silently, no overspend by concurrent processes, an old JSON ledger
-//! migrated once), a spend mark that refuses a ledger gone backwards (a restored backup, a
+//! never created or reset silently, no overspend by concurrent processes), a spend mark that refuses a ledger gone backwards (a restored backup, a
 //! lost `-wal` file), the checkpoint at a clean shutdown, and `privpred ledger
 //! show|backup|reconcile`.
 
@@ -212,41 +211,22 @@ fn concurrent_predict_processes_never_overspend() {
     assert_eq!(ledger_record(&model)["spent"], 12);
 }
 
-/// The JSON ledger of an earlier `predict` is read once: its count carried into the ledger,
-/// the file renamed, and never written again.
+/// The ledger is the transactional one alone: a JSON file at `<MODEL>.ledger.json` is
+/// neither read, renamed nor written (that format was never released), so a count planted
+/// there never changes the budget.
 #[test]
-fn an_old_json_ledger_is_migrated_once() {
+fn a_json_file_beside_the_model_is_not_a_ledger() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let model = budgeted_model(dir, "old", 10);
-    let weights = header_metadata(&model)["weights_sha256"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let lp = dir.join("old.safetensors.ledger.json");
-    // one of other weights is refused, not ignored
-    std::fs::write(
-        &lp,
-        json!({"weights_sha256": "00".repeat(32), "budget": 10, "spent": 0}).to_string(),
-    )
-    .unwrap();
-    let (c, _, err) = predict(&model, &queries(dir, "a.csv", 0, 1), &[]);
-    assert_eq!(c, 2, "{err}");
-    assert!(err.contains("other model weights"), "{err}");
-    std::fs::write(
-        &lp,
-        json!({"weights_sha256": weights, "budget": 10, "spent": 8}).to_string(),
-    )
-    .unwrap();
-    let (c, n, err) = predict(&model, &queries(dir, "b.csv", 0, 2), &[]);
+    let planted = json!({"budget": 10, "spent": 8}).to_string();
+    std::fs::write(&lp, &planted).unwrap();
+    let (c, n, err) = predict(&model, &queries(dir, "b.csv", 0, 2), &["--init-ledger"]);
     assert_eq!((c, n), (0, 2), "{err}");
-    assert!(!lp.exists(), "migrated: renamed away");
-    assert!(dir.join("old.safetensors.ledger.json.migrated").is_file());
-    assert_eq!(ledger_record(&model)["spent"], 10);
-    let (c, _, err) = predict(&model, &queries(dir, "c.csv", 5, 1), &[]);
-    assert_eq!(c, 2, "{err}");
-    assert!(err.contains("budget exhausted"), "{err}");
-    assert!(!lp.exists(), "no JSON ledger is written");
+    assert_eq!(ledger_record(&model)["spent"], 2, "nothing carried");
+    assert_eq!(std::fs::read_to_string(&lp).unwrap(), planted, "left alone");
+    assert!(!dir.join("old.safetensors.ledger.json.migrated").exists());
 }
 
 /// Restoring a ledger backup taken before answers were given (which would allow 50 more

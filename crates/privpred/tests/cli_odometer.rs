@@ -83,8 +83,8 @@ fn postgres_odometer(test: &str) -> Option<String> {
         .unwrap()
         .as_nanos();
     let schema = format!("odo_{test}_{}_{nanos}", std::process::id()).to_lowercase();
-    privpred_serve::odometer::create_test_schema(
-        &privpred_serve::LedgerSpec::Postgres(base.clone()),
+    privpred_answer::odometer::create_test_schema(
+        &privpred_answer::LedgerSpec::Postgres(base.clone()),
         &schema,
     )
     .expect("create a test schema in PRIVPRED_TEST_POSTGRES");

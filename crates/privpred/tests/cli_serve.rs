@@ -3,10 +3,11 @@
 //! Uses the serve crate's TEST FIXTURE model files (synthetic linear models), so these tests
 //! do not depend on training. PostgreSQL variants run when `PRIVPRED_TEST_POSTGRES` is set.
 
+use privpred_answer::LedgerSpec;
+use privpred_answer::ledger::blocking;
 use privpred_core::Method;
+use privpred_serve::FixtureSpec;
 use privpred_serve::client::Client;
-use privpred_serve::ledger::blocking;
-use privpred_serve::{FixtureSpec, LedgerSpec};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -66,7 +67,7 @@ fn postgres_ledger(test: &str) -> Option<String> {
 }
 
 fn create_schema(base: &str, schema: &str) {
-    privpred_serve::ledger::blocking::create_schema(
+    privpred_answer::ledger::blocking::create_schema(
         &LedgerSpec::Postgres(base.to_string()),
         schema,
     )

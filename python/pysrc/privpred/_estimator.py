@@ -211,6 +211,11 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         the saved file, ``privpred serve``), since what the search keeps was chosen on the
         private data outside the guarantee. True states that the search runs on public data
         (e.g. a public proxy of the private table), so nothing is marked.
+    allow_seeded : bool, default=False
+        Private-prediction methods with ``random_state``: answer anyway. Refused without it,
+        as ``privpred predict`` and ``serve`` refuse seeded models: the answers' noise can be
+        regenerated from the seed and subtracted, so they are an experiment's, not a private
+        release (``info_["experiment_seed"]`` then names the seed).
 
     Attributes
     ----------
@@ -284,6 +289,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         classes: Any = None,
         public_n: Optional[int] = None,
         public_search: bool = False,
+        allow_seeded: bool = False,
     ):
         self.method = method
         self.epsilon = epsilon
@@ -311,6 +317,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes = classes
         self.public_n = public_n
         self.public_search = public_search
+        self.allow_seeded = allow_seeded
 
     # scikit-learn's parameter validation (types and ranges; messages name the parameter);
     # the core checks what depends on several parameters
@@ -341,6 +348,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "classes": ["array-like", StrOptions({"observed"}), None],
         "public_n": [Interval(Integral, 1, None, closed="left"), None],
         "public_search": ["boolean"],
+        "allow_seeded": ["boolean"],
     }
 
     def __sklearn_tags__(self):
@@ -603,6 +611,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             external_search=method != "non-private"
             and not self.public_search
             and search_context() is not None,
+            allow_seeded=bool(self.allow_seeded),
         )
 
     def _set_native(self, native) -> None:
@@ -830,7 +839,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 with open(p, "wb") as f:
                     f.write(blob)
                 # the estimator existed with this guarantee (``guarantee_`` states its validity)
-                self._native = _native.load(p, None, False, True)
+                # a seeded one as it was (its answers were never a release)
+                self._native = _native.load(p, None, False, True, allow_seeded=True)
 
 
 def _bias_value(bias, fit_intercept: bool = True) -> float:
@@ -893,6 +903,7 @@ def load(
     trust=None,
     sealing_key=None,
     allow_unsigned: bool = False,
+    allow_seeded: bool = False,
 ) -> PrivateLogisticRegression:
     """Load a privpred linear-model artifact (from ``privpred train`` or ``save``).
 
@@ -902,9 +913,9 @@ def load(
         The safetensors file.
     ledger : str or os.PathLike, optional
         Private-prediction methods: answer through this durable SQLite budget ledger (a
-        path or ``sqlite:PATH``), the one ``privpred serve --ledger`` uses for the same
-        file. Without it such a model refuses ``predict`` (its budget may be spent
-        elsewhere).
+        path or ``sqlite:PATH``), the one ``privpred predict --ledger`` and ``serve
+        --ledger`` use for the same file. Default: the CLI's default ledger beside the
+        file, so the model spends the budget ``predict`` and ``serve`` spend.
     init_ledger : bool, default=False
         Create the ledger file and the model's record (total B); refused if the record
         exists. Without it a missing ledger or record is an error, as for ``privpred serve``.
@@ -922,13 +933,19 @@ def load(
     allow_unsigned : bool, default=False
         Load a file that is unsigned or signed by a key that is not trusted, as
         ``--allow-unsigned``.
+    allow_seeded : bool, default=False
+        Answer from a model trained with a seed (``random_state``). Refused without it, as
+        ``privpred predict`` and ``serve`` refuse seeded models: its noise can be regenerated
+        from the seed, so its answers are an experiment's, not a private release
+        (``info_["experiment_seed"]`` then names the seed).
 
     Returns
     -------
     PrivateLogisticRegression
         A fitted estimator. Its ``classes_`` are those saved by Python, else
-        ``0..C-1``. A private-prediction model loaded without ``ledger`` refuses
-        ``predict`` (give the ledger, or serve it with ``privpred serve``).
+        ``0..C-1``. A private-prediction model answers through the ledger ``privpred
+        predict`` uses for the file: ``ledger``, or by default ``<path>.ledger.sqlite``
+        beside it, with the file's spend mark ``<path>.ledger-mark.json``.
 
     Raises
     ------
@@ -948,6 +965,7 @@ def load(
         None if trust is None else os.fspath(trust),
         None if sealing_key is None else os.fspath(sealing_key),
         bool(allow_unsigned),
+        bool(allow_seeded),
     )
     info = json.loads(native.info_json())
     g = native.guarantee_json()

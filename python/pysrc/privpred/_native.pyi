@@ -57,6 +57,7 @@ def train(
     schema: Optional[str] = None,
     public_n: Optional[int] = None,
     external_search: bool = False,
+    allow_seeded: bool = False,
 ) -> NativeModel: ...
 def schema_check(text: str, source: str) -> str: ...
 def encode_table(
@@ -70,6 +71,7 @@ def load(
     trust: Optional[str] = None,
     sealing_key: Optional[str] = None,
     allow_unsigned: bool = False,
+    allow_seeded: bool = False,
 ) -> NativeModel: ...
 class OdometerReservation:
     def confirm(self, note: str) -> None: ...
