@@ -340,7 +340,7 @@ fn train_impl(
             None => privpred_core::defaults::LINEAR_PUBLIC_LAMBDA,
         },
         (Some(m), None, Some(SelectionMethod::PrivateSplit)) => {
-            let cfg = config(args, m, (1e-4, 0.0), train.n, seed_policy)?
+            let cfg = config(args, m, selection_lambda(m), train.n, seed_policy)?
                 .check()
                 .map_err(linear)?;
             let s = methods::private_split_select(
@@ -361,7 +361,7 @@ fn train_impl(
             let cv = match m {
                 None => cv_lambda_nonprivate(&tr, &ho, &LAMBDA_GRID, &lbfgs).map_err(linear)?,
                 Some(m) => {
-                    let cfg = config(args, m, (1e-4, 0.0), train.n, seed_policy)?
+                    let cfg = config(args, m, selection_lambda(m), train.n, seed_policy)?
                         .check()
                         .map_err(linear)?;
                     selection = SelectionMethod::NonPrivateHoldout;
@@ -392,24 +392,16 @@ fn train_impl(
                 .model,
         ),
         Some(m) => {
-            let (own, teacher) = if m == Method::SubsampleAggregate {
-                (1e-4, lambda)
-            } else {
-                (lambda, 0.0)
-            };
             let n = final_train.as_ref().unwrap_or(&train).n;
-            let mut params = config(args, m, (own, teacher), n, seed_policy)?;
+            let mut params = config(args, m, lambda, n, seed_policy)?;
             if m == Method::DpSgd && args.clip.is_none() {
                 let sel_cfg = params
                     .clone()
-                    .clip(privpred_core::defaults::LINEAR_DPSGD_CLIP)
+                    .clip(privpred_linear::settings::SELECTION_CLIP)
                     .check()
                     .map_err(linear)?;
                 let clip = match args.select {
-                    None if args.neighbours == Neighbours::ReplaceOne => {
-                        privpred_core::public_rule::DPSGD_CLIP
-                    }
-                    None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
+                    None => privpred_linear::settings::default_clip(args.neighbours),
                     Some(SelectionMethod::PrivateSplit) => {
                         let s = methods::private_split_select(
                             &sel_cfg,
@@ -522,43 +514,40 @@ fn public_rule_lambda(
     privpred_core::public_rule::lambda(&inputs).map(|r| r.value)
 }
 
-/// The public rule's teacher count and DP-SGD batch size for N training rows under
-/// replace-one (the fixed defaults under add-remove, where N is not public).
-fn size_defaults(args: &TrainArgs, n: usize) -> (usize, usize) {
-    use privpred_core::{defaults, public_rule};
-    if args.neighbours == Neighbours::ReplaceOne {
-        (public_rule::teachers(n), public_rule::dpsgd_batch_size(n))
-    } else {
-        (defaults::LINEAR_TEACHERS, defaults::LINEAR_DPSGD_BATCH_SIZE)
-    }
-}
-
-fn config(
-    args: &TrainArgs,
-    m: Method,
-    (lambda, teacher_lambda): (f64, f64),
-    n: usize,
-    seed_policy: SeedPolicy,
-) -> PyResult<TrainParams> {
-    let (teachers, batch) = size_defaults(args, n);
+/// The method parameters for λ = `lambda` (subsample-and-aggregate: the teachers' λ) and
+/// N = `n` rows, through the library's one training entry
+/// ([`privpred_linear::settings::MethodSettings`], the one `privpred train` calls): what the
+/// caller left unset takes the library's defaults; an unset clip is left to the caller's
+/// selection.
+fn config(args: &TrainArgs, m: Method, lambda: f64, n: usize, seed_policy: SeedPolicy) -> PyResult<TrainParams> {
+    use privpred_linear::settings::{ClipChoice, MethodSettings};
     let privacy = args.privacy.ok_or_else(|| {
         PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
     })?;
-    let params = TrainParams::new(m, args.mode, privacy, args.budget)
-        .neighbours(args.neighbours)
-        .public_n(args.public_n)
-        .loss(args.loss)
-        .lambda(lambda)
-        .teacher_lambda(teacher_lambda)
-        .teachers(args.teachers.unwrap_or(teachers))
-        .seed_policy(seed_policy)
-        .batch_size(args.batch_size.unwrap_or(batch))
-        .epochs(args.epochs.unwrap_or(20.0))
-        .learning_rate(args.learning_rate.unwrap_or(1.0));
-    Ok(match args.clip {
-        Some(clip) => params.clip(clip),
-        None => params.without_clip(),
-    })
+    let settings = MethodSettings {
+        method: m,
+        mode: args.mode,
+        privacy,
+        budget: args.budget,
+        neighbours: args.neighbours,
+        public_n: args.public_n,
+        loss: args.loss,
+        seed_policy,
+        teachers: args.teachers,
+        batch_size: args.batch_size,
+        epochs: args.epochs,
+        learning_rate: args.learning_rate,
+        clip: args.clip.map_or(ClipChoice::Selected, ClipChoice::Given),
+    };
+    Ok(settings.params(lambda, n))
+}
+
+/// The base λ of a selection's configuration (the candidates replace it).
+fn selection_lambda(m: Method) -> f64 {
+    match m {
+        Method::SubsampleAggregate => privpred_core::defaults::LINEAR_TEACHER_LAMBDA,
+        _ => privpred_core::defaults::LINEAR_LAMBDA,
+    }
 }
 
 /// Loads a model artifact written by `privpred train` or `NativeModel.save`, through the

@@ -189,7 +189,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// The account this session spends.
+    /// The account it charges.
     pub fn account(&self) -> &Account {
         &self.account
     }

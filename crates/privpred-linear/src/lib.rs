@@ -31,6 +31,7 @@ pub mod params;
 pub mod precond;
 pub mod rederive;
 mod shim;
+pub mod settings;
 pub mod train;
 
 pub use error::{LinearError, Result};

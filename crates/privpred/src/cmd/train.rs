@@ -418,7 +418,8 @@ fn load_linear_data(
 
 /// The method's parameters from the arguments (λ, teachers, DP-SGD's schedule and clip —
 /// `None` for `--clip cv`), unchecked: [`TrainParams::check_for`] validates them, with the
-/// study's defaults ([`privpred_core::defaults`]) for what is not given.
+/// library's defaults ([`privpred_linear::settings`], the entry Python trains through too)
+/// for what is not given.
 fn train_params(
     args: &Args,
     m: Method,
@@ -427,29 +428,26 @@ fn train_params(
     (lambda, n): (f64, usize),
     seed_policy: SeedPolicy,
 ) -> TrainParams {
-    let (lambda, teacher_lambda) = if m == Method::SubsampleAggregate {
-        (defaults::LINEAR_LAMBDA, lambda)
-    } else {
-        (lambda, defaults::LINEAR_TEACHER_LAMBDA)
+    use privpred_linear::settings::{ClipChoice, MethodSettings};
+    let settings = MethodSettings {
+        method: m,
+        mode: args.calibration,
+        privacy,
+        budget,
+        neighbours: args.neighbours,
+        public_n: args.public_n,
+        loss: args.loss.unwrap_or_default(),
+        seed_policy,
+        teachers: args.teachers,
+        batch_size: args.batch_size,
+        epochs: args.epochs,
+        learning_rate: args.learning_rate,
+        clip: match args.clip {
+            None => ClipChoice::Default,
+            Some(c) => c.value().map_or(ClipChoice::Selected, ClipChoice::Given),
+        },
     };
-    let params = TrainParams::new(m, args.calibration, privacy, budget)
-        .neighbours(args.neighbours)
-        .public_n(args.public_n)
-        .loss(args.loss.unwrap_or_default())
-        .lambda(lambda)
-        .teacher_lambda(teacher_lambda)
-        .teachers(select::teachers_arg(args, n))
-        .seed_policy(seed_policy)
-        .batch_size(select::batch_size_arg(args, n))
-        .epochs(args.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
-        .learning_rate(
-            args.learning_rate
-                .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE),
-        );
-    match clip_arg(args).value() {
-        Some(clip) => params.clip(clip),
-        None => params.without_clip(),
-    }
+    settings.params(lambda, n)
 }
 
 /// What the linear path trains with, after validation.
@@ -489,7 +487,7 @@ fn fit_private(
         // the clip is selected with the otherwise checked params
         let sel_cfg = params
             .clone()
-            .clip(defaults::LINEAR_DPSGD_CLIP)
+            .clip(privpred_linear::settings::SELECTION_CLIP)
             .check()
             .map_err(lin)?;
         chosen = if clip == ValueOrCv::Private {

@@ -34,29 +34,17 @@ pub(super) fn default_loss(method: Option<Method>, classes: usize) -> privpred_c
 /// ([`privpred_core::public_rule::teachers`]; the fixed default under add-remove, where N is
 /// not public).
 pub(super) fn teachers_arg(args: &Args, n: usize) -> usize {
-    args.teachers.unwrap_or(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::teachers(n),
-        _ => defaults::LINEAR_TEACHERS,
-    })
-}
-
-/// `--batch-size` as given, or the public rule's DP-SGD batch for N training rows
-/// ([`privpred_core::public_rule::dpsgd_batch_size`]; the fixed default under add-remove).
-pub(super) fn batch_size_arg(args: &Args, n: usize) -> usize {
-    args.batch_size.unwrap_or(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::dpsgd_batch_size(n),
-        _ => defaults::LINEAR_DPSGD_BATCH_SIZE,
-    })
+    args.teachers
+        .unwrap_or_else(|| privpred_linear::settings::default_teachers(args.neighbours, n))
 }
 
 /// `--clip` as given, or its default for linear DP-SGD: the public rule's
 /// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
 /// add-remove neighbours, as the other sizes).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
-    args.clip.unwrap_or(ValueOrCv::Value(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::DPSGD_CLIP,
-        _ => defaults::LINEAR_DPSGD_CLIP,
-    }))
+    args.clip.unwrap_or(ValueOrCv::Value(
+        privpred_linear::settings::default_clip(args.neighbours),
+    ))
 }
 
 /// The cross-validation record of the artifact and the summary.
