@@ -34,7 +34,9 @@ pub fn answer_err(e: AnswerError) -> PyErr {
 /// Python package writes SQLite ledgers only.
 pub fn ledger_arg(ledger: &str) -> PyResult<String> {
     let t = ledger.trim();
-    if t.starts_with("postgres") || (t.contains('=') && t.split_whitespace().all(|kv| kv.contains('='))) {
+    if t.starts_with("postgres")
+        || (t.contains('=') && t.split_whitespace().all(|kv| kv.contains('=')))
+    {
         return Err(PyValueError::new_err(format!(
             "invalid ledger = {ledger:?}: the Python package writes SQLite ledgers only (a file path or `sqlite:PATH`); PostgreSQL ledgers are served by `privpred serve`"
         )));

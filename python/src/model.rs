@@ -519,7 +519,13 @@ fn public_rule_lambda(
 /// ([`privpred_linear::settings::MethodSettings`], the one `privpred train` calls): what the
 /// caller left unset takes the library's defaults; an unset clip is left to the caller's
 /// selection.
-fn config(args: &TrainArgs, m: Method, lambda: f64, n: usize, seed_policy: SeedPolicy) -> PyResult<TrainParams> {
+fn config(
+    args: &TrainArgs,
+    m: Method,
+    lambda: f64,
+    n: usize,
+    seed_policy: SeedPolicy,
+) -> PyResult<TrainParams> {
     use privpred_linear::settings::{ClipChoice, MethodSettings};
     let privacy = args.privacy.ok_or_else(|| {
         PyValueError::new_err("invalid epsilon: private methods need epsilon > 0")
@@ -583,9 +589,8 @@ pub fn load(
         })
         .map_err(errors::release)?;
     let arg = ledger.map(crate::ledger::ledger_arg).transpose()?;
-    let answering =
-        privpred_answer::Answering::open(&path, released, arg.as_deref(), allow_seeded)
-            .map_err(answer_err)?;
+    let answering = privpred_answer::Answering::open(&path, released, arg.as_deref(), allow_seeded)
+        .map_err(answer_err)?;
     let m = answering.model.into_linear().ok_or_else(|| {
         PyValueError::new_err(format!(
             "invalid model {}: a ResNet model; the Python bindings load linear models",
@@ -634,6 +639,18 @@ fn poisoned<T>(_: T) -> PyErr {
 }
 
 impl NativeModel {
+    /// The durable ledger, opened on first use from the model file's account (the CLI's
+    /// default ledger beside the file, or the one given); `None` for a model without one.
+    fn durable_ledger(&self) -> PyResult<std::sync::MutexGuard<'_, Option<DurableLedger>>> {
+        let mut durable = self.durable.lock().map_err(poisoned)?;
+        if durable.is_none()
+            && let Some(account) = self.account.lock().map_err(poisoned)?.as_ref()
+        {
+            *durable = Some(DurableLedger::open(account, false)?);
+        }
+        Ok(durable)
+    }
+
     /// Opens the ledger of this model's account (`init`: create the record).
     fn open_durable(&self, py: Python<'_>, init: bool) -> PyResult<()> {
         let account = self.account.lock().map_err(poisoned)?.clone();
@@ -714,13 +731,7 @@ impl NativeModel {
                 .map_err(answer_err)?;
         }
         {
-            let mut durable = self.durable.lock().map_err(poisoned)?;
-            if durable.is_none()
-                && let Some(account) = self.account.lock().map_err(poisoned)?.as_ref()
-            {
-                // the model file's ledger (the CLI's default beside it, or the one given)
-                *durable = Some(DurableLedger::open(account, false)?);
-            }
+            let durable = self.durable_ledger()?;
             if let Some(l) = durable.as_ref() {
                 return self.durable_answers(p, l, &ds);
             }
@@ -858,12 +869,7 @@ impl NativeModel {
 
     /// (B or None for unlimited, answers spent from the in-memory ledger).
     fn budget_state(&self) -> PyResult<(Option<u64>, u64)> {
-        if let Some(l) = self
-            .durable
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?
-            .as_ref()
-        {
+        if let Some(l) = self.durable_ledger()?.as_ref() {
             let st = l.state()?;
             return Ok((Some(st.total), st.spent));
         }
@@ -939,22 +945,8 @@ impl NativeModel {
         ledger: Option<&str>,
         signing_key: Option<PathBuf>,
     ) -> PyResult<()> {
-        let durable = self
-            .durable
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("budget ledger poisoned"))?
-            .is_some();
-        let (total, spent) = self.budget_state()?;
-        if total.is_some() && spent > 0 && !durable {
-            return Err(PyRuntimeError::new_err(format!(
-                "this model already released {spent} of its {} answers from the in-memory ledger; saving it for `privpred serve` would start a fresh ledger with the whole budget and overspend the guarantee",
-                total.unwrap_or(0)
-            )));
-        }
-        if durable && ledger.is_some() {
-            return Err(PyValueError::new_err(
-                "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
-            ));
+        if let Some(l) = ledger {
+            crate::ledger::ledger_arg(l)?; // a ledger the Python package cannot write: refused first
         }
         let spends = self.model.private().is_some_and(|p| p.spends_budget());
         if spends && let Some(f) = self.budget_file.lock().map_err(poisoned)?.as_ref() {
@@ -966,6 +958,24 @@ impl NativeModel {
                     path.display()
                 )));
             }
+        }
+        // a model with a durable ledger (open, or its file's account) spends nothing in memory
+        let durable = self.durable.lock().map_err(poisoned)?.is_some()
+            || self.account.lock().map_err(poisoned)?.is_some();
+        let (total, spent) = match durable {
+            true => (None, 0),
+            false => self.budget_state()?,
+        };
+        if total.is_some() && spent > 0 && !durable {
+            return Err(PyRuntimeError::new_err(format!(
+                "this model already released {spent} of its {} answers from the in-memory ledger; saving it for `privpred serve` would start a fresh ledger with the whole budget and overspend the guarantee",
+                total.unwrap_or(0)
+            )));
+        }
+        if durable && ledger.is_some() {
+            return Err(PyValueError::new_err(
+                "invalid ledger: this model already answers through a durable ledger; a second record would double its budget",
+            ));
         }
         let id = {
             let mut g = self

@@ -48,7 +48,7 @@ def test_binary_false_keeps_the_softmax_and_its_noise_is_larger(cancer):
 def test_prediction_sensitivity_answers_on_one_score(cancer):
     X, y = cancer
     est = PLR(classes="observed", method="prediction-sensitivity", epsilon=10.0, lam=0.01, budget=50, binary=True,
-              random_state=1)
+              random_state=1, allow_seeded=True)
     est.fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "logistic"
     assert est.predict(X[:20]).shape == (20,)

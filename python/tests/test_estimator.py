@@ -114,12 +114,15 @@ def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_pa
     est.save(p)
     with pytest.raises(RuntimeError, match="answers only through"):
         est.predict(Xte[:3])
-    est.save(tmp_path / "again.safetensors")  # the same identity, not a second budget
+    # a second file would be a second default ledger and mark: refused, not a second budget
+    with pytest.raises(RuntimeError, match="second budget"):
+        est.save(tmp_path / "again.safetensors")
+    assert not (tmp_path / "again.safetensors").exists()
+    est.save(p)  # the same file: the same identity
 
     def ledger_id(path):
         return envelope(path)[0]["ledger_id"]
 
-    assert ledger_id(p) == ledger_id(tmp_path / "again.safetensors")
     assert len(ledger_id(p)) == 32
 
 

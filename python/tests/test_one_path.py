@@ -83,7 +83,7 @@ def test_python_and_predict_and_serve_spend_one_ledger_record(tmp_path, digits):
     c, _, err = _predict(model, tmp_path, Xte[7:8])
     assert c == 2 and "budget exhausted" in err, err
     recs = _records(model)
-    assert len(recs) == 1 and recs[0]["spent"] == B and recs[0]["budget"] == B, recs
+    assert len(recs) == 1 and recs[0]["spent"] == B and recs[0]["total"] == B, recs
 
 
 def test_an_older_backup_is_refused_by_python_and_pythons_answers_raise_the_mark(tmp_path, digits):

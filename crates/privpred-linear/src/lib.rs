@@ -30,8 +30,8 @@ pub mod model;
 pub mod params;
 pub mod precond;
 pub mod rederive;
-mod shim;
 pub mod settings;
+mod shim;
 pub mod train;
 
 pub use error::{LinearError, Result};

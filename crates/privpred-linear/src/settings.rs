@@ -148,7 +148,13 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(given.params(0.5, 1000).check().unwrap().teachers(), 7);
-        assert_eq!(default_teachers(Neighbours::AddRemove, 1000), defaults::LINEAR_TEACHERS);
-        assert_eq!(default_clip(Neighbours::AddRemove), defaults::LINEAR_DPSGD_CLIP);
+        assert_eq!(
+            default_teachers(Neighbours::AddRemove, 1000),
+            defaults::LINEAR_TEACHERS
+        );
+        assert_eq!(
+            default_clip(Neighbours::AddRemove),
+            defaults::LINEAR_DPSGD_CLIP
+        );
     }
 }

@@ -48,12 +48,18 @@ fn the_default_ledger_and_mark_sit_beside_the_model_file() {
 fn a_budget_without_a_ledger_id_is_refused() {
     for id in [None, Some("")] {
         let e = BudgetIdentity::of(Path::new("m"), id, 5).unwrap_err();
-        assert!(e.is_config() && e.to_string().contains("no ledger id"), "{e}");
+        assert!(
+            e.is_config() && e.to_string().contains("no ledger id"),
+            "{e}"
+        );
     }
     let i = BudgetIdentity::of(Path::new("m"), Some("abc"), 5).unwrap();
     assert_eq!(i.keys(&rows(0, 2)).len(), 2);
     // keyed by the ledger id and the row only: the same for every front end
-    assert_eq!(i.keys(&rows(0, 1))[0], answer_key("abc", None, &rows(0, 1)[0]));
+    assert_eq!(
+        i.keys(&rows(0, 1))[0],
+        answer_key("abc", None, &rows(0, 1)[0])
+    );
 }
 
 #[test]
@@ -62,7 +68,9 @@ fn one_shot_and_long_lived_users_spend_one_record_at_most_b() {
     let acc = account(dir.path(), 5);
     // missing ledger without init: refused, nothing created
     assert!(acc.spend_once(&rows(0, 1), fresh(1), false).is_err());
-    assert!(answered(&acc.spend_once(&rows(0, 2), fresh(2), true).unwrap()));
+    assert!(answered(
+        &acc.spend_once(&rows(0, 2), fresh(2), true).unwrap()
+    ));
     {
         let s = acc.session(false).unwrap();
         assert_eq!(s.state().unwrap().spent, 2);
@@ -74,33 +82,47 @@ fn one_shot_and_long_lived_users_spend_one_record_at_most_b() {
         acc.spend_once(&rows(10, 2), fresh(2), false).unwrap(),
         SpendOutcome::Exhausted { needed: 2, .. }
     ));
-    assert!(answered(&acc.spend_once(&rows(10, 1), fresh(1), false).unwrap()));
+    assert!(answered(
+        &acc.spend_once(&rows(10, 1), fresh(1), false).unwrap()
+    ));
     let s = acc.session(false).unwrap();
     assert!(!answered(&s.spend(&rows(20, 1), fresh(1)).unwrap()));
     assert_eq!(s.state().unwrap(), BudgetState { total: 5, spent: 5 });
     let mark = acc.mark.as_ref().unwrap();
-    assert_eq!(mark.read("lid-1").unwrap(), 5, "every spend raised the mark");
+    assert_eq!(
+        mark.read("lid-1").unwrap(),
+        5,
+        "every spend raised the mark"
+    );
 }
 
 #[test]
 fn a_ledger_below_the_mark_is_refused_by_every_user() {
     let dir = tempfile::tempdir().unwrap();
     let acc = account(dir.path(), 5);
-    assert!(answered(&acc.spend_once(&rows(0, 3), fresh(3), true).unwrap()));
+    assert!(answered(
+        &acc.spend_once(&rows(0, 3), fresh(3), true).unwrap()
+    ));
     // a second, fresh ledger for the same model (`--init-ledger` on another file)
     let other = Account {
         ledger: LedgerSpec::Sqlite(dir.path().join("other.sqlite")),
         ..acc.clone()
     };
     let e = other.spend_once(&rows(5, 1), fresh(1), true).unwrap_err();
-    assert!(e.is_config() && e.to_string().contains("3 were already released"), "{e}");
+    assert!(
+        e.is_config() && e.to_string().contains("3 were already released"),
+        "{e}"
+    );
     // whatever record that attempt left, no user can spend it
     for init in [false, true] {
         assert!(other.session(init).is_err());
         assert!(other.spend_once(&rows(5, 1), fresh(1), init).is_err());
     }
     // the ledger replaced by an older copy (here: re-created empty)
-    for f in ["m.safetensors.ledger.sqlite", "m.safetensors.ledger.sqlite-wal"] {
+    for f in [
+        "m.safetensors.ledger.sqlite",
+        "m.safetensors.ledger.sqlite-wal",
+    ] {
         let _ = std::fs::remove_file(dir.path().join(f));
     }
     assert!(acc.session(true).is_err());

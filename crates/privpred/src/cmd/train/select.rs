@@ -42,9 +42,10 @@ pub(super) fn teachers_arg(args: &Args, n: usize) -> usize {
 /// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
 /// add-remove neighbours, as the other sizes).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
-    args.clip.unwrap_or(ValueOrCv::Value(
-        privpred_linear::settings::default_clip(args.neighbours),
-    ))
+    args.clip
+        .unwrap_or(ValueOrCv::Value(privpred_linear::settings::default_clip(
+            args.neighbours,
+        )))
 }
 
 /// The cross-validation record of the artifact and the summary.
