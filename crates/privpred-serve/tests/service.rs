@@ -2,6 +2,7 @@
 //! ledgers. PostgreSQL variants run when `PRIVPRED_TEST_POSTGRES` holds a libpq connection
 //! string (CI sets it); otherwise they print a skip note and pass.
 
+use privpred_answer::LedgerSpec;
 use privpred_answer::ledger::admin;
 use privpred_core::Method;
 use privpred_serve::client::Client;
