@@ -702,8 +702,8 @@ pub mod blocking {
     }
 
     /// Opens the ledger with `opts`, decides and records one request, and closes the ledger
-    /// (an SQLite ledger is checkpointed into its main file; when another process's
-    /// connection blocks the checkpoint, that process's own close does it). The answers of an `Answered` outcome were
+    /// (an SQLite ledger is checkpointed into its main file, waiting its turn while other
+    /// processes' connections block the checkpoint). The answers of an `Answered` outcome were
     /// committed (and the spend mark raised) before this returns. For a command that answers
     /// once and exits (`privpred predict`).
     pub fn spend_once(
@@ -716,10 +716,11 @@ pub mod blocking {
         rt()?.block_on(async {
             let l = Ledger::open_with(spec, model_id, total, opts).await?;
             let out = l.spend(req).await?;
-            // Closed before returning: an SQLite ledger is checkpointed, so that its file
-            // alone (without the -wal file) holds this spend when the process exits. A
-            // checkpoint that another process's connection blocks is left to that process
-            // (the last connection to close checkpoints); the spend is committed either way.
+            // Closed before returning: an SQLite ledger is checkpointed (retried while other
+            // connections block it), so that its file alone (without the -wal file) holds
+            // this spend when the process exits. The spend is committed either way: a
+            // checkpoint still blocked after the close's bounded wait leaves it in the -wal
+            // file, where every open of the ledger reads it.
             let _ = l.close().await;
             Ok(out)
         })
