@@ -685,11 +685,12 @@ pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
 mod tests {
     use super::*;
 
-    /// A checkpoint that another connection blocks (a read of the snapshot before this
-    /// connection's write) fails at once, and the checkpoint at close waits until that reader
-    /// is done: the main file alone then holds the write.
+    /// Another connection's checkpoint holds the checkpoint lock while it waits for a reader
+    /// of an older snapshot: a checkpoint of this connection then fails at once (whatever its
+    /// busy timeout), and the checkpoint at close waits its turn instead, returning only once
+    /// the main file alone holds this connection's write.
     #[test]
-    fn the_close_checkpoint_waits_for_a_connection_that_blocks_it() {
+    fn the_close_checkpoint_waits_its_turn_behind_another_checkpointer() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("l.sqlite");
         let conn = open(&path, true).unwrap();
@@ -703,15 +704,24 @@ mod tests {
             .unwrap();
         assert_eq!(seen, 1);
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
-        conn.busy_timeout(Duration::from_millis(20)).unwrap();
+        // another process's close: its checkpoint waits for the reader, holding the lock
+        let other_path = path.clone();
+        let other = std::thread::spawn(move || {
+            let c = open(&other_path, false).unwrap();
+            let _ = checkpoint_once(&c);
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
         let e = checkpoint(&conn, &path).unwrap_err().to_string();
         assert!(e.contains("another connection"), "{e}");
-        let done = std::thread::spawn(move || {
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        let release = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             reader.execute_batch("COMMIT").unwrap();
         });
         checkpoint_at_close(&conn, &path).unwrap();
-        done.join().unwrap();
+        release.join().unwrap();
+        other.join().unwrap();
         let copy = dir.path().join("copy.sqlite");
         std::fs::copy(&path, &copy).unwrap();
         let n: i64 = Connection::open(&copy)
