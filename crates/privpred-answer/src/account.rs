@@ -139,8 +139,10 @@ impl Account {
 
     /// For a command that answers once and exits: opens the ledger (answer store on),
     /// decides and records the answers `fresh` to the preprocessed `rows` in one transaction,
-    /// and closes it (an SQLite ledger is checkpointed into its main file; a checkpoint that
-    /// another process's connection blocks is left to that process). The answers of an
+    /// and closes it (an SQLite ledger is checkpointed into its main file, waiting its turn
+    /// for up to 30 s while other processes' connections block the checkpoint; the spend is
+    /// committed either way, and a checkpoint still blocked after that wait leaves it in the
+    /// -wal file, where every open of the ledger reads it). The answers of an
     /// `Answered` outcome were committed, and the mark raised, before this returns.
     pub fn spend_once(
         &self,

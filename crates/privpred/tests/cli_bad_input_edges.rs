@@ -462,6 +462,73 @@ fn the_ledger_file_alone_holds_every_answer_once_predict_exits() {
     }
 }
 
+/// Several `predict` processes answering at once on one ledger: once they have all exited,
+/// the ledger file alone (a plain copy without its -wal file) holds every answer of every
+/// one of them, round after round (each process's close waits its turn for the checkpoint
+/// that the others' connections block).
+#[test]
+fn the_ledger_file_alone_holds_every_answer_once_concurrent_predicts_exit() {
+    let d = tempfile::tempdir().unwrap();
+    let ds = pixel_set(d.path(), 90, 3, true);
+    let m = s(&d.path().join("ps.safetensors"));
+    ok(&[
+        "train",
+        "prediction-sensitivity",
+        "--dataset",
+        &ds,
+        "--classes",
+        "3",
+        "--epsilon",
+        "1",
+        "--budget",
+        "100",
+        "--out",
+        &m,
+    ]);
+    let query = |i: usize| {
+        let q = d.path().join(format!("q{i}.csv"));
+        std::fs::write(&q, format!("{},{},{}\n", i, 2 * i + 1, 150)).unwrap();
+        s(&q)
+    };
+    ok(&[
+        "predict",
+        "--model",
+        &m,
+        "--input",
+        &query(0),
+        "--init-ledger",
+    ]);
+    let (rounds, per_round) = (3, 8);
+    for round in 0..rounds {
+        let children: Vec<_> = (0..per_round)
+            .map(|k| {
+                common::bin()
+                    .args(["predict", "--model", &m, "--input"])
+                    .arg(query(1 + round * per_round + k))
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        let copy = d.path().join(format!("copy{round}.sqlite"));
+        std::fs::copy(format!("{m}.ledger.sqlite"), &copy).unwrap();
+        let c = rusqlite::Connection::open(&copy).unwrap();
+        let spent: i64 = c
+            .query_row("SELECT spent FROM privpred_budget", [], |r| r.get(0))
+            .unwrap();
+        let stored: i64 = c
+            .query_row("SELECT COUNT(*) FROM privpred_answers", [], |r| r.get(0))
+            .unwrap();
+        let want = (1 + (round + 1) * per_round) as i64;
+        assert_eq!((spent, stored), (want, want), "after round {round}");
+    }
+}
+
 #[test]
 fn a_table_models_query_file_is_bounded_while_it_is_read() {
     let d = tempfile::tempdir().unwrap();
@@ -582,4 +649,209 @@ fn messages_of_a_missing_cache_and_of_huge_bounds_name_what_is_wrong() {
     let (rc, _, err) = capture(&["data", "info", &ds, "--schema", &s(&huge), "--no-fetch"]);
     assert_eq!(rc, 2, "{err}");
     assert!(err.contains("-1.7e308") && err.len() < 600, "{err}");
+}
+
+/// A null in a Parquet file (an OPTIONAL column) is a missing value of its column, named with
+/// its row, not a parse error of the reader's own types.
+#[test]
+fn a_null_parquet_cell_is_a_missing_value_named_by_its_column() {
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let (_, schema) = table(d.path());
+    let p = d.path().join("t.parquet");
+    let message = "message t { OPTIONAL DOUBLE a; OPTIONAL DOUBLE b; OPTIONAL DOUBLE c; REQUIRED BYTE_ARRAY label (UTF8); }";
+    let f = std::fs::File::create(&p).unwrap();
+    let mut w = parquet::file::writer::SerializedFileWriter::new(
+        f,
+        Arc::new(parquet::schema::parser::parse_message_type(message).unwrap()),
+        Arc::new(parquet::file::properties::WriterProperties::builder().build()),
+    )
+    .unwrap();
+    let mut rg = w.next_row_group().unwrap();
+    let n = 30;
+    for k in 0..4 {
+        let mut col = rg.next_column().unwrap().unwrap();
+        if k < 3 {
+            // row 7 of column b is null
+            let def: Vec<i16> = (0..n).map(|i| i16::from(!(k == 1 && i == 7))).collect();
+            let v: Vec<f64> = (0..n)
+                .filter(|&i| def[i] == 1)
+                .map(|i| ((i * 7 + k) % 40) as f64)
+                .collect();
+            col.typed::<DoubleType>()
+                .write_batch(&v, Some(&def), None)
+                .unwrap();
+        } else {
+            let v: Vec<ByteArray> = (0..n)
+                .map(|i| ByteArray::from((i % 3).to_string().as_str()))
+                .collect();
+            col.typed::<ByteArrayType>()
+                .write_batch(&v, None, None)
+                .unwrap();
+        }
+        col.close().unwrap();
+    }
+    rg.close().unwrap();
+    w.close().unwrap();
+    let m = d.path().join("m.safetensors");
+    let (rc, _, err) = capture(&[
+        "train",
+        "non-private",
+        "--dataset",
+        &format!("parquet:{}", s(&p)),
+        "--schema",
+        &schema(r#"["0", "1", "2"]"#),
+        "--out",
+        &s(&m),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("column `b`: missing value") && err.contains('8'),
+        "{err}"
+    );
+    assert!(
+        !err.contains("untagged") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(!m.exists());
+}
+
+/// With HOME unset (not only empty) and no other place to look, the message says that nothing
+/// was searched and why; `data fetch` over a cache entry that is a file replaces it and leaves
+/// nothing beside it (no `wine.old-PID`).
+#[test]
+fn home_unset_and_a_file_in_the_cache_entrys_place() {
+    let d = tempfile::tempdir().unwrap();
+    let o = common::bin()
+        .args(["data", "info", "mnist", "--no-fetch"])
+        .env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("PRIVPRED_DATA_DIR")
+        .output()
+        .unwrap();
+    let (rc, _, err) = common::outcome(&o);
+    assert_eq!(rc, 2, "{err}");
+    assert!(
+        err.contains("searched nowhere") && err.contains("HOME"),
+        "{err}"
+    );
+    assert!(!err.contains("(searched )"), "{err}");
+    // a file where wine's cache directory belongs; fetched from a copy of the pinned table
+    let Some(source) = privpred_data::read::candidate_dirs(
+        "wine",
+        &privpred_data::LoadOptions {
+            fetch: false,
+            ..Default::default()
+        },
+    )
+    .into_iter()
+    .map(|(dir, _)| dir.join("wine_data.csv"))
+    .find(|p| p.is_file()) else {
+        privpred_data::testdata::or_skip(
+            None::<PathBuf>,
+            "cli_bad_input_edges::home_unset_and_a_file_in_the_cache_entrys_place",
+            "the wine table (`privpred data fetch wine`)",
+        );
+        return;
+    };
+    let home = d.path().join("home");
+    let cache = home.join(".cache/privpred");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("wine"), "x").unwrap();
+    let env = [
+        ("HOME", s(&home)),
+        ("XDG_CACHE_HOME", String::new()),
+        ("PRIVPRED_DATA_DIR", String::new()),
+    ];
+    let (rc, _, err) = capture_env(&["data", "fetch", "wine", "--from", &s(&source)], &env);
+    assert_eq!(rc, 0, "{err}");
+    assert!(cache.join("wine/wine_data.csv").is_file());
+    let left: Vec<String> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["wine"], "left beside the cache entry: {left:?}");
+    let (rc, _, err) = capture_env(&["data", "info", "wine", "--no-fetch"], &env);
+    assert_eq!(rc, 0, "{err}");
+}
+
+/// A schema with `"header": true` on a named table (wine, breast-cancer, fair) whose next line
+/// is a data row, not its column names: `train` refuses it (exit 2, naming line 2 and the
+/// mismatch) rather than drop that row unseen; the table's own schema (`"header": false`)
+/// trains on every row. Skipped per table (one `privpred-test-skip:` line) when it is absent.
+#[test]
+fn a_header_row_on_a_named_table_is_checked_through_the_cli() {
+    let opts = privpred_data::LoadOptions {
+        fetch: false,
+        ..Default::default()
+    };
+    let d = tempfile::tempdir().unwrap();
+    for (name, file, rows) in [
+        ("wine", "wine_data.csv", 178),
+        ("breast-cancer", "breast_cancer.csv", 569),
+        ("fair", "fair.csv", 6366),
+    ] {
+        let found = privpred_data::read::candidate_dirs(name, &opts)
+            .into_iter()
+            .map(|(dir, _)| dir.join(file))
+            .find(|p| p.is_file());
+        let test = format!(
+            "cli_bad_input_edges::a_header_row_on_a_named_table_is_checked_through_the_cli ({name})"
+        );
+        if privpred_data::testdata::or_skip(
+            found,
+            &test,
+            &format!("the {name} table (`privpred data fetch {name}`)"),
+        )
+        .is_none()
+        {
+            continue;
+        }
+        let own = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../../examples/{name}.schema.json"));
+        let text = std::fs::read_to_string(&own).unwrap();
+        assert!(text.contains("\"header\": false"), "{name}");
+        let with_header = d.path().join(format!("{name}.json"));
+        std::fs::write(
+            &with_header,
+            text.replacen("\"header\": false", "\"header\": true", 1),
+        )
+        .unwrap();
+        let m = d.path().join(format!("{name}.safetensors"));
+        let train = |schema: &Path| {
+            capture(&[
+                "train",
+                "non-private",
+                "--dataset",
+                name,
+                "--schema",
+                &s(schema),
+                "--lambda",
+                "0.01",
+                "--seed",
+                "0",
+                "--json",
+                "--out",
+                &s(&m),
+            ])
+        };
+        let (rc, _, err) = train(&with_header);
+        assert_eq!(rc, 2, "{name}: {err}");
+        assert!(
+            err.contains("line 2") && err.contains("header"),
+            "{name}: {err}"
+        );
+        assert!(!m.exists(), "{name}");
+        let (rc, out, err) = train(&own);
+        assert_eq!(rc, 0, "{name}: {err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        // the training split of every row (a seeded hold-out of round(N/5) rows is the test)
+        let n = j["n"].as_u64().unwrap() as usize;
+        assert_eq!(
+            n,
+            rows - (rows as f64 * 0.2).round() as usize,
+            "{name}: {n} of {rows}"
+        );
+    }
 }

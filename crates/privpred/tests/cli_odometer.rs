@@ -488,3 +488,116 @@ fn a_missing_odometer_or_limit_refuses_and_a_failed_fit_stays_charged() {
     assert_eq!(c, 2, "{e}");
     assert!(!e.contains("panicked"), "{e}");
 }
+
+/// A parameter the fit would refuse once it runs (a batch or teacher count above the rows it
+/// trains on, one that does not fit the private selection's parts, N̂ under replace-one, a
+/// zero epoch count) is refused before the odometer's reservation: exit 2 naming it, nothing
+/// written and nothing charged. A fit that runs is charged.
+#[test]
+fn a_bad_parameter_is_refused_before_the_reservation_and_not_charged() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = format!("csv-pixels:{}", toy_csv(dir.path(), 300).display());
+    let odo = dir.path().join("odo.sqlite");
+    let o = odo.to_str().unwrap();
+    ok(&[
+        "odometer",
+        "limit",
+        "--odometer",
+        o,
+        "--key",
+        "p",
+        "--epsilon",
+        "100",
+        "--delta",
+        "1e-3",
+    ]);
+    let spent = || -> Value {
+        let v: Value = serde_json::from_str(&ok(&[
+            "odometer",
+            "show",
+            "--odometer",
+            o,
+            "--key",
+            "p",
+            "--json",
+        ]))
+        .unwrap();
+        v["datasets"][0]["spent"].clone()
+    };
+    let dp: &[&str] = &["--epsilon", "1", "--delta", "1e-6", "--clip", "0.5"];
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "dp-sgd",
+            [dp, &["--batch-size", "100000"]].concat(),
+            "batch-size",
+        ),
+        ("dp-sgd", [dp, &["--epochs", "0"]].concat(), "epochs"),
+        (
+            "subsample-aggregate",
+            vec!["--epsilon", "1", "--budget", "10", "--teachers", "100000"],
+            "teachers",
+        ),
+        (
+            "loss-perturbation",
+            vec!["--epsilon", "1", "--public-n", "300"],
+            "public-n",
+        ),
+    ];
+    for (method, args, needle) in cases {
+        let mut a = args.clone();
+        a.extend_from_slice(&["--odometer-key", "p"]);
+        let (c, _, e, out) = train(dir.path(), o, &ds, "bad", method, &a);
+        assert_eq!(c, 2, "{method} {args:?}: {e}");
+        assert!(e.contains(needle), "{method} {args:?}: {e}");
+        assert!(!e.contains("charged"), "{method} {args:?}: {e}");
+        assert!(!out.exists());
+        assert_eq!(spent()["fits"], 0, "{method} {args:?} was charged");
+    }
+    // teachers that fit the training set but not the private selection's parts
+    let out = dir.path().join("sel.safetensors");
+    let (c, _, e) = capture(&[
+        "train",
+        "subsample-aggregate",
+        "--dataset",
+        &ds,
+        "--classes",
+        "3",
+        "--odometer",
+        o,
+        "--odometer-key",
+        "p",
+        "--epsilon",
+        "1",
+        "--budget",
+        "10",
+        "--teachers",
+        "200",
+        "--lambda",
+        "private",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(c, 2, "{e}");
+    assert!(
+        e.contains("teachers") && e.contains("private selection"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    assert_eq!(
+        spent()["fits"],
+        0,
+        "a refused private selection was charged"
+    );
+    // a fit that runs is charged
+    let (c, _, e, out) = train(
+        dir.path(),
+        o,
+        &ds,
+        "good",
+        "dp-sgd",
+        &[dp, &["--batch-size", "16", "--odometer-key", "p"]].concat(),
+    );
+    assert_eq!(c, 0, "{e}");
+    assert!(out.exists());
+    assert_eq!(spent()["fits"], 1);
+}

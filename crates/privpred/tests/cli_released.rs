@@ -534,3 +534,52 @@ fn a_class_filter_needs_add_remove() {
     );
     assert!(!out.exists());
 }
+
+/// `evaluate` and `compare` measure accuracies on the data without noise and outside the
+/// model's ledger: their output says it is not private, in the text, in the JSON
+/// (`output_private: false` with the notice) and in `compare`'s HTML report.
+#[test]
+fn evaluate_and_compare_mark_their_output_not_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("private.csv");
+    write_csv(&csv, false);
+    let ds = dataset(&csv);
+    let out = tmp.path().join("m.safetensors");
+    train(
+        "model-sensitivity",
+        &csv,
+        &out,
+        &["--epsilon", "1", "--lambda", "0.01"],
+    );
+    let m = out.to_str().unwrap();
+    let e: Value =
+        serde_json::from_str(&ok(&["evaluate", "--model", m, "--dataset", &ds, "--json"])).unwrap();
+    assert_eq!(e["output_private"], false, "{e}");
+    assert_eq!(e["valid_guarantee"], true, "{e}");
+    let notice = e["notice"].as_str().unwrap();
+    assert!(
+        notice.starts_with("not private") && notice.contains("not charged"),
+        "{e}"
+    );
+    let text = ok(&["evaluate", "--model", m, "--dataset", &ds]);
+    assert!(text.contains(notice), "{text}");
+
+    let j: Value = serde_json::from_str(&ok(&common::digits_compare("1", &["--json"]))).unwrap();
+    assert_eq!(j["output_private"], false, "{j}");
+    let notice = j["notice"].as_str().unwrap();
+    assert!(
+        notice.starts_with("not private") && notice.contains("outside any guarantee"),
+        "{j}"
+    );
+    let report = tmp.path().join("compare.html");
+    let text = ok(&common::digits_compare(
+        "1",
+        &["--report", report.to_str().unwrap()],
+    ));
+    assert!(text.starts_with(notice), "{text}");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("not private: every accuracy here is measured on the data set without noise"),
+        "the report does not say its accuracies are not private"
+    );
+}

@@ -11,7 +11,6 @@ use common::{assert_bad, capture, json, ok, serve_model};
 use privpred_serve::client::Client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 const SCHEMA: &str = r#"{"privpred_schema": 1, "header": true, "columns": [
  {"name": "age", "type": "numeric", "min": 0, "max": 120, "out_of_bounds": "clip"},
@@ -20,9 +19,9 @@ const SCHEMA: &str = r#"{"privpred_schema": 1, "header": true, "columns": [
  {"name": "id", "type": "ignore"},
  {"name": "outcome", "type": "label", "classes": ["no", "yes"]}]}"#;
 
-/// One row of the table: (age, colour, income, id, outcome). The outcome is linear in the
+/// One row of the table (see [`common::TableRow`]). The outcome is linear in the
 /// encoded features: `yes` when age/120 + 0.35·[colour = red] > 0.5.
-type Row = (f64, &'static str, f64, i64, &'static str);
+type Row = common::TableRow;
 
 fn rows(n: usize) -> Vec<Row> {
     let mut state = 12345u64;
@@ -44,71 +43,6 @@ fn rows(n: usize) -> Vec<Row> {
         .collect()
 }
 
-fn write_csv(path: &Path, rows: &[Row]) {
-    let mut s = String::from("age,colour,income,id,outcome\n");
-    for (a, c, inc, id, y) in rows {
-        s.push_str(&format!("{a},{c},{inc},{id},{y}\n"));
-    }
-    std::fs::write(path, s).unwrap();
-}
-
-/// The same table as a Parquet file (snappy-compressed, as pandas writes it).
-fn write_parquet(path: &Path, rows: &[Row]) {
-    use parquet::basic::Compression;
-    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
-    use parquet::file::properties::WriterProperties;
-    use parquet::file::writer::SerializedFileWriter;
-    let schema = Arc::new(
-        parquet::schema::parser::parse_message_type(
-            "message t { REQUIRED DOUBLE age; REQUIRED BYTE_ARRAY colour (UTF8); REQUIRED DOUBLE income; REQUIRED INT64 id; REQUIRED BYTE_ARRAY outcome (UTF8); }",
-        )
-        .unwrap(),
-    );
-    let props = Arc::new(
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .build(),
-    );
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = SerializedFileWriter::new(f, schema, props).unwrap();
-    let mut rg = w.next_row_group().unwrap();
-    let text = |v: Vec<&str>| -> Vec<ByteArray> { v.into_iter().map(ByteArray::from).collect() };
-    let mut k = 0;
-    while let Some(mut col) = rg.next_column().unwrap() {
-        match k {
-            0 | 2 => {
-                let v: Vec<f64> = rows
-                    .iter()
-                    .map(|r| if k == 0 { r.0 } else { r.2 })
-                    .collect();
-                col.typed::<DoubleType>()
-                    .write_batch(&v, None, None)
-                    .unwrap();
-            }
-            3 => {
-                let v: Vec<i64> = rows.iter().map(|r| r.3).collect();
-                col.typed::<Int64Type>()
-                    .write_batch(&v, None, None)
-                    .unwrap();
-            }
-            _ => {
-                let v = text(
-                    rows.iter()
-                        .map(|r| if k == 1 { r.1 } else { r.4 })
-                        .collect(),
-                );
-                col.typed::<ByteArrayType>()
-                    .write_batch(&v, None, None)
-                    .unwrap();
-            }
-        }
-        col.close().unwrap();
-        k += 1;
-    }
-    rg.close().unwrap();
-    w.close().unwrap();
-}
-
 struct Table {
     _dir: tempfile::TempDir,
     dir: PathBuf,
@@ -122,8 +56,8 @@ fn table() -> Table {
     let dir = d.path().to_path_buf();
     let r = rows(400);
     let (csv, parquet, schema) = (dir.join("t.csv"), dir.join("t.parquet"), dir.join("s.json"));
-    write_csv(&csv, &r);
-    write_parquet(&parquet, &r);
+    common::write_table_csv(&csv, &r);
+    common::write_table_parquet(&parquet, &r);
     std::fs::write(&schema, SCHEMA).unwrap();
     Table {
         _dir: d,
@@ -424,7 +358,7 @@ fn out_of_bounds_values_are_clipped_to_the_bound() {
     let wide = t.dir.join("wide.csv");
     let mut r = rows(100);
     r[0].0 = 500.0;
-    write_csv(&wide, &r);
+    common::write_table_csv(&wide, &r);
     ok(&[
         "train",
         "non-private",

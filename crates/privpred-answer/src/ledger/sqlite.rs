@@ -206,16 +206,62 @@ fn init(
 /// `PRAGMA wal_checkpoint(TRUNCATE)`: moves every committed transaction from the -wal file
 /// into the main database file and truncates the -wal file.
 fn checkpoint(conn: &Connection, path: &Path) -> Result<()> {
-    let (busy, log, done): (i64, i64, i64) =
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?;
-    if busy != 0 || (log >= 0 && done < log) {
-        return Err(AnswerError::Ledger(format!(
-            "sqlite ledger {}: the checkpoint could not complete ({done} of {log} log frames copied; \
-             another connection holds the database)",
-            path.display()
-        )));
+    match checkpoint_once(conn)? {
+        None => Ok(()),
+        Some((done, log)) => Err(AnswerError::Ledger(format!(
+            "sqlite ledger {}: the checkpoint could not complete ({}another connection holds the database)",
+            path.display(),
+            if log >= 0 {
+                format!("{done} of {log} log frames copied; ")
+            } else {
+                String::new()
+            }
+        ))),
+    }
+}
+
+/// One `PRAGMA wal_checkpoint(TRUNCATE)`: `None` when it completed, or the frames copied and
+/// the frames in the log when another connection blocked it (another process checkpointing
+/// the same file, or reading an older snapshot of it).
+fn checkpoint_once(conn: &Connection) -> Result<Option<(i64, i64)>> {
+    let row = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    });
+    match row {
+        Ok((busy, log, done)) if busy != 0 || (log >= 0 && done < log) => Ok(Some((done, log))),
+        Ok(_) => Ok(None),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            Ok(Some((-1, -1)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// How long closing a ledger retries a checkpoint that other connections block.
+const CLOSE_CHECKPOINT_WAIT: Duration = Duration::from_secs(30);
+
+/// The checkpoint at close: [`checkpoint`], retried while other connections block it (several
+/// `predict` processes closing the same ledger at once take turns), for at most
+/// [`CLOSE_CHECKPOINT_WAIT`]. When it returns `Ok`, the main file alone holds every
+/// transaction this connection committed.
+fn checkpoint_at_close(conn: &Connection, path: &Path) -> Result<()> {
+    let deadline = std::time::Instant::now() + CLOSE_CHECKPOINT_WAIT;
+    let mut pause = Duration::from_millis(1);
+    while checkpoint_once(conn)?.is_some() {
+        if std::time::Instant::now() >= deadline {
+            return checkpoint(conn, path);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
     Ok(())
 }
@@ -385,7 +431,7 @@ fn run_group(
         Some(reply) => {
             let r = identity
                 .verify()
-                .and_then(|_| checkpoint(conn, &identity.path));
+                .and_then(|_| checkpoint_at_close(conn, &identity.path));
             let _ = reply.send(r);
             true
         }
@@ -634,4 +680,55 @@ pub(super) fn backup(path: &Path, out: &Path) -> Result<usize> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another connection's checkpoint holds the checkpoint lock while it waits for a reader
+    /// of an older snapshot: a checkpoint of this connection then fails at once (whatever its
+    /// busy timeout), and the checkpoint at close waits its turn instead, returning only once
+    /// the main file alone holds this connection's write.
+    #[test]
+    fn the_close_checkpoint_waits_its_turn_behind_another_checkpointer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite");
+        let conn = open(&path, true).unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
+            .unwrap();
+        checkpoint(&conn, &path).unwrap();
+        let reader = open(&path, false).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let seen: i64 = reader
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(seen, 1);
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        // another process's close: its checkpoint waits for the reader, holding the lock
+        let other_path = path.clone();
+        let other = std::thread::spawn(move || {
+            let c = open(&other_path, false).unwrap();
+            let _ = checkpoint_once(&c);
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        let e = checkpoint(&conn, &path).unwrap_err().to_string();
+        assert!(e.contains("another connection"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            reader.execute_batch("COMMIT").unwrap();
+        });
+        checkpoint_at_close(&conn, &path).unwrap();
+        release.join().unwrap();
+        other.join().unwrap();
+        let copy = dir.path().join("copy.sqlite");
+        std::fs::copy(&path, &copy).unwrap();
+        let n: i64 = Connection::open(&copy)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2, "the main file alone misses the write");
+    }
 }

@@ -71,7 +71,7 @@ pub use loss_perturbation::{
 pub use model_sensitivity::{ModelFit, ModelSensitivity, perturb_model};
 pub use prediction_sensitivity::{PredictionSensitivity, prediction_sensitivity_labels};
 pub use predictor::{Diagnostics, MethodParams, PredictorKind, PrivatePredictor, check_query};
-pub use private_split::{Knob, SplitSelection, private_split_select};
+pub use private_split::{Knob, SplitSelection, check_private_split, private_split_select};
 #[cfg(test)]
 pub(crate) use shared::shared_fits_built;
 pub use shared::{SharedFit, calibrate};

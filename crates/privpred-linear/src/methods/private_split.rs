@@ -101,6 +101,18 @@ fn check_fits_parts(cfg: &MethodConfig, plan: &SplitPlan, n: usize) -> Result<()
     Ok(())
 }
 
+/// Checks, before any work, that the private split selection of a grid of `candidates` values
+/// can run for `cfg` on `n` training rows: the guarantee's record covers it (not under
+/// add-remove), the rows cut into the parts, and DP-SGD's batch or the teacher count fits each
+/// part. Returns the parts' sizes (the release trains on `final_n` rows).
+pub fn check_private_split(cfg: &MethodConfig, n: usize, candidates: usize) -> Result<SplitPlan> {
+    // the guarantee's record refuses what the proof does not cover (add-remove)
+    privpred_core::Selection::derive(SelectionMethod::PrivateSplit, cfg.privacy, cfg.neighbours)?;
+    let plan = SplitPlan::new(n, candidates, SELECTION_FRACTION)?;
+    check_fits_parts(cfg, &plan, n)?;
+    Ok(plan)
+}
+
 /// Runs the private split selection of `knob` over `grid` for `cfg` on `train`
 /// ([`privpred_core::tuning`]): returns the chosen value and the final part, on which the
 /// caller trains the release with `cfg` (and [`SelectionMethod::PrivateSplit`]). The
@@ -112,10 +124,7 @@ pub fn private_split_select<R: Rng + ?Sized>(
     knob: Knob,
     rng: &mut R,
 ) -> Result<SplitSelection> {
-    // the guarantee's record refuses what the proof does not cover (add-remove) before any work
-    privpred_core::Selection::derive(SelectionMethod::PrivateSplit, cfg.privacy, cfg.neighbours)?;
-    let plan = SplitPlan::new(train.n, grid.len(), SELECTION_FRACTION)?;
-    check_fits_parts(cfg, &plan, train.n)?;
+    let plan = check_private_split(cfg, train.n, grid.len())?;
     let perm = permutation(train.n, rng.random());
     let holdout = train.subset(&perm[plan.holdout_range()]);
     let mut private_counts = Vec::with_capacity(grid.len());

@@ -625,6 +625,9 @@ fn train_linear(
     let data = load_linear_data(args, &plan, &mut rng)?;
     let resolved = with_loss(args, method, data.train.classes)?;
     let args = &resolved;
+    if args.odometer.is_some() {
+        check_fit_parameters(args, &plan, &data)?;
+    }
     let charge = reserve_fit(args, method, privacy, data.odometer_key.as_ref())?;
     let lbfgs = LbfgsOptions::default();
     let chosen = choose_lambda(args, &plan, &data, &lbfgs, &mut rng)?;

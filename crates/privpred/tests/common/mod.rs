@@ -428,3 +428,73 @@ pub fn bounded(args: &[&str], secs: u64) -> Option<(i32, String)> {
     let _ = c.wait();
     None
 }
+
+/// One row of the schema tables the table tests write: (age, colour, income, id, outcome),
+/// under the header `age,colour,income,id,outcome`.
+pub type TableRow = (f64, &'static str, f64, i64, &'static str);
+
+/// The table as CSV with its header line.
+pub fn write_table_csv(path: &Path, rows: &[TableRow]) {
+    let mut s = String::from("age,colour,income,id,outcome\n");
+    for (a, c, inc, id, y) in rows {
+        s.push_str(&format!("{a},{c},{inc},{id},{y}\n"));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// The table as a Parquet file (snappy-compressed, as pandas writes it).
+pub fn write_table_parquet(path: &Path, rows: &[TableRow]) {
+    use parquet::basic::Compression;
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    let schema = std::sync::Arc::new(
+        parquet::schema::parser::parse_message_type(
+            "message t { REQUIRED DOUBLE age; REQUIRED BYTE_ARRAY colour (UTF8); REQUIRED DOUBLE income; REQUIRED INT64 id; REQUIRED BYTE_ARRAY outcome (UTF8); }",
+        )
+        .unwrap(),
+    );
+    let props = std::sync::Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build(),
+    );
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = SerializedFileWriter::new(f, schema, props).unwrap();
+    let mut rg = w.next_row_group().unwrap();
+    let text = |v: Vec<&str>| -> Vec<ByteArray> { v.into_iter().map(ByteArray::from).collect() };
+    let mut k = 0;
+    while let Some(mut col) = rg.next_column().unwrap() {
+        match k {
+            0 | 2 => {
+                let v: Vec<f64> = rows
+                    .iter()
+                    .map(|r| if k == 0 { r.0 } else { r.2 })
+                    .collect();
+                col.typed::<DoubleType>()
+                    .write_batch(&v, None, None)
+                    .unwrap();
+            }
+            3 => {
+                let v: Vec<i64> = rows.iter().map(|r| r.3).collect();
+                col.typed::<Int64Type>()
+                    .write_batch(&v, None, None)
+                    .unwrap();
+            }
+            _ => {
+                let v = text(
+                    rows.iter()
+                        .map(|r| if k == 1 { r.1 } else { r.4 })
+                        .collect(),
+                );
+                col.typed::<ByteArrayType>()
+                    .write_batch(&v, None, None)
+                    .unwrap();
+            }
+        }
+        col.close().unwrap();
+        k += 1;
+    }
+    rg.close().unwrap();
+    w.close().unwrap();
+}

@@ -109,6 +109,91 @@ pub(super) fn private_split(
     })
 }
 
+/// The public rule's λ when `--lambda` is not given (replace-one only: under add/remove N is
+/// not public), from public quantities only.
+fn public_rule_lambda(
+    args: &Args,
+    plan: &LinearPlan,
+    data: &LinearData,
+) -> Option<privpred_core::public_rule::RuleValue> {
+    let (None, Some(m), privpred_core::Neighbours::ReplaceOne) =
+        (args.lambda, plan.method, args.neighbours)
+    else {
+        return None;
+    };
+    privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
+        method: m,
+        loss: args.loss.unwrap_or_default(),
+        classes: data.train.classes,
+        n: data.train.n,
+        dim: data.train.d,
+        epsilon: plan.privacy.expect("checked").epsilon(),
+        budget: plan.budget,
+    })
+}
+
+/// Checks every parameter the fit checks once it runs, before it runs (and before the
+/// odometer's reservation, so that a bad flag is refused without a charge): the method's
+/// values against the rows the release trains on (the private selection's final part when λ
+/// or the clip is selected privately, with the selection's own checks), and, when λ is known
+/// before the fit (a given value or the public rule), the calibration. A value selected later
+/// is checked with the default in its place.
+pub(super) fn check_fit_parameters(
+    args: &Args,
+    plan: &LinearPlan,
+    data: &LinearData,
+) -> anyhow::Result<()> {
+    let (Some(m), Some(privacy)) = (plan.method, plan.privacy) else {
+        return Ok(());
+    };
+    let n = data.train.n;
+    let known = match (public_rule_lambda(args, plan, data), lambda_arg(args)) {
+        (Some(r), _) => Some(r.value),
+        (None, ValueOrCv::Value(l)) => Some(l),
+        (None, _) if matches!(m, Method::DpSgd) => Some(0.0),
+        (None, _) => None,
+    };
+    let lambda = known.unwrap_or(PUBLIC_LAMBDA);
+    let selects_privately = match m {
+        Method::DpSgd => clip_arg(args) == ValueOrCv::Private,
+        _ => lambda_arg(args) == ValueOrCv::Private && known.is_none(),
+    };
+    let params = |rows: usize| {
+        let p = train_params(
+            args,
+            m,
+            privacy,
+            plan.budget,
+            (lambda, rows),
+            plan.seed_policy,
+        );
+        match clip_arg(args).value() {
+            Some(_) => p,
+            None => p.clip(defaults::LINEAR_DPSGD_CLIP),
+        }
+    };
+    let rows = if selects_privately {
+        // the selection's configuration: DP-SGD's sizes from all N rows, the others' teachers too
+        let cfg = params(n).check().map_err(lin)?;
+        let grid = if m == Method::DpSgd {
+            CLIP_GRID.len()
+        } else {
+            LAMBDA_GRID.len()
+        };
+        methods::check_private_split(&cfg, n, grid)
+            .map_err(lin)?
+            .final_n
+    } else {
+        n
+    };
+    let sizes = if m == Method::DpSgd { n } else { rows };
+    let cfg = params(sizes).check_for(rows).map_err(lin)?;
+    if known.is_some() || m == Method::SubsampleAggregate {
+        methods::calibrate(&cfg, rows, data.train.classes).map_err(lin)?;
+    }
+    Ok(())
+}
+
 /// λ: given (public), fixed by the method, selected privately (the private split) or by the
 /// paper's non-private hold-out selection (recorded as outside the guarantee).
 pub(super) fn choose_lambda(
@@ -118,28 +203,14 @@ pub(super) fn choose_lambda(
     lbfgs: &LbfgsOptions,
     rng: &mut PrivRng,
 ) -> anyhow::Result<Chosen> {
-    if let (None, Some(m), privpred_core::Neighbours::ReplaceOne) =
-        (args.lambda, plan.method, args.neighbours)
-    {
-        // the public rule, from public quantities only
-        let inputs = privpred_core::public_rule::PublicInputs {
-            method: m,
-            loss: args.loss.unwrap_or_default(),
-            classes: data.train.classes,
-            n: data.train.n,
-            dim: data.train.d,
-            epsilon: plan.privacy.expect("checked").epsilon(),
-            budget: plan.budget,
-        };
-        if let Some(r) = privpred_core::public_rule::lambda(&inputs) {
-            return Ok(Chosen {
-                value: r.value,
-                selection: SelectionMethod::PublicRule,
-                record: serde_json::Value::Null,
-                final_train: None,
-                formula: Some(r.formula),
-            });
-        }
+    if let Some(r) = public_rule_lambda(args, plan, data) {
+        return Ok(Chosen {
+            value: r.value,
+            selection: SelectionMethod::PublicRule,
+            record: serde_json::Value::Null,
+            final_train: None,
+            formula: Some(r.formula),
+        });
     }
     let arg = lambda_arg(args);
     let m = match (plan.method, arg) {
