@@ -391,10 +391,7 @@ fn train_impl(
                     .check()
                     .map_err(linear)?;
                 let clip = match args.select {
-                    None if args.neighbours == Neighbours::ReplaceOne => {
-                        privpred_core::public_rule::DPSGD_CLIP
-                    }
-                    None => privpred_core::defaults::LINEAR_DPSGD_CLIP,
+                    None => privpred_core::public_rule::DPSGD_CLIP,
                     Some(SelectionMethod::PrivateSplit) => {
                         let s = methods::private_split_select(
                             &sel_cfg,
@@ -481,22 +478,18 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
 
 /// The method parameters of the CLI's `train` for these arguments (checked by the caller
 /// with `TrainParams::check_for`; `clip` `None` is left to cross-validation).
-/// The public rule's λ ([`privpred_core::public_rule`]: from N, d, C, ε and B only) under
-/// replace-one neighbours, where N is public; `None` for the methods without λ and under
-/// add-remove (the fixed public default then).
+/// The public rule's λ ([`privpred_core::public_rule`]: from N, d, C, ε and B only), N being
+/// the public size (N̂ = `public_n` under add-remove); `None` for the methods without λ.
 fn public_rule_lambda(
     args: &TrainArgs,
     m: Method,
     train: &privpred_data::UnitBallDataset,
 ) -> Option<f64> {
-    if args.neighbours != Neighbours::ReplaceOne {
-        return None;
-    }
     let inputs = privpred_core::public_rule::PublicInputs {
         method: m,
         loss: args.loss,
         classes: train.classes,
-        n: train.n,
+        n: public_size(args, train.n)?,
         dim: train.d,
         epsilon: args.privacy?.epsilon(),
         budget: args.budget,
@@ -504,14 +497,18 @@ fn public_rule_lambda(
     privpred_core::public_rule::lambda(&inputs).map(|r| r.value)
 }
 
-/// The public rule's teacher count and DP-SGD batch size for N training rows under
-/// replace-one (the fixed defaults under add-remove, where N is not public).
+/// The public size the rule reads: N under replace-one, N̂ = `public_n` under add-remove
+/// (`None` only where the configuration check refuses the pair).
+fn public_size(args: &TrainArgs, n: usize) -> Option<privpred_core::public_rule::PublicN> {
+    privpred_core::public_rule::PublicN::new(args.neighbours, n, args.public_n)
+}
+
+/// The public rule's teacher count and DP-SGD batch size for the public size.
 fn size_defaults(args: &TrainArgs, n: usize) -> (usize, usize) {
     use privpred_core::{defaults, public_rule};
-    if args.neighbours == Neighbours::ReplaceOne {
-        (public_rule::teachers(n), public_rule::dpsgd_batch_size(n))
-    } else {
-        (defaults::LINEAR_TEACHERS, defaults::LINEAR_DPSGD_BATCH_SIZE)
+    match public_size(args, n) {
+        Some(n) => (public_rule::teachers(n), public_rule::dpsgd_batch_size(n)),
+        None => (defaults::LINEAR_TEACHERS, defaults::LINEAR_DPSGD_BATCH_SIZE),
     }
 }
 

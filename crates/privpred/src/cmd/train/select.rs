@@ -15,48 +15,41 @@ pub(super) fn lambda_arg(args: &Args) -> ValueOrCv {
     })
 }
 
-/// `--loss` when not given: the sigmoid (one output) for two classes with the methods that
-/// train it (model sensitivity, prediction sensitivity, loss perturbation, DP-SGD), the
-/// softmax otherwise.
-pub(super) fn default_loss(method: Option<Method>, classes: usize) -> privpred_core::Loss {
-    match method {
-        Some(
-            Method::ModelSensitivity
-            | Method::PredictionSensitivity
-            | Method::LossPerturbation
-            | Method::DpSgd,
-        ) if classes == 2 => privpred_core::Loss::Logistic,
-        _ => privpred_core::Loss::Softmax,
-    }
+/// The public training-set size the rule reads ([`privpred_core::public_rule::PublicN`]): the
+/// N training rows under replace-one, the declared `--public-n` N̂ under add-remove. `None`
+/// only where the method's configuration check refuses the pair (no N̂ under add-remove).
+pub(super) fn public_size(args: &Args, n: usize) -> Option<privpred_core::public_rule::PublicN> {
+    privpred_core::public_rule::PublicN::new(args.neighbours, n, args.public_n)
 }
 
-/// `--teachers` as given, or the public rule's T for N training rows
-/// ([`privpred_core::public_rule::teachers`]; the fixed default under add-remove, where N is
-/// not public).
+/// `--teachers` as given, or the public rule's T for the public size
+/// ([`privpred_core::public_rule::teachers`]; N, or N̂ under add-remove).
 pub(super) fn teachers_arg(args: &Args, n: usize) -> usize {
-    args.teachers.unwrap_or(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::teachers(n),
-        _ => defaults::LINEAR_TEACHERS,
+    args.teachers.unwrap_or_else(|| {
+        public_size(args, n).map_or(
+            defaults::LINEAR_TEACHERS,
+            privpred_core::public_rule::teachers,
+        )
     })
 }
 
-/// `--batch-size` as given, or the public rule's DP-SGD batch for N training rows
-/// ([`privpred_core::public_rule::dpsgd_batch_size`]; the fixed default under add-remove).
+/// `--batch-size` as given, or the public rule's DP-SGD batch for the public size
+/// ([`privpred_core::public_rule::dpsgd_batch_size`]; N, or N̂ under add-remove).
 pub(super) fn batch_size_arg(args: &Args, n: usize) -> usize {
-    args.batch_size.unwrap_or(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::dpsgd_batch_size(n),
-        _ => defaults::LINEAR_DPSGD_BATCH_SIZE,
+    args.batch_size.unwrap_or_else(|| {
+        public_size(args, n).map_or(
+            defaults::LINEAR_DPSGD_BATCH_SIZE,
+            privpred_core::public_rule::dpsgd_batch_size,
+        )
     })
 }
 
 /// `--clip` as given, or its default for linear DP-SGD: the public rule's
-/// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
-/// add-remove neighbours, as the other sizes).
+/// [`privpred_core::public_rule::DPSGD_CLIP`] (under either neighbouring relation: it reads
+/// no size).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
-    args.clip.unwrap_or(ValueOrCv::Value(match args.neighbours {
-        privpred_core::Neighbours::ReplaceOne => privpred_core::public_rule::DPSGD_CLIP,
-        _ => defaults::LINEAR_DPSGD_CLIP,
-    }))
+    args.clip
+        .unwrap_or(ValueOrCv::Value(privpred_core::public_rule::DPSGD_CLIP))
 }
 
 /// The cross-validation record of the artifact and the summary.
@@ -129,15 +122,13 @@ pub(super) fn choose_lambda(
     lbfgs: &LbfgsOptions,
     rng: &mut PrivRng,
 ) -> anyhow::Result<Chosen> {
-    if let (None, Some(m), privpred_core::Neighbours::ReplaceOne) =
-        (args.lambda, plan.method, args.neighbours)
-    {
-        // the public rule, from public quantities only
+    if let (None, Some(m), Some(n)) = (args.lambda, plan.method, public_size(args, data.train.n)) {
+        // the public rule, from public quantities only (N̂ in place of N under add-remove)
         let inputs = privpred_core::public_rule::PublicInputs {
             method: m,
             loss: args.loss.unwrap_or_default(),
             classes: data.train.classes,
-            n: data.train.n,
+            n,
             dim: data.train.d,
             epsilon: plan.privacy.expect("checked").epsilon(),
             budget: plan.budget,
