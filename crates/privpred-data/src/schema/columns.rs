@@ -44,6 +44,10 @@ impl ColumnValues<'_> {
 /// A column's cells encoded once each: the encoding (or its error) per distinct cell.
 type Encoded = Vec<std::result::Result<Vec<f64>, String>>;
 
+/// The encoded rows and, with labels, the class indices; or the first bad row and what is
+/// wrong.
+pub type EncodedColumns = std::result::Result<(Vec<f32>, Option<Vec<u32>>), (usize, String)>;
+
 impl Schema {
     /// The encoded rows (row-major, [`Schema::feature_dim`] values each) of a table given as
     /// its feature columns (every declared column but the label, in order), and the class
@@ -53,7 +57,7 @@ impl Schema {
         &self,
         columns: &[ColumnValues<'_>],
         labels: Option<ColumnValues<'_>>,
-    ) -> std::result::Result<(Vec<f32>, Option<Vec<u32>>), (usize, String)> {
+    ) -> EncodedColumns {
         let features: Vec<_> = self
             .columns
             .iter()
