@@ -30,10 +30,48 @@ const PYTHON_WORDS: &[(&str, &str)] = &[
     ("--init-ledger", "init_ledger=True"),
     ("--allow-invalid-guarantee", "allow_invalid_guarantee=True"),
     ("invalid sampling-rate", "invalid sample_rate"),
+    ("--lambda VALUE", "lam=VALUE"),
+    ("--clip VALUE", "clip=VALUE"),
+    ("--loss softmax", "loss=\"softmax\""),
+    ("--loss logistic", "loss=\"logistic\""),
+    ("--lambda", "lam"),
 ];
 
+/// The crates' argument names (`invalid NAME = VALUE: …`) whose Python parameter is spelt
+/// otherwise than NAME with `_` for `-`.
+const PYTHON_NAMES: &[(&str, &str)] = &[("lambda", "lam"), ("cv draws", "cv_draws")];
+
+/// `invalid NAME = …` with NAME as the Python parameter: [`PYTHON_NAMES`], or a kebab-case
+/// NAME (`batch-size`) in snake case (`batch_size`).
+fn python_names(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find("invalid ") {
+        let (head, tail) = rest.split_at(i + "invalid ".len());
+        out.push_str(head);
+        rest = tail;
+        let Some(eq) = rest.find(" =") else { continue };
+        let name = &rest[..eq];
+        if let Some((_, py)) = PYTHON_NAMES.iter().find(|(n, _)| *n == name) {
+            out.push_str(py);
+            rest = &rest[eq..];
+        } else if !name.is_empty()
+            && name.contains('-')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            out.push_str(&name.replace('-', "_"));
+            rest = &rest[eq..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A crate's message with the Python parameters named instead of the command-line flags:
-/// the known phrases of [`PYTHON_WORDS`], then any other `--flag-name` as `flag_name`.
+/// the known phrases of [`PYTHON_WORDS`], then any other `--flag-name` as `flag_name`, then
+/// the argument of `invalid NAME = VALUE` as its Python parameter ([`python_names`]).
 pub fn python_words(msg: &str) -> String {
     let mut s = msg.to_string();
     for (cli, py) in PYTHON_WORDS {
@@ -58,7 +96,7 @@ pub fn python_words(msg: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    python_names(&out)
 }
 
 /// A core (calibration, accounting) error.
@@ -102,7 +140,10 @@ pub fn release(e: privpred_release::ReleaseError) -> PyErr {
     }
 }
 
-/// A bad argument, worded as the crates word theirs: `invalid NAME = VALUE: EXPECTED`.
+/// A bad argument, worded as the crates word theirs: `invalid NAME = VALUE: EXPECTED`
+/// (NAME and the flags in EXPECTED as Python parameters).
 pub fn invalid(name: &str, value: impl std::fmt::Display, expected: &str) -> PyErr {
-    PyValueError::new_err(format!("invalid {name} = {value}: {expected}"))
+    PyValueError::new_err(python_words(&format!(
+        "invalid {name} = {value}: {expected}"
+    )))
 }

@@ -36,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::train, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
     m.add_function(wrap_pyfunction!(schema::encode_table, m)?)?;
+    m.add_function(wrap_pyfunction!(schema::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(schema::schema_check, m)?)?;
     m.add_function(wrap_pyfunction!(datasets::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate, m)?)?;

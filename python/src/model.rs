@@ -401,7 +401,7 @@ fn train_impl(
                     .check()
                     .map_err(linear)?;
                 let clip = match args.select {
-                    None => privpred_linear::settings::default_clip(args.neighbours),
+                    None => privpred_linear::settings::default_clip(),
                     Some(SelectionMethod::PrivateSplit) => {
                         let s = methods::private_split_select(
                             &sel_cfg,
@@ -491,22 +491,18 @@ fn private_diagnostics(model: &StoredModel, cv_record: &serde_json::Value) -> se
 
 /// The method parameters of the CLI's `train` for these arguments (checked by the caller
 /// with `TrainParams::check_for`; `clip` `None` is left to cross-validation).
-/// The public rule's λ ([`privpred_core::public_rule`]: from N, d, C, ε and B only) under
-/// replace-one neighbours, where N is public; `None` for the methods without λ and under
-/// add-remove (the fixed public default then).
+/// The public rule's λ ([`privpred_core::public_rule`]: from N, d, C, ε and B only), N being
+/// the public size (N̂ = `public_n` under add-remove); `None` for the methods without λ.
 fn public_rule_lambda(
     args: &TrainArgs,
     m: Method,
     train: &privpred_data::UnitBallDataset,
 ) -> Option<f64> {
-    if args.neighbours != Neighbours::ReplaceOne {
-        return None;
-    }
     let inputs = privpred_core::public_rule::PublicInputs {
         method: m,
         loss: args.loss,
         classes: train.classes,
-        n: train.n,
+        n: privpred_linear::settings::public_size(args.neighbours, train.n, args.public_n)?,
         dim: train.d,
         epsilon: args.privacy?.epsilon(),
         budget: args.budget,

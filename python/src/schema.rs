@@ -91,3 +91,57 @@ pub fn encode_table<'py>(
     let x = PyArray1::from_vec(py, features).reshape([n, d])?;
     Ok((x, classes.map(|y| PyArray1::from_vec(py, y))))
 }
+
+/// One column from Python: numbers (a float64 array, NaN missing) or its distinct text cells
+/// with each row's index into them (an int64 array, negative missing).
+#[derive(FromPyObject)]
+pub enum PyColumn<'py> {
+    /// Numbers.
+    Numbers(numpy::PyReadonlyArray1<'py, f64>),
+    /// Distinct cells and codes.
+    Coded(Vec<String>, numpy::PyReadonlyArray1<'py, i64>),
+}
+
+fn values<'a>(c: &'a PyColumn<'_>) -> PyResult<privpred_data::schema::ColumnValues<'a>> {
+    use privpred_data::schema::ColumnValues;
+    let contiguous = |_| PyValueError::new_err("invalid column: not a contiguous 1-D array");
+    Ok(match c {
+        PyColumn::Numbers(x) => ColumnValues::Numbers(x.as_slice().map_err(contiguous)?),
+        PyColumn::Coded(cells, codes) => ColumnValues::Coded {
+            cells,
+            codes: codes.as_slice().map_err(contiguous)?,
+        },
+    })
+}
+
+/// Maps a table given column by column through a schema (JSON text): the schema's feature
+/// columns in order (every column but the label) and, for training, the labels. The same
+/// encoding and messages as [`encode_table`], without a text cell per number.
+#[pyfunction]
+#[pyo3(signature = (schema, columns, labels=None))]
+pub fn encode_columns<'py>(
+    py: Python<'py>,
+    schema: &str,
+    columns: Vec<PyColumn<'py>>,
+    labels: Option<PyColumn<'py>>,
+) -> PyResult<Encoded<'py>> {
+    let s = parse(schema, "schema")?;
+    let cols = columns.iter().map(values).collect::<PyResult<Vec<_>>>()?;
+    let labels = labels.as_ref().map(values).transpose()?;
+    let (features, classes) = py
+        .detach(|| s.encode_columns(&cols, labels))
+        .map_err(|(i, e)| {
+            PyValueError::new_err(format!(
+                "row {i} of X: {e} (the schema does not match the data)"
+            ))
+        })?;
+    let d = s.feature_dim();
+    let n = features.len() / d.max(1);
+    if n == 0 {
+        return Err(PyValueError::new_err(
+            "empty table: X has no rows (at least one is needed)",
+        ));
+    }
+    let x = PyArray1::from_vec(py, features).reshape([n, d])?;
+    Ok((x, classes.map(|y| PyArray1::from_vec(py, y))))
+}

@@ -68,7 +68,7 @@ def test_a_rare_label_of_a_neighbour_changes_nothing_saved(tmp_path):
 
 def test_add_remove_needs_a_public_n_and_saves_nothing_of_the_exact_n(tmp_path):
     X, y = toy()
-    with pytest.raises(ValueError, match="public-n"):
+    with pytest.raises(ValueError, match="public_n"):
         PLR(method="loss-perturbation", epsilon=1.0, lam=1e-2, classes=["a", "b", "c"],
             neighbours="add-remove").fit(X, y)
     metas = []

@@ -16,12 +16,17 @@ def test_the_default_lambda_is_the_public_rule_and_costs_nothing(digits):
                               "composition": "none"}
     assert g["valid_guarantee"] is True
     assert 1e-6 <= g["assumptions"]["lambda"] <= 1
-    # under add-remove neighbours N is not public: the fixed public value (loss perturbation
-    # at a small epsilon, where its analysis holds: rho = 2LC/epsilon >= N lambda)
-    g = PLR(classes="observed", method="loss-perturbation", epsilon=0.1, neighbours="add-remove",
-            public_n=len(ytr)).fit(Xtr, ytr).guarantee_
-    assert g["selection"]["method"] == "public"
-    assert g["assumptions"]["lambda"] == 0.01
+    # under add-remove neighbours the exact N is private: the rule reads the declared N-hat, so
+    # another N-hat gives another lambda and the same N-hat the same one (loss perturbation at a
+    # small epsilon, where its analysis holds: rho = 2LC/epsilon >= N-hat lambda)
+    def ar(X, y, n_hat):
+        return PLR(classes="observed", method="loss-perturbation", epsilon=0.1,
+                   neighbours="add-remove", public_n=n_hat).fit(X, y).guarantee_
+    g = ar(Xtr, ytr, len(ytr))
+    assert g["selection"]["method"] == "public-rule"
+    assert g["selection"]["epsilon"] == 0.0
+    assert ar(Xtr[:-7], ytr[:-7], len(ytr))["assumptions"]["lambda"] == g["assumptions"]["lambda"]
+    assert ar(Xtr, ytr, 4 * len(ytr))["assumptions"]["lambda"] < g["assumptions"]["lambda"]
 
 
 def test_the_private_selection_is_inside_the_guarantee(digits):

@@ -1,6 +1,7 @@
 //! The public rule: λ, subsample-and-aggregate's teacher count T, DP-SGD's batch size and clip from
-//! public quantities only — the number of training examples N (public under replace-one
-//! neighbours, where N is the same on neighbouring data sets), the model's dimension d, the
+//! public quantities only — the public training-set size ([`PublicN`]: the exact N under
+//! replace-one neighbours, where N is the same on neighbouring data sets, and the declared N̂
+//! under add/remove, where the exact N differs between neighbours), the model's dimension d, the
 //! loss's output columns C, the target ε and the inference budget B. No row of the data is an
 //! input ([`PublicInputs`] holds every input there is), so the values are post-processing of
 //! nothing and cost no privacy: the guarantee's selection record is
@@ -33,7 +34,7 @@
 //!   gradients of norm at most 1 for the sigmoid and √2 for the softmax, so ν = 1 keeps
 //!   almost every gradient whole, while the noise's scale is σν either way.
 
-use crate::{Budget, Loss, Method};
+use crate::{Budget, Loss, Method, Neighbours};
 
 /// Smallest λ the rule gives.
 pub const LAMBDA_MIN: f64 = 1e-6;
@@ -54,6 +55,48 @@ pub const ROWS_PER_TEACHER: usize = 6;
 /// DP-SGD's clip ν by the rule.
 pub const DPSGD_CLIP: f64 = 1.0;
 
+/// The training-set size the rule may read: the exact N under replace-one neighbours (public
+/// there) or the declared N̂ under add/remove (where the exact N is private: D and D with one
+/// row added differ in it). Built only by [`PublicN::new`], so a caller cannot hand the rule
+/// the exact N under add/remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicN {
+    n: usize,
+    declared: bool,
+}
+
+impl PublicN {
+    /// The public size for `neighbours`: `n` (the exact training-set size) under replace-one,
+    /// `declared` (N̂) under add/remove. `None` under add/remove without N̂ ≥ 1, or under
+    /// replace-one with an N̂ (the method's configuration check refuses both, naming the
+    /// parameter).
+    pub fn new(neighbours: Neighbours, n: usize, declared: Option<usize>) -> Option<PublicN> {
+        match (neighbours, declared) {
+            (Neighbours::ReplaceOne, None) => Some(PublicN { n, declared: false }),
+            (Neighbours::AddRemove, Some(p)) if p >= 1 => Some(PublicN {
+                n: p,
+                declared: true,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The size.
+    pub fn get(self) -> usize {
+        self.n
+    }
+
+    /// Whether it is the declared N̂ (add/remove) rather than the exact N (replace-one).
+    pub fn is_declared(self) -> bool {
+        self.declared
+    }
+
+    /// Its symbol in a formula: `N` or `N̂`.
+    fn symbol(self) -> &'static str {
+        if self.declared { "N̂" } else { "N" }
+    }
+}
+
 /// Every input of the rule: public quantities only.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PublicInputs {
@@ -63,8 +106,8 @@ pub struct PublicInputs {
     pub loss: Loss,
     /// The number of classes.
     pub classes: usize,
-    /// N: training examples the method is fitted on (public under replace-one).
-    pub n: usize,
+    /// The public training-set size: N under replace-one, N̂ under add/remove.
+    pub n: PublicN,
     /// d: the model's input dimension.
     pub dim: usize,
     /// Target ε.
@@ -85,7 +128,7 @@ pub struct RuleValue {
 /// The rule's λ for `p.method`; `None` for the methods without λ (subsample-and-aggregate's
 /// teachers and DP-SGD train without L2).
 pub fn lambda(p: &PublicInputs) -> Option<RuleValue> {
-    let n = p.n.max(1) as f64;
+    let n = p.n.get().max(1) as f64;
     let d = p.dim.max(1) as f64;
     let c = p.loss.outputs(p.classes.max(2)) as f64;
     let eps = p.epsilon;
@@ -114,32 +157,40 @@ pub fn lambda(p: &PublicInputs) -> Option<RuleValue> {
     Some(RuleValue {
         value,
         formula: format!(
-            "λ = {form} clamped to [{LAMBDA_MIN:e}, {LAMBDA_MAX}], d = {}, C = {}, N = {}, ε = {eps} (public rule): {value:e}",
-            p.dim, c, p.n
+            "λ = {form} clamped to [{LAMBDA_MIN:e}, {LAMBDA_MAX}], d = {}, C = {}, {} = {}, ε = {eps} (public rule): {value:e}",
+            p.dim,
+            c,
+            p.n.symbol(),
+            p.n.get()
         ),
     })
 }
 
-/// The rule's teacher count for N training examples: clamp(⌊N/6⌋, 1, 256).
-pub fn teachers(n: usize) -> usize {
-    (n / ROWS_PER_TEACHER).clamp(1, MAX_TEACHERS)
+/// The rule's teacher count for the public size N (N̂ under add/remove): clamp(⌊N/6⌋, 1, 256).
+pub fn teachers(n: PublicN) -> usize {
+    (n.get() / ROWS_PER_TEACHER).clamp(1, MAX_TEACHERS)
 }
 
-/// The rule's DP-SGD expected batch size for N training examples: clamp(⌊√N⌋, 1, 256).
-pub fn dpsgd_batch_size(n: usize) -> usize {
-    ((n as f64).sqrt().floor() as usize).clamp(1, MAX_DPSGD_BATCH)
+/// The rule's DP-SGD expected batch size for the public size N (N̂ under add/remove):
+/// clamp(⌊√N⌋, 1, 256).
+pub fn dpsgd_batch_size(n: PublicN) -> usize {
+    ((n.get() as f64).sqrt().floor() as usize).clamp(1, MAX_DPSGD_BATCH)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rn(n: usize) -> PublicN {
+        PublicN::new(Neighbours::ReplaceOne, n, None).unwrap()
+    }
+
     fn inputs(method: Method) -> PublicInputs {
         PublicInputs {
             method,
             loss: Loss::Logistic,
             classes: 2,
-            n: 455,
+            n: rn(455),
             dim: 31,
             epsilon: 1.0,
             budget: Budget::finite(100).unwrap(),
@@ -153,7 +204,7 @@ mod tests {
         assert!(lp.formula.contains("N = 455") && lp.formula.contains("public rule"));
         // ten times the data or ten times the ε: a tenth of λ (inside the clamp)
         let mut p = inputs(Method::LossPerturbation);
-        p.n *= 10;
+        p.n = rn(4550);
         assert!((lambda(&p).unwrap().value * 10.0 - lp.value).abs() < 1e-15);
         let ms = lambda(&inputs(Method::ModelSensitivity)).unwrap();
         let mut p = inputs(Method::ModelSensitivity);
@@ -170,28 +221,60 @@ mod tests {
     }
 
     #[test]
-    fn the_rule_costs_nothing_and_needs_replace_one() {
-        use crate::{Neighbours, Privacy, Selection, SelectionMethod};
+    fn the_rule_costs_nothing_under_either_relation() {
+        use crate::{Privacy, Selection, SelectionMethod};
         let p = Privacy::new(1.0, 0.0).unwrap();
-        let s = Selection::derive(SelectionMethod::PublicRule, p, Neighbours::ReplaceOne).unwrap();
-        assert_eq!((s.epsilon, s.delta), (Some(0.0), Some(0.0)));
-        assert!(s.is_inside());
-        assert_eq!(s.method.name(), "public-rule");
-        assert!(Selection::derive(SelectionMethod::PublicRule, p, Neighbours::AddRemove).is_err());
+        for nb in [Neighbours::ReplaceOne, Neighbours::AddRemove] {
+            let s = Selection::derive(SelectionMethod::PublicRule, p, nb).unwrap();
+            assert_eq!((s.epsilon, s.delta), (Some(0.0), Some(0.0)));
+            assert!(s.is_inside());
+            assert_eq!(s.method.name(), "public-rule");
+        }
+    }
+
+    #[test]
+    fn under_add_remove_the_rule_reads_the_declared_size_only() {
+        // the exact N is private under add/remove: the public size is N̂, whatever N is
+        let a = PublicN::new(Neighbours::AddRemove, 300, Some(1000)).unwrap();
+        let b = PublicN::new(Neighbours::AddRemove, 301, Some(1000)).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.get(), 1000);
+        assert!(a.is_declared());
+        for m in [
+            Method::LossPerturbation,
+            Method::ModelSensitivity,
+            Method::PredictionSensitivity,
+        ] {
+            let mut p = inputs(m);
+            p.n = a;
+            let la = lambda(&p).unwrap();
+            p.n = b;
+            assert_eq!(lambda(&p).unwrap(), la, "{m}");
+            p.n = rn(1000);
+            assert_eq!(lambda(&p).unwrap().value, la.value, "{m}: N̂ stands for N");
+            assert!(la.formula.contains("N̂ = 1000"), "{}", la.formula);
+        }
+        assert_eq!(teachers(a), teachers(rn(1000)));
+        assert_eq!(dpsgd_batch_size(a), 31);
+        // no N̂ under add/remove, or an N̂ under replace-one: no public size
+        assert!(PublicN::new(Neighbours::AddRemove, 300, None).is_none());
+        assert!(PublicN::new(Neighbours::AddRemove, 300, Some(0)).is_none());
+        assert!(PublicN::new(Neighbours::ReplaceOne, 300, Some(300)).is_none());
+        assert!(!rn(300).is_declared());
     }
 
     #[test]
     fn sizes_follow_n_and_fit_small_tables() {
         for n in 1..5000 {
-            assert!((1..=n).contains(&teachers(n)), "{n}");
-            assert!((1..=n).contains(&dpsgd_batch_size(n)), "{n}");
+            assert!((1..=n).contains(&teachers(rn(n))), "{n}");
+            assert!((1..=n).contains(&dpsgd_batch_size(rn(n))), "{n}");
         }
-        assert_eq!(teachers(455), 75);
-        assert_eq!(teachers(5), 1);
-        assert_eq!(dpsgd_batch_size(142), 11);
-        assert_eq!(teachers(60_000), MAX_TEACHERS);
-        assert_eq!(dpsgd_batch_size(60_000), 244);
-        assert_eq!(teachers(10_000_000), MAX_TEACHERS);
-        assert_eq!(dpsgd_batch_size(10_000_000), MAX_DPSGD_BATCH);
+        assert_eq!(teachers(rn(455)), 75);
+        assert_eq!(teachers(rn(5)), 1);
+        assert_eq!(dpsgd_batch_size(rn(142)), 11);
+        assert_eq!(teachers(rn(60_000)), MAX_TEACHERS);
+        assert_eq!(dpsgd_batch_size(rn(60_000)), 244);
+        assert_eq!(teachers(rn(10_000_000)), MAX_TEACHERS);
+        assert_eq!(dpsgd_batch_size(rn(10_000_000)), MAX_DPSGD_BATCH);
     }
 }

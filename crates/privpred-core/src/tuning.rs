@@ -8,8 +8,8 @@
 //!   `--lambda VALUE`). It is post-processing of nothing: it costs nothing, `epsilon = 0`,
 //!   `delta = 0`.
 //! - [`SelectionMethod::PublicRule`]: a value computed by [`crate::public_rule`] from public
-//!   quantities only (N under replace-one neighbours, d, C, ε, B); like a public value it
-//!   costs nothing. Under add/remove neighbours N is not public and the rule is not offered.
+//!   quantities only (N under replace-one neighbours, the declared N̂ under add/remove, d, C,
+//!   ε, B); like a public value it costs nothing.
 //! - [`SelectionMethod::PrivateSplit`]: the private selection below. Its cost is the whole
 //!   (ε, δ) of the guarantee, spent on a part of the training set disjoint from the part the
 //!   released model is trained on, so by parallel composition the released (ε, δ) is
@@ -72,7 +72,7 @@ pub enum SelectionMethod {
     #[default]
     Public,
     /// Computed by [`crate::public_rule`] from public quantities only (N under replace-one,
-    /// d, C, ε, B): costs nothing.
+    /// the declared N̂ under add/remove, d, C, ε, B): costs nothing.
     PublicRule,
     /// The private split of this module: inside the guarantee by parallel composition.
     PrivateSplit,
@@ -149,11 +149,6 @@ impl Selection {
         neighbours: Neighbours,
     ) -> Result<Selection> {
         Ok(match method {
-            SelectionMethod::PublicRule if neighbours != Neighbours::ReplaceOne => {
-                return Err(CoreError::Unsupported(
-                    "the public rule reads N, which is public under replace-one neighbours only; give a public value (--lambda VALUE) or use --neighbours replace-one".into(),
-                ));
-            }
             SelectionMethod::Public | SelectionMethod::PublicRule => Selection {
                 method,
                 epsilon: Some(0.0),

@@ -234,6 +234,23 @@ pub enum Loss {
 }
 
 impl Loss {
+    /// The default loss of `method` (`None`: the non-private reference) on `classes` classes:
+    /// the sigmoid (one output) for two classes with the methods that train it (model
+    /// sensitivity, prediction sensitivity, loss perturbation, DP-SGD), the softmax otherwise
+    /// (subsample-and-aggregate's teachers and the non-private reference train the softmax).
+    pub fn default_for(method: Option<crate::Method>, classes: usize) -> Loss {
+        use crate::Method;
+        match method {
+            Some(
+                Method::ModelSensitivity
+                | Method::PredictionSensitivity
+                | Method::LossPerturbation
+                | Method::DpSgd,
+            ) if classes == 2 => Loss::Logistic,
+            _ => Loss::Softmax,
+        }
+    }
+
     /// The kebab-case name used in results, artifacts and on the command line.
     pub fn name(self) -> &'static str {
         match self {

@@ -37,7 +37,9 @@ use crate::error::{DataError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+mod columns;
 mod rowmap;
+pub use columns::ColumnValues;
 pub use rowmap::{Range, RowMap};
 
 /// The format version a schema file declares in `privpred_schema`.
@@ -532,33 +534,17 @@ impl Column {
         let name = &self.name;
         match self.kind {
             ColumnType::Numeric => {
-                let (lo, hi) = (self.min.unwrap_or(0.0), self.max.unwrap_or(1.0));
                 if cell.is_empty() {
                     return Err(format!("column `{name}`: missing value"));
                 }
-                let x = cell
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite())
-                    .ok_or_else(|| {
-                        format!(
-                            "column `{name}`: `{}` is not a finite number",
-                            cell.escape_debug()
-                        )
-                    })?;
-                let x = if (lo..=hi).contains(&x) {
-                    x
-                } else if self.out_of_bounds == Some(OutOfBounds::Clip) {
-                    x.clamp(lo, hi)
-                } else {
+                let x = cell.parse::<f64>().unwrap_or(f64::NAN);
+                if !x.is_finite() {
                     return Err(format!(
-                        "column `{name}`: value {} outside the declared bounds [{}, {}] (out_of_bounds: refuse; declare \"clip\" to clip it or widen the bounds)",
-                        num(x),
-                        num(lo),
-                        num(hi)
+                        "column `{name}`: `{}` is not a finite number",
+                        cell.escape_debug()
                     ));
-                };
-                out.push(map.numeric(x, lo, hi));
+                }
+                self.encode_number(x, map, out)?;
             }
             ColumnType::Categorical => {
                 let cats = self.categories.as_deref().unwrap_or_default();
@@ -580,6 +566,32 @@ impl Column {
             }
             ColumnType::Label | ColumnType::Ignore => {}
         }
+        Ok(())
+    }
+
+    /// A numeric column's finite value `x`: inside the declared bounds, clipped into them
+    /// (`out_of_bounds: clip`) or refused, then mapped by the row map.
+    fn encode_number(
+        &self,
+        x: f64,
+        map: &RowMap,
+        out: &mut Vec<f64>,
+    ) -> std::result::Result<(), String> {
+        let (lo, hi) = (self.min.unwrap_or(0.0), self.max.unwrap_or(1.0));
+        let x = if (lo..=hi).contains(&x) {
+            x
+        } else if self.out_of_bounds == Some(OutOfBounds::Clip) {
+            x.clamp(lo, hi)
+        } else {
+            return Err(format!(
+                "column `{}`: value {} outside the declared bounds [{}, {}] (out_of_bounds: refuse; declare \"clip\" to clip it or widen the bounds)",
+                self.name,
+                num(x),
+                num(lo),
+                num(hi)
+            ));
+        };
+        out.push(map.numeric(x, lo, hi));
         Ok(())
     }
 }

@@ -1,39 +1,46 @@
 //! The one training entry of the linear methods: what a caller (the CLI's `train`, the
 //! Python estimator) states of a run, with the library's defaults for what it leaves out —
-//! the public rule's teacher count and DP-SGD batch for N rows (fixed defaults under
-//! add-remove neighbours, where N is not public), DP-SGD's epochs, learning rate and clip,
+//! the public rule's λ, teacher count and DP-SGD batch for the public size (N, or the declared
+//! N̂ under add-remove neighbours, where N is not public), DP-SGD's epochs, learning rate and clip,
 //! the teachers' and the student's λ — turned into one [`TrainParams`].
 
 use crate::methods::SeedPolicy;
 use crate::params::TrainParams;
 use privpred_core::{Budget, CalibrationMode, Loss, Method, Neighbours, Privacy, defaults};
 
-/// The teacher count T for N training rows: the public rule's under replace-one
-/// ([`privpred_core::public_rule::teachers`]), the fixed default under add-remove.
-pub fn default_teachers(neighbours: Neighbours, n: usize) -> usize {
-    match neighbours {
-        Neighbours::ReplaceOne => privpred_core::public_rule::teachers(n),
-        _ => defaults::LINEAR_TEACHERS,
-    }
+/// The public size the rule reads ([`privpred_core::public_rule::PublicN`]): the N training
+/// rows under replace-one, the declared N̂ (`public_n`) under add-remove; `None` only where the
+/// configuration check refuses the pair (add-remove without N̂).
+pub fn public_size(
+    neighbours: Neighbours,
+    n: usize,
+    public_n: Option<usize>,
+) -> Option<privpred_core::public_rule::PublicN> {
+    privpred_core::public_rule::PublicN::new(neighbours, n, public_n)
 }
 
-/// The DP-SGD batch size for N training rows: the public rule's under replace-one
-/// ([`privpred_core::public_rule::dpsgd_batch_size`]), the fixed default under add-remove.
-pub fn default_batch_size(neighbours: Neighbours, n: usize) -> usize {
-    match neighbours {
-        Neighbours::ReplaceOne => privpred_core::public_rule::dpsgd_batch_size(n),
-        _ => defaults::LINEAR_DPSGD_BATCH_SIZE,
-    }
+/// The teacher count T: the public rule's for the public size
+/// ([`privpred_core::public_rule::teachers`]; N, or N̂ under add-remove).
+pub fn default_teachers(neighbours: Neighbours, n: usize, public_n: Option<usize>) -> usize {
+    public_size(neighbours, n, public_n).map_or(
+        defaults::LINEAR_TEACHERS,
+        privpred_core::public_rule::teachers,
+    )
+}
+
+/// The DP-SGD batch size: the public rule's for the public size
+/// ([`privpred_core::public_rule::dpsgd_batch_size`]; N, or N̂ under add-remove).
+pub fn default_batch_size(neighbours: Neighbours, n: usize, public_n: Option<usize>) -> usize {
+    public_size(neighbours, n, public_n).map_or(
+        defaults::LINEAR_DPSGD_BATCH_SIZE,
+        privpred_core::public_rule::dpsgd_batch_size,
+    )
 }
 
 /// DP-SGD's clip when none is given or selected: the public rule's
-/// ([`privpred_core::public_rule::DPSGD_CLIP`]) under replace-one, the fixed default under
-/// add-remove.
-pub fn default_clip(neighbours: Neighbours) -> f64 {
-    match neighbours {
-        Neighbours::ReplaceOne => privpred_core::public_rule::DPSGD_CLIP,
-        _ => defaults::LINEAR_DPSGD_CLIP,
-    }
+/// ([`privpred_core::public_rule::DPSGD_CLIP`]; it reads no size, so under either relation).
+pub fn default_clip() -> f64 {
+    privpred_core::public_rule::DPSGD_CLIP
 }
 
 /// The clip a DP-SGD selection starts from (the candidates are then tried on a hold-out).
@@ -99,12 +106,12 @@ impl MethodSettings {
             .teacher_lambda(teacher)
             .teachers(
                 self.teachers
-                    .unwrap_or_else(|| default_teachers(self.neighbours, n)),
+                    .unwrap_or_else(|| default_teachers(self.neighbours, n, self.public_n)),
             )
             .seed_policy(self.seed_policy)
             .batch_size(
                 self.batch_size
-                    .unwrap_or_else(|| default_batch_size(self.neighbours, n)),
+                    .unwrap_or_else(|| default_batch_size(self.neighbours, n, self.public_n)),
             )
             .epochs(self.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
             .learning_rate(
@@ -113,7 +120,7 @@ impl MethodSettings {
             );
         match self.clip {
             ClipChoice::Given(c) => p.clip(c),
-            ClipChoice::Default => p.clip(default_clip(self.neighbours)),
+            ClipChoice::Default => p.clip(default_clip()),
             ClipChoice::Selected => p.without_clip(),
         }
     }

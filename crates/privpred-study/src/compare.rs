@@ -380,6 +380,7 @@ mod tests {
                 neighbours: privpred_core::Neighbours::ReplaceOne,
                 selection: None,
                 selection_label: String::new(),
+                loss: privpred_core::Loss::Softmax,
             },
         }
     }

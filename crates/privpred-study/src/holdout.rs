@@ -82,6 +82,7 @@ pub fn lambda_draws(
             lambda: Some(l),
             dpsgd: &dpsgd,
             neighbours,
+            loss: runner.options_ref().loss(g.method, c),
         })
     };
     // loss perturbation: λ values defining the same mechanism (same ρ_eff, noise, certificate
@@ -159,6 +160,7 @@ pub fn votes_draws(
         lambda: None,
         dpsgd: &runner.dpsgd_config(),
         neighbours: runner.options_ref().neighbours,
+        loss: privpred_core::Loss::Softmax,
     })?;
     // the hold-out study measures the exponential mechanism over the votes; the draws are
     // made by the calibration's own mechanism

@@ -96,9 +96,23 @@ pub struct LinearOptions {
     /// hold-out selection by default). Recorded in the manifest's options and, per row, in
     /// its `selection` record.
     pub selection: crate::selection::SelectionOptions,
+    /// Each method's loss: `false` (the paper's) the softmax everywhere; `true` (`compare`'s,
+    /// as `train`) [`privpred_core::Loss::default_for`], the sigmoid on two classes for the
+    /// methods that train it.
+    #[serde(default)]
+    pub sigmoid_for_two_classes: bool,
 }
 
 impl LinearOptions {
+    /// The loss `method` trains with on `classes` classes under these options.
+    pub fn loss(&self, method: Method, classes: usize) -> privpred_core::Loss {
+        if self.sigmoid_for_two_classes {
+            privpred_core::Loss::default_for(Some(method), classes)
+        } else {
+            privpred_core::Loss::Softmax
+        }
+    }
+
     /// The defaults: full data, or the `--quick` caps.
     pub fn new(quick: bool) -> Self {
         LinearOptions {
@@ -111,6 +125,7 @@ impl LinearOptions {
             holdout_fraction: privpred_core::defaults::HOLDOUT_FRACTION,
             neighbours: privpred_core::Neighbours::ReplaceOne,
             selection: crate::selection::SelectionOptions::PAPER,
+            sigmoid_for_two_classes: false,
             cv_draws: CV_DRAWS_DEFAULT,
             bias: BIAS_DEFAULT,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
@@ -333,6 +348,8 @@ pub struct CalibrationInput<'a> {
     pub dpsgd: &'a DpSgdConfig,
     /// The neighbouring relation.
     pub neighbours: privpred_core::Neighbours,
+    /// The loss (softmax, or the sigmoid on two classes).
+    pub loss: privpred_core::Loss,
 }
 
 /// Calibrates a method at a setting ([`privpred_linear::methods::calibrate`]: the core's
@@ -341,6 +358,7 @@ pub fn calibrate(c: &CalibrationInput<'_>) -> Result<Calibration> {
     let privacy = Privacy::new(c.epsilon, c.delta)?;
     let mut params = TrainParams::new(c.method, c.mode, privacy, Budget::finite(c.budget)?)
         .neighbours(c.neighbours)
+        .loss(c.loss)
         // the study's data sets are public: under add/remove their size is the declared N̂
         .public_n((c.neighbours == privpred_core::Neighbours::AddRemove).then_some(c.n))
         .dp_sgd(*c.dpsgd);

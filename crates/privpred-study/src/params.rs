@@ -74,6 +74,13 @@ impl LinearParams {
         self.0.neighbours = neighbours;
         self
     }
+    /// Train the sigmoid on two classes where the method trains it, as `train` does
+    /// ([`privpred_core::Loss::default_for`]); the softmax everywhere otherwise (the paper's).
+    pub fn sigmoid_for_two_classes(mut self, on: bool) -> Self {
+        self.0.sigmoid_for_two_classes = on;
+        self
+    }
+
     /// How λ and DP-SGD's ν are chosen ([`crate::selection`]).
     pub fn selection(mut self, selection: crate::selection::SelectionOptions) -> Self {
         self.0.selection = selection;
@@ -118,14 +125,6 @@ impl ParamGuard for LinearParams {
             if let crate::selection::Choice::Value(v) = c {
                 p::positive(name, v).map_err(usage)?;
             }
-        }
-        if o.selection.lambda == crate::selection::Choice::Rule
-            && o.neighbours != Neighbours::ReplaceOne
-        {
-            return Err(StudyError::Unsupported(format!(
-                "the public λ rule reads N, which is public under replace-one neighbours only (not under {}); give a public value (--lambda VALUE) or use --neighbours replace-one",
-                o.neighbours
-            )));
         }
         if o.selection.uses_private_split() && o.neighbours != Neighbours::ReplaceOne {
             return Err(StudyError::Unsupported(format!(

@@ -169,6 +169,7 @@ pub fn guarantee_of(
         lambda: m.lambda,
         dpsgd,
         neighbours: m.neighbours,
+        loss: m.loss,
     });
     let (neighbouring, notes) = match &cal {
         Ok(c) => (neighbouring_relation(c).to_string(), c.notes.clone()),

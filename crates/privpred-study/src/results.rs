@@ -97,6 +97,10 @@ pub struct Measurement {
     /// outside the guarantee`.
     #[serde(default)]
     pub selection_label: String,
+    /// The loss trained: the softmax (the paper's, and rows written before this column
+    /// existed) or the sigmoid on two classes (`compare`, as `train`).
+    #[serde(default)]
+    pub loss: privpred_core::Loss,
 }
 
 impl Measurement {

@@ -471,6 +471,7 @@ impl Runner for SyntheticRunner {
                     neighbours: privpred_core::Neighbours::ReplaceOne,
                     selection: None,
                     selection_label: String::new(),
+                    loss: privpred_core::Loss::Softmax,
                 },
             )
         })?;

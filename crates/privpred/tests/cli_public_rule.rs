@@ -77,7 +77,7 @@ fn lambda_reads_no_row_and_is_recorded_as_the_public_rule() {
         method: Method::LossPerturbation,
         loss: Loss::Logistic,
         classes: 2,
-        n,
+        n: public_rule::PublicN::new(privpred_core::Neighbours::ReplaceOne, n, None).unwrap(),
         dim: 5,
         epsilon: 1.0,
         budget: Budget::Unlimited,
@@ -109,6 +109,7 @@ fn small_tables_train_every_method_at_the_defaults() {
     let t = table(d.path(), "small", 60, 1);
     let v = train(d.path(), &t, "subsample-aggregate", &["--budget", "10"]);
     let n = v["n"].as_u64().unwrap() as usize;
+    let n = public_rule::PublicN::new(privpred_core::Neighbours::ReplaceOne, n, None).unwrap();
     assert_eq!(v["teachers"], public_rule::teachers(n), "{v}");
     let v = train(d.path(), &t, "dp-sgd", &["--delta", "1e-5"]);
     assert_eq!(v["clip"], public_rule::DPSGD_CLIP, "{v}");
@@ -120,4 +121,123 @@ fn small_tables_train_every_method_at_the_defaults() {
     // softmax when asked
     let v = train(d.path(), &t, "loss-perturbation", &["--loss", "softmax"]);
     assert_eq!(v["loss"], "softmax", "{v}");
+}
+
+/// Under add/remove the exact N is private and the rule reads the declared N̂ instead: two
+/// tables of different sizes with the same `--public-n` get the same λ, formula, DP-SGD
+/// batch (its steps) and clip, and that λ is the rule's value at N = N̂.
+#[test]
+fn under_add_remove_the_rule_reads_the_declared_public_n() {
+    let d = tempfile::tempdir().unwrap();
+    let test = table(d.path(), "test", 50, 5);
+    let test = test.trim_start_matches("csv:");
+    let small = format!("{},{test}", table(d.path(), "small", 180, 0));
+    let large = format!("{},{test}", table(d.path(), "large", 260, 3));
+    let ar = ["--neighbours", "add-remove", "--public-n", "500"];
+    for (method, extra) in [
+        // (model and prediction sensitivity and the teachers have no add/remove analysis)
+        ("loss-perturbation", &[][..]),
+        ("dp-sgd", &["--delta", "1e-5", "--epochs", "2"][..]),
+    ] {
+        let args: Vec<&str> = ar.iter().chain(extra).copied().collect();
+        let vs = train(d.path(), &small, method, &args);
+        let vl = train(d.path(), &large, method, &args);
+        assert_ne!(vs["n"], vl["n"], "{vs}\n{vl}");
+        for key in ["lambda", "teachers", "clip", "steps", "selection"] {
+            assert_eq!(vs[key], vl[key], "{method} {key}: {vs}\n{vl}");
+        }
+        assert_eq!(vs["lambda_rule"], vl["lambda_rule"], "{method}");
+        let n_hat = public_rule::PublicN::new(privpred_core::Neighbours::AddRemove, 180, Some(500))
+            .unwrap();
+        match method {
+            "dp-sgd" => {
+                assert_eq!(vs["clip"], public_rule::DPSGD_CLIP, "{vs}");
+                // steps = ⌈epochs·N̂/b⌉ with b the rule's batch for N̂
+                let b = public_rule::dpsgd_batch_size(n_hat) as f64;
+                assert_eq!(vs["steps"], (2.0 * 500.0 / b).ceil() as u64, "{vs}");
+            }
+            _ => {
+                assert_eq!(vs["selection"]["method"], "public-rule", "{method}: {vs}");
+                let f = vs["lambda_rule"].as_str().unwrap_or_default();
+                assert!(f.contains("N̂ = 500"), "{method}: {f}");
+                let want = public_rule::lambda(&PublicInputs {
+                    method: Method::LossPerturbation,
+                    loss: Loss::Logistic,
+                    classes: 2,
+                    n: n_hat,
+                    dim: 5,
+                    epsilon: 1.0,
+                    budget: Budget::finite(10).unwrap(),
+                })
+                .unwrap();
+                assert_eq!(vs["lambda"].as_f64().unwrap(), want.value, "{method}: {vs}");
+            }
+        }
+    }
+}
+
+/// `compare` picks each method's loss by `train`'s rule: the sigmoid on a two-class table for
+/// the methods that train it (its guarantees recalibrated for it), the softmax for the
+/// teachers and on three classes.
+#[test]
+fn compare_trains_the_sigmoid_on_two_classes_as_train_does() {
+    let d = tempfile::tempdir().unwrap();
+    let t = table(d.path(), "cmp", 240, 2);
+    let schema = d.path().join("t.schema.json");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    let run = |schema: &Path, data: &str| {
+        json(&[
+            "compare",
+            "--dataset",
+            data,
+            "--schema",
+            schema.to_str().unwrap(),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--budget",
+            "10",
+            "--repetitions",
+            "1",
+            "--json",
+        ])
+    };
+    let v = run(&schema, &t);
+    let results = v["grid"]["cells"][0]["results"].as_array().unwrap();
+    assert!(results.len() >= 4, "{v}");
+    for r in results {
+        let want = match r["method"].as_str().unwrap() {
+            "subsample-aggregate" => "softmax",
+            _ => "logistic",
+        };
+        assert_eq!(r["example"]["loss"], want, "{r}");
+    }
+    assert!(
+        results.iter().any(|r| r["method"] == "loss-perturbation"),
+        "{v}"
+    );
+    // the same rule as train: `Loss::default_for`
+    for m in [
+        Method::ModelSensitivity,
+        Method::PredictionSensitivity,
+        Method::LossPerturbation,
+        Method::DpSgd,
+    ] {
+        assert_eq!(Loss::default_for(Some(m), 2), Loss::Logistic);
+        assert_eq!(Loss::default_for(Some(m), 3), Loss::Softmax);
+    }
+    assert_eq!(
+        Loss::default_for(Some(Method::SubsampleAggregate), 2),
+        Loss::Softmax
+    );
+    assert_eq!(Loss::default_for(None, 2), Loss::Softmax);
+    // three classes: the softmax everywhere
+    let three = SCHEMA.replace(r#"["a", "b"]"#, r#"["a", "b", "c"]"#);
+    let schema3 = d.path().join("t3.schema.json");
+    std::fs::write(&schema3, three).unwrap();
+    let v = run(&schema3, &t);
+    for r in v["grid"]["cells"][0]["results"].as_array().unwrap() {
+        assert_eq!(r["example"]["loss"], "softmax", "{r}");
+    }
 }

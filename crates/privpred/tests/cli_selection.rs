@@ -66,8 +66,8 @@ fn the_default_lambda_is_public_and_its_selection_costs_nothing() {
         rule.ends_with(&format!("{:e}", s["lambda"].as_f64().unwrap())),
         "{rule}"
     );
-    // under add/remove neighbours N is not public: the fixed public value (loss perturbation
-    // at a small ε, where its analysis holds: ρ = 2LC/ε ≥ Nλ)
+    // under add/remove neighbours the exact N is private: the rule reads the declared N̂
+    // (loss perturbation at a small ε, where its analysis holds: ρ = 2LC/ε ≥ N̂λ)
     // (its test rows in a file of their own and a declared public N̂: add/remove needs both)
     let dataset = two_files(tmp.path());
     let out = tmp.path().join("lp-ar.safetensors");
@@ -88,9 +88,15 @@ fn the_default_lambda_is_public_and_its_selection_costs_nothing() {
         out.to_str().unwrap(),
         "--json",
     ]);
-    assert_eq!(s["selection"]["method"], "public", "{s}");
-    assert_eq!(s["lambda"], 0.01);
-    assert!(s.get("lambda_rule").is_none(), "{s}");
+    assert_eq!(s["selection"]["method"], "public-rule", "{s}");
+    assert_eq!(s["selection"]["epsilon"], 0.0, "{s}");
+    let rule = s["lambda_rule"].as_str().unwrap_or_default();
+    assert!(rule.contains("N̂ = 600"), "{s}");
+    assert!(!rule.contains(&format!("N = {}", s["n"])), "{s}");
+    assert!(
+        rule.ends_with(&format!("{:e}", s["lambda"].as_f64().unwrap())),
+        "{rule}"
+    );
     // a given value is public too
     let s = train_json(
         tmp.path(),

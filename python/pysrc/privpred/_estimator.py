@@ -535,8 +535,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         """Raw table rows through the schema: encoded rows, class indices, the classes and
         the schema's JSON text (ValueError naming the row and column of a mismatch)."""
         text, schema = _schema.load_schema(self.schema)
-        cells = _schema.rows(X, schema)
-        Xe, y_enc = _native.encode_table(text, cells, _schema.labels(y))
+        Xe, y_enc = _schema.encode(X, schema, text, y)
         self.n_features_in_ = len(_schema.feature_names(schema))
         if hasattr(X, "columns"):
             self.feature_names_in_ = np.asarray(_schema.feature_names(schema), dtype=object)
@@ -655,8 +654,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         schema_text = self._native.schema_json()
         if schema_text is not None:  # raw rows through the model's schema
-            cells = _schema.rows(X, json.loads(schema_text))
-            return _native.encode_table(schema_text, cells)[0]
+            return _schema.encode(X, json.loads(schema_text), schema_text)[0]
         X = validate_data(self, X, reset=False, dtype=np.float32, order="C", accept_sparse="csr")
         if sp.issparse(X):
             X = np.ascontiguousarray(X.toarray(), dtype=np.float32)

@@ -63,6 +63,11 @@ def schema_check(text: str, source: str) -> str: ...
 def encode_table(
     schema: str, rows: List[List[str]], labels: Optional[List[str]] = None
 ) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.uint32]]]: ...
+def encode_columns(
+    schema: str,
+    columns: List[Union[npt.NDArray[np.float64], Tuple[List[str], npt.NDArray[np.int64]]]],
+    labels: Optional[Union[npt.NDArray[np.float64], Tuple[List[str], npt.NDArray[np.int64]]]] = None,
+) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.uint32]]]: ...
 def load(
     path: Union[str, PathLike[str]],
     ledger: Optional[str] = None,

@@ -110,6 +110,91 @@ def rows(X: Any, schema: Dict[str, Any]) -> List[List[str]]:
     return [[cell(v) for v in r] for r in X]
 
 
+def _coded(values: Any):
+    """A column as (its distinct text cells, each row's index into them): each distinct value
+    is turned into a text cell once (missing values, None and NaN, get the code -1)."""
+    index: Dict[Any, int] = {}
+    codes = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        k = index.get(v)
+        if k is None:
+            k = index[v] = len(index)
+        codes[i] = k
+    cells = [cell(v) for v in index]
+    missing = np.asarray([c == "" for c in cells], dtype=bool)
+    if missing.any():
+        codes[missing[codes]] = -1
+    return cells, codes
+
+
+def _column(values: Any, kind: str):
+    """One column for the core: a numeric column of numbers as float64 (NaN missing), any
+    other column as distinct cells with codes."""
+    a = values if isinstance(values, np.ndarray) else np.asarray(values)
+    if kind == "numeric" and a.dtype.kind in "iuf":
+        return np.ascontiguousarray(a, dtype=np.float64)
+    if kind == "numeric" and a.dtype.kind == "O":
+        try:  # numbers (None as NaN: missing) held as objects
+            if not any(isinstance(v, (bool, np.bool_, str, bytes)) for v in a.tolist()):
+                return np.ascontiguousarray(a.astype(np.float64))
+        except (TypeError, ValueError):
+            pass
+    if a.dtype.kind in "iufb" or a.dtype.kind in "US":
+        uniq, inv = np.unique(a, return_inverse=True)
+        cells, codes = _coded(uniq.tolist())
+        return cells, np.ascontiguousarray(codes[inv.reshape(-1)])
+    return _coded(a.tolist())
+
+
+def _columns(X: Any, schema: Dict[str, Any]):
+    """``X``'s feature columns in the schema's order, or None where ``X`` is not a 2-D
+    array or a DataFrame with them (the row path then reads it and words the error)."""
+    feats = [c for c in schema["columns"] if c["type"] != "label"]
+    if hasattr(X, "columns") and hasattr(X, "__getitem__"):
+        have = {str(c) for c in X.columns}
+        if any(c["name"] not in have for c in feats):
+            return None
+        return [_column(np.asarray(X[c["name"]]), c["type"]) for c in feats]
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or len(X) == 0:
+        return None
+    names = [c["type"] for c in schema["columns"]]
+    if X.shape[1] == len(feats):
+        idx = list(range(len(feats)))
+    elif X.shape[1] == len(names):
+        idx = [i for i, t in enumerate(names) if t != "label"]
+    else:
+        return None
+    return [_column(X[:, i], c["type"]) for i, c in zip(idx, feats)]
+
+
+def encode(X: Any, schema: Dict[str, Any], text: str, y: Any = None):
+    """The encoded rows of ``X`` (and, with ``y``, the class indices) through the schema:
+    column by column where ``X`` is a 2-D array or a DataFrame (each distinct cell encoded
+    once, numbers without text cells), else row by row; the same encoding and messages."""
+    cols = None
+    try:
+        cols = _columns(X, schema)
+    except TypeError:  # unhashable cells: the row path reads them
+        cols = None
+    if cols is not None:
+        lab = None
+        if y is not None:
+            a = np.asarray(y, dtype=object)
+            if a.ndim != 1:
+                raise ValueError(
+                    f"invalid y: expected a 1-D array of labels (got {a.ndim} dimension(s))"
+                )
+            if len(a) != len(X):
+                raise ValueError(
+                    f"dimension mismatch: {len(X)} rows of X but {len(a)} labels in y"
+                )
+            lab = _column(np.asarray(y), "label")
+        return _native.encode_columns(text, cols, lab)
+    if y is None:
+        return _native.encode_table(text, rows(X, schema))
+    return _native.encode_table(text, rows(X, schema), labels(y))
+
+
 def labels(y: Sequence[Any]) -> List[str]:
     """The labels as text cells."""
     a = np.asarray(y, dtype=object)

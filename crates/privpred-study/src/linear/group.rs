@@ -78,6 +78,7 @@ impl LinearRunner {
             lambda,
             dpsgd: &self.dpsgd(),
             neighbours: self.opts.neighbours,
+            loss: self.opts.loss(g.method, p.train.classes),
         })
     }
 
@@ -129,6 +130,7 @@ impl LinearRunner {
     ) -> Result<MethodConfig> {
         let mut params = TrainParams::new(cal.method(), cal.mode(), cal.privacy(), cal.budget())
             .neighbours(cal.neighbours())
+            .loss(cal.assumptions.loss)
             // the calibration's N: under add/remove the study's (public) size as N̂
             .public_n(
                 (cal.neighbours() == privpred_core::Neighbours::AddRemove)
@@ -327,11 +329,20 @@ impl LinearRunner {
         match self.opts.selection.lambda {
             Choice::Value(l) => return Ok(Selected::public(Some(l), None, "public")),
             Choice::Rule => {
+                // the study's size is public under either relation (its N̂ under add/remove)
+                let nb = self.opts.neighbours;
+                let add_remove = nb == privpred_core::Neighbours::AddRemove;
+                let n = privpred_core::public_rule::PublicN::new(
+                    nb,
+                    p.train.n,
+                    add_remove.then_some(p.train.n),
+                )
+                .ok_or_else(|| StudyError::invalid("n", p.train.n, "at least 1"))?;
                 let inputs = privpred_core::public_rule::PublicInputs {
                     method: g.method,
-                    loss: privpred_core::Loss::Softmax,
+                    loss: self.opts.loss(g.method, p.train.classes),
                     classes: p.train.classes,
-                    n: p.train.n,
+                    n,
                     dim: p.train.d,
                     epsilon: g.setting.epsilon,
                     budget: privpred_core::Budget::finite(g.setting.budget.max(1))?,
@@ -413,7 +424,7 @@ impl LinearRunner {
             Choice::Rule => {
                 return Ok(Selected::public(
                     None,
-                    Some(privpred_core::defaults::LINEAR_DPSGD_CLIP),
+                    Some(privpred_core::public_rule::DPSGD_CLIP),
                     "none (DP-SGD without L2)",
                 ));
             }
@@ -493,6 +504,7 @@ impl LinearRunner {
             neighbours: cal.neighbours(),
             selection: Some(sel.record),
             selection_label: crate::selection::label(&sel.record),
+            loss: cal.assumptions.loss,
         }
     }
 
@@ -748,6 +760,7 @@ mod tests {
                                 lambda,
                                 dpsgd: &dpsgd,
                                 neighbours,
+                                loss: privpred_core::Loss::Softmax,
                             })
                         };
                         match (cal(g.calibration), cal(mode)) {
@@ -796,6 +809,7 @@ mod tests {
                 lambda: Some(1e-3),
                 dpsgd: &dpsgd,
                 neighbours: Neighbours::ReplaceOne,
+                loss: privpred_core::Loss::Softmax,
             })
             .unwrap()
         };

@@ -79,7 +79,7 @@ pub struct Args {
     pub cv_draws: usize,
     /// L2 strength λ of model sensitivity, loss perturbation and prediction sensitivity: a
     /// public value > 0 (chosen without the data: costs nothing; default: the public rule
-    /// from N, d, C, ε and B, as `train`, docs/tables.md; 0.01 under add-remove neighbours),
+    /// from N, d, C, ε and B, as `train`, docs/tables.md),
     /// `private` (the private split selection over the grid {1e-5, …, 0.5}: inside the
     /// guarantee, the release trained on the 80 % of the training set the selection does not
     /// use; replace-one only) or `cv` (the paper's selection on a hold-out of the training data
@@ -109,15 +109,8 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
         Some(ValueOrCv::Private) => Choice::Private,
         Some(ValueOrCv::Cv) => Choice::Cv,
     };
-    // the public rule reads N, public under replace-one only: the fixed public value otherwise
-    let (lambda, clip) = if args.neighbours == privpred_core::Neighbours::ReplaceOne {
-        (Choice::Rule, privpred_core::public_rule::DPSGD_CLIP)
-    } else {
-        (
-            Choice::Value(privpred_core::defaults::LINEAR_PUBLIC_LAMBDA),
-            privpred_core::defaults::LINEAR_DPSGD_CLIP,
-        )
-    };
+    // the public rule reads the study's size: N, the N̂ it declares under add-remove
+    let (lambda, clip) = (Choice::Rule, privpred_core::public_rule::DPSGD_CLIP);
     let s = SelectionOptions::new(
         choice(args.lambda, lambda),
         choice(args.clip, Choice::Value(clip)),
@@ -132,23 +125,31 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
 }
 
 /// The teachers T and DP-SGD's batch size: as given, or the public rule's for the training
-/// set's N (public under replace-one; under add-remove the fixed defaults).
+/// set's size (the study's N, which it declares as N̂ under add-remove).
 fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
     Ok(match (args.teachers, args.dpsgd_batch_size) {
         (Some(t), Some(b)) => (t, b),
-        (t, b) if args.neighbours == privpred_core::Neighbours::ReplaceOne => {
+        (t, b) => {
             let n = runner
                 .train_size(&args.dataset)
                 .map_err(super::shared::study_error)?;
+            let add_remove = args.neighbours == privpred_core::Neighbours::AddRemove;
+            let n = privpred_core::public_rule::PublicN::new(
+                args.neighbours,
+                n,
+                add_remove.then_some(n),
+            )
+            .ok_or_else(|| {
+                crate::exit::usage(format!(
+                    "the data set {} has no training rows",
+                    args.dataset
+                ))
+            })?;
             (
                 t.unwrap_or(privpred_core::public_rule::teachers(n)),
                 b.unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
             )
         }
-        (t, b) => (
-            t.unwrap_or(privpred_core::defaults::LINEAR_TEACHERS),
-            b.unwrap_or(privpred_core::defaults::LINEAR_DPSGD_BATCH_SIZE),
-        ),
     })
 }
 
@@ -166,6 +167,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .bias(bias)
         .cv_draws(cv_draws)
         .selection(selection)
+        // each method's loss as `train` picks it: the sigmoid on two classes
+        .sigmoid_for_two_classes(true)
         .dpsgd_batch_size(args.dpsgd_batch_size.unwrap_or(1))
         .check()
         .map_err(crate::exit::usage)?;

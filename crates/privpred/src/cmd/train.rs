@@ -103,8 +103,8 @@ pub struct Args {
     /// release is trained on the 80 % of the training set the selection does not use) or `cv`
     /// (the paper's selection on a 10 % hold-out, without privacy: the guarantee is then
     /// marked not valid). Default: for private methods the public rule from N, d, C, ε and B
-    /// (docs/tables.md; costs nothing; 0.01 under add-remove neighbours), `cv` for the
-    /// non-private reference. Subsample-and-aggregate: the teachers' λ (default 0.01).
+    /// (docs/tables.md; costs nothing; N̂ = --public-n in place of N under add-remove
+    /// neighbours), `cv` for the non-private reference. Subsample-and-aggregate: the teachers' λ (default 0.01).
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub lambda: Option<ValueOrCv>,
     /// Which analysis calibrates the noise.
@@ -131,19 +131,18 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Subsample-and-aggregate: number of teachers T (default for linear models the public
-    /// rule clamp(⌊N/6⌋, 1, 256) of the N training rows, 256 under add-remove; 16 for
-    /// ResNets).
+    /// rule clamp(⌊N/6⌋, 1, 256) of the N training rows; 16 for ResNets).
     #[arg(long)]
     pub teachers: Option<usize>,
     /// DP-SGD: clip ν: a public value > 0 (costs nothing), `private` (private split selection
     /// over {5e-4, …, 0.5}, inside the guarantee) or `cv` (non-private hold-out selection,
     /// outside the guarantee); the last two for linear models only. Default: the public rule's
-    /// 1 for linear models (0.1 under add-remove neighbours), 1 for ResNets.
+    /// 1 for linear models, 1 for ResNets.
     #[arg(long, allow_negative_numbers = true, value_parser = args::positive_or_cv)]
     pub clip: Option<ValueOrCv>,
     /// DP-SGD (and ResNet training): expected batch size b (default for linear models the
-    /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows, 256 under add-remove; 600
-    /// ResNet).
+    /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows, N̂ = --public-n in place of N
+    /// under add-remove; 600 ResNet).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// DP-SGD (and ResNet training): epochs (default 20 linear; ResNet: 100, teachers 500).

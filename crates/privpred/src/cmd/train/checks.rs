@@ -148,7 +148,7 @@ pub(super) fn with_loss(
 ) -> anyhow::Result<Args> {
     let loss = args
         .loss
-        .unwrap_or(super::select::default_loss(method, classes));
+        .unwrap_or(privpred_core::Loss::default_for(method, classes));
     if loss == privpred_core::Loss::Logistic && classes != 2 {
         return Err(usage(format!(
             "invalid loss = logistic for {classes} classes: the one-output sigmoid model needs exactly 2 classes; use --loss softmax"

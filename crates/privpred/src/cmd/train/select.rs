@@ -15,37 +15,20 @@ pub(super) fn lambda_arg(args: &Args) -> ValueOrCv {
     })
 }
 
-/// `--loss` when not given: the sigmoid (one output) for two classes with the methods that
-/// train it (model sensitivity, prediction sensitivity, loss perturbation, DP-SGD), the
-/// softmax otherwise.
-pub(super) fn default_loss(method: Option<Method>, classes: usize) -> privpred_core::Loss {
-    match method {
-        Some(
-            Method::ModelSensitivity
-            | Method::PredictionSensitivity
-            | Method::LossPerturbation
-            | Method::DpSgd,
-        ) if classes == 2 => privpred_core::Loss::Logistic,
-        _ => privpred_core::Loss::Softmax,
-    }
-}
-
-/// `--teachers` as given, or the public rule's T for N training rows
-/// ([`privpred_core::public_rule::teachers`]; the fixed default under add-remove, where N is
-/// not public).
+/// `--teachers` as given, or the public rule's T for the public size
+/// ([`privpred_core::public_rule::teachers`]; N, or N̂ under add-remove).
 pub(super) fn teachers_arg(args: &Args, n: usize) -> usize {
-    args.teachers
-        .unwrap_or_else(|| privpred_linear::settings::default_teachers(args.neighbours, n))
+    args.teachers.unwrap_or_else(|| {
+        privpred_linear::settings::default_teachers(args.neighbours, n, args.public_n)
+    })
 }
 
 /// `--clip` as given, or its default for linear DP-SGD: the public rule's
-/// [`privpred_core::public_rule::DPSGD_CLIP`] ([`defaults::LINEAR_DPSGD_CLIP`] under
-/// add-remove neighbours, as the other sizes).
+/// [`privpred_core::public_rule::DPSGD_CLIP`] (under either neighbouring relation: it reads
+/// no size).
 pub(super) fn clip_arg(args: &Args) -> ValueOrCv {
     args.clip
-        .unwrap_or(ValueOrCv::Value(privpred_linear::settings::default_clip(
-            args.neighbours,
-        )))
+        .unwrap_or(ValueOrCv::Value(privpred_linear::settings::default_clip()))
 }
 
 /// The cross-validation record of the artifact and the summary.
@@ -116,16 +99,15 @@ fn public_rule_lambda(
     plan: &LinearPlan,
     data: &LinearData,
 ) -> Option<privpred_core::public_rule::RuleValue> {
-    let (None, Some(m), privpred_core::Neighbours::ReplaceOne) =
-        (args.lambda, plan.method, args.neighbours)
-    else {
+    let (None, Some(m)) = (args.lambda, plan.method) else {
         return None;
     };
+    // the public size: N, or the declared N̂ under add-remove
     privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
         method: m,
         loss: args.loss.unwrap_or_default(),
         classes: data.train.classes,
-        n: data.train.n,
+        n: privpred_linear::settings::public_size(args.neighbours, data.train.n, args.public_n)?,
         dim: data.train.d,
         epsilon: plan.privacy.expect("checked").epsilon(),
         budget: plan.budget,
