@@ -380,8 +380,50 @@ fn additive_row(
     )
 }
 
-/// Runs the floating-point audit: the textbook reference, the four exact selections and the
-/// two additive releases of noisy logits.
+/// Whether the grid release of `privpred_core::grid` can return y from some input: exactly
+/// when y is m·g for an integer m with |m| ≤ 2⁵³ (the released double of the integer
+/// round(x/g) + Z, Z a discrete Gaussian, which gives every integer positive probability).
+/// The set does not depend on the input, so this is also the answer for x′: the test inverts
+/// the sampler's whole image, and a zero advantage is conclusive.
+pub fn grid_reaches(y: f64, g: f64) -> bool {
+    let m = y / g;
+    m.is_finite() && m.fract() == 0.0 && m.abs() <= 2f64.powi(53)
+}
+
+/// The noisy logits on the grid with exact discrete Gaussian noise, as shipped for δ > 0: every
+/// coordinate of every draw must be a grid point (self-check) and is then reachable from x′.
+fn grid_row(a: &FloatingPointAudit, rng: &mut PrivRng, alpha: f64) -> FloatingPointRow {
+    let x = [2.31, -0.7, 0.05, 1.9, -3.2, 0.4, 0.41, -1.0, 2.0, 0.0];
+    // σ and r of a calibration at Δ = 0.1: r = Δ/1024
+    let (sigma, rounding) = (0.5, 0.1 / 1024.0);
+    let noise = Noise::DiscreteGaussian { sigma, rounding };
+    let k = privpred_core::grid::grid_log2(rounding, x.len()).expect("valid allowance");
+    let g = 2f64.powi(k);
+    let (mut unreachable, mut self_fail) = (0, 0);
+    for _ in 0..a.draws {
+        let mut y = x.to_vec();
+        noise
+            .add_to(rng, &mut y)
+            .expect("the audit's fixed noise is valid");
+        // the image is the same set of grid points from x and from x′
+        if !y.iter().all(|&yi| grid_reaches(yi, g)) {
+            self_fail += 1;
+            unreachable += 1;
+        }
+    }
+    row(
+        "noisy logits and weights, discrete Gaussian on a power-of-two grid (exact)",
+        true,
+        true,
+        (a.draws, unreachable, self_fail),
+        true,
+        None,
+        alpha,
+    )
+}
+
+/// Runs the floating-point audit: the textbook reference, the four exact selections, the
+/// discrete Gaussian grid release and the two f64 additive releases of noisy logits.
 pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<FloatingPointRow>> {
     crate::stats::check_confidence(a.confidence)?;
     if a.draws < 128 {
@@ -397,6 +439,7 @@ pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<Floatin
     for p in selection_pairs() {
         rows.push(selection_row(&p, a, &mut rng, alpha));
     }
+    rows.push(grid_row(a, &mut rng, alpha));
     rows.push(additive_row(
         "noisy logits, ℓ2-Laplace (f64 sampler)",
         Noise::L2Laplace { beta: 2.0 },
@@ -405,7 +448,7 @@ pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<Floatin
         alpha,
     ));
     rows.push(additive_row(
-        "noisy logits, Gaussian (f64 sampler)",
+        "noisy logits, Gaussian (f64 sampler; the paper calibration only)",
         Noise::Gaussian { sigma: 0.5 },
         a,
         &mut rng,
@@ -469,6 +512,23 @@ mod tests {
         let y = 1e-20 + 3e-37;
         assert!(additive_reaches(y, 0.0));
         assert!(!additive_reaches(y, 0.05));
+    }
+
+    /// The grid release: every draw is a grid point, so x′ reaches it too (advantage 0 with a
+    /// conclusive bound); a value off the grid is recognised as unreachable.
+    #[test]
+    fn grid_release_has_no_reachability_advantage() {
+        let a = FloatingPointAudit {
+            draws: 4_096,
+            ..Default::default()
+        };
+        let mut rng = seeded_rng(4);
+        let r = grid_row(&a, &mut rng, 0.05);
+        assert_eq!((r.unreachable, r.self_check_failures), (0, 0));
+        assert!(r.conclusive && r.exact && r.advantage_upper < 1e-3);
+        assert!(grid_reaches(3.0 * 2f64.powi(-20), 2f64.powi(-20)));
+        assert!(!grid_reaches(3.5 * 2f64.powi(-20), 2f64.powi(-20)));
+        assert!(!grid_reaches(f64::NAN, 1.0));
     }
 
     #[test]

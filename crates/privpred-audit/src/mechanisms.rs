@@ -318,6 +318,15 @@ impl Mechanism for ShiftedNoise {
                 Noise::Gaussian { sigma } => {
                     (self.shift * o[0] - 0.5 * self.shift * self.shift) / (sigma * sigma)
                 }
+                Noise::DiscreteGaussian { sigma, rounding } => {
+                    // the release is centred on the grid point nearest the input (0 or the
+                    // shift): the exact log-likelihood ratio of the two discrete Gaussians
+                    // (their normalising constants are equal on the lattice)
+                    let k = privpred_core::grid::grid_log2(rounding, self.dim).map_err(core_err)?;
+                    let g = 2f64.powi(k);
+                    let c = (self.shift / g).round() * g;
+                    (c * o[0] - 0.5 * c * c) / (sigma * sigma)
+                }
                 Noise::L2Laplace { beta } => {
                     let n2: f64 = o.iter().map(|x| x * x).sum();
                     let shifted = n2 - 2.0 * self.shift * o[0] + self.shift * self.shift;

@@ -1,12 +1,14 @@
 //! Benchmark: the exact selections (exponential mechanism and permute-and-flip, drawn with
 //! integer arithmetic only) against a floating-point baseline run in the same process (Gumbel-max
 //! with 53-bit uniforms, and permute-and-flip with f64 coins), on the answers the service gives:
-//! 10 noisy logits (prediction sensitivity) and 10 vote counts of 256 teachers. Run with
-//! `cargo bench -p privpred-core --bench selection`; it prints draws per second and the ratio
-//! exact / baseline.
+//! 10 noisy logits (prediction sensitivity) and 10 vote counts of 256 teachers; and the noisy
+//! logits' Gaussian release on the grid with exact discrete Gaussian noise (`privpred_core::grid`)
+//! against the f64 Gaussian sampler. Run with `cargo bench -p privpred-core --bench selection`;
+//! it prints draws per second and the ratio exact / baseline.
 
 use privpred_core::noise::sample_exponential_mechanism;
 use privpred_core::noise::seeded_rng;
+use privpred_core::{Noise, grid};
 use privpred_core::select::sample_permute_and_flip;
 use rand::{Rng, RngExt};
 use std::hint::black_box;
@@ -77,4 +79,22 @@ fn main() {
             exact / base
         );
     }
+    // the noisy logits' Gaussian release: σ of B = 100 answers at ε = 1, δ = 1e-5 for the
+    // sensitivity of MNIST's prediction sensitivity (N = 60,000, λ = 1e-3, K = √2)
+    let sens = 2.0 * std::f64::consts::SQRT_2 / (60_000.0 * 1e-3);
+    let (sigma, rounding) = grid::discrete_gaussian_sigma(1.0, 1e-5, 100, sens).unwrap();
+    let continuous = Noise::Gaussian { sigma };
+    let discrete = Noise::DiscreteGaussian { sigma, rounding };
+    let releases = 50_000;
+    let release = |noise: Noise, rng: &mut privpred_core::PrivRng| {
+        let mut v = logits.clone();
+        noise.add_to(rng, &mut v).unwrap();
+        (v[0].to_bits() & 1) as usize
+    };
+    let base = rate(releases, || release(continuous, &mut rng));
+    let exact = rate(releases, || release(discrete, &mut rng));
+    println!(
+        "| 10 logits, σ = {sigma:.4} | Gaussian release (f64 vs grid + discrete Gaussian) | {base:.0} | {exact:.0} | {:.2} |",
+        exact / base
+    );
 }

@@ -5,10 +5,11 @@
 use crate::composition::{
     advanced_per_answer_epsilon, advanced_per_answer_epsilon_paper, zcdp_rho_for,
 };
-use crate::delta_prime::{optimise_delta_prime, paper_delta_prime_grid, sigma_advanced};
+use crate::delta_prime::{paper_delta_prime_grid, sigma_advanced_paper};
 use crate::dpsgd::{Accountant, DpSgdSchedule, dpsgd_epsilon, noise_multiplier_neighbours};
 use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
+use crate::grid::discrete_gaussian_sigma;
 use crate::guarantee::{Calibration, Guarantee};
 use crate::mechanism::{Mechanism, Scores, VectorNoise};
 use crate::privacy::{Budget, Privacy};
@@ -211,14 +212,20 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
     Ok(c)
 }
 
+/// The note of a discrete Gaussian release (`crate::grid`).
+const DISCRETE_GAUSSIAN_NOTE: &str = "discrete Gaussian on a power-of-two grid (exact sampler): sigma = (Delta + r)*sqrt(B/(2 rho*)), r = Delta/1024 the grid rounding, rho* the largest zCDP rho giving (eps, delta) (Canonne, Kamath & Steinke 2020)";
+
 /// Model sensitivity (output perturbation), docs/guarantees.md#calibrations.
 ///
 /// Theorem (paper, appendix Thm "model sensitivity", via Chaudhuri et al. 2011 Lemma 7): for
 /// λ-strongly convex regularised ERM with a K-Lipschitz loss on the unit ball, the minimiser
 /// has L2 (Frobenius) sensitivity Δ = 2K/(Nλ). δ = 0: θ + ℓ2-Laplace with β = ε/Δ =
-/// Nλε/(2K) is ε-DP (the density ratio is ≤ e^{βΔ}). δ > 0: θ + Gaussian with σ =
-/// Δ·σ_AG(ε, δ) is (ε, δ)-DP (Balle & Wang 2018, Thm 8). One release, B = ∞; `tight` equals
-/// `corrected` (the analytic Gaussian is already exact for one release). Neighbours:
+/// Nλε/(2K) is ε-DP (the density ratio is ≤ e^{βΔ}). δ > 0, `corrected` and `tight`: θ
+/// rounded to a power-of-two grid plus exact discrete Gaussian noise ([`crate::grid`]), ½((Δ +
+/// r)/σ)²-zCDP for the rounding allowance r = Δ/1024 (Canonne, Kamath & Steinke 2020, the
+/// multivariate discrete Gaussian), σ solved so that the zCDP conversion gives (ε, δ). `paper`
+/// keeps the published continuous Gaussian σ = Δ·σ_AG(ε, δ) (Balle & Wang 2018, Thm 8). One
+/// release, B = ∞; `tight` equals `corrected`. Neighbours:
 /// replace-one (Δ compares two datasets of the same size N); add-remove is refused
 /// ([`check_relation`]). Two-class logistic model ([`Loss::Logistic`]): K = 1, so
 /// Δ = 2/(Nλ) on w ∈ R^D and β = Nλε/2, Chaudhuri, Monteleoni & Sarwate (2011), Corollary 8
@@ -233,10 +240,13 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
         VectorNoise::L2Laplace {
             beta: p.epsilon() / sens,
         }
-    } else {
+    } else if req.mode == CalibrationMode::Paper {
         VectorNoise::Gaussian {
             sigma: sens * sigma_ag(p.epsilon(), p.delta())?,
         }
+    } else {
+        let (sigma, rounding) = discrete_gaussian_sigma(p.epsilon(), p.delta(), 1, sens)?;
+        VectorNoise::DiscreteGaussian { sigma, rounding }
     };
     let mut c = base(
         req,
@@ -247,9 +257,11 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
         .push(format!("sensitivity 2K/(N*lambda) = {sens:.6e}"));
     c.notes.push(if p.is_pure() {
         "l2-Laplace on theta, beta = N*lambda*eps/(2K)".into()
-    } else {
+    } else if req.mode == CalibrationMode::Paper {
         "Gaussian on theta, sigma = (2K/(N*lambda))*sigma_AG(eps, delta) (Balle & Wang 2018, Thm 8)"
             .into()
+    } else {
+        DISCRETE_GAUSSIAN_NOTE.into()
     });
     if req.mode == CalibrationMode::Tight {
         c.notes
@@ -454,12 +466,15 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
 /// Theorem (paper, appendix Thms "prediction sensitivity" and "Gaussian prediction
 /// sensitivity"): each answer θᵀx has L2 sensitivity Δ = 2K/(Nλ) (Lemma "sensitivity bound",
 /// ‖x‖ ≤ 1). δ = 0: ℓ2-Laplace in R^C with β = Nλε/(2KB) is ε-DP over B answers (basic
-/// composition; all modes). δ > 0: σ = min(σ′, σ″) with σ′ = Δ·σ_AG(ε/B, δ/B) (basic
-/// composition) and σ″ = min_{δ′} Δ·σ_AG(ε*, (δ−δ′)/B) with ε* the per-answer ε of Dwork &
-/// Rothblum (2016, Thm 1.1). `paper`: ε* by the closed form over the reference's 998-point
-/// grid (docs/guarantees.md#errata (erratum 4.6): not a valid guarantee when σ″ is chosen); `corrected`: ε* solved exactly
-/// and δ′ optimised. `tight`: B Gaussian answers are √B·Δ/σ-GDP (Dong, Roth & Su 2019,
-/// Cor. 3.3), so σ = √B·Δ·σ_AG(ε, δ) (never more than `corrected`). `tight` with δ = 0
+/// composition; all modes). δ > 0, `corrected` and `tight`: each answer's logits rounded to a
+/// power-of-two grid plus exact discrete Gaussian noise ([`crate::grid`]); one answer is
+/// ½((Δ + r)/σ)²-zCDP (r = Δ/1024, the rounding; Canonne, Kamath & Steinke 2020), B answers
+/// B times that (Bun & Steinke 2016, Lemma 2.3), and σ is solved so that the zCDP conversion
+/// gives (ε, δ). `paper`: the published continuous Gaussian, σ = min(σ′, σ″) with σ′ =
+/// Δ·σ_AG(ε/B, δ/B) (basic composition) and σ″ = min_{δ′} Δ·σ_AG(ε*, (δ−δ′)/B), ε* the
+/// per-answer ε of Dwork & Rothblum (2016, Thm 1.1) by the closed form over the reference's
+/// 998-point grid (docs/guarantees.md#errata (erratum 4.6): not a valid guarantee when σ″ is
+/// chosen). `tight` with δ = 0
 /// releases the label only, by a selection over the logits
 /// ([`prediction_sensitivity_selection`]). Neighbours: replace-one; add-remove is refused
 /// ([`check_relation`]). Two-class logistic model ([`Loss::Logistic`]): each answer is one
@@ -488,52 +503,30 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
             .push("l2-Laplace on logits, beta = N*lambda*eps/(2KB) (basic composition)".into());
         return Ok(c);
     }
+    if req.mode != CalibrationMode::Paper {
+        let (sigma, rounding) = discrete_gaussian_sigma(eps, delta, b, sens)?;
+        let noise = VectorNoise::DiscreteGaussian { sigma, rounding };
+        let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
+        c.notes.push(DISCRETE_GAUSSIAN_NOTE.into());
+        return Ok(c);
+    }
     let sigma_basic = sigma_ag(eps / bf, delta / bf)?;
-    let (sigma, valid, note) = match req.mode {
-        CalibrationMode::Paper => {
-            let adv = paper_delta_prime_grid(delta)
-                .map(|dp| sigma_advanced(eps, delta, b, dp, true))
-                .fold(f64::INFINITY, f64::min);
-            if adv < sigma_basic {
-                (
-                    adv,
-                    false,
-                    "advanced composition with the paper's closed-form eps* over a 998-point delta' grid (erratum 4.6: composed epsilon slightly exceeds the target)",
-                )
-            } else {
-                (
-                    sigma_basic,
-                    true,
-                    "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)",
-                )
-            }
-        }
-        CalibrationMode::Corrected => {
-            let (adv, _dp) = optimise_delta_prime(eps, delta, b);
-            if adv < sigma_basic {
-                (
-                    adv,
-                    true,
-                    "advanced composition (Dwork & Rothblum 2016, Thm 1.1), exact eps*, delta' optimised",
-                )
-            } else {
-                (
-                    sigma_basic,
-                    true,
-                    "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)",
-                )
-            }
-        }
-        CalibrationMode::Tight => {
-            let gdp = bf.sqrt() * sigma_ag(eps, delta)?;
-            let (adv, _) = optimise_delta_prime(eps, delta, b);
-            let corrected = adv.min(sigma_basic);
-            (
-                gdp.min(corrected),
-                true,
-                "GDP composition: B Gaussian answers are sqrt(B)*Delta/sigma-GDP (Dong, Roth & Su 2019)",
-            )
-        }
+    // `paper` only (the other modes returned above): the published calibration
+    let adv = paper_delta_prime_grid(delta)
+        .map(|dp| sigma_advanced_paper(eps, delta, b, dp))
+        .fold(f64::INFINITY, f64::min);
+    let (sigma, valid, note) = if adv < sigma_basic {
+        (
+            adv,
+            false,
+            "advanced composition with the paper's closed-form eps* over a 998-point delta' grid (erratum 4.6: composed epsilon slightly exceeds the target)",
+        )
+    } else {
+        (
+            sigma_basic,
+            true,
+            "basic composition: sigma' = Delta*sigma_AG(eps/B, delta/B)",
+        )
     };
     let noise = VectorNoise::Gaussian {
         sigma: sens * sigma,

@@ -42,7 +42,7 @@
 
 use crate::calibrate::CalibrationRequest;
 use crate::error::{CoreError, Result};
-use crate::gaussian::sigma_ag;
+use crate::grid::discrete_gaussian_sigma;
 use crate::guarantee::Calibration;
 pub use crate::guarantee::CertifiedFit;
 use crate::mechanism::VectorNoise;
@@ -164,7 +164,8 @@ pub fn calibrate_certified(req: &CalibrationRequest) -> Result<Calibration> {
 /// Loss perturbation's output-noise term (AMP, see the module documentation) for a fit on N
 /// examples with regulariser ρ_eff (strong convexity μ = ρ_eff/N): the residual
 /// r = γ/μ = γN/ρ_eff, sensitivity 2r; ℓ2-Laplace with β = ε₂/(2r) when δ = 0 (density ratio
-/// ≤ e^{β·2r}), Gaussian with σ = 2r·σ_AG(ε₂, δ₂) otherwise (Balle & Wang 2018, Thm 8),
+/// ≤ e^{β·2r}), otherwise θ on the grid with exact discrete Gaussian noise of the σ that makes
+/// one release of sensitivity 2r (ε₂, δ₂)-DP ([`crate::grid::discrete_gaussian_sigma`]),
 /// (ε₂, δ₂) = s(ε, δ). `None` when the calibration carries no certificate (paper mode).
 pub fn loss_perturbation_residual(
     cal: &Calibration,
@@ -196,9 +197,9 @@ pub fn loss_perturbation_residual(
             beta: e2 / (2.0 * r),
         }
     } else {
-        VectorNoise::Gaussian {
-            sigma: 2.0 * r * sigma_ag(e2, d2)?,
-        }
+        // a release of weights: on the grid with exact discrete Gaussian noise (crate::grid)
+        let (sigma, rounding) = discrete_gaussian_sigma(e2, d2, 1, 2.0 * r)?;
+        VectorNoise::DiscreteGaussian { sigma, rounding }
     };
     Ok(Some((rho_eff / n as f64, noise)))
 }
@@ -235,7 +236,11 @@ mod tests {
                     let want = (2.0 * k / (n * lambda) + 2.0 * f.gradient_norm_bound / lambda)
                         / (2.0 * k / (n * lambda));
                     let ratio = match (exact.noise(), cert.noise()) {
-                        (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b }) => b / a,
+                        (Noise::Gaussian { sigma: a }, Noise::Gaussian { sigma: b })
+                        | (
+                            Noise::DiscreteGaussian { sigma: a, .. },
+                            Noise::DiscreteGaussian { sigma: b, .. },
+                        ) => b / a,
                         (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
                         // tight δ = 0 prediction sensitivity: a selection over the logits
                         (Noise::PermuteAndFlip { beta: a }, Noise::PermuteAndFlip { beta: b })
@@ -303,16 +308,18 @@ mod tests {
             }
             n => panic!("{n:?}"),
         }
-        // δ > 0: Gaussian at (0.01ε, 0.01δ)
+        // δ > 0: discrete Gaussian on the grid at (0.01ε, 0.01δ)
         let r = req(Method::LossPerturbation, CalibrationMode::Tight, 1.0, 1e-5);
         let c = calibrate_certified(&r).unwrap();
         let (_, noise) = loss_perturbation_residual(&c, 60_000, rho_eff)
             .unwrap()
             .unwrap();
         match noise {
-            VectorNoise::Gaussian { sigma } => {
-                let want = 2.0 * r2 * sigma_ag(0.01, 1e-7).unwrap();
+            VectorNoise::DiscreteGaussian { sigma, rounding } => {
+                let (want, r_want) =
+                    crate::grid::discrete_gaussian_sigma(0.01, 1e-7, 1, 2.0 * r2).unwrap();
                 assert!((sigma - want).abs() < 1e-9 * want);
+                assert_eq!(rounding, r_want);
             }
             n => panic!("{n:?}"),
         }

@@ -11,6 +11,9 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
     let noise = match c.noise() {
         Noise::L2Laplace { beta } => json!({"distribution": "l2-laplace", "beta": beta}),
         Noise::Gaussian { sigma } => json!({"distribution": "gaussian", "sigma": sigma}),
+        Noise::DiscreteGaussian { sigma, rounding } => {
+            json!({"distribution": "discrete-gaussian", "sigma": sigma, "rounding": rounding})
+        }
         Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
         Noise::PermuteAndFlip { beta } => {
             json!({"distribution": "permute-and-flip", "beta": beta})

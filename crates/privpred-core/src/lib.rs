@@ -15,6 +15,7 @@ pub mod dpsgd;
 pub mod error;
 pub mod exact;
 pub mod gaussian;
+pub mod grid;
 pub mod guarantee;
 pub mod guarantee_json;
 pub mod mechanism;

@@ -30,6 +30,14 @@ pub enum VectorNoise {
         /// Standard deviation σ per coordinate.
         sigma: f64,
     },
+    /// Rounded to a power-of-two grid, plus exact discrete Gaussian noise of scale σ per
+    /// coordinate ([`crate::grid`]).
+    DiscreteGaussian {
+        /// Scale σ per coordinate.
+        sigma: f64,
+        /// The ℓ2 rounding allowance r (part of the calibrated sensitivity).
+        rounding: f64,
+    },
 }
 
 impl From<VectorNoise> for Noise {
@@ -37,6 +45,9 @@ impl From<VectorNoise> for Noise {
         match v {
             VectorNoise::L2Laplace { beta } => Noise::L2Laplace { beta },
             VectorNoise::Gaussian { sigma } => Noise::Gaussian { sigma },
+            VectorNoise::DiscreteGaussian { sigma, rounding } => {
+                Noise::DiscreteGaussian { sigma, rounding }
+            }
         }
     }
 }
@@ -47,6 +58,9 @@ impl VectorNoise {
         match noise {
             Noise::L2Laplace { beta } => Some(VectorNoise::L2Laplace { beta }),
             Noise::Gaussian { sigma } => Some(VectorNoise::Gaussian { sigma }),
+            Noise::DiscreteGaussian { sigma, rounding } => {
+                Some(VectorNoise::DiscreteGaussian { sigma, rounding })
+            }
             Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => None,
         }
     }
@@ -69,6 +83,10 @@ impl VectorNoise {
             },
             VectorNoise::Gaussian { sigma } => VectorNoise::Gaussian {
                 sigma: sigma * factor,
+            },
+            VectorNoise::DiscreteGaussian { sigma, rounding } => VectorNoise::DiscreteGaussian {
+                sigma: sigma * factor,
+                rounding: rounding * factor,
             },
         }
     }
@@ -203,14 +221,15 @@ impl Mechanism {
             Noise::L2Laplace { beta }
             | Noise::Exponential { beta }
             | Noise::PermuteAndFlip { beta } => beta,
-            Noise::Gaussian { sigma } => sigma,
+            Noise::Gaussian { sigma } | Noise::DiscreteGaussian { sigma, .. } => sigma,
         }
     }
 
-    /// σ where the released noise is Gaussian (for DP-SGD the noise multiplier), else `None`.
+    /// σ where the released noise is Gaussian or discrete Gaussian on a grid (for DP-SGD the
+    /// noise multiplier), else `None`.
     pub fn gaussian_sigma(&self) -> Option<f64> {
         match self.noise() {
-            Noise::Gaussian { sigma } => Some(sigma),
+            Noise::Gaussian { sigma } | Noise::DiscreteGaussian { sigma, .. } => Some(sigma),
             _ => None,
         }
     }

@@ -160,6 +160,9 @@ impl Noise {
         match *self {
             Noise::L2Laplace { beta } => sample_l2_laplace(rng, dim, beta),
             Noise::Gaussian { sigma } => sample_gaussian(rng, dim, sigma),
+            Noise::DiscreteGaussian { .. } => Err(CoreError::Unsupported(
+                "the discrete Gaussian on a grid is a release of the rounded value, not a noise vector: use add_to".into(),
+            )),
             Noise::Exponential { .. } => Err(CoreError::Unsupported(
                 "the exponential mechanism is not additive noise".into(),
             )),
@@ -171,6 +174,9 @@ impl Noise {
 
     /// Adds one noise draw to `values` in place (ℓ2-Laplace or Gaussian).
     pub fn add_to<R: Rng + ?Sized>(&self, rng: &mut R, values: &mut [f64]) -> Result<()> {
+        if let Noise::DiscreteGaussian { sigma, rounding } = *self {
+            return crate::grid::release_discrete_gaussian(rng, values, sigma, rounding);
+        }
         let n = self.sample(rng, values.len())?;
         for (v, e) in values.iter_mut().zip(n) {
             *v += e;
@@ -180,6 +186,14 @@ impl Noise {
 
     /// Adds one noise draw to `values` (f32) in place.
     pub fn add_to_f32<R: Rng + ?Sized>(&self, rng: &mut R, values: &mut [f32]) -> Result<()> {
+        if let Noise::DiscreteGaussian { .. } = *self {
+            let mut wide: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+            self.add_to(rng, &mut wide)?;
+            for (v, w) in values.iter_mut().zip(wide) {
+                *v = w as f32;
+            }
+            return Ok(());
+        }
         let n = self.sample(rng, values.len())?;
         for (v, e) in values.iter_mut().zip(n) {
             *v = (*v as f64 + e) as f32;
@@ -193,6 +207,7 @@ impl Noise {
         match self {
             Noise::L2Laplace { .. } => "l2-laplace",
             Noise::Gaussian { .. } => "gaussian",
+            Noise::DiscreteGaussian { .. } => "discrete-gaussian",
             Noise::Exponential { .. } => "exponential",
             Noise::PermuteAndFlip { .. } => "permute-and-flip",
         }

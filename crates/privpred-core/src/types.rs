@@ -175,6 +175,15 @@ pub enum Noise {
         /// Standard deviation σ.
         sigma: f64,
     },
+    /// The value rounded to a power-of-two grid plus exact discrete Gaussian noise of scale σ
+    /// per coordinate ([`crate::grid`]): every released value is a grid point.
+    DiscreteGaussian {
+        /// Scale σ (in the value's units).
+        sigma: f64,
+        /// The ℓ2 rounding allowance r: the grid step g is the largest power of two with
+        /// g·√d ≤ r, and the calibration's sensitivity includes r.
+        rounding: f64,
+    },
     /// Exponential mechanism P(y) ∝ exp(β·votes_y) (subsample-and-aggregate), or over the
     /// logits, P(y) ∝ exp(β·logit_y) (prediction sensitivity, label-only `tight`).
     Exponential {
@@ -201,6 +210,7 @@ impl std::fmt::Display for Noise {
         let (name, symbol, v) = match *self {
             Noise::L2Laplace { beta } => ("ℓ2-Laplace", "β", beta),
             Noise::Gaussian { sigma } => ("Gaussian", "σ", sigma),
+            Noise::DiscreteGaussian { sigma, .. } => ("discrete Gaussian on a grid", "σ", sigma),
             Noise::Exponential { beta } => ("exponential mechanism", "β", beta),
             Noise::PermuteAndFlip { beta } => ("permute-and-flip", "β", beta),
         };

@@ -130,6 +130,10 @@ fn check_mechanism(cal: &Calibration) -> Result<()> {
     }
     match mech.noise() {
         Noise::Gaussian { sigma } => positive("noise sigma", sigma),
+        Noise::DiscreteGaussian { sigma, rounding } => {
+            positive("noise sigma", sigma)?;
+            positive("noise rounding", rounding)
+        }
         Noise::L2Laplace { beta }
         | Noise::Exponential { beta }
         | Noise::PermuteAndFlip { beta } => positive("noise beta", beta),

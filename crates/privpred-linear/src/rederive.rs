@@ -291,9 +291,20 @@ mod tests {
                 let p = trained(m, mode, delta);
                 check_rederived(&p, false).unwrap_or_else(|e| panic!("{m} {mode}: {e}"));
                 let scale = match p.calibration.noise() {
-                    privpred_core::Noise::Gaussian { .. } => "sigma",
+                    privpred_core::Noise::Gaussian { .. }
+                    | privpred_core::Noise::DiscreteGaussian { .. } => "sigma",
                     _ => "beta",
                 };
+                // the grid's rounding allowance is part of the sensitivity: a larger one
+                // (a coarser grid) with the same σ is refused
+                if let privpred_core::Noise::DiscreteGaussian { rounding, .. } =
+                    p.calibration.noise()
+                {
+                    refused(
+                        &edited(&p, |v| v["noise"]["rounding"] = (rounding * 64.0).into()),
+                        "`noise",
+                    );
+                }
                 // β (or σ) = 1e300: no noise under the stated ε
                 // (DP-SGD's record reads σ from `noise_multiplier`)
                 refused(

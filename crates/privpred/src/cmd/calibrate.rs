@@ -129,6 +129,9 @@ pub fn to_text(c: &Calibration) -> String {
             VectorNoise::Gaussian { sigma } => s.push_str(&format!(
                 "Noise: Gaussian with std sigma = {sigma:.6e} per coordinate, {what}.\n"
             )),
+            VectorNoise::DiscreteGaussian { sigma, rounding } => s.push_str(&format!(
+                "Noise: discrete Gaussian with scale sigma = {sigma:.6e} per coordinate on a power-of-two grid (step g the largest power of two with g·√dimension <= {rounding:.6e}; values rounded to the grid, exact sampler), {what}.\n"
+            )),
         },
         Mechanism::DpSgd { noise_multiplier: m, .. } => s.push_str(&format!(
             "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"
