@@ -149,19 +149,26 @@ mod tests {
         };
         use privpred_core::ParamGuard;
         let cfg = s.params(0.5, 1000).check().unwrap();
-        assert_eq!(cfg.teachers(), privpred_core::public_rule::teachers(1000));
+        let public = |n| public_size(Neighbours::ReplaceOne, n, None).unwrap();
+        assert_eq!(cfg.teachers(), privpred_core::public_rule::teachers(public(1000)));
         let given = MethodSettings {
             teachers: Some(7),
             ..s.clone()
         };
         assert_eq!(given.params(0.5, 1000).check().unwrap().teachers(), 7);
+        // under add-remove the rule reads the declared N̂, never the exact N
         assert_eq!(
-            default_teachers(Neighbours::AddRemove, 1000),
+            default_teachers(Neighbours::AddRemove, 1000, Some(5000)),
+            default_teachers(Neighbours::AddRemove, 300, Some(5000))
+        );
+        assert_eq!(
+            default_batch_size(Neighbours::AddRemove, 1000, Some(5000)),
+            privpred_core::public_rule::dpsgd_batch_size(public(5000))
+        );
+        assert_eq!(
+            default_teachers(Neighbours::AddRemove, 1000, None),
             defaults::LINEAR_TEACHERS
         );
-        assert_eq!(
-            default_clip(Neighbours::AddRemove),
-            defaults::LINEAR_DPSGD_CLIP
-        );
+        assert_eq!(default_clip(), privpred_core::public_rule::DPSGD_CLIP);
     }
 }
