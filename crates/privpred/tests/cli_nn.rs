@@ -537,6 +537,15 @@ fn nn_artifacts_round_trip_through_the_linked_library() {
             config: *net.config(),
             normalization: Normalization::generic(3),
             calibration: Some(cal),
+            training: Some(calib::PublicTraining {
+                n: 1000,
+                dp_sgd: Some(privpred_core::DpSgdSchedule {
+                    batch_size: 100,
+                    epochs: 1.0,
+                }),
+                teachers: None,
+            }),
+            seed_policy: Some(privpred_core::SeedPolicy::Seeded { seed: 0 }),
             members: 1,
             class_names: None,
             data_source: "test".into(),
