@@ -287,9 +287,7 @@ pub fn encode_model_with_id(
     meta.insert("release".to_string(), release_label(model).to_string());
     let ledger_id_out = ledger_id.clone();
     meta.insert(artifact::LEDGER_ID_KEY.to_string(), ledger_id);
-    let mut notes = vec![
-        "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
-    ];
+    let mut notes = vec![selection_note(model)];
     notes.extend(preprocessing.data_dependent());
     meta.insert("privacy_notes".to_string(), json(&notes)?);
     let dtype = format!("{:?}", Dtype::F64);
@@ -300,6 +298,34 @@ pub fn encode_model_with_id(
     let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
         .map_err(|e| err(path, format!("{e}")))?;
     Ok((bytes, ledger_id_out))
+}
+
+/// The model's privacy note on its hyper-parameter selection
+/// ([`privpred_core::tuning::selection_note`], the note of every family), with the public
+/// rule's formula computed from the guarantee's public inputs.
+fn selection_note(model: &StoredModel) -> String {
+    let Some(p) = model.private() else {
+        return privpred_core::tuning::selection_note(None, None);
+    };
+    let c = &p.calibration;
+    let rule = c.assumptions.n.and_then(|n| {
+        privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
+            method: c.method(),
+            loss: c.assumptions.loss,
+            classes: c.assumptions.classes,
+            n,
+            dim: p.input_dim(),
+            epsilon: c.epsilon(),
+            budget: c.budget(),
+        })
+        // stated only when it is the rule that gave this model's λ
+        .filter(|r| {
+            p.lambda()
+                .is_some_and(|l| privpred_core::rederive::close(l, r.value))
+        })
+        .map(|r| r.formula)
+    });
+    privpred_core::tuning::selection_note(c.selection.as_ref(), rule.as_deref())
 }
 
 /// A private model's artifact is a release (module documentation): its preprocessing for
@@ -890,6 +916,74 @@ mod tests {
         assert_eq!(l.extra, serde_json::json!({"k": 1}));
         assert_eq!(l.preprocessing, fitted.for_release());
         assert_eq!(l.private(), Some(&p));
+    }
+
+    /// `privacy_notes` states the recorded selection and its cost, for every kind, and the
+    /// public rule's formula only where the rule gave the model's λ.
+    #[test]
+    fn privacy_notes_state_what_the_selection_cost() {
+        use privpred_core::SelectionMethod as S;
+        let ds = toy(300, 4, 2, 5);
+        let fitted = prep(4, 2);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.safetensors");
+        let notes = |p: &PrivatePredictor| -> String {
+            save(&path, p, &fitted, serde_json::Value::Null).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+            md.metadata().clone().unwrap()["privacy_notes"].clone()
+        };
+        let train = |lambda: f64| {
+            let mut cfg = MethodConfig::new(
+                Method::ModelSensitivity,
+                CalibrationMode::Corrected,
+                Privacy::new(1.0, 0.0).unwrap(),
+                Budget::Unlimited,
+            );
+            cfg.lambda = lambda;
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+            train_private(&cfg, &ds, &mut rng).unwrap()
+        };
+        let base = train(1e-2);
+        for (sel, needles) in [
+            (S::Public, &["public value", "costs nothing"][..]),
+            (S::PublicRule, &["public rule", "costs nothing"]),
+            (
+                S::PrivateSplit,
+                &[
+                    "private split",
+                    "epsilon = 1",
+                    "inside the stated guarantee",
+                ],
+            ),
+            (S::NonPrivateHoldout, &["hold-out", "OUTSIDE"]),
+            (S::ExternalSearch, &["outside privpred", "OUTSIDE"]),
+        ] {
+            let mut p = base.clone();
+            p.calibration = p.calibration.clone().with_selection(sel).unwrap();
+            let n = notes(&p);
+            for needle in needles {
+                assert!(n.contains(needle), "{sel}: {n}");
+            }
+            assert!(!n.contains("ignored"), "{sel}: {n}");
+            // λ = 0.01 is not the rule's value here: no formula is claimed
+            assert!(!n.contains("the rule:"), "{sel}: {n}");
+        }
+        // trained with the rule's own λ: its formula is stated
+        let rule = privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
+            method: Method::ModelSensitivity,
+            loss: base.calibration.assumptions.loss,
+            classes: 2,
+            n: 300,
+            dim: base.input_dim(),
+            epsilon: 1.0,
+            budget: Budget::Unlimited,
+        })
+        .unwrap();
+        let mut p = train(rule.value);
+        p.calibration = p.calibration.clone().with_selection(S::PublicRule).unwrap();
+        let n = notes(&p);
+        assert!(n.contains("the rule: λ = "), "{n}");
     }
 
     /// Rewrites an artifact with `edit` applied to its `model` and `preprocessing` JSON and

@@ -373,6 +373,19 @@ pub fn encode(path: &Path, model: &NnModel) -> Result<Vec<u8>> {
         serde_json::to_string(&model.header).map_err(|e| err(path, e.to_string()))?,
     );
     meta.insert("extra".to_string(), model.extra.to_string());
+    // the same note on the selection as every family's model file
+    let note = privpred_core::tuning::selection_note(
+        model
+            .header
+            .calibration
+            .as_ref()
+            .and_then(|c| c.selection.as_ref()),
+        None,
+    );
+    meta.insert(
+        "privacy_notes".to_string(),
+        serde_json::to_string(&[note]).map_err(|e| err(path, e.to_string()))?,
+    );
     let ledger_id = match &model.ledger_id {
         Some(id) => id.clone(),
         None => artifact::new_ledger_id().map_err(|e| err(path, e))?,
