@@ -231,7 +231,7 @@ fn a_seeded_resnet_relabelled_as_a_release_is_refused() {
     assert_eq!(r.header.seed_policy, SeedPolicy::Seeded { seed: 7 });
     let e = r.for_release(&path).unwrap_err().to_string();
     assert!(e.contains("--seed 7"), "{e}");
-    // the envelope's header relabelled alone: it no longer matches the payload
+    // the envelope's header relabelled alone: it differs from the payload's record
     let payload = privpred_nn::artifact::encode(&path, &seeded).unwrap();
     let mut h = resnet_header(&seeded, seeded.ledger_id.as_deref().unwrap()).unwrap();
     h.seed_policy = SeedPolicy::OsRandom;
