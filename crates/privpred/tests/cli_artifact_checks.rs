@@ -55,7 +55,11 @@ fn refused_in_both_formats(src: &Path, ds: &str, what: &str, edit: &MetaEdit, ne
             ds,
         ]);
         assert_eq!(c, 2, "{what} (old format: {old_format}): {err}");
-        let expected = if old_format { "`checksum` missing" } else { needle };
+        let expected = if old_format {
+            "`checksum` missing"
+        } else {
+            needle
+        };
         assert!(
             err.contains(expected),
             "{what} (old format: {old_format}): {err}"

@@ -675,7 +675,7 @@ fn seeded_resnet_artifacts_are_experiments() {
             (
                 "seed 5.0",
                 serde_json::json!({"policy": "seeded", "seed": 5.0}),
-                "seed",
+                "corrupt model header",
             ),
             ("removed", serde_json::Value::Null, "seed_policy"),
         ] {
