@@ -188,7 +188,7 @@ fn calibrate_resnet(
 }
 
 /// The guarantee a ResNet of `method` (DP-SGD or subsample-and-aggregate) is trained under:
-/// the one rule ([`calibrate_resnet`]) with its selection recorded as public (a ResNet's
+/// the one rule (`calibrate_resnet`, shared with [`expected_guarantee`]) with its selection recorded as public (a ResNet's
 /// clip and schedule are given, never selected).
 pub fn guarantee(
     method: Method,
