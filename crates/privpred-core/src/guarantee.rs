@@ -205,22 +205,6 @@ impl Calibration {
     pub fn noise(&self) -> Noise {
         self.mechanism.noise()
     }
-
-    /// Relabels a calibration deserialised from a record without a `neighbours` key
-    /// (`has_key = false`) with [`Neighbours::legacy`], adding [`Neighbours::legacy_note`].
-    pub fn relabel_legacy(&mut self, has_key: bool) {
-        if !has_key {
-            self.guarantee.neighbours = Neighbours::legacy(self.method());
-            self.notes.push(Neighbours::legacy_note(self.method()));
-        }
-    }
-}
-
-impl Neighbours {
-    /// [`Calibration::relabel_legacy`].
-    pub fn relabel_legacy(c: &mut Calibration, has_key: bool) {
-        c.relabel_legacy(has_key);
-    }
 }
 
 impl Calibration {
@@ -263,9 +247,6 @@ struct CalibrationRecord {
     privacy: Privacy,
     budget: Budget,
     noise: Noise,
-    /// A record written before this field existed reads as `replace-one`; readers of legacy
-    /// records relabel them ([`Calibration::relabel_legacy`]).
-    #[serde(default)]
     neighbours: Neighbours,
     assumptions: Assumptions,
     valid_guarantee: bool,

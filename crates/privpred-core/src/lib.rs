@@ -25,6 +25,7 @@ pub mod pld;
 pub mod privacy;
 pub mod public_rule;
 pub mod rdp;
+pub mod rederive;
 pub mod select;
 pub mod tuning;
 pub mod types;

@@ -208,6 +208,24 @@ impl Selection {
     }
 }
 
+/// The privacy note every model file states about its hyper-parameter selection (one
+/// function for every family): what the recorded `selection` was and what it cost — a public
+/// value, the public rule with its formula (`rule`: the formula with its inputs, when the
+/// caller has them), the private split with the (ε, δ) it was charged, the non-private
+/// hold-out or an external search outside the guarantee. `None`: a model without a guarantee.
+pub fn selection_note(selection: Option<&Selection>, rule: Option<&str>) -> String {
+    match selection {
+        None => "hyper-parameter selection: none recorded (a model without a guarantee, or values the caller chose)".into(),
+        Some(s) => {
+            let mut note = format!("hyper-parameter selection ({}): {}", s.method, s.describe());
+            if let (SelectionMethod::PublicRule, Some(f)) = (s.method, rule) {
+                note.push_str(&format!("; the rule: {f}"));
+            }
+            note
+        }
+    }
+}
+
 /// The fraction of the training set the private split spends on the selection (candidate
 /// parts and hold-out); the release is trained on the rest. A fixed public constant.
 pub const SELECTION_FRACTION: f64 = 0.2;
@@ -321,6 +339,45 @@ pub fn select_candidate<R: Rng + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selection_note_states_what_each_selection_cost() {
+        let p = Privacy::new(1.0, 1e-5).unwrap();
+        let note = |m: SelectionMethod, rule: Option<&str>| {
+            let s = Selection::derive(m, p, Neighbours::ReplaceOne).unwrap();
+            selection_note(Some(&s), rule)
+        };
+        let public = note(SelectionMethod::Public, None);
+        assert!(
+            public.contains("public value") && public.contains("costs nothing"),
+            "{public}"
+        );
+        let rule = note(SelectionMethod::PublicRule, Some("λ = 0.3·√(d·C/(N·ε))"));
+        assert!(
+            rule.contains("public rule") && rule.contains("λ = 0.3·√(d·C/(N·ε))"),
+            "{rule}"
+        );
+        let private = note(SelectionMethod::PrivateSplit, None);
+        assert!(
+            private.contains("private split") && private.contains("epsilon = 1"),
+            "{private}"
+        );
+        assert!(private.contains("inside the stated guarantee"), "{private}");
+        let holdout = note(SelectionMethod::NonPrivateHoldout, None);
+        assert!(
+            holdout.contains("hold-out") && holdout.contains("OUTSIDE"),
+            "{holdout}"
+        );
+        let ext = note(SelectionMethod::ExternalSearch, None);
+        assert!(
+            ext.contains("outside privpred") && ext.contains("OUTSIDE"),
+            "{ext}"
+        );
+        for n in [&public, &rule, &private, &holdout, &ext] {
+            assert!(!n.contains("ignored"), "{n}");
+        }
+        assert!(selection_note(None, None).contains("none recorded"));
+    }
     use crate::select::permute_and_flip_probabilities;
     use crate::types::CalibrationMode;
 

@@ -125,26 +125,6 @@ impl Neighbours {
         }
     }
 
-    /// The relation a guarantee recorded before privpred named relations actually holds for
-    /// (artifacts written before this field existed): loss perturbation was calibrated with
-    /// the appendix's add/remove β = ε/(2K) (erratum 4.7) and DP-SGD with the add/remove
-    /// accountants; model sensitivity, prediction sensitivity and subsample-and-aggregate were
-    /// analysed for replace-one.
-    pub fn legacy(method: Method) -> Neighbours {
-        match method {
-            Method::LossPerturbation | Method::DpSgd => Neighbours::AddRemove,
-            _ => Neighbours::ReplaceOne,
-        }
-    }
-
-    /// The note attached to a legacy calibration relabelled by [`Neighbours::legacy`].
-    pub fn legacy_note(method: Method) -> String {
-        format!(
-            "legacy artifact (written before guarantees named their neighbouring relation): labelled {} neighbours, the relation its {method} calibration holds for",
-            Neighbours::legacy(method)
-        )
-    }
-
     /// Parses a kebab-case name.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -353,4 +333,19 @@ impl Default for Assumptions {
             loss: Loss::Softmax,
         }
     }
+}
+
+/// How the randomness of a private model was seeded (recorded with its guarantee, typed in
+/// every artifact family): a release needs the OS-seeded generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "policy")]
+pub enum SeedPolicy {
+    /// Experiment: a recorded seed (reproducible; its noise can be regenerated from the
+    /// seed and subtracted, so not for deployment).
+    Seeded {
+        /// The seed.
+        seed: u64,
+    },
+    /// Release: an OS-seeded cryptographic generator; no seed exists to record.
+    OsRandom,
 }

@@ -183,23 +183,23 @@ fn every_variant_is_built_and_round_trips() {
     }
 }
 
-/// Records as older versions wrote them: without `neighbours` (relabelled by the readers),
-/// DP-SGD without `sampling_rate`/`steps`, loss perturbation without `rho`, an invalid paper
-/// record; they load with the mechanism their method and noise name, and write back
-/// byte-identically (through the old struct).
+/// Records with their optional keys absent: DP-SGD without `sampling_rate`/`steps`, loss
+/// perturbation without `rho`, an invalid paper record; they load with the mechanism their
+/// method and noise name, and write back byte-identically (through the flat struct). A
+/// record without its neighbouring relation is refused.
 #[test]
-fn records_of_older_versions_load() {
-    let legacy = [
-        // a DP-SGD record from before sampling_rate/steps and neighbours existed
-        r#"{"method":"dp-sgd","calibration":"corrected","privacy":{"epsilon":1.0,"delta":1e-5},"budget":"unlimited","noise":{"distribution":"gaussian","sigma":1.25},"assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":60000,"lambda":null},"valid_guarantee":true,"notes":["noise multiplier"],"noise_multiplier":1.25,"epsilon_spent":0.98}"#,
+fn records_load_with_the_mechanism_they_name() {
+    let records = [
+        // a DP-SGD record without sampling_rate/steps
+        r#"{"method":"dp-sgd","calibration":"corrected","privacy":{"epsilon":1.0,"delta":1e-5},"budget":"unlimited","noise":{"distribution":"gaussian","sigma":1.25},"neighbours":"add-remove","assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":60000,"lambda":null},"valid_guarantee":true,"notes":["noise multiplier"],"noise_multiplier":1.25,"epsilon_spent":0.98}"#,
         // loss perturbation without rho
-        r#"{"method":"loss-perturbation","calibration":"paper","privacy":{"epsilon":2.0,"delta":0.0},"budget":"unlimited","noise":{"distribution":"l2-laplace","beta":0.35},"assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":null,"lambda":null},"valid_guarantee":false,"notes":["x","paper mode under replace-one: ... not a valid guarantee"]}"#,
+        r#"{"method":"loss-perturbation","calibration":"paper","privacy":{"epsilon":2.0,"delta":0.0},"budget":"unlimited","noise":{"distribution":"l2-laplace","beta":0.35},"neighbours":"replace-one","assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":null,"lambda":null},"valid_guarantee":false,"notes":["x","paper mode under replace-one: ... not a valid guarantee"]}"#,
         // subsample-and-aggregate, the exponential mechanism over votes
         r#"{"method":"subsample-aggregate","calibration":"corrected","privacy":{"epsilon":1.0,"delta":0.0},"budget":{"finite":100},"noise":{"distribution":"exponential","beta":0.005},"neighbours":"replace-one","assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":null,"lambda":null},"valid_guarantee":true,"notes":[]}"#,
         // an invalid record whose notes name no reason
         r#"{"method":"prediction-sensitivity","calibration":"paper","privacy":{"epsilon":1.0,"delta":1e-5},"budget":{"finite":10},"noise":{"distribution":"gaussian","sigma":3.5},"neighbours":"replace-one","assumptions":{"k":1.4142135623730951,"l":0.5,"classes":10,"n":1000,"lambda":0.01},"valid_guarantee":false,"notes":[]}"#,
     ];
-    let c: Vec<Calibration> = legacy
+    let c: Vec<Calibration> = records
         .iter()
         .map(|s| serde_json::from_str(s).unwrap_or_else(|e| panic!("{s}: {e}")))
         .collect();
@@ -212,10 +212,9 @@ fn records_of_older_versions_load() {
             epsilon_spent: Some(0.98),
         }
     );
-    assert_eq!(c[0].neighbours(), Neighbours::ReplaceOne); // serde default; readers relabel
-    let mut relabelled = c[0].clone();
-    relabelled.relabel_legacy(false);
-    assert_eq!(relabelled.neighbours(), Neighbours::AddRemove);
+    assert_eq!(c[0].neighbours(), Neighbours::AddRemove);
+    let unnamed = records[0].replace(r#""neighbours":"add-remove","#, "");
+    assert!(serde_json::from_str::<Calibration>(&unnamed).is_err());
     assert_eq!(
         c[1].mechanism,
         Mechanism::ObjectivePerturbation {
@@ -242,7 +241,7 @@ fn records_of_older_versions_load() {
         c[3].guarantee.validity.reasons(),
         [privpred_core::guarantee::UNSTATED_INVALIDITY.to_string()]
     );
-    for (s, c) in legacy.iter().zip(&c) {
+    for (s, c) in records.iter().zip(&c) {
         let old: OldCalibration = serde_json::from_str(s).unwrap();
         assert_eq!(
             serde_json::to_string(c).unwrap(),

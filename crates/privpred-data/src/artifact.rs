@@ -44,14 +44,14 @@ pub fn new_ledger_id() -> std::result::Result<String, String> {
     Ok(crate::fsutil::hex(&b))
 }
 
-/// The ledger id an artifact's metadata records: `Ok(None)` for a file written before ledger
-/// ids existed, `Err` (the reason) for a malformed id, or for an id in a file without the
-/// whole-file checksum (an id is only trusted where the checksum covers it).
-pub fn read_ledger_id(
-    meta: &HashMap<String, String>,
-) -> std::result::Result<Option<String>, String> {
+/// The ledger id an artifact's metadata records; `Err` (the reason) for a missing or
+/// malformed id, or for an id in a file without the whole-file checksum (an id is only
+/// trusted where the checksum covers it).
+pub fn read_ledger_id(meta: &HashMap<String, String>) -> std::result::Result<String, String> {
     let Some(id) = meta.get(LEDGER_ID_KEY) else {
-        return Ok(None);
+        return Err(format!(
+            "metadata key `{LEDGER_ID_KEY}` missing: every model records the identity its budget is kept under"
+        ));
     };
     if !meta.contains_key(CHECKSUM_KEY) {
         return Err(format!(
@@ -67,7 +67,7 @@ pub fn read_ledger_id(
             "`{LEDGER_ID_KEY}` must be {LEDGER_ID_HEX_LEN} lower-case hex digits"
         ));
     }
-    Ok(Some(id.clone()))
+    Ok(id.clone())
 }
 
 /// One tensor as the checksum sees it: name, dtype name (e.g. `F64`), shape, little-endian
@@ -106,17 +106,21 @@ pub fn checksum(meta: &HashMap<String, String>, tensors: &[TensorRef<'_>]) -> St
     format!("sha256:{}", crate::fsutil::hex(&digest))
 }
 
-/// Whether the metadata's checksum matches: `Ok(true)` when it does, `Ok(false)` when the
-/// metadata has no checksum (an artifact written before checksums existed), an error
-/// naming the file when it does not match.
+/// Checks the metadata's checksum: an error naming the file when it is missing or does not
+/// match.
 pub fn verify_checksum(
     path: &Path,
     meta: &HashMap<String, String>,
     tensors: &[TensorRef<'_>],
-) -> Result<bool> {
+) -> Result<()> {
     match meta.get(CHECKSUM_KEY) {
-        None => Ok(false),
-        Some(stored) if *stored == checksum(meta, tensors) => Ok(true),
+        None => Err(DataError::Format {
+            path: path.to_path_buf(),
+            reason: format!(
+                "metadata key `{CHECKSUM_KEY}` missing: not a privpred model or corrupt"
+            ),
+        }),
+        Some(stored) if *stored == checksum(meta, tensors) => Ok(()),
         Some(_) => Err(DataError::Format {
             path: path.to_path_buf(),
             reason: "the artifact's SHA-256 checksum does not match its contents (metadata or weights edited or corrupted): refusing it — re-train or restore the file".into(),
@@ -242,15 +246,11 @@ mod tests {
         assert_eq!(a.len(), LEDGER_ID_HEX_LEN);
         assert_ne!(a, b, "two trainings never share an identity");
         let mut meta = HashMap::new();
-        assert_eq!(
-            read_ledger_id(&meta),
-            Ok(None),
-            "a file of an earlier build"
-        );
+        assert!(read_ledger_id(&meta).unwrap_err().contains("missing"));
         meta.insert(LEDGER_ID_KEY.to_string(), a.clone());
         assert!(read_ledger_id(&meta).unwrap_err().contains("checksum"));
         meta.insert(CHECKSUM_KEY.to_string(), "sha256:00".to_string());
-        assert_eq!(read_ledger_id(&meta), Ok(Some(a.clone())));
+        assert_eq!(read_ledger_id(&meta), Ok(a.clone()));
         for bad in ["", "xyz", &a.to_uppercase(), &format!("{a}0")] {
             meta.insert(LEDGER_ID_KEY.to_string(), bad.to_string());
             assert!(read_ledger_id(&meta).is_err(), "{bad:?}");
@@ -272,8 +272,8 @@ mod tests {
         let mut with = meta.clone();
         with.insert(CHECKSUM_KEY.into(), c.clone());
         assert_eq!(checksum(&with, &t), c);
-        assert!(verify_checksum(Path::new("m"), &with, &t).unwrap());
-        assert!(!verify_checksum(Path::new("m"), &meta, &t).unwrap());
+        verify_checksum(Path::new("m"), &with, &t).unwrap();
+        assert!(verify_checksum(Path::new("m"), &meta, &t).is_err());
         // any change is seen
         let mut m2 = with.clone();
         m2.insert("a".into(), "2".into());

@@ -31,8 +31,8 @@ const BLOCK: usize = 256;
 /// Relative safety margin of the unit-ball rules.
 pub const MARGIN: f64 = 1e-6;
 
-/// The bias value of a recipe that does not record one, `f32(√½)` rounded down: what an
-/// artifact's recipe with `"bias": true` and no `bias_value` means.
+/// The bias value of [`Preprocessing::default`], `f32(√½)` rounded down (used once `bias` is
+/// set without [`Preprocessing::with_bias`]).
 pub const BIAS_VALUE: f32 = std::f32::consts::FRAC_1_SQRT_2;
 
 /// The bias value `compare` and the study use unless told otherwise: 0, no bias feature.
@@ -51,7 +51,7 @@ pub const BIAS_DEFAULT: f64 = 0.0;
 pub const BIAS_RANGE: &str =
     "a number in [0, 1): the bias feature's value v, rows [x·√(1 − v²), v]; 0 = no bias feature";
 
-fn legacy_bias_value() -> f64 {
+fn sqrt_half_bias() -> f64 {
     std::f64::consts::FRAC_1_SQRT_2
 }
 
@@ -80,7 +80,7 @@ pub fn parse_bias(s: &str) -> Result<f64> {
 }
 
 /// The stored bias feature for a value v: the largest f32 ≤ v (so the row's norm bound
-/// computed from it never exceeds the one for v). `f32(√½)` is already below √½, so the old
+/// computed from it never exceeds the one for v). `f32(√½)` is already below √½, so
 /// [`BIAS_VALUE`] is reproduced exactly.
 fn bias_f32(v: f64) -> f32 {
     let f = v as f32;
@@ -175,10 +175,8 @@ pub struct Preprocessing {
     /// Append a constant bias feature inside the unit ball, of value [`Self::bias_value`].
     pub bias: bool,
     /// The bias feature's value v ∈ [0, 1) when `bias` is set (0 = no bias feature): rows
-    /// become [x·√(1 − v²), v] (docs/guarantees.md#the-setting). Recipes written before this field existed (artifacts
-    /// with `"bias": true` alone) read as √½, the value they used. Set both with
+    /// become [x·√(1 − v²), v] (docs/guarantees.md#the-setting). Set both with
     /// [`Self::with_bias`].
-    #[serde(default = "legacy_bias_value")]
     pub bias_value: f64,
     /// The unit-ball rule.
     pub unit_ball: UnitBall,
@@ -192,7 +190,7 @@ impl Default for Preprocessing {
             subsample: None,
             pca: None,
             bias: false,
-            bias_value: legacy_bias_value(),
+            bias_value: sqrt_half_bias(),
             unit_ball: UnitBall::Normalize,
         }
     }

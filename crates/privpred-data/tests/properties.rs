@@ -204,21 +204,6 @@ fn bias_value_sets_the_column_and_the_feature_scale() {
     );
 }
 
-/// A recipe written before the bias value existed (`"bias": true` alone, as in artifacts
-/// of earlier builds) reads as √½ and maps rows exactly as a fixed √½ bias does.
-#[test]
-fn old_recipes_without_a_bias_value_mean_sqrt_half() {
-    let old = r#"{"scale":1.0,"classes":null,"subsample":null,"pca":null,"bias":true,"unit_ball":{"rule":"normalize"}}"#;
-    let p: Preprocessing = serde_json::from_str(old).unwrap();
-    assert!(p.bias);
-    assert_eq!(p.bias(), std::f64::consts::FRAC_1_SQRT_2);
-    let ds = dataset(&[vec![3.0f32, 4.0]], 2);
-    let t = p.fit(&ds, 0).unwrap().apply(&ds).unwrap();
-    assert_eq!(t.row(0)[2], privpred_data::preprocess::BIAS_VALUE);
-    let none: Preprocessing = serde_json::from_str(&old.replace("true", "false")).unwrap();
-    assert_eq!(none.bias(), 0.0);
-}
-
 /// Bias values outside [0, 1) are refused by the parser, by `fit` and by `validate` (a
 /// crafted artifact), naming the valid range.
 #[test]

@@ -132,6 +132,12 @@ pub fn write(dir: &Path) {
             config: cfg,
             normalization: privpred_nn::data::Normalization::cifar10(),
             calibration: Some(cal),
+            training: Some(privpred_nn::calib::PublicTraining {
+                n: 100,
+                dp_sgd: None,
+                teachers: Some(2),
+            }),
+            seed_policy: Some(privpred_core::SeedPolicy::OsRandom),
             members: 2,
             class_names: None,
             data_source: "seed".into(),

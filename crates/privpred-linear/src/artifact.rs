@@ -10,17 +10,14 @@
 //! Metadata keys: `format` = `privpred-linear`, `format_version`, `model` (JSON: kind and
 //! guarantee), `preprocessing` (JSON [`FittedPreprocessing`]), `extra` (JSON, caller's),
 //! `weights_sha256`, `privacy_notes`, `ledger_id` (the model's identity in budget ledgers: 128
-//! random bits drawn when the model is saved after training, covered by the checksum; absent
-//! in files of earlier builds).
+//! random bits drawn when the model is saved after training, covered by the checksum).
 //!
 //! An artifact of a private model is meant for release, so it holds only data-independent
 //! facts and the noisy release: [`encode_model_with_id`] writes the predictor's public record (the
 //! certificate's bound, not the measured norm; DP-SGD's steps, not its clipped fraction),
 //! the preprocessing without the subsample's seed or the PCA's variances
 //! ([`FittedPreprocessing::for_release`]) and the caller's `extra` without the keys in
-//! [`PRIVATE_EXTRA_KEYS`]. [`load`] drops the same from files written by earlier builds
-//! (after checking their checksum over the bytes as stored), so nothing read from an old
-//! artifact passes those statistics on either.
+//! [`PRIVATE_EXTRA_KEYS`].
 //!
 //! The checksum is public, so [`load`] does not trust the guarantee a file states: it
 //! recalibrates the stored public parameters with the trainer's own calibration and refuses
@@ -110,7 +107,7 @@ pub struct LoadedModel {
     /// SHA-256 (hex) of the weight bytes.
     pub weights_sha256: String,
     /// The model's ledger id ([`privpred_data::artifact::new_ledger_id`]): the key of its
-    /// budget in every ledger. `None` for files written before ledger ids existed.
+    /// budget in every ledger; every loaded file has one (a file without it is refused).
     pub ledger_id: Option<String>,
 }
 
@@ -290,9 +287,7 @@ pub fn encode_model_with_id(
     meta.insert("release".to_string(), release_label(model).to_string());
     let ledger_id_out = ledger_id.clone();
     meta.insert(artifact::LEDGER_ID_KEY.to_string(), ledger_id);
-    let mut notes = vec![
-        "hyper-parameter selection (lambda, clip) and any PCA are fitted on the training data; their privacy cost is ignored, as in the paper".to_string(),
-    ];
+    let mut notes = vec![selection_note(model)];
     notes.extend(preprocessing.data_dependent());
     meta.insert("privacy_notes".to_string(), json(&notes)?);
     let dtype = format!("{:?}", Dtype::F64);
@@ -303,6 +298,34 @@ pub fn encode_model_with_id(
     let bytes = safetensors::tensor::serialize([(name, view)], Some(meta))
         .map_err(|e| err(path, format!("{e}")))?;
     Ok((bytes, ledger_id_out))
+}
+
+/// The model's privacy note on its hyper-parameter selection
+/// ([`privpred_core::tuning::selection_note`], the note of every family), with the public
+/// rule's formula computed from the guarantee's public inputs.
+fn selection_note(model: &StoredModel) -> String {
+    let Some(p) = model.private() else {
+        return privpred_core::tuning::selection_note(None, None);
+    };
+    let c = &p.calibration;
+    let rule = c.assumptions.n.and_then(|n| {
+        privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
+            method: c.method(),
+            loss: c.assumptions.loss,
+            classes: c.assumptions.classes,
+            n,
+            dim: p.input_dim(),
+            epsilon: c.epsilon(),
+            budget: c.budget(),
+        })
+        // stated only when it is the rule that gave this model's λ
+        .filter(|r| {
+            p.lambda()
+                .is_some_and(|l| privpred_core::rederive::close(l, r.value))
+        })
+        .map(|r| r.formula)
+    });
+    privpred_core::tuning::selection_note(c.selection.as_ref(), rule.as_deref())
 }
 
 /// A private model's artifact is a release (module documentation): its preprocessing for
@@ -496,20 +519,15 @@ pub fn load_with_bytes(path: &Path) -> Result<(LoadedModel, Vec<u8>)> {
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedModel> {
     let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
     let version = check_format(path, &meta)?;
-    // One checksum over every metadata entry and every tensor (absent only in files written
-    // before it existed: those are still range-checked below and their weights checked
-    // against `weights_sha256`).
+    // One checksum over every metadata entry and every tensor.
     let names =
         artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.reason()))?;
     let (header, preprocessing, extra) = read_headers(path, &meta)?;
-    let ledger_id = artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?;
+    let ledger_id = Some(artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?);
     let (t, weights_sha256) = weights_tensor(path, &meta, &st, &names, &header)?;
-    let model = stored_model(path, &header, meta_get(path, &meta, "model")?, &t)?;
+    let model = stored_model(path, &header, &t)?;
     check_preprocessing_fits(path, &preprocessing, &model)?;
     check_seed_policy(path, &meta, &model, &extra)?;
-    // files of earlier builds may still carry statistics of the private data: dropped here
-    // (the checksum above covers the bytes as stored)
-    let (preprocessing, extra) = released_records(&model, &preprocessing, extra);
     Ok(LoadedModel {
         model,
         preprocessing,
@@ -661,12 +679,7 @@ fn weights_tensor<'a>(
 
 /// The model the weights tensor holds, by the header's kind: a non-private θ, or a private
 /// predictor ([`private_predictor`]).
-fn stored_model(
-    path: &Path,
-    header: &ModelHeader,
-    model_json: &str,
-    t: &TensorView<'_>,
-) -> Result<StoredModel> {
+fn stored_model(path: &Path, header: &ModelHeader, t: &TensorView<'_>) -> Result<StoredModel> {
     let (d, c) = (header.d, header.c);
     match header.kind.as_str() {
         "non-private" => {
@@ -681,18 +694,17 @@ fn stored_model(
             Ok(StoredModel::NonPrivate(model))
         }
         "released" | "noisy-logits" | "teachers" => Ok(StoredModel::Private(Box::new(
-            private_predictor(path, header, model_json, t)?,
+            private_predictor(path, header, t)?,
         ))),
         other => Err(err(path, format!("unknown model kind `{other}`"))),
     }
 }
 
-/// A private predictor: its header's guarantee (legacy relations relabelled) with the weights
+/// A private predictor: its header's guarantee (re-derived) with the weights
 /// put in place, one θ of `d × c` or `T` teachers of `d × c` each.
 fn private_predictor(
     path: &Path,
     header: &ModelHeader,
-    model_json: &str,
     t: &TensorView<'_>,
 ) -> Result<PrivatePredictor> {
     let (d, c) = (header.d, header.c);
@@ -703,15 +715,8 @@ fn private_predictor(
         .predictor
         .clone()
         .ok_or_else(|| err(path, "private model without its guarantee"))?;
-    // Artifacts written before guarantees named their relation are labelled with the
-    // relation their calibration holds for (e.g. add-remove for loss perturbation).
-    let has_relation = serde_json::from_str::<serde_json::Value>(model_json)
-        .ok()
-        .and_then(|v| v.pointer("/predictor/calibration/neighbours").cloned())
-        .is_some();
-    privpred_core::Neighbours::relabel_legacy(&mut p.calibration, has_relation);
     // the guarantee is recalibrated from its public parameters, never trusted as written
-    crate::rederive::check_rederived(&p, !has_relation).map_err(|e| err(path, e))?;
+    crate::rederive::check_rederived(&p).map_err(|e| err(path, e))?;
     match &mut p.kind {
         PredictorKind::Released { model } | PredictorKind::NoisyLogits { model } => {
             if t.shape() != [d, c] {
@@ -864,70 +869,8 @@ mod tests {
         assert_eq!(load(&path).unwrap().model, StoredModel::NonPrivate(np));
     }
 
-    /// Artifacts written before `PrivatePredictor`'s per-method fields became an enum (the
-    /// fuzz seed corpus, written by an earlier build and checked in) load, and writing them
-    /// again gives the same `model` header, value for value, apart from the relation label
-    /// the loader adds to files written before relations were recorded and the measured statistics of the
-    /// private data earlier builds recorded (dropped: the certificate keeps its bound γ and
-    /// says it was met; DP-SGD keeps its steps).
-    #[test]
-    fn artifacts_of_earlier_builds_load_and_rewrite_identically() {
-        let dir =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../privpred-fuzz/corpus/linear-artifact");
-        let out = tempfile::tempdir().unwrap();
-        let header = |path: &Path| -> serde_json::Value {
-            let bytes = std::fs::read(path).unwrap();
-            let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
-            serde_json::from_str(&md.metadata().clone().unwrap()["model"]).unwrap()
-        };
-        let mut kinds = Vec::new();
-        // written before the certified minimiser (erratum 4.8): their noise is smaller than
-        // the current calibration of the same public parameters, so they are refused
-        for name in ["released-pca", "noisy-logits"] {
-            let r = reason(&dir.join(format!("{name}.safetensors")));
-            assert!(r.contains("guarantee: `noise.beta`"), "{name}: {r}");
-        }
-        for name in ["teachers"] {
-            let old = dir.join(format!("{name}.safetensors"));
-            let l = load(&old).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let again = out.path().join(format!("{name}.safetensors"));
-            save_model(&again, &l.model, &l.preprocessing, l.extra.clone()).unwrap();
-            let (mut new, mut old_h) = (header(&again), header(&old));
-            if let Some(o) = old_h.pointer_mut("/predictor/optimization")
-                && let Some(o) = o.as_object_mut()
-            {
-                for k in ["gradient_norm", "rounding_bound", "refinement_evaluations"] {
-                    o.remove(k);
-                }
-                o.insert("certified".into(), true.into());
-            }
-            if let Some(o) = old_h
-                .pointer_mut("/predictor/dp_sgd")
-                .and_then(|o| o.as_object_mut())
-            {
-                o.retain(|k, _| k == "steps");
-            }
-            if old_h.pointer("/predictor/calibration/neighbours").is_none() {
-                // written before guarantees named their relation: the loader labels it
-                // (tested above); everything else must be as written
-                let c = new.pointer_mut("/predictor/calibration").unwrap();
-                c.as_object_mut().unwrap().remove("neighbours");
-                c["notes"]
-                    .as_array_mut()
-                    .unwrap()
-                    .retain(|n| !n.as_str().unwrap_or("").contains("legacy artifact"));
-            }
-            assert_eq!(new, old_h, "{name}");
-            assert_eq!(load(&again).unwrap().model, l.model, "{name}");
-            kinds.push(l.private().map(|p| p.method()));
-        }
-        assert!(kinds.iter().all(Option::is_some), "{kinds:?}");
-    }
-
     /// A private artifact holds no statistics of the private data: the caller's
-    /// cross-validation record, the subsample's seed and the PCA's variances are not written,
-    /// and a file of an earlier build that holds them (with the measured certificate) loads,
-    /// checksum and all, without them.
+    /// cross-validation record, the subsample's seed and the PCA's variances are not written.
     #[test]
     fn private_statistics_are_neither_written_nor_read_back() {
         let raw = toy(300, 6, 3, 4);
@@ -973,117 +916,74 @@ mod tests {
         assert_eq!(l.extra, serde_json::json!({"k": 1}));
         assert_eq!(l.preprocessing, fitted.for_release());
         assert_eq!(l.private(), Some(&p));
-        // an earlier build's file: the measured values, the seed, the variances and the
-        // cross-validation record present, with a valid checksum over them
-        let old = dir.path().join("old.safetensors");
-        let opt = serde_json::json!({
-            "gradient_norm": 1e-9,
-            "gradient_norm_bound": p.certificate().unwrap().gradient_norm_bound,
-            "rounding_bound": 1e-12,
-            "refinement_evaluations": 2,
-        });
-        let full = serde_json::to_value(&fitted).unwrap();
-        let edit = move |m: &mut serde_json::Value, pr: &mut serde_json::Value, _: &mut Tensors| {
-            m["predictor"]["optimization"] = opt.clone();
-            *pr = full.clone();
-        };
-        rewrite(&path, &old, &edit, true);
-        let mut meta_old = {
-            let b = std::fs::read(&old).unwrap();
-            SafeTensors::read_metadata(&b)
-                .unwrap()
-                .1
-                .metadata()
-                .clone()
-                .unwrap()
-        };
-        assert!(meta_old["model"].contains("rounding_bound"));
-        assert!(meta_old["preprocessing"].contains("1234"));
-        meta_old.insert(
-            "extra".into(),
-            serde_json::json!({"k": 1, "cross_validation": {"scores": [0.5]}}).to_string(),
-        );
-        let b = std::fs::read(&old).unwrap();
-        let st = SafeTensors::deserialize(&b).unwrap();
-        let t = st.tensor("theta").unwrap();
-        let refs = [("theta", "F64", t.shape(), t.data())];
-        meta_old.insert(
-            artifact::CHECKSUM_KEY.into(),
-            artifact::checksum(&meta_old, &refs),
-        );
-        let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
-        std::fs::write(
-            &old,
-            safetensors::tensor::serialize([("theta", view)], Some(meta_old)).unwrap(),
-        )
-        .unwrap();
-        let lo = load(&old).unwrap();
-        assert_eq!(lo.private(), Some(&p));
-        assert_eq!(lo.private().unwrap().optimization(), None);
-        assert_eq!(lo.extra, serde_json::json!({"k": 1}));
-        assert_eq!(lo.preprocessing, fitted.for_release());
     }
 
-    /// An artifact written before guarantees named their relation (no
-    /// `neighbours` in its calibration) loads labelled with the relation its calibration
-    /// holds for: add-remove for loss perturbation (the appendix's β = ε/(2K)), replace-one
-    /// for model sensitivity; a current artifact keeps its recorded relation.
+    /// `privacy_notes` states the recorded selection and its cost, for every kind, and the
+    /// public rule's formula only where the rule gave the model's λ.
     #[test]
-    fn legacy_artifacts_are_labelled_with_the_relation_they_hold_for() {
-        use privpred_core::Neighbours;
+    fn privacy_notes_state_what_the_selection_cost() {
+        use privpred_core::SelectionMethod as S;
         let ds = toy(300, 4, 2, 5);
         let fitted = prep(4, 2);
         let dir = tempfile::tempdir().unwrap();
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-        for (m, legacy) in [
-            (Method::LossPerturbation, Neighbours::AddRemove),
-            (Method::ModelSensitivity, Neighbours::ReplaceOne),
-        ] {
+        let path = dir.path().join("m.safetensors");
+        let notes = |p: &PrivatePredictor| -> String {
+            save(&path, p, &fitted, serde_json::Value::Null).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
+            md.metadata().clone().unwrap()["privacy_notes"].clone()
+        };
+        let train = |lambda: f64| {
             let mut cfg = MethodConfig::new(
-                m,
+                Method::ModelSensitivity,
                 CalibrationMode::Corrected,
                 Privacy::new(1.0, 0.0).unwrap(),
                 Budget::Unlimited,
             );
-            cfg.lambda = 1e-2;
-            let p = train_private(&cfg, &ds, &mut rng).unwrap();
-            assert_eq!(p.calibration.neighbours(), Neighbours::ReplaceOne);
-            let path = dir.path().join(format!("{m}.safetensors"));
-            save(&path, &p, &fitted, serde_json::Value::Null).unwrap();
-            assert_eq!(
-                load(&path)
-                    .unwrap()
-                    .private()
-                    .unwrap()
-                    .calibration
-                    .neighbours(),
-                Neighbours::ReplaceOne
-            );
-            // Rewrite the header as a build before the field would have: no `neighbours`.
-            let bytes = std::fs::read(&path).unwrap();
-            let st = SafeTensors::deserialize(&bytes).unwrap();
-            let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
-            let mut meta = md.metadata().clone().unwrap();
-            let mut model: serde_json::Value = serde_json::from_str(&meta["model"]).unwrap();
-            model["predictor"]["calibration"]
-                .as_object_mut()
-                .unwrap()
-                .remove("neighbours");
-            meta.insert("model".into(), model.to_string());
-            // Old artifacts carry no checksum either (they load on weights_sha256 alone).
-            meta.remove(artifact::CHECKSUM_KEY);
-            meta.remove(artifact::LEDGER_ID_KEY);
-            let t = st.tensor("theta").unwrap();
-            let view = TensorView::new(Dtype::F64, t.shape().to_vec(), t.data()).unwrap();
-            let out = safetensors::tensor::serialize([("theta", view)], Some(meta)).unwrap();
-            std::fs::write(&path, out).unwrap();
-            let c = load(&path).unwrap().private().unwrap().calibration.clone();
-            assert_eq!(c.neighbours(), legacy, "{m}");
-            assert!(
-                c.notes.iter().any(|n| n.contains("legacy artifact")),
-                "{c:?}"
-            );
+            cfg.lambda = lambda;
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+            train_private(&cfg, &ds, &mut rng).unwrap()
+        };
+        let base = train(1e-2);
+        for (sel, needles) in [
+            (S::Public, &["public value", "costs nothing"][..]),
+            (S::PublicRule, &["public rule", "costs nothing"]),
+            (
+                S::PrivateSplit,
+                &[
+                    "private split",
+                    "epsilon = 1",
+                    "inside the stated guarantee",
+                ],
+            ),
+            (S::NonPrivateHoldout, &["hold-out", "OUTSIDE"]),
+            (S::ExternalSearch, &["outside privpred", "OUTSIDE"]),
+        ] {
+            let mut p = base.clone();
+            p.calibration = p.calibration.clone().with_selection(sel).unwrap();
+            let n = notes(&p);
+            for needle in needles {
+                assert!(n.contains(needle), "{sel}: {n}");
+            }
+            assert!(!n.contains("ignored"), "{sel}: {n}");
+            // λ = 0.01 is not the rule's value here: no formula is claimed
+            assert!(!n.contains("the rule:"), "{sel}: {n}");
         }
+        // trained with the rule's own λ: its formula is stated
+        let rule = privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
+            method: Method::ModelSensitivity,
+            loss: base.calibration.assumptions.loss,
+            classes: 2,
+            n: 300,
+            dim: base.input_dim(),
+            epsilon: 1.0,
+            budget: Budget::Unlimited,
+        })
+        .unwrap();
+        let mut p = train(rule.value);
+        p.calibration = p.calibration.clone().with_selection(S::PublicRule).unwrap();
+        let n = notes(&p);
+        assert!(n.contains("the rule: λ = "), "{n}");
     }
 
     /// Rewrites an artifact with `edit` applied to its `model` and `preprocessing` JSON and
@@ -1312,10 +1212,7 @@ mod tests {
     }
 
     #[test]
-    fn an_artifact_without_the_checksum_still_loads_after_its_checks() {
-        // Files written before the checksum existed (format version 1 without the key) load:
-        // their weights are still checked against `weights_sha256` and every field is
-        // range-checked.
+    fn an_artifact_without_the_checksum_or_the_ledger_id_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let fitted = prep(4, 2);
         let m = LinearModel::new(4, 2, vec![0.5; 8]).unwrap();
@@ -1330,22 +1227,29 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         let st = SafeTensors::deserialize(&bytes).unwrap();
         let (_, md) = SafeTensors::read_metadata(&bytes).unwrap();
-        let mut meta = md.metadata().clone().unwrap();
-        assert!(meta.remove(artifact::CHECKSUM_KEY).is_some());
-        assert!(meta.remove(artifact::LEDGER_ID_KEY).is_some());
+        let meta = md.metadata().clone().unwrap();
         let t = st.tensor("theta").unwrap();
         let old = dir.path().join("old.safetensors");
-        std::fs::write(
-            &old,
-            safetensors::serialize([("theta", t.clone())], Some(meta)).unwrap(),
-        )
-        .unwrap();
-        let l = load(&old).unwrap();
-        assert_eq!(l.model, StoredModel::NonPrivate(m));
-        assert_eq!(
-            l.ledger_id, None,
-            "no ledger id in a file of an earlier build"
-        );
+        for (key, needle) in [
+            (artifact::CHECKSUM_KEY, "checksum"),
+            (artifact::LEDGER_ID_KEY, "ledger_id"),
+        ] {
+            let mut meta = meta.clone();
+            assert!(meta.remove(key).is_some());
+            if key == artifact::LEDGER_ID_KEY {
+                let refs = [("theta", "F64", t.shape(), t.data())];
+                let sum = artifact::checksum(&meta, &refs);
+                meta.insert(artifact::CHECKSUM_KEY.into(), sum);
+            }
+            std::fs::write(
+                &old,
+                safetensors::serialize([("theta", t.clone())], Some(meta)).unwrap(),
+            )
+            .unwrap();
+            let r = reason(&old);
+            assert!(r.contains(needle), "{key}: {r}");
+        }
+        assert_eq!(load(&path).unwrap().model, StoredModel::NonPrivate(m));
     }
 
     /// The ledger id is the model's identity: drawn at save, read back, kept by

@@ -381,7 +381,7 @@ mod tests {
                     }
                     _ => unreachable!(),
                 }
-                let e = crate::rederive::check_rederived(&bad, false).unwrap_err();
+                let e = crate::rederive::check_rederived(&bad).unwrap_err();
                 assert!(e.contains("binary"), "{e}");
             }
         }

@@ -3,167 +3,38 @@
 //! believable is that the calibration code that trained the model, run again on the
 //! artifact's public parameters (method, mode, neighbouring relation, ε, δ, B, N, λ, C,
 //! DP-SGD's sampling rate and steps, how λ or the clip was selected), gives exactly the
-//! stored noise, mechanism, certificate bound, selection cost and validity. [`check_rederived`] does that through `shim::calibrate`, the
+//! stored noise, mechanism, certificate bound, selection cost and validity. [`check_rederived`]
+//! does that through `shim::calibrate`, the
 //! function every fit of this crate calibrates with (the core's
 //! `privpred_core::certify::calibrate_certified`: each method's theorem is cited on its
 //! calibration function in `privpred_core::calibrate`), and refuses any difference, naming
 //! the field.
 
 use crate::methods::{MethodParams, PrivatePredictor};
-use crate::shim::{self, CalibrationRequest, DpSgdSchedule};
-use privpred_core::{Calibration, Method, Neighbours};
-use serde_json::Value;
+use crate::shim;
+use privpred_core::rederive::{close, describe_params, refuse_difference};
 
-/// Relative tolerance of a numeric comparison: the stored numbers went through JSON, whose
-/// parser may round the last bit; any edit that matters is many orders larger.
-const REL_TOL: f64 = 1e-12;
-
-/// Keys of a calibration record that are not recomputed: human-readable notes.
-const NOT_DERIVED: &[&str] = &["notes"];
-
-/// The calibration request of a stored guarantee: the public parameters it states. DP-SGD's
-/// schedule is read back from the stored sampling rate q = b/N and steps (b = q·N, epochs =
-/// (steps − ½)·b/N, so that ⌈epochs·N/b⌉ = steps exactly).
-pub fn request_of(cal: &Calibration) -> Result<CalibrationRequest, String> {
-    let a = &cal.assumptions;
-    let method = cal.method();
-    let dp_sgd = if method == Method::DpSgd {
-        let x = cal.mechanism.record_extras();
-        let (q, steps, n) = match (x.sampling_rate, x.steps, a.n) {
-            (Some(q), Some(s), Some(n)) => (q, s, n),
-            _ => {
-                return Err(
-                    "guarantee: `sampling_rate`, `steps` and `n` are needed to re-derive DP-SGD's noise".into(),
-                );
-            }
-        };
-        let b = (q * n as f64).round();
-        if !(b >= 1.0 && b <= n as f64) || ((b / n as f64) - q).abs() > REL_TOL * q {
-            return Err(format!(
-                "guarantee: `sampling_rate` {q} is not b/N for a batch size b and N = {n}"
-            ));
-        }
-        Some(DpSgdSchedule {
-            batch_size: b as usize,
-            // half a step below `steps`: ⌈epochs·N/b⌉ is then exactly `steps` whatever the
-            // rounding of steps·b/N·N/b (which can land just above an integer, e.g. b = 21,
-            // N = 480, and add a step)
-            epochs: (steps as f64 - 0.5) * b / n as f64,
-        })
-    } else {
-        None
-    };
-    Ok(CalibrationRequest {
-        method,
-        mode: cal.mode(),
-        privacy: cal.privacy(),
-        budget: cal.budget(),
-        n: a.n,
-        lambda: a.lambda,
-        classes: a.classes,
-        dp_sgd,
-        neighbours: cal.neighbours(),
-        loss: a.loss,
-    })
-}
-
-fn close(a: f64, b: f64) -> bool {
-    a == b || (a - b).abs() <= REL_TOL * a.abs().max(b.abs())
-}
-
-/// The first path at which `stored` and `expected` differ (numbers up to [`REL_TOL`]).
-fn first_difference(stored: &Value, expected: &Value, path: &str) -> Option<String> {
-    match (stored, expected) {
-        (Value::Number(a), Value::Number(b)) => {
-            let (a, b) = (a.as_f64()?, b.as_f64()?);
-            (!close(a, b)).then(|| path.to_string())
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            // the noise and the validity first: the fields an edit is meant to change
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            let first = ["noise", "valid_guarantee", "distribution"];
-            keys.sort_by_key(|k| (!first.contains(&k.as_str()), *k));
-            keys.dedup();
-            keys.into_iter()
-                .filter(|k| !(path.is_empty() && NOT_DERIVED.contains(&k.as_str())))
-                .find_map(|k| {
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    let (x, y) = (
-                        a.get(k).unwrap_or(&Value::Null),
-                        b.get(k).unwrap_or(&Value::Null),
-                    );
-                    first_difference(x, y, &p)
-                })
-        }
-        (a, b) => (a != b).then(|| path.to_string()),
-    }
-}
-
-fn show(v: &Value, path: &str) -> String {
-    let mut cur = v;
-    for k in path.split('.') {
-        cur = cur.get(k).unwrap_or(&Value::Null);
-    }
-    cur.to_string()
-}
+pub use privpred_core::rederive::request_of;
 
 /// Recomputes the calibration of `p`'s stored public parameters and refuses any difference
-/// in noise, mechanism, certificate or validity (the error names the field, with the stored
-/// and the re-derived value), and any disagreement between the predictor's own parameters
-/// (λ, the certificate's bound γ, DP-SGD's steps) and its guarantee. `legacy`: the file
-/// predates the neighbouring relation's key and `p` was relabelled
-/// ([`Calibration::relabel_legacy`]); such a file also passes when its noise is the
-/// replace-one calibration's (the stronger of the two for the one method whose legacy label
-/// is add-remove).
-pub fn check_rederived(p: &PrivatePredictor, legacy: bool) -> Result<(), String> {
+/// in noise, mechanism, certificate, selection or validity (the error names the field, with
+/// the stored and the re-derived value), and any disagreement between the predictor's own
+/// parameters (λ, the certificate's bound γ, DP-SGD's steps) and its guarantee.
+pub fn check_rederived(p: &PrivatePredictor) -> Result<(), String> {
     let cal = &p.calibration;
-    let stored = serde_json::to_value(cal).map_err(|e| e.to_string())?;
-    let derive = |neighbours: Neighbours| -> Result<Value, String> {
-        let mut req = request_of(cal)?;
-        req.neighbours = neighbours;
-        let mut c = shim::calibrate(&req)
-            .map_err(|e| format!("guarantee: its public parameters have no calibration ({e})"))?;
-        // the selection's cost and its effect on validity are re-derived from its method
-        if let Some(s) = cal.selection {
-            c = c.with_selection(s.method).map_err(|e| {
-                format!(
-                    "guarantee: `selection` {} has no analysis here ({e})",
-                    s.method
-                )
-            })?;
-        }
-        serde_json::to_value(&c).map_err(|e| e.to_string())
-    };
-    let matches = |e: &Value| first_difference(&stored, e, "").is_none();
-    if legacy && cal.neighbours() != Neighbours::ReplaceOne {
-        let as_replace_one = derive(Neighbours::ReplaceOne).map(|mut e| {
-            e["neighbours"] = stored["neighbours"].clone();
-            e
-        });
-        if as_replace_one.as_ref().is_ok_and(matches) {
-            return check_params(p);
-        }
+    let req = request_of(cal)?;
+    let mut expected = shim::calibrate(&req)
+        .map_err(|e| format!("guarantee: its public parameters have no calibration ({e})"))?;
+    // the selection's cost and its effect on validity are re-derived from its method
+    if let Some(s) = cal.selection {
+        expected = expected.with_selection(s.method).map_err(|e| {
+            format!(
+                "guarantee: `selection` {} has no analysis here ({e})",
+                s.method
+            )
+        })?;
     }
-    let expected = derive(cal.neighbours())?;
-    if let Some(field) = first_difference(&stored, &expected, "") {
-        return Err(format!(
-            "guarantee: `{field}` is {} but calibrating the artifact's public parameters ({} {}, ε = {}, δ = {}, B = {}, N = {}, λ = {}, {} neighbours) gives {}: the artifact was edited (or written by a build whose calibration differs); refusing it",
-            show(&stored, &field),
-            cal.method(),
-            cal.mode(),
-            cal.epsilon(),
-            cal.delta(),
-            cal.budget().get().map_or("∞".into(), |b| b.to_string()),
-            cal.assumptions.n.map_or("-".into(), |n| n.to_string()),
-            cal.assumptions.lambda.map_or("-".into(), |l| l.to_string()),
-            cal.neighbours(),
-            show(&expected, &field),
-        ));
-    }
+    refuse_difference(cal, &expected, &describe_params(cal))?;
     check_params(p)
 }
 
@@ -237,7 +108,9 @@ mod tests {
     use crate::methods::{MethodConfig, SeedPolicy, train_private};
     use crate::train::tests::toy;
     use privpred_core::{Budget, CalibrationMode, Privacy};
+    use privpred_core::{Calibration, Method};
     use rand::SeedableRng;
+    use serde_json::Value;
 
     fn trained(method: Method, mode: CalibrationMode, delta: f64) -> PrivatePredictor {
         let ds = toy(200, 4, 3, 7);
@@ -271,7 +144,7 @@ mod tests {
             p.calibration.method(),
             p.calibration.mode()
         );
-        let e = check_rederived(p, false).expect_err(&what);
+        let e = check_rederived(p).expect_err(&what);
         assert!(e.contains(needle), "{needle}: {e}");
     }
 
@@ -289,7 +162,7 @@ mod tests {
         ] {
             for mode in [Corrected, Tight, Paper] {
                 let p = trained(m, mode, delta);
-                check_rederived(&p, false).unwrap_or_else(|e| panic!("{m} {mode}: {e}"));
+                check_rederived(&p).unwrap_or_else(|e| panic!("{m} {mode}: {e}"));
                 let scale = match p.calibration.noise() {
                     privpred_core::Noise::Gaussian { .. }
                     | privpred_core::Noise::DiscreteGaussian { .. } => "sigma",
@@ -368,7 +241,7 @@ mod tests {
         ] {
             let mut p = trained(Method::ModelSensitivity, CalibrationMode::Corrected, 0.0);
             p.calibration = p.calibration.clone().with_selection(sel).unwrap();
-            check_rederived(&p, false).unwrap_or_else(|e| panic!("{sel}: {e}"));
+            check_rederived(&p).unwrap_or_else(|e| panic!("{sel}: {e}"));
             assert_eq!(
                 p.calibration.is_valid(),
                 sel != SelectionMethod::NonPrivateHoldout

@@ -1,7 +1,9 @@
-//! Model artifacts for deep models: a safetensors file with the ResNet weights (f32) and, in
-//! the header's metadata, the guarantee, the architecture, the input normalisation, a format
-//! version and a SHA-256 of the weight bytes — the same conventions as `privpred-linear`'s
-//! artifacts, so `evaluate` and `serve` can treat both alike.
+//! The payload of a ResNet model file: safetensors bytes with the ResNet weights (f32) and, in
+//! the metadata, the guarantee with the public training parameters it is re-derived from,
+//! the typed seed policy, the architecture, the input normalisation, a format version and a
+//! SHA-256 of the weight bytes — the same conventions as `privpred-linear`'s payload, so
+//! `evaluate` and `serve` can treat both alike. `privpred-release` wraps it in the signed
+//! envelope of every model file.
 //!
 //! Tensors: PyTorch-style names (`conv1.weight`, `layer1.0.gn1.weight`, ..., `linear.bias`).
 //! A DP-SGD (or non-private) model stores each tensor with its own shape; a teacher ensemble
@@ -9,14 +11,19 @@
 //!
 //! Metadata keys: `format` = `privpred-nn`, `format_version`, `model` (JSON [`ModelHeader`]),
 //! `extra` (JSON, the caller's), `weights_sha256`, `ledger_id` (the model's identity in budget
-//! ledgers, drawn when the trained model is built, covered by the checksum; absent in files of
-//! earlier builds).
+//! ledgers, drawn when the trained model is built, covered by the checksum).
+//!
+//! The guarantee a file states is not trusted: [`load`] re-derives it from the recorded
+//! public parameters ([`crate::calib::rederive`]: DP-SGD's σ, sampling rate and steps from
+//! N, the batch size, the epochs and (ε, δ) through the accountant training uses; the
+//! teachers' β from (ε, δ, B) and the mode) and refuses any difference, naming the field.
 
+use crate::calib::PublicTraining;
 use crate::data::Normalization;
 use crate::error::{NnError, Result};
 use crate::resnet::{ResNet, ResNetConfig, Tape};
 use privpred_core::validate::check_calibration;
-use privpred_core::{Calibration, Method};
+use privpred_core::{Calibration, Method, SeedPolicy};
 use privpred_data::artifact;
 use rand::Rng;
 use rayon::prelude::*;
@@ -46,6 +53,7 @@ pub enum ModelKind {
 
 /// Everything but the weights.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ModelHeader {
     /// Kind.
     pub kind: ModelKind,
@@ -55,6 +63,12 @@ pub struct ModelHeader {
     pub normalization: Normalization,
     /// The guarantee (None only for [`ModelKind::NonPrivate`]).
     pub calibration: Option<Calibration>,
+    /// The public training parameters the guarantee is re-derived from (None only for
+    /// [`ModelKind::NonPrivate`]).
+    pub training: Option<PublicTraining>,
+    /// How the model's noise was seeded (None only for [`ModelKind::NonPrivate`]): a seeded
+    /// model is an experiment, whose noise can be regenerated from the seed.
+    pub seed_policy: Option<SeedPolicy>,
     /// Number of stored networks (1, or T teachers).
     pub members: usize,
     /// Class names, when known.
@@ -71,13 +85,13 @@ pub struct NnModel {
     pub header: ModelHeader,
     /// The networks' flat parameter vectors.
     pub members: Vec<Vec<f32>>,
-    /// The caller's extra metadata (training settings, seed policy, quick-mode label...).
+    /// The caller's extra metadata (training settings, quick-mode label...).
     pub extra: serde_json::Value,
     /// SHA-256 (hex) of the weight bytes, filled by [`load`] (and [`save`]).
     pub weights_sha256: String,
     /// The model's identity in budget ledgers: 128 random bits drawn when the model is built
     /// after training ([`NnModel::new`]), written by [`save`] (covered by the checksum) and
-    /// read back by [`load`]; `None` for files written before ledger ids existed.
+    /// read back by [`load`] (a file without one is refused).
     pub ledger_id: Option<String>,
 }
 
@@ -108,9 +122,13 @@ impl NnModel {
                 "DP-SGD and non-private models hold exactly one network".into(),
             ));
         }
-        if header.kind != ModelKind::NonPrivate && header.calibration.is_none() {
+        if header.kind != ModelKind::NonPrivate
+            && (header.calibration.is_none()
+                || header.training.is_none()
+                || header.seed_policy.is_none())
+        {
             return Err(NnError::Shape(
-                "a private model needs its calibration".into(),
+                "a private model needs its calibration, its public training parameters and its seed policy".into(),
             ));
         }
         for m in &members {
@@ -355,6 +373,19 @@ pub fn encode(path: &Path, model: &NnModel) -> Result<Vec<u8>> {
         serde_json::to_string(&model.header).map_err(|e| err(path, e.to_string()))?,
     );
     meta.insert("extra".to_string(), model.extra.to_string());
+    // the same note on the selection as every family's model file
+    let note = privpred_core::tuning::selection_note(
+        model
+            .header
+            .calibration
+            .as_ref()
+            .and_then(|c| c.selection.as_ref()),
+        None,
+    );
+    meta.insert(
+        "privacy_notes".to_string(),
+        serde_json::to_string(&[note]).map_err(|e| err(path, e.to_string()))?,
+    );
     let ledger_id = match &model.ledger_id {
         Some(id) => id.clone(),
         None => artifact::new_ledger_id().map_err(|e| err(path, e))?,
@@ -394,7 +425,8 @@ pub const MAX_BLOCKS_PER_STAGE: usize = 1_000;
 /// one finite mean and one finite positive std per channel; class names (if any) one per
 /// class; and the guarantee: none for a non-private network, else valid
 /// ([`check_calibration`]) for the kind's method (DP-SGD, or subsample-and-aggregate for
-/// teachers) and the network's classes.
+/// teachers) and the network's classes, with its seed policy, and equal to the guarantee
+/// its public training parameters give ([`crate::calib::rederive`]).
 fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
     let c = &h.config;
     let max_c = privpred_data::limits::MAX_CLASSES;
@@ -445,9 +477,12 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
     }
     let method = match h.kind {
         ModelKind::NonPrivate => {
-            return match h.calibration {
-                None => Ok(()),
-                Some(_) => Err("a non-private network with a guarantee".into()),
+            return match (&h.calibration, &h.training, &h.seed_policy) {
+                (None, None, None) => Ok(()),
+                _ => Err(
+                    "a non-private network with a guarantee, training parameters or a seed policy"
+                        .into(),
+                ),
             };
         }
         ModelKind::DpSgd => Method::DpSgd,
@@ -475,7 +510,15 @@ fn check_header(h: &ModelHeader) -> std::result::Result<(), String> {
             cal.assumptions.classes, c.classes
         ));
     }
-    Ok(())
+    if h.seed_policy.is_none() {
+        return Err(
+            "seed_policy: missing; a private model records how its noise was seeded".into(),
+        );
+    }
+    let training = h.training.as_ref().ok_or(
+        "training: missing; a private model records the public parameters its guarantee rests on",
+    )?;
+    crate::calib::rederive(method, cal, training, h.members)
 }
 
 /// Reads a model written by [`save`]; refuses other files with a clear error: sizes are
@@ -500,9 +543,7 @@ pub fn load(path: &Path) -> Result<NnModel> {
 pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<NnModel> {
     let (st, meta) = artifact::parse_safetensors(bytes).map_err(|e| err(path, e))?;
     check_format(path, &meta)?;
-    // One checksum over every metadata entry and tensor (absent only in files written before
-    // it existed: those are still range-checked and their weights checked against
-    // `weights_sha256`).
+    // One checksum over every metadata entry and tensor.
     let names =
         artifact::verify_safetensors(path, &meta, &st).map_err(|e| err(path, e.reason()))?;
     let (header, extra) = read_headers(path, &meta)?;
@@ -526,7 +567,7 @@ pub fn load_from_bytes(path: &Path, bytes: &[u8]) -> Result<NnModel> {
     }
     let members = read_members(path, &st, &net, stacked, members)?;
     let mut model = NnModel::new(header, members, extra).map_err(|e| err(path, e.to_string()))?;
-    model.ledger_id = artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?;
+    model.ledger_id = Some(artifact::read_ledger_id(&meta).map_err(|e| err(path, e))?);
     if &model.weights_sha256 != meta_get(path, &meta, "weights_sha256")? {
         return Err(err(
             path,
@@ -564,24 +605,15 @@ fn check_format(path: &Path, meta: &HashMap<String, String>) -> Result<()> {
     Ok(())
 }
 
-/// Parses the model header (legacy relations relabelled) and the extra header, and
-/// range-checks the model header ([`check_header`]).
+/// Parses the model header and the extra header, and checks the model header
+/// ([`check_header`]: ranges, and the guarantee re-derived).
 fn read_headers(
     path: &Path,
     meta: &HashMap<String, String>,
 ) -> Result<(ModelHeader, serde_json::Value)> {
     let model_json = meta_get(path, meta, "model")?;
-    let mut header: ModelHeader = serde_json::from_str(model_json)
+    let header: ModelHeader = serde_json::from_str(model_json)
         .map_err(|e| err(path, format!("corrupt model header: {e}")))?;
-    // Artifacts written before guarantees named their relation are labelled with the relation
-    // their calibration holds for (add-remove for DP-SGD's accountants).
-    let has_relation = serde_json::from_str::<serde_json::Value>(model_json)
-        .ok()
-        .and_then(|v| v.pointer("/calibration/neighbours").cloned())
-        .is_some();
-    if let Some(c) = header.calibration.as_mut() {
-        privpred_core::Neighbours::relabel_legacy(c, has_relation);
-    }
     let extra: serde_json::Value = serde_json::from_str(meta_get(path, meta, "extra")?)
         .map_err(|e| err(path, format!("corrupt extra header: {e}")))?;
     check_header(&header).map_err(|reason| err(path, reason))?;
@@ -656,9 +688,19 @@ mod tests {
     type Tensors = Vec<(String, Vec<usize>, Vec<u8>)>;
     type Edit = Box<dyn Fn(&mut Value, &mut Tensors)>;
 
+    fn params(cfg: ResNetConfig, k: usize) -> Vec<Vec<f32>> {
+        let net = ResNet::new(cfg).unwrap();
+        (0..k)
+            .map(|j| {
+                (0..net.num_params())
+                    .map(|i| ((i * 7919 + j) % 101) as f32 / 101.0 - 0.5)
+                    .collect()
+            })
+            .collect()
+    }
+
     fn teachers(dir: &Path) -> std::path::PathBuf {
         let cfg = ResNetConfig::tiny(4);
-        let net = ResNet::new(cfg).unwrap();
         let cal = crate::calib::subsample_aggregate(
             CalibrationMode::Corrected,
             Privacy::new(1.0, 0.0).unwrap(),
@@ -666,20 +708,23 @@ mod tests {
             4,
         )
         .unwrap();
-        let p: Vec<f32> = (0..net.num_params())
-            .map(|i| ((i * 7919) % 101) as f32 / 101.0 - 0.5)
-            .collect();
         let model = NnModel::new(
             ModelHeader {
                 kind: ModelKind::Teachers,
                 config: cfg,
                 normalization: crate::data::Normalization::cifar10(),
                 calibration: Some(cal),
+                training: Some(PublicTraining {
+                    n: 100,
+                    dp_sgd: None,
+                    teachers: Some(2),
+                }),
+                seed_policy: Some(SeedPolicy::OsRandom),
                 members: 2,
                 class_names: None,
                 data_source: "test".into(),
             },
-            vec![p.clone(), p],
+            params(cfg, 2),
             Value::Null,
         )
         .unwrap();
@@ -687,6 +732,177 @@ mod tests {
         save(&path, &model).unwrap();
         assert_eq!(load(&path).unwrap(), model);
         path
+    }
+
+    fn dpsgd(dir: &Path, mode: CalibrationMode) -> std::path::PathBuf {
+        let cfg = ResNetConfig::tiny(4);
+        let cal =
+            crate::calib::dpsgd(mode, Privacy::new(1.0, 1e-5).unwrap(), 200, 20, 2.0, 4).unwrap();
+        let model = NnModel::new(
+            ModelHeader {
+                kind: ModelKind::DpSgd,
+                config: cfg,
+                normalization: crate::data::Normalization::cifar10(),
+                calibration: Some(cal),
+                training: Some(PublicTraining {
+                    n: 200,
+                    dp_sgd: Some(privpred_core::DpSgdSchedule {
+                        batch_size: 20,
+                        epochs: 2.0,
+                    }),
+                    teachers: None,
+                }),
+                seed_policy: Some(SeedPolicy::Seeded { seed: 3 }),
+                members: 1,
+                class_names: None,
+                data_source: "test".into(),
+            },
+            params(cfg, 1),
+            Value::Null,
+        )
+        .unwrap();
+        let path = dir.join(format!("d-{mode}.safetensors"));
+        save(&path, &model).unwrap();
+        assert_eq!(load(&path).unwrap(), model);
+        path
+    }
+
+    /// In-range edits of a public parameter, its noise or its validity, with the checksum
+    /// recomputed (what anyone can do to an unsigned payload): the guarantee re-derived from
+    /// the public parameters refuses each, naming the field and the re-derived value.
+    #[test]
+    fn guarantees_are_rederived_and_consistent_edits_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = teachers(dir.path());
+        let d = dpsgd(dir.path(), CalibrationMode::Corrected);
+        let paper = dpsgd(dir.path(), CalibrationMode::Paper);
+        assert!(!load(&paper).unwrap().header.calibration.unwrap().is_valid());
+        let bad = dir.path().join("bad.safetensors");
+        let cases: Vec<(&str, &Path, Edit, &str)> = vec![
+            // DP-SGD: N edited (q = b/N and the steps then differ from the stored ones)
+            (
+                "N × 10",
+                &d,
+                Box::new(|m, _| m["training"]["n"] = 2000.into()),
+                "guarantee: `",
+            ),
+            (
+                "N and the recorded N × 10",
+                &d,
+                Box::new(|m, _| {
+                    m["training"]["n"] = 2000.into();
+                    m["calibration"]["assumptions"]["n"] = 2000.into();
+                }),
+                "guarantee: `noise.sigma`",
+            ),
+            (
+                "ε 1 → 0.1 with the old σ",
+                &d,
+                Box::new(|m, _| m["calibration"]["privacy"]["epsilon"] = 0.1.into()),
+                "guarantee: `noise.sigma`",
+            ),
+            (
+                "σ / 10",
+                &d,
+                Box::new(|m, _| {
+                    let s = m["calibration"]["noise"]["sigma"].as_f64().unwrap();
+                    m["calibration"]["noise"]["sigma"] = (s / 10.0).into();
+                    m["calibration"]["noise_multiplier"] = (s / 10.0).into();
+                }),
+                "guarantee: `noise.sigma`",
+            ),
+            (
+                "epochs / 10",
+                &d,
+                Box::new(|m, _| m["training"]["dp_sgd"]["epochs"] = 0.2.into()),
+                "guarantee: `",
+            ),
+            (
+                "a paper calibration marked valid",
+                &paper,
+                Box::new(|m, _| m["calibration"]["valid_guarantee"] = true.into()),
+                "guarantee: `valid_guarantee`",
+            ),
+            (
+                "add-remove relabel",
+                &d,
+                Box::new(|m, _| m["calibration"]["neighbours"] = "add-remove".into()),
+                "add-remove",
+            ),
+            (
+                "a private selection",
+                &d,
+                Box::new(
+                    |m, _| m["calibration"]["selection"] = serde_json::json!({"method": "private-split", "epsilon": 1.0, "delta": 1e-5, "composition": "parallel"}),
+                ),
+                "selection",
+            ),
+            (
+                "schedule removed",
+                &d,
+                Box::new(|m, _| m["training"]["dp_sgd"] = Value::Null),
+                "training.dp_sgd",
+            ),
+            (
+                "seed policy removed",
+                &d,
+                Box::new(|m, _| m["seed_policy"] = Value::Null),
+                "seed_policy",
+            ),
+            // teachers: ε, B, T
+            (
+                "ε 1 → 0.1 with the old β",
+                &t,
+                Box::new(|m, _| m["calibration"]["privacy"]["epsilon"] = 0.1.into()),
+                "guarantee: `noise.beta`",
+            ),
+            (
+                "B × 100",
+                &t,
+                Box::new(|m, _| m["calibration"]["budget"]["finite"] = 1000.into()),
+                "guarantee: `noise.beta`",
+            ),
+            (
+                "β × 100",
+                &t,
+                Box::new(|m, _| {
+                    let b = m["calibration"]["noise"]["beta"].as_f64().unwrap();
+                    m["calibration"]["noise"]["beta"] = (b * 100.0).into();
+                }),
+                "guarantee: `noise.beta`",
+            ),
+            (
+                "T recorded as 3 for 2 networks",
+                &t,
+                Box::new(|m, _| m["training"]["teachers"] = 3.into()),
+                "training.teachers",
+            ),
+            (
+                "T = 2 teachers for N = 1",
+                &t,
+                Box::new(|m, _| m["training"]["n"] = 1.into()),
+                "training.teachers",
+            ),
+        ];
+        for (what, src, edit, needle) in &cases {
+            rewrite(src, &bad, edit.as_ref(), true);
+            let e = load(&bad).unwrap_err().to_string();
+            assert!(e.contains(needle), "{what}: {e}");
+        }
+        // the re-derived value is named
+        rewrite(
+            &t,
+            &bad,
+            &|m, _| m["calibration"]["privacy"]["epsilon"] = 0.1.into(),
+            true,
+        );
+        let e = load(&bad).unwrap_err().to_string();
+        assert!(e.contains("gives 0.005"), "{e}");
+        // the rewrite alone (nothing edited) changes nothing
+        for src in [&t, &d, &paper] {
+            rewrite(src, &bad, &|_, _| {}, true);
+            assert_eq!(load(&bad).unwrap(), load(src).unwrap());
+        }
     }
 
     /// Rewrites an artifact with `edit` applied to the `model` JSON and the tensors, then

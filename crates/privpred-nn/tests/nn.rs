@@ -389,6 +389,15 @@ fn dp_sgd_and_nonprivate_training_run_and_artifacts_round_trip() {
             config: *net.config(),
             normalization: norm.clone(),
             calibration: Some(cal),
+            training: Some(privpred_nn::calib::PublicTraining {
+                n: 64,
+                dp_sgd: Some(privpred_core::DpSgdSchedule {
+                    batch_size: 16,
+                    epochs: 2.0,
+                }),
+                teachers: None,
+            }),
+            seed_policy: Some(privpred_core::SeedPolicy::Seeded { seed: 15 }),
             members: 1,
             class_names: None,
             data_source: data.source.clone(),
@@ -440,6 +449,12 @@ fn dp_sgd_and_nonprivate_training_run_and_artifacts_round_trip() {
             config: *net.config(),
             normalization: norm,
             calibration: Some(sa),
+            training: Some(privpred_nn::calib::PublicTraining {
+                n: 64,
+                dp_sgd: None,
+                teachers: Some(2),
+            }),
+            seed_policy: Some(privpred_core::SeedPolicy::Seeded { seed: 15 }),
             members: 2,
             class_names: None,
             data_source: data.source.clone(),

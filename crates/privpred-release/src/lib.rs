@@ -402,3 +402,5 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "nn"))]
+mod tests_resnet;

@@ -1,6 +1,7 @@
-//! ResNet models in the envelope: the payload is `privpred-nn`'s artifact bytes (range- and
-//! shape-checked by its loader); the guarantee is re-derived from the public parameters
-//! here, and the seed policy is the header's typed one, checked against the payload's record.
+//! ResNet models in the envelope: the payload is `privpred-nn`'s artifact bytes, whose loader
+//! range- and shape-checks them and re-derives the guarantee from the recorded public
+//! parameters (`privpred_nn::calib::rederive`, the rule training calibrates with); the seed
+//! policy is the payload's typed one, and the header must equal what the payload records.
 
 use crate::envelope::{self, Family, Header, SeedPolicy};
 use crate::error::{ReleaseError, Result};
@@ -9,31 +10,13 @@ use privpred_core::Method;
 use privpred_nn::artifact::{ModelKind, NnModel};
 use std::path::Path;
 
-/// What training records as `extra.seed` of a deep model trained without a seed.
-pub const RELEASE_SEED_NOTE: &str = "OS random (release)";
-
-/// The seed policy a deep model's `extra.seed` records: `{"seed": S}` (an integer) is an
-/// experiment seeded with S, [`RELEASE_SEED_NOTE`] a release; anything else is refused.
-pub fn nn_seed_policy(m: &NnModel) -> std::result::Result<SeedPolicy, String> {
-    if m.header.kind == ModelKind::NonPrivate {
-        return Ok(SeedPolicy::NonPrivate);
-    }
-    let seed = m.extra.get("seed");
-    match seed {
-        Some(serde_json::Value::String(s)) if s == RELEASE_SEED_NOTE => Ok(SeedPolicy::OsRandom),
-        Some(serde_json::Value::Object(o)) if o.len() == 1 => match o.get("seed") {
-            Some(v) if v.is_u64() => Ok(SeedPolicy::Seeded {
-                seed: v.as_u64().unwrap_or(0),
-            }),
-            _ => Err(format!(
-                "extra.seed: {} is not a seed policy",
-                o.get("seed").unwrap_or(&serde_json::Value::Null)
-            )),
-        },
-        Some(v) => Err(format!(
-            "extra.seed: {v} is not a seed policy (`{{\"seed\": S}}` for an experiment, \"{RELEASE_SEED_NOTE}\" for a release)"
-        )),
-        None => Err("extra.seed: missing; a private model must record its seed policy".into()),
+/// The envelope's seed policy of a deep model: the typed one its payload records
+/// ([`privpred_nn::artifact::ModelHeader::seed_policy`]); a non-private network has none.
+pub fn nn_seed_policy(m: &NnModel) -> SeedPolicy {
+    match m.header.seed_policy {
+        None => SeedPolicy::NonPrivate,
+        Some(privpred_core::SeedPolicy::OsRandom) => SeedPolicy::OsRandom,
+        Some(privpred_core::SeedPolicy::Seeded { seed }) => SeedPolicy::Seeded { seed },
     }
 }
 
@@ -46,7 +29,7 @@ fn method_of(kind: ModelKind) -> Option<Method> {
 }
 
 /// The header of a ResNet model (everything but the payload hash, the seal and the signer).
-pub fn resnet_header(path: &Path, m: &NnModel, ledger_id: &str) -> Result<Header> {
+pub fn resnet_header(m: &NnModel, ledger_id: &str) -> Result<Header> {
     let calibration = match &m.header.calibration {
         Some(c) => serde_json::to_value(c)
             .map_err(|e| ReleaseError::Random(format!("cannot serialise the calibration: {e}")))?,
@@ -57,7 +40,7 @@ pub fn resnet_header(path: &Path, m: &NnModel, ledger_id: &str) -> Result<Header
         version: envelope::FORMAT_VERSION,
         family: Family::Resnet,
         method: method_name(method_of(m.header.kind)),
-        seed_policy: nn_seed_policy(m).map_err(|e| ReleaseError::format(path, e))?,
+        seed_policy: nn_seed_policy(m),
         ledger_id: ledger_id.to_string(),
         calibration,
         payload_sha256: String::new(),
@@ -91,7 +74,7 @@ pub fn save_resnet(path: &Path, model: &NnModel, keys: &WriteKeys) -> Result<Str
     } else {
         None
     };
-    let header = resnet_header(path, model, &id)?;
+    let header = resnet_header(model, &id)?;
     let bytes = envelope::encode(header, &payload, keys.signing.as_ref(), sealing)?;
     crate::write_atomic(path, &bytes)?;
     Ok(id)
@@ -104,7 +87,7 @@ pub(crate) fn open_payload(path: &Path, h: &Header, payload: &[u8]) -> Result<Nn
         .ledger_id
         .clone()
         .ok_or_else(|| ReleaseError::format(path, "the model records no ledger id"))?;
-    check_header(path, h, &resnet_header(path, &m, &id)?)?;
+    check_header(path, h, &resnet_header(&m, &id)?)?;
     if must_seal(method_of(m.header.kind)) && h.sealed.is_none() {
         return Err(ReleaseError::format(
             path,

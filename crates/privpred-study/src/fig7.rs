@@ -519,12 +519,24 @@ impl Fig7Context {
                 config: self.cfg.net,
                 normalization: self.norm.clone(),
                 calibration: Some(cal.clone()),
+                training: Some(calib::PublicTraining {
+                    n,
+                    dp_sgd: Some(privpred_core::DpSgdSchedule {
+                        batch_size: self.cfg.dpsgd_sgd.batch_size,
+                        epochs: self.cfg.dpsgd_sgd.epochs,
+                    }),
+                    teachers: None,
+                }),
+                // an experiment: seeded from the run seed
+                seed_policy: Some(privpred_core::SeedPolicy::Seeded {
+                    seed: stable_seed(self.cfg.seed, &seed_key),
+                }),
                 members: 1,
                 class_names: None,
                 data_source: self.train.source.clone(),
             },
             vec![p],
-            serde_json::json!({"dpsgd": dcfg, "quick": self.cfg.quick, "seed_policy": "experiment: seeded from the run seed", "engine": self.engine.describe()}),
+            serde_json::json!({"dpsgd": dcfg, "quick": self.cfg.quick, "engine": self.engine.describe()}),
         )?;
         artifact::save(
             &self.cfg.cache_dir.join(format!("{key}.safetensors")),

@@ -64,9 +64,7 @@ pub struct Measurement {
     pub rho: Option<f64>,
     /// Whether the calibration delivers the stated guarantee (false for some `paper` rules).
     pub valid_guarantee: bool,
-    /// The bias feature's value v (rows [x·√(1 − v²), v]; 0 = none). Rows written before this
-    /// column existed read as √½, the value the study used then.
-    #[serde(default = "legacy_bias")]
+    /// The bias feature's value v (rows [x·√(1 − v²), v]; 0 = none).
     pub bias: f64,
     /// Private draws averaged per cross-validated value (λ; DP-SGD's ν: 1), None where nothing
     /// was cross-validated (fixed λ, subsample-and-aggregate). Rows written before this column
@@ -112,10 +110,6 @@ impl Measurement {
             &self.selection_label
         }
     }
-}
-
-fn legacy_bias() -> f64 {
-    std::f64::consts::FRAC_1_SQRT_2
 }
 
 /// One result row: one method × setting × repetition, with every parameter.

@@ -1,7 +1,7 @@
 //! Model artifacts and ledgers that must be refused as bad input (exit 2), each with the
 //! field it names: a preprocessing scale no f32 can hold, zero training rows, a negative PCA
-//! variance, a swapped method — in files with the whole-file checksum recomputed and in
-//! old-format files without one (which go through the same checks); `ledger show`/`backup`
+//! variance, a swapped method — in files with the whole-file checksum recomputed, and the
+//! same files without a checksum (refused for that); `ledger show`/`backup`
 //! on a missing or invalid file; `serve` on a ledger whose spent exceeds its budget; and
 //! `GET /v1/model`, which names the ledger's backend but never its path.
 
@@ -11,8 +11,8 @@ use common::{capture, code, serve_model, spawn_serve, tamper, toy_dataset, train
 use serde_json::Value;
 use std::path::Path;
 
-/// Rewrites `path` without its whole-file checksum and ledger id: a file as builds before
-/// the checksum wrote it (its weights still match `weights_sha256`).
+/// Rewrites `path` without its whole-file checksum and ledger id (its weights still match
+/// `weights_sha256`).
 fn strip_checksum(path: &Path) {
     let (envelope, bytes) = common::open_envelope(path);
     let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
@@ -37,8 +37,8 @@ fn strip_checksum(path: &Path) {
 
 type MetaEdit = dyn Fn(&mut Value, &mut std::collections::HashMap<String, String>);
 
-/// `evaluate` on `src` edited by `edit`, once with the checksum recomputed and once in the old
-/// format: both exit 2 naming `needle`.
+/// `evaluate` on `src` edited by `edit`, once with the checksum recomputed (exit 2 naming
+/// `needle`) and once without a checksum (exit 2 naming the missing checksum).
 fn refused_in_both_formats(src: &Path, ds: &str, what: &str, edit: &MetaEdit, needle: &str) {
     let dir = src.parent().unwrap();
     let bad = dir.join(format!("bad-{}.safetensors", what.replace(' ', "-")));
@@ -55,8 +55,13 @@ fn refused_in_both_formats(src: &Path, ds: &str, what: &str, edit: &MetaEdit, ne
             ds,
         ]);
         assert_eq!(c, 2, "{what} (old format: {old_format}): {err}");
+        let expected = if old_format {
+            "`checksum` missing"
+        } else {
+            needle
+        };
         assert!(
-            err.contains(needle),
+            err.contains(expected),
             "{what} (old format: {old_format}): {err}"
         );
         assert!(!err.contains("panicked"), "{err}");
@@ -91,8 +96,7 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         &ds,
         &["--epsilon", "1", "--lambda", "1e-2"],
     );
-    // a payload without its checksum and ledger id, even signed, is refused: every model
-    // file records the identity its budget is kept under
+    // a payload without its checksum and ledger id, even signed, is refused
     let old = dir.path().join("old.safetensors");
     std::fs::copy(&ms, &old).unwrap();
     strip_checksum(&old);
@@ -104,7 +108,7 @@ fn out_of_range_artifacts_are_refused_with_or_without_the_checksum() {
         &ds,
     ]);
     assert_eq!(c, 2, "{e}");
-    assert!(e.contains("no ledger id"), "{e}");
+    assert!(e.contains("`checksum` missing"), "{e}");
 
     refused_in_both_formats(
         &ms,

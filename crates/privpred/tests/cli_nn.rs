@@ -537,6 +537,15 @@ fn nn_artifacts_round_trip_through_the_linked_library() {
             config: *net.config(),
             normalization: Normalization::generic(3),
             calibration: Some(cal),
+            training: Some(calib::PublicTraining {
+                n: 1000,
+                dp_sgd: Some(privpred_core::DpSgdSchedule {
+                    batch_size: 100,
+                    epochs: 1.0,
+                }),
+                teachers: None,
+            }),
+            seed_policy: Some(privpred_core::SeedPolicy::Seeded { seed: 0 }),
             members: 1,
             class_names: None,
             data_source: "test".into(),
@@ -652,21 +661,25 @@ fn seeded_resnet_artifacts_are_experiments() {
         assert!(stderr(&o).contains("--seed 5"), "{}", stderr(&o));
         let o = privpred(&["evaluate", "--model", m, "--dataset", &data, "--json"]);
         assert_eq!(o.status.code(), Some(0), "{method}: {}", stderr(&o));
-        // `extra.seed` is the one record of the seed policy: rewritten (checksum recomputed)
-        // as 5.0, "5" or removed, the model is refused naming the field, never a release
+        // the payload's typed `seed_policy` is the one record of the seed policy: relabelled
+        // as a release (checksum recomputed, re-signed), written with a seed 5.0 or removed,
+        // the model is refused, never a release
         let bad = dir.path().join("bad.safetensors");
         let b = bad.to_str().unwrap();
-        for (what, seed) in [
-            ("5.0", Some(serde_json::json!(5.0))),
-            ("\"5\"", Some(serde_json::json!("5"))),
-            ("removed", None),
+        for (what, policy, needle) in [
+            (
+                "relabelled os-random",
+                serde_json::json!({"policy": "os-random"}),
+                "does not match",
+            ),
+            (
+                "seed 5.0",
+                serde_json::json!({"policy": "seeded", "seed": 5.0}),
+                "corrupt model header",
+            ),
+            ("removed", serde_json::Value::Null, "seed_policy"),
         ] {
-            common::tamper(&model, &bad, |_, e, _| match &seed {
-                Some(s) => e["seed"] = s.clone(),
-                None => {
-                    e.as_object_mut().unwrap().remove("seed");
-                }
-            });
+            common::tamper(&model, &bad, |m, _, _| m["seed_policy"] = policy.clone());
             let q = q.to_str().unwrap();
             for args in [
                 &["predict", "--model", b, "--input", q, "--init-ledger"][..],
@@ -681,7 +694,7 @@ fn seeded_resnet_artifacts_are_experiments() {
             ] {
                 let o = privpred(args);
                 assert_eq!(o.status.code(), Some(2), "{method} {what}: {}", stderr(&o));
-                assert!(stderr(&o).contains("extra.seed"), "{}", stderr(&o));
+                assert!(stderr(&o).contains(needle), "{what}: {}", stderr(&o));
             }
         }
     }

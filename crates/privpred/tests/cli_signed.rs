@@ -147,6 +147,61 @@ fn an_owners_key_set_signs_and_only_its_verify_key_is_trusted() {
         assert_eq!(a["covered"], false, "{a}");
     }
     assert!(err.contains("not covered"), "{err}");
+    // evaluate of the same file: its JSON and its text are marked not covered too
+    let sealing = keys.join("sealing.key");
+    let s = sealing.to_str().unwrap();
+    let (c, out, err) = capture(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &ds,
+        "--allow-unsigned",
+        "--sealing-key",
+        s,
+        "--json",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["covered"], false, "{j}");
+    assert!(
+        j["not_covered"].as_str().unwrap().contains("untrusted key"),
+        "{j}"
+    );
+    assert!(err.contains("not covered"), "{err}");
+    let (c, out, err) = capture(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &ds,
+        "--allow-unsigned",
+        "--sealing-key",
+        s,
+    ]);
+    assert_eq!(c, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("not covered:") && l.contains("untrusted key")),
+        "{out}"
+    );
+    // trusted: no mark
+    let (c, out, err) = capture(&[
+        "evaluate",
+        "--model",
+        m,
+        "--dataset",
+        &ds,
+        "--trust",
+        v,
+        "--json",
+    ]);
+    assert_eq!(c, 0, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j.get("covered").is_none() && j.get("not_covered").is_none(),
+        "{j}"
+    );
 }
 
 /// An attacker with write access to the model store: every forgery is refused, exit 2.

@@ -9,18 +9,9 @@ use crate::train::check_lambda;
 use privpred_core::{Budget, CalibrationMode, Loss, Method, Privacy};
 use serde::{Deserialize, Serialize};
 
-/// How the randomness of a predictor was seeded (recorded with the guarantee).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "policy")]
-pub enum SeedPolicy {
-    /// Experiment: a recorded seed (reproducible; not for deployment).
-    Seeded {
-        /// The seed.
-        seed: u64,
-    },
-    /// Release: an OS-seeded cryptographic generator; no seed exists to record.
-    OsRandom,
-}
+/// How the randomness of a predictor was seeded (recorded with the guarantee; one type for
+/// every model family).
+pub use privpred_core::SeedPolicy;
 
 /// Everything needed to train one private predictor.
 ///

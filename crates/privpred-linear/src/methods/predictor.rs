@@ -80,10 +80,8 @@ pub struct Diagnostics {
 }
 
 /// A trained private predictor: its guarantee, its method's parameters and the weights it
-/// answers with. Serialised in the artifact format of before the per-method record was an
-/// enum (flat optional `lambda`, `teachers`, `clip`, `dp_sgd`, `optimization`; see
-/// [`wire::Predictor`]), so artifacts written by earlier builds load (their measured
-/// statistics of the private data are dropped on load).
+/// answers with. Serialised as a flat record (optional `lambda`, `teachers`, `clip`,
+/// `dp_sgd`, `optimization`; see [`wire::Predictor`]) holding only data-independent facts.
 ///
 /// Equality compares what is released (guarantee, parameters, weights), not the trainer's
 /// private [`Diagnostics`].
@@ -112,11 +110,9 @@ impl PartialEq for PrivatePredictor {
 }
 
 pub mod wire {
-    //! The serialised form of a [`PrivatePredictor`]: the artifact
-    //! header's `predictor` object, field for field as written since format version 1,
-    //! except that `optimization` and `dp_sgd` hold only data-independent facts. Fields of
-    //! earlier builds that measured the private data (`gradient_norm`, `rounding_bound`,
-    //! `refinement_evaluations`, `examples`, `clipped_fraction`) are ignored when read.
+    //! The serialised form of a [`PrivatePredictor`]: the artifact header's `predictor`
+    //! object, whose `optimization` and `dp_sgd` hold only data-independent facts (a record
+    //! with any other field, e.g. a measurement of the private data, is refused).
 
     use super::{Diagnostics, MethodParams, PredictorKind, PrivatePredictor, SeedPolicy};
     use crate::train::Certificate;
@@ -125,21 +121,17 @@ pub mod wire {
 
     /// The public certificate: the bound γ the released fit met.
     #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
     pub struct CertificateRecord {
         /// γ: the bound on ‖∇J(θ̂)‖₂ the calibration assumed.
         pub gradient_norm_bound: f64,
-        /// Always true: a fit that misses γ is never released (absent in earlier builds'
-        /// files, which carried the measured norm instead).
-        #[serde(default = "certified_default")]
+        /// Always true: a fit that misses γ is never released.
         pub certified: bool,
-    }
-
-    fn certified_default() -> bool {
-        true
     }
 
     /// DP-SGD's public run record.
     #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
     pub struct DpSgdRecord {
         /// Steps taken, ⌈epochs·N/b⌉.
         pub steps: u64,

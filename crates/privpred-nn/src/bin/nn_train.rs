@@ -477,6 +477,8 @@ fn save_trained_model(
             config: *net.config(),
             normalization: norm.clone(),
             calibration: None,
+            training: None,
+            seed_policy: None,
             members: 1,
             class_names: None,
             data_source: train_set.source.clone(),

@@ -139,6 +139,15 @@ impl Fig7Context {
                 config: self.cfg.net,
                 normalization: self.norm.clone(),
                 calibration: Some(cal),
+                training: Some(calib::PublicTraining {
+                    n: self.train.len(),
+                    dp_sgd: None,
+                    teachers: Some(params.len()),
+                }),
+                // an experiment: the partition and the teachers are seeded from the run seed
+                seed_policy: Some(privpred_core::SeedPolicy::Seeded {
+                    seed: self.cfg.seed,
+                }),
                 members: params.len(),
                 class_names: None,
                 data_source: self.train.source.clone(),

@@ -69,19 +69,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     // evaluation reads a seeded model too (an experiment); it answers nothing from a budget
     let released = args.keys.open(&args.model)?;
-    if let privpred_release::Coverage::NotCovered(why) = &released.coverage {
-        eprintln!(
-            "privpred evaluate: WARNING: the model is not covered by a trusted signature ({why})"
-        );
-    }
+    let uncovered = match &released.coverage {
+        privpred_release::Coverage::NotCovered(why) => {
+            eprintln!(
+                "privpred evaluate: WARNING: the model is not covered by a trusted signature ({why}); the output is marked not covered"
+            );
+            Some(why.clone())
+        }
+        privpred_release::Coverage::Signed(_) => None,
+    };
+    let uncovered = uncovered.as_deref();
     match released.model {
-        privpred_release::Model::Linear(m) => run_linear(&args, *m),
+        privpred_release::Model::Linear(m) => run_linear(&args, *m, uncovered),
         #[cfg(feature = "nn")]
-        privpred_release::Model::Resnet(m) => nn::run(&args, *m),
+        privpred_release::Model::Resnet(m) => nn::run(&args, *m, uncovered),
     }
 }
 
-fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
+fn run_linear(args: &Args, loaded: LoadedModel, uncovered: Option<&str>) -> anyhow::Result<()> {
     let spec = DatasetSpec::parse(&args.dataset)?;
     let stored = loaded.preprocessing.schema.clone();
     let schema = match (super::shared::read_schema(args.schema.as_deref())?, stored) {
@@ -151,7 +156,17 @@ fn run_linear(args: &Args, loaded: LoadedModel) -> anyhow::Result<()> {
             })
         }
     };
-    report(args, out, "", &accs, test.n, &[])
+    report(
+        args,
+        out,
+        Output {
+            kind: "",
+            accs: &accs,
+            test_examples: test.n,
+            labels: &[],
+            uncovered,
+        },
+    )
 }
 
 /// Whether `spec` is a source whose class count the caller declares (`LoadOptions::classes`).
@@ -178,23 +193,48 @@ fn mean_std(accs: &[f64]) -> (f64, f64) {
     (mean, std)
 }
 
-/// Adds the accuracy summary and the test set to `out` (the model's description) and prints it:
-/// one JSON object with `--json`, else one line (`kind` names the model family, e.g. " ResNet";
-/// `labels` are the dataset's provenance labels, shown in brackets).
-fn report(
-    args: &Args,
-    mut out: serde_json::Value,
-    kind: &str,
-    accs: &[f64],
+/// What an evaluation measured, for [`report`].
+struct Output<'a> {
+    /// The model family, e.g. " ResNet" (empty for linear models).
+    kind: &'a str,
+    /// One accuracy per repetition.
+    accs: &'a [f64],
+    /// Test examples.
     test_examples: usize,
-    labels: &[String],
-) -> anyhow::Result<()> {
+    /// The dataset's provenance labels, shown in brackets.
+    labels: &'a [String],
+    /// Why the model is not covered by a trusted signature (opened with `--allow-unsigned`).
+    uncovered: Option<&'a str>,
+}
+
+/// What marks the output of a model opened with `--allow-unsigned` (text and JSON).
+fn not_covered_line(why: &str) -> String {
+    format!(
+        "not covered: the model is not covered by a trusted signature ({why}), so nothing here is vouched for by its owner's key"
+    )
+}
+
+/// Adds the accuracy summary and the test set to `out` (the model's description) and prints it:
+/// one JSON object with `--json`, else one line, then the notices (not private; not covered
+/// by a trusted signature, when so).
+fn report(args: &Args, mut out: serde_json::Value, o: Output<'_>) -> anyhow::Result<()> {
+    let Output {
+        kind,
+        accs,
+        test_examples,
+        labels,
+        uncovered,
+    } = o;
     let (mean, std) = mean_std(accs);
     out["accuracy"] = json!({"mean": mean, "std": std, "repetitions": args.repetitions});
     out["dataset"] = json!(args.dataset);
     out["test_examples"] = json!(test_examples);
     out["output_private"] = json!(false);
     out["notice"] = json!(NOT_PRIVATE_NOTICE);
+    if let Some(why) = uncovered {
+        out["covered"] = json!(false);
+        out["not_covered"] = json!(why);
+    }
     if args.json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
@@ -214,6 +254,9 @@ fn report(
             }
         );
         println!("{NOT_PRIVATE_NOTICE}");
+        if let Some(why) = uncovered {
+            println!("{}", not_covered_line(why));
+        }
     }
     Ok(())
 }
@@ -229,7 +272,7 @@ mod nn {
     use privpred_nn::artifact::{ModelKind, NnModel};
     use serde_json::json;
 
-    pub fn run(args: &Args, model: NnModel) -> anyhow::Result<()> {
+    pub fn run(args: &Args, model: NnModel, uncovered: Option<&str>) -> anyhow::Result<()> {
         let spec = DatasetSpec::parse(&args.dataset)?;
         let opts = LoadOptions {
             data_dir: args.data_dir.clone(),
@@ -305,6 +348,16 @@ mod nn {
             "trained_on": h.data_source,
             "dataset_labels": test.provenance.labels,
         });
-        super::report(args, out, " ResNet", &accs, test.n, &test.provenance.labels)
+        super::report(
+            args,
+            out,
+            super::Output {
+                kind: " ResNet",
+                accs: &accs,
+                test_examples: test.n,
+                labels: &test.provenance.labels,
+                uncovered,
+            },
+        )
     }
 }

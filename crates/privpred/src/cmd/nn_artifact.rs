@@ -14,10 +14,6 @@ pub fn nn_err(e: privpred_nn::NnError) -> anyhow::Error {
     }
 }
 
-/// What `train` records as `extra.seed` of a deep model trained without `--seed`.
-#[cfg(feature = "nn")]
-pub use privpred_release::resnet::RELEASE_SEED_NOTE;
-
 /// The method name of a deep model as the CLI and the service print it.
 #[cfg(feature = "nn")]
 pub fn kind_name(m: &privpred_nn::artifact::NnModel) -> &'static str {

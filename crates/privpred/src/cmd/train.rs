@@ -1,5 +1,6 @@
-//! `privpred train`: train a non-private or private linear model and write it as safetensors
-//! (weights + guarantee + fitted preprocessing in the header).
+//! `privpred train`: train a non-private or private linear model and write it as a privpred
+//! model file (a signed envelope whose payload holds the weights, the guarantee and the
+//! fitted preprocessing).
 //!
 //! With `--model resnet20|resnet-tiny` (build with `--features nn`) the same command trains
 //! a ResNet on an image dataset instead (see `train_nn`).

@@ -1,7 +1,7 @@
 //! `privpred train … --model resnet20|resnet-tiny` (with `--features nn`): a ResNet with
 //! GroupNorm on an image dataset (CIFAR-10, MNIST, Fashion-MNIST, an image folder), written
-//! as a `privpred-nn` safetensors artifact that `evaluate`, `predict` and `serve` read like a
-//! linear model.
+//! as a privpred model file (family `resnet`, the `privpred-nn` payload) that `evaluate`,
+//! `predict` and `serve` read like a linear model.
 //!
 //! Methods: `non-private` (reference network, no guarantee), `dp-sgd` (Poisson sampling,
 //! joint per-example clipping to ν, σ from the accountant; `--calibration paper` trains the
@@ -105,7 +105,6 @@ struct Setup {
     sgd: SgdConfig,
     eng: Box<dyn GradientEngine>,
     rng: PrivRng,
-    seed_note: serde_json::Value,
 }
 
 /// Validates the request (clip, teachers, schedule, output directory, engine) before any work.
@@ -141,12 +140,9 @@ fn setup(req: &Request) -> anyhow::Result<Setup> {
     super::shared::check_out_dir(req.out)?;
     let engine_kind = engine::resolve_kind(req.engine.map(EngineArg::as_str)).map_err(usage)?;
     let eng = engine::create(engine_kind).map_err(nn_err)?;
-    let (rng, seed_note) = match req.seed {
-        Some(s) => (privpred_core::noise::seeded_rng(s), json!({"seed": s})),
-        None => (
-            privpred_core::noise::release_rng()?,
-            json!(super::nn_artifact::RELEASE_SEED_NOTE),
-        ),
+    let rng = match req.seed {
+        Some(s) => privpred_core::noise::seeded_rng(s),
+        None => privpred_core::noise::release_rng()?,
     };
     Ok(Setup {
         clip,
@@ -154,7 +150,6 @@ fn setup(req: &Request) -> anyhow::Result<Setup> {
         sgd,
         eng,
         rng,
-        seed_note,
     })
 }
 
@@ -268,25 +263,36 @@ struct Trained {
     kind: ModelKind,
     members: Vec<Vec<f32>>,
     calibration: Option<Calibration>,
+    /// The public parameters the guarantee is re-derived from on load.
+    training: Option<calib::PublicTraining>,
     method_extra: serde_json::Value,
+}
+
+/// The guarantee's request: what `train` was asked for (mode, (ε, δ), B, relation) and C.
+fn request(req: &Request, classes: usize) -> calib::GuaranteeRequest {
+    calib::GuaranteeRequest {
+        mode: req.calibration,
+        privacy: req.privacy.expect("checked"),
+        budget: req.budget,
+        neighbours: req.neighbours,
+        classes,
+    }
 }
 
 /// DP-SGD: σ from the accountant for (ε, δ), then training with per-example clipping.
 fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyhow::Result<Trained> {
     let n = im.set.len();
-    let cal = calib::dpsgd_neighbours(
-        req.calibration,
-        req.privacy.expect("checked"),
+    let training = calib::PublicTraining {
         n,
-        st.sgd.batch_size,
-        st.sgd.epochs,
-        im.net.classes(),
-        req.neighbours,
-    )
-    .map_err(usage)?
+        dp_sgd: Some(privpred_core::DpSgdSchedule {
+            batch_size: st.sgd.batch_size,
+            epochs: st.sgd.epochs,
+        }),
+        teachers: None,
+    };
     // the clip is a public value (ResNets take no selection)
-    .with_selection(privpred_core::SelectionMethod::Public)
-    .map_err(usage)?;
+    let cal = calib::guarantee(Method::DpSgd, &request(req, im.net.classes()), &training)
+        .map_err(usage)?;
     let sigma = cal
         .mechanism
         .noise_multiplier()
@@ -304,6 +310,7 @@ fn train_dpsgd(req: &Request, st: &mut Setup, im: &Images, label: &str) -> anyho
         kind: ModelKind::DpSgd,
         members: vec![p],
         calibration: Some(cal),
+        training: Some(training),
         method_extra: json!({"dpsgd": dcfg, "steps": dcfg.steps(n), "sampling_rate": dcfg.sampling_rate(n)}),
     })
 }
@@ -318,21 +325,22 @@ fn train_teachers(
 ) -> anyhow::Result<Trained> {
     let n = im.set.len();
     let teachers = st.teachers;
-    let cal = calib::subsample_aggregate_neighbours(
-        req.calibration,
-        req.privacy.expect("checked"),
-        req.budget,
-        im.net.classes(),
-        req.neighbours,
-    )
-    .map_err(usage)?
-    .with_selection(privpred_core::SelectionMethod::Public)
-    .map_err(usage)?;
     if teachers > n {
         return Err(usage(format!(
             "invalid teachers = {teachers}: must be ≤ the training-set size {n}"
         )));
     }
+    let training = calib::PublicTraining {
+        n,
+        dp_sgd: None,
+        teachers: Some(teachers),
+    };
+    let cal = calib::guarantee(
+        Method::SubsampleAggregate,
+        &request(req, im.net.classes()),
+        &training,
+    )
+    .map_err(usage)?;
     let on = im.inputs(&*st.eng);
     let ens = train::train_teachers_on(on, &st.sgd, teachers, &mut st.rng, &mut |k, p| {
         if p.step == p.steps {
@@ -348,6 +356,7 @@ fn train_teachers(
         kind: ModelKind::Teachers,
         members: ens.params,
         calibration: Some(cal),
+        training: Some(training),
         method_extra: json!({"teacher_sgd": st.sgd, "teachers": teachers, "examples_per_teacher": n / teachers}),
     })
 }
@@ -370,6 +379,7 @@ fn train_method(req: &Request, st: &mut Setup, im: &Images) -> anyhow::Result<Tr
                 kind: ModelKind::NonPrivate,
                 members: vec![p],
                 calibration: None,
+                training: None,
                 method_extra: json!({"sgd": st.sgd}),
             })
         }
@@ -390,6 +400,12 @@ fn save(req: &Request, st: &Setup, im: &Images, t: Trained) -> anyhow::Result<()
             config: im.config,
             normalization: im.norm.clone(),
             calibration: t.calibration,
+            training: t.training,
+            // the typed seed policy (an experiment's seed is recorded; a release has none)
+            seed_policy: req.method.map(|_| match req.seed {
+                Some(seed) => privpred_core::SeedPolicy::Seeded { seed },
+                None => privpred_core::SeedPolicy::OsRandom,
+            }),
             members: t.members.len(),
             class_names,
             data_source: source.join(", "),
@@ -403,9 +419,6 @@ fn save(req: &Request, st: &Setup, im: &Images, t: Trained) -> anyhow::Result<()
             "n_train": im.set.len(),
             "subsample": req.subsample,
             "method": t.method_extra,
-            "seed": st.seed_note,
-            // erratum 4.9: a seeded private model is an experiment (predict/serve refuse it)
-            "release": if req.seed.is_some() { "experiment" } else { "private-release" },
             "trained_with": format!("privpred {} (--model {})", env!("CARGO_PKG_VERSION"), req.model.as_str()),
             "engine": st.eng.describe(),
         }),
