@@ -8,8 +8,8 @@
 
 use privpred_core::noise::sample_exponential_mechanism;
 use privpred_core::noise::seeded_rng;
-use privpred_core::{Noise, grid};
 use privpred_core::select::sample_permute_and_flip;
+use privpred_core::{Noise, grid};
 use rand::{Rng, RngExt};
 use std::hint::black_box;
 use std::time::Instant;

@@ -197,9 +197,9 @@ pub fn release_discrete_gaussian<R: Rng + ?Sized>(
     let g = pow2(k);
     for (v, n) in values.iter_mut().zip(units) {
         let z = discrete_gaussian(rng, &s2)?;
-        let z = z.to_i128().ok_or_else(|| {
-            CoreError::Numerical("discrete Gaussian draw out of range".into())
-        })?;
+        let z = z
+            .to_i128()
+            .ok_or_else(|| CoreError::Numerical("discrete Gaussian draw out of range".into()))?;
         // post-processing of the exact integer: its nearest double, times the exact step
         *v = (n + z) as f64 * g;
     }
@@ -218,7 +218,10 @@ mod tests {
             let k = grid_log2(r, d).unwrap();
             let g = pow2(k);
             assert!(g * (d as f64).sqrt() <= r, "2^{k}·√{d} > {r}");
-            assert!(2.0 * g * (d as f64).sqrt() > r * (1.0 - 1e-15), "2^{k} not largest");
+            assert!(
+                2.0 * g * (d as f64).sqrt() > r * (1.0 - 1e-15),
+                "2^{k} not largest"
+            );
         }
         // exact at a square: r = 2, d = 4 → g = 1 exactly (1·2 ≤ 2)
         assert_eq!(grid_log2(2.0, 4).unwrap(), 0);
@@ -238,7 +241,10 @@ mod tests {
             (10.0, 1e-5, 100, 5.30115),
         ] {
             let (s, r) = discrete_gaussian_sigma(eps, delta, b, 1.0).unwrap();
-            assert!((s - want).abs() < 1e-4 * want, "σ({eps}, {delta}, {b}) = {s}, want {want}");
+            assert!(
+                (s - want).abs() < 1e-4 * want,
+                "σ({eps}, {delta}, {b}) = {s}, want {want}"
+            );
             assert_eq!(r, 1.0 / 1024.0);
         }
     }
@@ -247,12 +253,19 @@ mod tests {
     /// were too small.
     #[test]
     fn sigma_is_enough_and_not_more_than_needed() {
-        for &(eps, delta, b, sens) in &[(1.0, 1e-5, 1u64, 0.02), (0.1, 1e-6, 100, 3.0), (10.0, 1e-3, 7, 1.0)] {
+        for &(eps, delta, b, sens) in &[
+            (1.0, 1e-5, 1u64, 0.02),
+            (0.1, 1e-6, 100, 3.0),
+            (10.0, 1e-3, 7, 1.0),
+        ] {
             let (s, r) = discrete_gaussian_sigma(eps, delta, b, sens).unwrap();
             let rho = discrete_gaussian_rho(s, r, sens, b);
             assert!(zcdp_to_epsilon(rho, delta).unwrap() <= eps * (1.0 + 1e-9));
             let rho_less = discrete_gaussian_rho(0.99 * s, r, sens, b);
-            assert!(zcdp_to_epsilon(rho_less, delta).unwrap() > eps, "0.99σ still meets ε");
+            assert!(
+                zcdp_to_epsilon(rho_less, delta).unwrap() > eps,
+                "0.99σ still meets ε"
+            );
             // the rounding is in the sensitivity: without it the same σ would claim less ρ
             assert!(discrete_gaussian_rho(s, 0.0, sens, b) < rho);
         }
@@ -297,7 +310,13 @@ mod tests {
             let mut v = [0.25]; // rounds to 0
             release_discrete_gaussian(&mut rng, &mut v, sigma, r).unwrap();
             let z = v[0] as i64;
-            let bin = if z < -lim { 0 } else if z > lim { (2 * lim + 2) as usize } else { (z + lim + 1) as usize };
+            let bin = if z < -lim {
+                0
+            } else if z > lim {
+                (2 * lim + 2) as usize
+            } else {
+                (z + lim + 1) as usize
+            };
             counts[bin] += 1;
         }
         let probs = |s: f64| -> Vec<f64> {
@@ -305,16 +324,26 @@ mod tests {
             let z: f64 = (-200..=200).map(w).sum();
             let mut p = vec![0.0; (2 * lim + 3) as usize];
             for k in -200..=200i64 {
-                let bin = if k < -lim { 0 } else if k > lim { (2 * lim + 2) as usize } else { (k + lim + 1) as usize };
+                let bin = if k < -lim {
+                    0
+                } else if k > lim {
+                    (2 * lim + 2) as usize
+                } else {
+                    (k + lim + 1) as usize
+                };
                 p[bin] += w(k) / z;
             }
             p
         };
         let chi2 = |p: &[f64]| -> f64 {
-            counts.iter().zip(p).map(|(&c, &q)| {
-                let e = q * n as f64;
-                (c as f64 - e).powi(2) / e
-            }).sum()
+            counts
+                .iter()
+                .zip(p)
+                .map(|(&c, &q)| {
+                    let e = q * n as f64;
+                    (c as f64 - e).powi(2) / e
+                })
+                .sum()
         };
         let df = (counts.len() - 1) as f64;
         let a = 2.0 / (9.0 * df);

@@ -271,7 +271,10 @@ fn spec_table_formulas() {
     };
     assert!(eps_of(sigma) <= eps * (1.0 + 1e-9) && eps_of(0.99 * sigma) > eps);
     let gdp = (b as f64).sqrt() * delta_logits * sigma_ag(eps, 1e-5).unwrap();
-    assert!(sigma > gdp && sigma < 1.11 * gdp, "σ = {sigma}, GDP σ = {gdp}");
+    assert!(
+        sigma > gdp && sigma < 1.11 * gdp,
+        "σ = {sigma}, GDP σ = {gdp}"
+    );
 }
 
 #[test]

@@ -308,7 +308,12 @@ fn selection_note(model: &StoredModel) -> String {
         return privpred_core::tuning::selection_note(None, None);
     };
     let c = &p.calibration;
-    let rule = c.assumptions.n.and_then(|n| {
+    // the recorded N is the public size the calibration used (N̂ under add-remove)
+    let public = c.assumptions.n.and_then(|n| {
+        let declared = (c.neighbours() == privpred_core::Neighbours::AddRemove).then_some(n);
+        privpred_core::public_rule::PublicN::new(c.neighbours(), n, declared)
+    });
+    let rule = public.and_then(|n| {
         privpred_core::public_rule::lambda(&privpred_core::public_rule::PublicInputs {
             method: c.method(),
             loss: c.assumptions.loss,
@@ -974,7 +979,12 @@ mod tests {
             method: Method::ModelSensitivity,
             loss: base.calibration.assumptions.loss,
             classes: 2,
-            n: 300,
+            n: privpred_core::public_rule::PublicN::new(
+                privpred_core::Neighbours::ReplaceOne,
+                300,
+                None,
+            )
+            .unwrap(),
             dim: base.input_dim(),
             epsilon: 1.0,
             budget: Budget::Unlimited,

@@ -150,7 +150,10 @@ mod tests {
         use privpred_core::ParamGuard;
         let cfg = s.params(0.5, 1000).check().unwrap();
         let public = |n| public_size(Neighbours::ReplaceOne, n, None).unwrap();
-        assert_eq!(cfg.teachers(), privpred_core::public_rule::teachers(public(1000)));
+        assert_eq!(
+            cfg.teachers(),
+            privpred_core::public_rule::teachers(public(1000))
+        );
         let given = MethodSettings {
             teachers: Some(7),
             ..s.clone()

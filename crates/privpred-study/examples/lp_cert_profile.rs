@@ -117,6 +117,7 @@ fn profile_pair(data: &Data<'_>, eps: f64, lambda: f64, reps: u64) -> ProfileRes
         lambda: Some(lambda),
         dpsgd: &Default::default(),
         neighbours: Neighbours::ReplaceOne,
+        loss: privpred_core::Loss::Softmax,
     })?;
     let rho_eff = loss_perturbation_rho_eff(&cal, lambda, n, c);
     let pre = kernel::sequential(|| {
