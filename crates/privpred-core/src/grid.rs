@@ -122,7 +122,7 @@ pub fn discrete_gaussian_sigma(
         return Err(CoreError::invalid("budget", 0, "must be an integer >= 1"));
     }
     let rho = zcdp_rho_for(epsilon, delta)?;
-    if !(rho > 0.0) {
+    if rho.is_nan() || rho <= 0.0 {
         return Err(CoreError::invalid(
             "epsilon",
             epsilon,
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn releases_are_grid_points() {
         let mut rng = seeded_rng(5);
-        let base = [0.0, 1e-3, -2.5, 3.141592653589793, 1e-300, -7.0e4];
+        let base = [0.0, 1e-3, -2.5, std::f64::consts::PI, 1e-300, -7.0e4];
         let (sigma, r) = (0.7, 1e-3);
         let k = grid_log2(r, base.len()).unwrap();
         let g = pow2(k);

@@ -242,6 +242,7 @@ impl FixtureModel {
             "calibration": CalibrationMode::Corrected,
             "privacy": privacy,
             "budget": budget,
+            "neighbours": privpred_core::Neighbours::ReplaceOne,
             "noise": noise,
             "assumptions": Assumptions { classes: spec.classes, ..Assumptions::default() },
             "valid_guarantee": false,

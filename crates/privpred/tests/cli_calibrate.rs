@@ -111,8 +111,33 @@ fn gaussian_methods_with_delta() {
         "0.001",
         "--json",
     ]);
+    // the default calibration releases θ on a grid with exact discrete Gaussian noise:
+    // σ = Δ(1 + 1/1024)·√(1/(2ρ*)), Δ = 2K/(Nλ), with √(1/(2ρ*)) = 4.04513... for (1, 1e-5):
+    // 4.049080680907948 / (1 + 1/1024), from an independent Python/scipy computation of the
+    // zCDP conversion of Canonne, Kamath & Steinke (2020, Corollary 13)
+    assert_eq!(v["noise"]["distribution"], "discrete-gaussian");
+    let delta = 2.0 * std::f64::consts::SQRT_2 / 60.0;
+    let expect = delta * 4.049080680907948;
+    assert!((v["noise"]["sigma"].as_f64().unwrap() / expect - 1.0).abs() < 1e-4);
+    assert!((v["noise"]["rounding"].as_f64().unwrap() / (delta / 1024.0) - 1.0).abs() < 1e-12);
+    // the paper calibration keeps σ = (2K/(Nλ))·σ_AG(1, 1e-5), σ_AG = 3.730631634815942
+    // (Balle & Wang)
+    let v = json(&[
+        "calibrate",
+        "model-sensitivity",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--n",
+        "60000",
+        "--lambda",
+        "0.001",
+        "--calibration",
+        "paper",
+        "--json",
+    ]);
     assert_eq!(v["noise"]["distribution"], "gaussian");
-    // σ = (2K/(Nλ))·σ_AG(1, 1e-5) with σ_AG = 3.730631634815942 (Balle & Wang).
     let expect = 2.0 * std::f64::consts::SQRT_2 / 60.0 * 3.730631634815942;
     assert!((v["noise"]["sigma"].as_f64().unwrap() / expect - 1.0).abs() < 1e-9);
     for mode in ["paper", "corrected", "tight"] {
@@ -134,7 +159,8 @@ fn gaussian_methods_with_delta() {
             "--json",
         ]);
         assert_eq!(v["calibration"], mode);
-        assert_eq!(v["noise"]["distribution"], "gaussian");
+        let want = if mode == "paper" { "gaussian" } else { "discrete-gaussian" };
+        assert_eq!(v["noise"]["distribution"], want);
     }
 }
 
