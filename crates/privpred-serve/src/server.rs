@@ -3,7 +3,7 @@
 //! Flow of `POST /v1/predict`: authenticate → read the body (size-limited) → parse JSON →
 //! validate every row (dimension, finite values, batch size) → preprocess and compute fresh
 //! noisy answers in memory (a blocking thread, OS-seeded ChaCha20) → one ledger transaction
-//! decides and durably records the request (see [`crate::ledger`]) → only then respond.
+//! decides and durably records the request (see [`privpred_answer::ledger`]) → only then respond.
 //! Any failure before the commit spends nothing and releases nothing.
 //!
 //! Connections (see [`ConnLimits`]): at most [`DEFAULT_MAX_CONNECTIONS`] at once (more get

@@ -543,6 +543,7 @@ mod nn {
                         rho: None,
                         valid_guarantee: m.valid_guarantee,
                         bias: 0.0,
+                        loss: privpred_core::Loss::Softmax,
                         cv_draws: None,
                         dataset_checksum: m.dataset_checksum.clone(),
                         dataset_labels: m.labels.join(";"),
