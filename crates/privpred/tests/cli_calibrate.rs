@@ -159,7 +159,11 @@ fn gaussian_methods_with_delta() {
             "--json",
         ]);
         assert_eq!(v["calibration"], mode);
-        let want = if mode == "paper" { "gaussian" } else { "discrete-gaussian" };
+        let want = if mode == "paper" {
+            "gaussian"
+        } else {
+            "discrete-gaussian"
+        };
         assert_eq!(v["noise"]["distribution"], want);
     }
 }
