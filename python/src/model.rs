@@ -502,7 +502,7 @@ fn public_rule_lambda(
         method: m,
         loss: args.loss,
         classes: train.classes,
-        n: privpred_linear::settings::public_size(args.neighbours, train.n, args.public_n)?,
+        n: privpred_core::public_rule::PublicN::new(args.neighbours, train.n, args.public_n)?,
         dim: train.d,
         epsilon: args.privacy?.epsilon(),
         budget: args.budget,

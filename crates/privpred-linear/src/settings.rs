@@ -6,23 +6,13 @@
 
 use crate::methods::SeedPolicy;
 use crate::params::TrainParams;
+use privpred_core::public_rule::PublicN;
 use privpred_core::{Budget, CalibrationMode, Loss, Method, Neighbours, Privacy, defaults};
-
-/// The public size the rule reads ([`privpred_core::public_rule::PublicN`]): the N training
-/// rows under replace-one, the declared N̂ (`public_n`) under add-remove; `None` only where the
-/// configuration check refuses the pair (add-remove without N̂).
-pub fn public_size(
-    neighbours: Neighbours,
-    n: usize,
-    public_n: Option<usize>,
-) -> Option<privpred_core::public_rule::PublicN> {
-    privpred_core::public_rule::PublicN::new(neighbours, n, public_n)
-}
 
 /// The teacher count T: the public rule's for the public size
 /// ([`privpred_core::public_rule::teachers`]; N, or N̂ under add-remove).
 pub fn default_teachers(neighbours: Neighbours, n: usize, public_n: Option<usize>) -> usize {
-    public_size(neighbours, n, public_n).map_or(
+    PublicN::new(neighbours, n, public_n).map_or(
         defaults::LINEAR_TEACHERS,
         privpred_core::public_rule::teachers,
     )
@@ -31,7 +21,7 @@ pub fn default_teachers(neighbours: Neighbours, n: usize, public_n: Option<usize
 /// The DP-SGD batch size: the public rule's for the public size
 /// ([`privpred_core::public_rule::dpsgd_batch_size`]; N, or N̂ under add-remove).
 pub fn default_batch_size(neighbours: Neighbours, n: usize, public_n: Option<usize>) -> usize {
-    public_size(neighbours, n, public_n).map_or(
+    PublicN::new(neighbours, n, public_n).map_or(
         defaults::LINEAR_DPSGD_BATCH_SIZE,
         privpred_core::public_rule::dpsgd_batch_size,
     )
@@ -149,7 +139,7 @@ mod tests {
         };
         use privpred_core::ParamGuard;
         let cfg = s.params(0.5, 1000).check().unwrap();
-        let public = |n| public_size(Neighbours::ReplaceOne, n, None).unwrap();
+        let public = |n| PublicN::new(Neighbours::ReplaceOne, n, None).unwrap();
         assert_eq!(
             cfg.teachers(),
             privpred_core::public_rule::teachers(public(1000))

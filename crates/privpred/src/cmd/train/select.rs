@@ -107,7 +107,7 @@ fn public_rule_lambda(
         method: m,
         loss: args.loss.unwrap_or_default(),
         classes: data.train.classes,
-        n: privpred_linear::settings::public_size(args.neighbours, data.train.n, args.public_n)?,
+        n: privpred_core::public_rule::PublicN::new(args.neighbours, data.train.n, args.public_n)?,
         dim: data.train.d,
         epsilon: plan.privacy.expect("checked").epsilon(),
         budget: plan.budget,
