@@ -141,7 +141,13 @@ if [[ $STEPS != *,train,* ]]; then
 elif [ "$budget" -gt 30 ]; then
     timeout $((budget + 30)) "$G/privpred" reproduce fig7 "${quick[@]}" --resume \
         --data-dir "$G" --out "$STATE" --nn-time-limit-s "$budget" >"$O/train.log" 2>&1
-    stamp "reproduce: exit $? (budget $budget s)"
+    rc=$?
+    # exit 3: the time limit stopped training with its checkpoint kept (resumable), not a failure
+    if [ "$rc" = 3 ]; then
+        stamp "reproduce: stopped at its time limit, resumable (exit 3, budget $budget s)"
+    else
+        stamp "reproduce: exit $rc (budget $budget s)"
+    fi
 else
     stamp "reproduce: skipped, $budget s left"
 fi

@@ -60,6 +60,16 @@ pub enum StudyError {
         /// The underlying error, rendered.
         message: String,
     },
+    /// A training run reached its time limit (`reproduce --nn-time-limit-s`) and stopped at an
+    /// epoch boundary, keeping its checkpoint: the same command with `--resume` continues it
+    /// from there. The finished units are already in the results.
+    #[error("{context}: {message} (stopped, resumable: run the same command with --resume)")]
+    Stopped {
+        /// The unit or group whose training stopped.
+        context: String,
+        /// Where it stopped and the checkpoint, rendered.
+        message: String,
+    },
     /// A computation shared by several units refused the user's input (a corrupt data file,
     /// a value out of range): the underlying error, rendered; a usage error like the one it
     /// renders.

@@ -1,5 +1,11 @@
 //! Error → exit-code mapping. Exit code 2: usage errors and bad user input (invalid
-//! arguments, malformed data files, models that do not fit the query); 1: everything else.
+//! arguments, malformed data files, models that do not fit the query); 3: a run stopped at
+//! its time limit with a checkpoint, resumable ([`STOPPED_RESUMABLE`]); 1: everything else.
+
+/// The exit code of `reproduce fig7 --nn-time-limit-s` when training reached its time limit
+/// and stopped at an epoch boundary with its checkpoint kept: not a failure; the same command
+/// with `--resume` continues from the checkpoint.
+pub const STOPPED_RESUMABLE: i32 = 3;
 
 /// A usage error or bad user input: exit code 2. Command modules wrap user-facing
 /// validation failures of other crates with [`usage`].
@@ -16,6 +22,11 @@ pub fn usage(e: impl std::fmt::Display) -> anyhow::Error {
 /// The exit code for an error chain.
 pub fn code(e: &anyhow::Error) -> i32 {
     for cause in e.chain() {
+        if let Some(privpred_study::StudyError::Stopped { .. }) =
+            cause.downcast_ref::<privpred_study::StudyError>()
+        {
+            return STOPPED_RESUMABLE;
+        }
         if cause.downcast_ref::<UsageError>().is_some()
             || cause.downcast_ref::<privpred_core::CoreError>().is_some()
             || cause.downcast_ref::<privpred_data::DataError>().is_some()

@@ -701,7 +701,7 @@ fn seeded_resnet_artifacts_are_experiments() {
 }
 
 /// `reproduce fig7 --nn-time-limit-s`: a run stopped at its time limit keeps a checkpoint and
-/// exits 1 saying so; `--resume` continues the training from it (not from the start); a bad
+/// exits with code 3 ("stopped, resumable") saying so; `--resume` continues the training from it (not from the start); a bad
 /// limit exits 2. Skips when the CIFAR-10 JPEG copy is absent.
 #[cfg(feature = "nn")]
 #[test]
@@ -739,8 +739,9 @@ fn fig7_training_stops_at_its_time_limit_and_resumes_from_the_checkpoint() {
             .expect("runs")
     };
     let stopped_at = |o: &std::process::Output| -> usize {
-        assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+        assert_eq!(o.status.code(), Some(3), "{}", stderr(o));
         let e = stderr(o);
+        assert!(e.contains("stopped, resumable"), "{e}");
         let at = e
             .split("time limit reached at step ")
             .nth(1)
@@ -793,5 +794,42 @@ fn the_prepared_gpu_run_uses_options_that_exist() {
     ] {
         assert!(text.contains(opt), "{opt} not in the script");
         assert!(help.contains(opt), "{opt} not in reproduce --help");
+    }
+}
+
+/// A ResNet's guarantee is for replace-one neighbours only (its DP-SGD schedule and its
+/// teachers' partition are set from the exact N): `--neighbours add-remove` is refused with
+/// exit 2, naming the flag, before any data is read.
+#[cfg(feature = "nn")]
+#[test]
+fn resnets_refuse_add_remove_neighbours_before_reading_data() {
+    for (method, extra) in [
+        ("dp-sgd", &["--delta", "1e-5"][..]),
+        ("subsample-aggregate", &[][..]),
+    ] {
+        let o = common::bin()
+            .args(["train", method, "--model", "resnet-tiny", "--epsilon", "1"])
+            .args(extra)
+            .args([
+                "--neighbours",
+                "add-remove",
+                "--dataset",
+                "images:/no/such/folder",
+            ])
+            .args(["--out", "/no/such/dir/m.safetensors"])
+            .output()
+            .expect("runs");
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{method}: {e}");
+        // DP-SGD by the ResNet rule; subsample-and-aggregate has no add-remove analysis at all
+        assert!(e.contains("add-remove"), "{method}: {e}");
+        if method == "dp-sgd" {
+            assert!(e.contains("--neighbours add-remove is refused"), "{e}");
+        }
+        assert!(e.contains("replace-one"), "{method}: {e}");
+        assert!(
+            !e.contains("/no/such/folder"),
+            "{method}: refused before the data: {e}"
+        );
     }
 }

@@ -69,8 +69,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Protocol::Paper)]
     pub selection: Protocol,
     /// Figure 7 only: stop training cleanly after this many seconds (at the next epoch
-    /// boundary), keeping the run's checkpoint under `<out>/nn-cache`; `--resume` continues
-    /// it with the same result as an uninterrupted run.
+    /// boundary), keeping the run's checkpoint under `<out>/nn-cache`, and exit with code 3
+    /// ("stopped, resumable"); `--resume` continues it with the same result as an
+    /// uninterrupted run.
     #[arg(long, value_name = "SECONDS")]
     pub nn_time_limit_s: Option<f64>,
     /// Also write one self-contained HTML report of the run here (every figure's plots and
@@ -518,7 +519,14 @@ mod nn {
                     }
                 },
             )
-            .map_err(|e| Self::compute(&label, e))?;
+            .map_err(|e| match e {
+                // the time limit: its checkpoint is kept, and `--resume` continues it
+                privpred_nn::NnError::Stopped(message) => StudyError::Stopped {
+                    context: label.clone(),
+                    message,
+                },
+                e => Self::compute(&label, e),
+            })?;
             let dim = ctx.train.image_len();
             let classes = ctx.cfg.net.classes;
             let mut answers = 0u64;

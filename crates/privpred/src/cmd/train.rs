@@ -292,11 +292,15 @@ fn train_resnet(
             )));
         }
     };
-    if method.is_some() && args.neighbours == privpred_core::Neighbours::AddRemove {
-        return Err(usage(format!(
-            "--neighbours add-remove is refused for --model {}: a ResNet's DP-SGD schedule (q = b/N, its steps) and its teachers' partition are set from the exact N, which that relation makes private; train it under replace-one (the default), or a linear model with --public-n",
-            args.model.as_str()
-        )));
+    if method.is_some() {
+        // the rule lives with the ResNet calibrations
+        privpred_nn::calib::check_neighbours(args.neighbours).map_err(|why| {
+            usage(format!(
+                "--neighbours {} is refused for --model {}: {why}; train it under replace-one (the default), or a linear model with --public-n",
+                args.neighbours,
+                args.model.as_str()
+            ))
+        })?;
     }
     for (given, name) in [
         (args.pca.is_some(), "--pca"),
