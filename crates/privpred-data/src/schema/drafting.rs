@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 /// `column_0`, …): a column whose every cell is a number is numeric with the data's own
 /// minimum and maximum as bounds (clipped outside); any other column is categorical with the
 /// values it holds; the label is `label` (a name) or the last column, with its values as
-/// classes. The bounds and categories are read from the data: see [`DRAFT_WARNING`].
+/// classes. The bounds and categories are read from the data: see [`super::DRAFT_WARNING`].
 pub fn draft(
     rows: &[Vec<String>],
     header: Option<&[String]>,
@@ -471,7 +471,8 @@ impl DraftPlan {
             .count()
     }
 
-    /// The (ε, δ) of each categorical column's and the label's histogram.
+    /// The (ε, δ) of each categorical column's and the label's histogram (a numeric column
+    /// spends the same ε, half on each bound): ε/m and δ/k, rounded down when inexact.
     fn list_cost(&self) -> (f64, f64) {
         let lists = self
             .kinds
@@ -479,8 +480,8 @@ impl DraftPlan {
             .filter(|k| matches!(k, ColumnType::Categorical | ColumnType::Label))
             .count();
         (
-            self.epsilon / self.charged() as f64,
-            self.delta / lists as f64,
+            share(self.epsilon, self.charged()),
+            share(self.delta, lists),
         )
     }
 
@@ -592,6 +593,18 @@ impl DraftPlan {
         };
         s.validate()?;
         Ok(s)
+    }
+}
+
+/// total/parts, rounded down where the division is inexact: `parts` shares add up to at most
+/// `total` exactly (the sign of c·parts − total is that of its fused, once-rounded value).
+fn share(total: f64, parts: usize) -> f64 {
+    let p = parts as f64;
+    let c = total / p;
+    if c.mul_add(p, -total) > 0.0 {
+        c.next_down()
+    } else {
+        c
     }
 }
 
@@ -829,6 +842,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("label `y`") && e.contains("threshold"), "{e}");
+    }
+
+    #[test]
+    fn the_shares_never_add_up_past_the_total() {
+        for total in [1.0, 0.1, 3.0, 7.7, 1e-6, 20.0] {
+            for parts in 1..200usize {
+                let c = share(total, parts);
+                assert!(c > 0.0 && c <= total / parts as f64);
+                // exactly: c·parts ≤ total
+                assert!(c.mul_add(parts as f64, -total) <= 0.0, "{total} {parts}");
+            }
+        }
+        assert_eq!(share(4.0, 4), 1.0);
     }
 
     #[test]
