@@ -845,6 +845,44 @@ mod tests {
     }
 
     #[test]
+    fn odd_cells_neither_panic_nor_reach_the_schema_unprivatised() {
+        let odd = [
+            "", "inf", "-inf", "NaN", "1e400", "-0", "0.0", "1e-320", "x", " 7 ",
+        ];
+        let rows: Vec<Vec<String>> = (0..3000)
+            .map(|i| {
+                let c = odd[i % odd.len()].to_string();
+                vec![c.clone(), c, ["a", "b"][i % 2].into()]
+            })
+            .collect();
+        let h: Vec<String> = ["n", "c", "y"].map(String::from).to_vec();
+        let o = PrivateDraft {
+            categorical: vec!["c".into()],
+            ..opts(50.0)
+        };
+        let s = o
+            .plan(Some(&h), &rows)
+            .unwrap()
+            .draft(&rows, &mut seeded_rng(8))
+            .unwrap();
+        let (lo, hi) = (s.columns[0].min.unwrap(), s.columns[0].max.unwrap());
+        assert!(lo < hi && bound_grid().contains(&lo) && bound_grid().contains(&hi));
+        // `-0` and `0.0` are one value, `1e400` is text (not a finite number); no empty value
+        let cats = s.columns[1].categories.as_deref().unwrap();
+        assert!(
+            cats.contains(&"0".to_string()) && !cats.contains(&String::new()),
+            "{cats:?}"
+        );
+        assert!(!cats.contains(&"0.0".to_string()) && cats.contains(&"7".to_string()));
+        for r in rows
+            .iter()
+            .filter(|r| r[0].trim().parse::<f64>().is_ok_and(f64::is_finite))
+        {
+            s.encode_row(r).unwrap();
+        }
+    }
+
+    #[test]
     fn the_shares_never_add_up_past_the_total() {
         for total in [1.0, 0.1, 3.0, 7.7, 1e-6, 20.0] {
             for parts in 1..200usize {
