@@ -27,6 +27,7 @@ pub mod public_rule;
 pub mod rdp;
 pub mod rederive;
 pub mod select;
+pub mod summary;
 pub mod tuning;
 pub mod types;
 pub mod validate;

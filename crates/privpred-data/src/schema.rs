@@ -23,6 +23,9 @@
 //! column declares its public list of categories; a value not in it is an error, or falls
 //! into one extra "other" slot when `"unknown": "other"`. `ignore` columns are read and
 //! dropped. With `"header": true` the file's first row must name the columns exactly.
+//! A schema drafted privately (`privpred data schema FILE --epsilon E --delta D`) also holds
+//! `"drafted"`, the record of how its bounds and lists were chosen and what that cost
+//! ([`Drafted`]); it is checked when read and does not change how rows are mapped.
 //!
 //! # The map into the unit ball
 //! `"map"` chooses how the feature columns' values become a vector of norm at most 1
@@ -31,15 +34,21 @@
 //! vector (exactly one 1, over the categories and the "other" slot if declared), and the row
 //! is scaled to the unit sphere (the default) or by 1/√m, with a bias coordinate or without
 //! (the default). Nothing here depends on the data beyond the row being mapped: the schema's
-//! bounds and categories are public by declaration ([`draft`] is the exception, and says so).
+//! bounds and categories are public by declaration ([`draft`] is the exception, and says so;
+//! [`PrivateDraft`] chooses them by differentially private mechanisms).
 
 use crate::error::{DataError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 mod columns;
+mod drafting;
 mod rowmap;
 pub use columns::ColumnValues;
+pub use drafting::{
+    DEFAULT_DRAFT_QUANTILE, DRAFT_RELATION, DraftPlan, Drafted, DraftedColumn, PrivateDraft,
+    declare_header, draft,
+};
 pub use rowmap::{Range, RowMap};
 
 /// The format version a schema file declares in `privpred_schema`.
@@ -129,6 +138,11 @@ pub struct Schema {
     /// How a row is mapped into the unit ball ([`RowMap`]; its default when absent).
     #[serde(default)]
     pub map: RowMap,
+    /// How a private draft chose the bounds and lists (`privpred data schema --epsilon`): its
+    /// mechanisms and their cost, recorded for the data owner; absent from a schema written
+    /// by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafted: Option<Drafted>,
 }
 
 fn invalid(value: String, expected: impl Into<String>) -> DataError {
@@ -243,6 +257,9 @@ impl Schema {
                 "no numeric or categorical column".into(),
                 "at least one feature column",
             ));
+        }
+        if let Some(d) = &self.drafted {
+            d.validate()?;
         }
         let d = self.feature_dim();
         if d > MAX_SCHEMA_FEATURES {
@@ -651,104 +668,6 @@ pub const NEEDS_SCHEMA: &str = "a schema for this table: `--schema FILE`, a JSON
 
 /// The warning printed with every drafted schema.
 pub const DRAFT_WARNING: &str = "WARNING: this schema was drafted from the data itself. Its bounds and category lists are statistics of that data, read without noise: they are NOT private. Replace them with public knowledge (units, physical ranges, published category lists, rounded-out limits) before training a private model on private data.";
-
-/// Drafts a schema from a table's rows (the header's names when there is one, else
-/// `column_0`, …): a column whose every cell is a number is numeric with the data's own
-/// minimum and maximum as bounds (clipped outside); any other column is categorical with the
-/// values it holds; the label is `label` (a name) or the last column, with its values as
-/// classes. The bounds and categories are read from the data: see [`DRAFT_WARNING`].
-pub fn draft(
-    rows: &[Vec<String>],
-    header: Option<&[String]>,
-    label: Option<&str>,
-) -> Result<Schema> {
-    let width = header
-        .map(<[String]>::len)
-        .or_else(|| rows.first().map(Vec::len))
-        .unwrap_or(0);
-    if rows.is_empty() || width < 2 {
-        return Err(invalid(
-            format!("{} rows of {width} columns", rows.len()),
-            "at least one data row and two columns (features and a label)",
-        ));
-    }
-    if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != width) {
-        return Err(invalid(
-            format!("data row {} with {} columns", i + 1, r.len()),
-            format!("{width} columns in every row"),
-        ));
-    }
-    let names: Vec<String> = match header {
-        Some(h) => h.iter().map(|s| s.trim().to_string()).collect(),
-        None => (0..width).map(|i| format!("column_{i}")).collect(),
-    };
-    let li = match label {
-        None => width - 1,
-        Some(l) => names.iter().position(|n| n == l).ok_or_else(|| {
-            invalid(
-                format!("label `{l}`"),
-                format!("one of the columns ({})", show_list(&names)),
-            )
-        })?,
-    };
-    let mut columns = Vec::with_capacity(width);
-    for (j, name) in names.into_iter().enumerate() {
-        let cells: Vec<&str> = rows.iter().map(|r| r[j].trim()).collect();
-        let nums: Option<Vec<f64>> = cells
-            .iter()
-            .map(|c| c.parse::<f64>().ok().filter(|v| v.is_finite()))
-            .collect();
-        let mut col = Column {
-            name,
-            kind: ColumnType::Categorical,
-            min: None,
-            max: None,
-            out_of_bounds: None,
-            categories: None,
-            unknown: None,
-            classes: None,
-        };
-        let distinct = || {
-            let mut v: Vec<String> = cells.iter().map(|c| c.to_string()).collect();
-            match &nums {
-                Some(n) => {
-                    let mut p: Vec<(f64, String)> = n.iter().copied().zip(v).collect();
-                    p.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    p.dedup_by(|a, b| a.0 == b.0);
-                    p.into_iter().map(|(_, s)| s).collect()
-                }
-                None => {
-                    v.sort();
-                    v.dedup();
-                    v
-                }
-            }
-        };
-        if j == li {
-            col.kind = ColumnType::Label;
-            col.classes = Some(distinct());
-        } else if let Some(n) = &nums {
-            let lo = n.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = n.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            col.kind = ColumnType::Numeric;
-            col.min = Some(lo);
-            col.max = Some(if hi > lo { hi } else { lo + 1.0 });
-            col.out_of_bounds = Some(OutOfBounds::Clip);
-        } else {
-            col.categories = Some(distinct());
-            col.unknown = Some(Unknown::Error);
-        }
-        columns.push(col);
-    }
-    let s = Schema {
-        privpred_schema: SCHEMA_VERSION,
-        header: header.is_some(),
-        columns,
-        map: RowMap::default(),
-    };
-    s.validate()?;
-    Ok(s)
-}
 
 #[cfg(test)]
 mod tests {

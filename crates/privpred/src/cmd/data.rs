@@ -6,6 +6,8 @@ use privpred_data::mnist1m::{DeformParams, generate_to_dir};
 use privpred_data::{DatasetSpec, LoadOptions, load};
 use std::path::PathBuf;
 
+mod schema_draft;
+
 /// Arguments of `privpred data`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -46,14 +48,18 @@ enum DataCommand {
         schema: Option<PathBuf>,
     },
     /// Draft a schema for a table (CSV or Parquet) from the table itself, printed as JSON on
-    /// standard output with a warning on standard error: the drafted bounds and categories
-    /// are read from the data and are not private; replace them with public knowledge.
+    /// standard output. With --epsilon and --delta the draft is differentially private
+    /// (replace-one), charged to --odometer and recorded in the schema; without, its bounds
+    /// and categories are read from the data without noise and are not private (a warning on
+    /// standard error says so): replace them with public knowledge.
     Schema {
         /// The table: a CSV file (plain or .gz) or a Parquet file (.parquet, .pq).
         file: PathBuf,
         /// The label column's name (default: the last column).
         #[arg(long)]
         label: Option<String>,
+        #[command(flatten)]
+        private: schema_draft::DraftArgs,
     },
     /// Generate a dataset (only `mnist1m`: the InfiMNIST-style MNIST-1M substitute).
     Generate {
@@ -94,7 +100,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let schema = super::shared::read_schema(schema.as_deref())?;
             info(&name, json, data_dir, no_fetch, schema)
         }
-        DataCommand::Schema { file, label } => draft_schema(&file, label.as_deref()),
+        DataCommand::Schema {
+            file,
+            label,
+            private,
+        } => match private.epsilon {
+            Some(e) => schema_draft::run(&file, label.as_deref(), &private, e),
+            None => draft_schema(&file, label.as_deref()),
+        },
         DataCommand::Generate {
             name,
             n,
