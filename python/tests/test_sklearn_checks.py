@@ -41,15 +41,15 @@ CLASS_WEIGHT_REFUSED = {
 }
 
 ESTIMATORS = [
-    PLR(method="non-private"),
-    PLR(classes="observed", method="model-sensitivity", epsilon=1e4),
-    PLR(classes="observed", method="loss-perturbation", epsilon=1e4),
+    PLR(unit_ball="normalize", method="non-private"),
+    PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1e4),
+    PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=1e4),
     # DP-SGD at epsilon = 10 with a fixed clip: its accountant needs no huge PLD grid
-    PLR(classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
+    PLR(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
     # the checks seed every estimator (random_state): the answers of a seeded
     # private-prediction model are an experiment's, answered only when opted in
-    PLR(classes="observed", method="prediction-sensitivity", epsilon=1e4, budget=10**9, allow_seeded=True),
-    PLR(classes="observed", method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4,
+    PLR(unit_ball="normalize", classes="observed", method="prediction-sensitivity", epsilon=1e4, budget=10**9, allow_seeded=True),
+    PLR(unit_ball="normalize", classes="observed", method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4,
         allow_seeded=True),
     PublicBoundsScaler(lower=-3.0, upper=3.0),
 ]
