@@ -165,3 +165,10 @@ def test_a_count_too_large_for_the_core_is_named_with_its_range(digits, param):
     kw[param] = 10**30
     with pytest.raises(ValueError, match=param):
         PLR(method=method, classes="observed", unit_ball="normalize", **kw).fit(Xtr, ytr)
+
+
+def test_n_jobs_beyond_the_thread_limit_is_named_with_its_range(digits):
+    Xtr, _, ytr, _ = digits
+    with pytest.raises(ValueError, match=r"invalid n_jobs = 100000: must be a number of threads in 1\.\.=1024"):
+        PLR(method="non-private", unit_ball="normalize", n_jobs=100_000).fit(Xtr, ytr)
+    PLR(method="non-private", unit_ball="normalize", n_jobs=-100_000).fit(Xtr, ytr)  # at least one

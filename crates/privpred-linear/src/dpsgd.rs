@@ -55,7 +55,6 @@ impl Default for DpSgdConfig {
 /// The clip grid of docs/study.md.
 pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1];
 
-
 /// Most epochs a linear DP-SGD run takes. Far beyond any useful schedule (the default is 20),
 /// and it keeps q·√steps = √(epochs·q) ≤ 100, so that for every ε ≥ 0.01 a noise multiplier
 /// in the range the calibration searches (≤ 1e6) exists.

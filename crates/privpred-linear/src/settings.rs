@@ -191,10 +191,7 @@ mod tests {
         for m in [None, Some(Method::ModelSensitivity), Some(Method::DpSgd)] {
             assert_eq!(check_knobs(m, none), Ok(()));
         }
-        let clip = GivenKnobs {
-            clip: true,
-            ..none
-        };
+        let clip = GivenKnobs { clip: true, ..none };
         assert_eq!(check_knobs(Some(Method::DpSgd), clip), Ok(()));
         for m in [
             None,
@@ -204,37 +201,76 @@ mod tests {
             Some(Method::SubsampleAggregate),
         ] {
             let e = check_knobs(m, clip).unwrap_err();
-            assert!(e.starts_with("--clip does not apply to") && e.contains("dp-sgd only"), "{e}");
+            assert!(
+                e.starts_with("--clip does not apply to") && e.contains("dp-sgd only"),
+                "{e}"
+            );
         }
         let lambda = GivenKnobs {
             lambda: true,
             ..none
         };
         assert!(check_knobs(Some(Method::DpSgd), lambda).is_err());
-        assert_eq!(check_knobs(Some(Method::SubsampleAggregate), lambda), Ok(()));
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), lambda),
+            Ok(())
+        );
         let budget = GivenKnobs {
             budget: true,
             ..none
         };
-        assert_eq!(check_knobs(Some(Method::PredictionSensitivity), budget), Ok(()));
-        assert_eq!(check_knobs(Some(Method::SubsampleAggregate), budget), Ok(()));
+        assert_eq!(
+            check_knobs(Some(Method::PredictionSensitivity), budget),
+            Ok(())
+        );
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), budget),
+            Ok(())
+        );
         let e = check_knobs(Some(Method::ModelSensitivity), budget).unwrap_err();
-        assert!(e.starts_with("--budget does not apply to model-sensitivity"), "{e}");
+        assert!(
+            e.starts_with("--budget does not apply to model-sensitivity"),
+            "{e}"
+        );
         let teachers = GivenKnobs {
             teachers: true,
             ..none
         };
-        assert_eq!(check_knobs(Some(Method::SubsampleAggregate), teachers), Ok(()));
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), teachers),
+            Ok(())
+        );
         let e = check_knobs(Some(Method::DpSgd), teachers).unwrap_err();
         assert!(e.starts_with("--teachers does not apply to dp-sgd"), "{e}");
         for (given, flag) in [
-            (GivenKnobs { batch_size: true, ..none }, "--batch-size"),
-            (GivenKnobs { epochs: true, ..none }, "--epochs"),
-            (GivenKnobs { learning_rate: true, ..none }, "--learning-rate"),
+            (
+                GivenKnobs {
+                    batch_size: true,
+                    ..none
+                },
+                "--batch-size",
+            ),
+            (
+                GivenKnobs {
+                    epochs: true,
+                    ..none
+                },
+                "--epochs",
+            ),
+            (
+                GivenKnobs {
+                    learning_rate: true,
+                    ..none
+                },
+                "--learning-rate",
+            ),
         ] {
             assert_eq!(check_knobs(Some(Method::DpSgd), given), Ok(()));
             let e = check_knobs(Some(Method::LossPerturbation), given).unwrap_err();
-            assert!(e.starts_with(&format!("{flag} does not apply to loss-perturbation")), "{e}");
+            assert!(
+                e.starts_with(&format!("{flag} does not apply to loss-perturbation")),
+                "{e}"
+            );
         }
     }
 

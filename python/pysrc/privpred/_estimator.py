@@ -53,6 +53,9 @@ NEEDS_SCHEMA = (
 # scikit-learn's parameter validation, naming the parameter, not by a conversion overflow.
 MAX_COUNT = 2**63 - 1
 
+# The most training threads ``n_jobs`` may ask for (each is an OS thread with its own stack).
+MAX_THREADS = 1024
+
 # The bias feature's value v when ``fit_intercept=True`` and ``bias`` is not given (see the
 # class docstring for the measurement behind ``fit_intercept``'s default).
 INTERCEPT_BIAS = 0.05
@@ -185,7 +188,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         0: silent; 1 or more: one line when a fit starts and one with its time and
         guarantee when it ends (public facts only).
     n_jobs : int or None, default=None
-        Threads used by training (None: all cores; -1: all cores; -2: all but one).
+        Threads used by training, at most 1024 (None: all cores; -1: all cores; -2: all
+        but one).
     binary : "auto", True or False, default="auto"
         Two-class problems as one sigmoid (logistic) output instead of a two-class
         softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
@@ -931,8 +935,11 @@ def _threads(n_jobs: Optional[int]) -> Optional[int]:
     if n_jobs is None:
         return None
     cpus = os.cpu_count() or 1
-    if n_jobs == 0:
-        raise ValueError("invalid n_jobs = 0: must be a positive number of threads, -1 (all cores), -2 (all but one), ... or None")
+    if n_jobs == 0 or n_jobs > MAX_THREADS:
+        raise ValueError(
+            f"invalid n_jobs = {n_jobs}: must be a number of threads in 1..={MAX_THREADS}, -1 "
+            "(all cores), -2 (all but one), ... or None"
+        )
     return int(n_jobs) if n_jobs > 0 else max(1, cpus + 1 + int(n_jobs))
 
 

@@ -3,8 +3,8 @@
 //! filter under replace-one, a loss the method does not train, a flag the method would
 //! ignore, and the fits the odometer cannot add up.
 
-use super::args::ValueOrCv;
 use super::Args;
+use super::args::ValueOrCv;
 use crate::exit::usage;
 use privpred_core::Method;
 use privpred_data::UnitBall;
