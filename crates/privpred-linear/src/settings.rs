@@ -71,8 +71,9 @@ pub struct GivenKnobs {
 /// Refuses, by name, a knob the linear method (`None`: the non-private reference) would
 /// ignore: λ with DP-SGD (it trains without L2 regularisation), the clip and DP-SGD's
 /// schedule with any other method, the teacher count with any method but
-/// subsample-and-aggregate, the inference budget with a method whose answers spend none. The message names the command-line flag (`--clip`), which the
-/// Python bindings word as their parameter; the caller adds the exit code or exception.
+/// subsample-and-aggregate, the inference budget with a method whose answers spend none.
+/// The message names the command-line flag (`--clip`), which the Python bindings word as
+/// their parameter; the caller adds the exit code or exception.
 pub fn check_knobs(method: Option<Method>, given: GivenKnobs) -> Result<(), String> {
     let name = method.map_or("non-private", |m| m.name());
     if method == Some(Method::DpSgd) && given.lambda {
