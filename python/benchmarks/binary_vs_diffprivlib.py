@@ -97,7 +97,8 @@ def make(model, eps, lam, n):
         return LogisticRegression(epsilon=eps, data_norm=1.0, C=1.0 / (lam * n), fit_intercept=False)
     method = "loss-perturbation" if model.startswith("lp-") else "model-sensitivity"
     return privpred.PrivateLogisticRegression(
-        method=method, epsilon=eps, lam=lam, binary=model.endswith("sigmoid")
+        method=method, epsilon=eps, lam=lam, binary=model.endswith("sigmoid"),
+        unit_ball="normalize",  # x/||x||, as for diffprivlib
     )
 
 

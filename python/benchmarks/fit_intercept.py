@@ -34,7 +34,7 @@ def cell(X, y, Xho, yho, reps, **kw):
         accs, secs = [], []
         for _ in range(reps):
             t = time.perf_counter()
-            m = privpred.PrivateLogisticRegression(fit_intercept=fi, **kw).fit(X, y)
+            m = privpred.PrivateLogisticRegression(fit_intercept=fi, unit_ball="normalize", **kw).fit(X, y)
             secs.append(time.perf_counter() - t)
             accs.append(float(m.score(Xho, yho)))
         out[str(fi)] = {"acc_mean": float(np.mean(accs)), "acc_std": float(np.std(accs)),

@@ -36,7 +36,8 @@ def unit(X):
 
 def ours(method, eps, lam):
     # the rows are already x/||x|| (the estimator's normalize rule leaves them unchanged)
-    return privpred.PrivateLogisticRegression(method=method, epsilon=eps, lam=lam)
+    return privpred.PrivateLogisticRegression(method=method, epsilon=eps, lam=lam,
+                                              unit_ball="normalize")  # x/||x||, as for diffprivlib
 
 
 def load(name):

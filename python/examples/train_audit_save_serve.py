@@ -35,6 +35,7 @@ def main():
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
     est = privpred.PrivateLogisticRegression(
+        unit_ball="normalize",
         method="subsample-aggregate", epsilon=10.0, budget=50, teachers=32, classes=range(10)
     ).fit(Xtr, ytr)
     print("guarantee:", json.dumps(est.guarantee_, indent=1))

@@ -35,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<model::NativeModel>()?;
     m.add_function(wrap_pyfunction!(model::train, m)?)?;
     m.add_function(wrap_pyfunction!(model::load, m)?)?;
+    m.add_function(wrap_pyfunction!(model::check_knobs, m)?)?;
     m.add_function(wrap_pyfunction!(schema::encode_table, m)?)?;
     m.add_function(wrap_pyfunction!(schema::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(schema::schema_check, m)?)?;

@@ -129,6 +129,37 @@ fn queries(prep: &FittedPreprocessing, x: Vec<f32>, n: usize, d: usize) -> PyRes
     Dataset::new(d, classes, x, vec![0; n], provenance).map_err(data)
 }
 
+/// Refuses, naming the Python parameter, a knob the method (`non-private` or a private
+/// method's name) would ignore: the rule `privpred train` applies to its flags
+/// ([`privpred_linear::settings::check_knobs`]). Each flag says whether the caller set it.
+#[pyfunction]
+#[pyo3(signature = (method, lam, clip, teachers, schedule, budget))]
+pub fn check_knobs(
+    method: &str,
+    lam: bool,
+    clip: bool,
+    teachers: bool,
+    schedule: (bool, bool, bool),
+    budget: bool,
+) -> PyResult<()> {
+    let method = match method {
+        "non-private" => None,
+        m => Some(guarantee::method(m)?),
+    };
+    let (batch_size, epochs, learning_rate) = schedule;
+    let given = privpred_linear::settings::GivenKnobs {
+        lambda: lam,
+        clip,
+        teachers,
+        batch_size,
+        epochs,
+        learning_rate,
+        budget,
+    };
+    privpred_linear::settings::check_knobs(method, given)
+        .map_err(|e| PyValueError::new_err(errors::python_words(&e)))
+}
+
 /// Trains a model on raw features `x` (N × D, f32) with labels `y` in `0..classes`, exactly as
 /// `privpred train` does on a loaded dataset (preprocessing recipe: scale 1, no class subset,
 /// no subsample, no PCA, the `unit_ball` rule, optional bias feature).
@@ -916,6 +947,7 @@ impl NativeModel {
             })),
             "dp_sgd": p.and_then(|p| p.dp_sgd_steps()).map(|s| json!({"steps": s})),
             "input_dim": self.prep.input_dim,
+            "unit_ball": self.prep.recipe.unit_ball.to_string(),
             "features": self.model.input_dim(),
             "classes": self.model.classes(),
             "preprocessing_steps": self.prep.steps(),

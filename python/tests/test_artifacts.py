@@ -20,7 +20,7 @@ def _csv(path, X):
 
 def test_python_model_is_read_by_the_cli(tmp_path):
     Xtr, ytr, Xte, yte, _ = dataset_or_skip("digits", "test_python_model_is_read_by_the_cli")
-    est = privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
+    est = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
     assert est.release_ == "private-release"
     m = tmp_path / "py.safetensors"
     est.save(m)
@@ -60,7 +60,7 @@ def test_cli_model_is_read_by_python_with_the_same_answers_and_guarantee(tmp_pat
 def test_save_load_round_trip_keeps_classes_and_answers(tmp_path, digits):
     Xtr, Xte, ytr, _ = digits
     names = np.array(list("abcdefghij"))
-    est = privpred.PrivateLogisticRegression(classes="observed", method="dp-sgd", epsilon=4.0, delta=1e-5, clip=0.1,
+    est = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=4.0, delta=1e-5, clip=0.1,
                                              epochs=2).fit(Xtr, names[ytr])
     est.save(tmp_path / "m.safetensors")
     back = privpred.load(tmp_path / "m.safetensors")
@@ -72,7 +72,7 @@ def test_save_load_round_trip_keeps_classes_and_answers(tmp_path, digits):
 
 def test_seeded_model_is_an_experiment_the_cli_refuses_to_serve(tmp_path, digits):
     Xtr, Xte, ytr, _ = digits
-    est = privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3, random_state=3).fit(Xtr, ytr)
+    est = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", epsilon=5.0, lam=1e-3, random_state=3).fit(Xtr, ytr)
     m = tmp_path / "seeded.safetensors"
     est.save(m)
     r = cli("predict", "--model", str(m), "--input", _csv(tmp_path / "q.csv", Xte[:3]), check=False)
@@ -85,7 +85,7 @@ def test_seeded_model_is_an_experiment_the_cli_refuses_to_serve(tmp_path, digits
 
 def test_loaded_budgeted_model_answers_only_through_the_files_ledger(tmp_path, digits):
     Xtr, Xte, ytr, _ = digits
-    est = privpred.PrivateLogisticRegression(classes="observed", method="prediction-sensitivity", epsilon=5.0,
+    est = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="prediction-sensitivity", epsilon=5.0,
                                              budget=5, lam=1e-3).fit(Xtr, ytr)
     est.save(tmp_path / "ps.safetensors")
     back = privpred.load(tmp_path / "ps.safetensors")
@@ -99,7 +99,7 @@ def test_loaded_budgeted_model_answers_only_through_the_files_ledger(tmp_path, d
 def test_corrupt_artifacts_are_refused_with_the_cli_message(tmp_path, digits):
     Xtr, _, ytr, _ = digits
     m = tmp_path / "m.safetensors"
-    privpred.PrivateLogisticRegression(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr).save(m)
+    privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr).save(m)
     b = bytearray(m.read_bytes())
     b[-3] ^= 0xFF
     m.write_bytes(bytes(b))

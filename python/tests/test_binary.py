@@ -20,7 +20,7 @@ def cancer():
 
 def test_auto_trains_the_sigmoid_model_for_two_classes(cancer):
     X, y = cancer
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=10.0, lam=0.01, binary="auto", random_state=0)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=10.0, lam=0.01, binary="auto", random_state=0)
     est.fit(X, y)
     g = est.guarantee_
     assert g["assumptions"]["loss"] == "logistic"
@@ -38,8 +38,8 @@ def test_auto_trains_the_sigmoid_model_for_two_classes(cancer):
 
 def test_binary_false_keeps_the_softmax_and_its_noise_is_larger(cancer):
     X, y = cancer
-    a = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, binary=False, random_state=0)
-    b = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, binary=True, random_state=0)
+    a = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, binary=False, random_state=0)
+    b = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, binary=True, random_state=0)
     ga, gb = a.fit(X, y).guarantee_, b.fit(X, y).guarantee_
     assert ga["assumptions"]["loss"] == "softmax"
     assert gb["noise"]["beta"] / ga["noise"]["beta"] == pytest.approx(np.sqrt(2), rel=1e-12)
@@ -47,7 +47,7 @@ def test_binary_false_keeps_the_softmax_and_its_noise_is_larger(cancer):
 
 def test_prediction_sensitivity_answers_on_one_score(cancer):
     X, y = cancer
-    est = PLR(classes="observed", method="prediction-sensitivity", epsilon=10.0, lam=0.01, budget=50, binary=True,
+    est = PLR(unit_ball="normalize", classes="observed", method="prediction-sensitivity", epsilon=10.0, lam=0.01, budget=50, binary=True,
               random_state=1, allow_seeded=True)
     est.fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "logistic"
@@ -60,7 +60,7 @@ def test_loss_perturbation_trains_the_sigmoid_model(cancer):
     on the noise), eps' = 0.99 eps (the certificate's residual share); the softmax's would be
     rho = 2 / eps' and beta = eps' / (4 sqrt 2)."""
     X, y = cancer
-    est = PLR(classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=True, random_state=0)
+    est = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=True, random_state=0)
     est.fit(X, y)
     g = est.guarantee_
     assert g["assumptions"]["loss"] == "logistic"
@@ -68,7 +68,7 @@ def test_loss_perturbation_trains_the_sigmoid_model(cancer):
     assert g["noise"]["beta"] == pytest.approx(e1 / 4.0, rel=1e-12)
     assert g["rho"] == pytest.approx(2 * 0.25 / e1, rel=1e-12)
     assert np.all(est.theta_[:, 0] == 0.0)
-    soft = PLR(classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=False,
+    soft = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=False,
                random_state=0).fit(X, y).guarantee_
     assert soft["rho"] / g["rho"] == pytest.approx(4.0, rel=1e-12)
 
@@ -76,28 +76,28 @@ def test_loss_perturbation_trains_the_sigmoid_model(cancer):
 def test_refusals(cancer, digits):
     X, y = cancer
     with pytest.raises(ValueError, match="binary"):
-        PLR(classes="observed", method="subsample-and-aggregate", epsilon=1.0, lam=0.01, binary=True).fit(X, y)
+        PLR(unit_ball="normalize", classes="observed", method="subsample-and-aggregate", epsilon=1.0, lam=0.01, binary=True).fit(X, y)
     with pytest.raises(ValueError, match="binary"):
-        PLR(classes="observed", epsilon=1.0, lam=0.01, binary="yes").fit(X, y)
+        PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=0.01, binary="yes").fit(X, y)
     Xtr, _, ytr, _ = digits
     with pytest.raises(ValueError, match="binary"):
-        PLR(classes="observed", epsilon=1.0, lam=0.01, binary=True).fit(Xtr, ytr)
+        PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=0.01, binary=True).fit(Xtr, ytr)
     # auto keeps the softmax for ten classes and for the methods without a sigmoid model;
     # the default is auto (the sigmoid model for two classes); False keeps the softmax
-    est = PLR(classes="observed", epsilon=1.0, lam=0.01, binary="auto").fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=0.01, binary="auto").fit(Xtr, ytr)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
-    est = PLR(classes="observed", method="subsample-and-aggregate", epsilon=1.0, lam=0.01, budget=5,
+    est = PLR(unit_ball="normalize", classes="observed", method="subsample-and-aggregate", epsilon=1.0, lam=0.01, budget=5,
               binary="auto").fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
-    est = PLR(classes="observed", epsilon=1.0, lam=0.01).fit(X, y)
+    est = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=0.01).fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "logistic"
-    est = PLR(classes="observed", epsilon=1.0, lam=0.01, binary=False).fit(X, y)
+    est = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=0.01, binary=False).fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "softmax"
 
 
 def test_dp_sgd_trains_the_sigmoid_model(cancer):
     X, y = cancer
-    est = PLR(classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, clip=0.5, binary="auto", random_state=0)
+    est = PLR(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, clip=0.5, binary="auto", random_state=0)
     est.fit(X, y)
     assert est.guarantee_["assumptions"]["loss"] == "logistic"
     assert np.all(est.theta_[:, 0] == 0.0)

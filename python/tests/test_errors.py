@@ -34,35 +34,35 @@ def _message(est, X, y) -> str:
 
 def test_a_batch_larger_than_the_data_names_batch_size(small):
     X, y = small
-    est = PLR(classes="observed", method="dp-sgd", epsilon=1.0, delta=1e-5, batch_size=500, epochs=1)
+    est = PLR(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=1.0, delta=1e-5, batch_size=500, epochs=1)
     msg = _message(est, X, y)
     assert "batch_size" in msg and "500" in msg, msg
 
 
 def test_more_teachers_than_rows_names_teachers(small):
     X, y = small
-    est = PLR(classes="observed", method="subsample-aggregate", epsilon=1.0, budget=10, teachers=1000)
+    est = PLR(unit_ball="normalize", classes="observed", method="subsample-aggregate", epsilon=1.0, budget=10, teachers=1000)
     msg = _message(est, X, y)
     assert "teachers" in msg and "1000" in msg, msg
 
 
 def test_add_remove_without_its_public_size_names_public_n(small):
     X, y = small
-    est = PLR(classes="observed", method="loss-perturbation", epsilon=1.0, neighbours="add-remove")
+    est = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=1.0, neighbours="add-remove")
     msg = _message(est, X, y)
     assert "public_n" in msg, msg
 
 
 def test_a_public_size_under_replace_one_names_public_n(small):
     X, y = small
-    est = PLR(classes="observed", method="loss-perturbation", epsilon=1.0, public_n=100)
+    est = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=1.0, public_n=100)
     msg = _message(est, X, y)
     assert "public_n" in msg, msg
 
 
 def test_a_lambda_out_of_range_names_lam(small):
     X, y = small
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam=1e9)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam=1e9)
     msg = _message(est, X, y)
     assert "lam" in msg and "lambda =" not in msg, msg
 
@@ -74,6 +74,6 @@ def test_a_schedule_out_of_range_names_the_python_parameter(small):
         ({"learning_rate": -1.0}, "learning_rate"),
         ({"clip": -1.0}, "clip"),
     ]:
-        est = PLR(classes="observed", method="dp-sgd", epsilon=1.0, delta=1e-5, batch_size=10, **params)
+        est = PLR(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=1.0, delta=1e-5, batch_size=10, **params)
         msg = _message(est, X, y)
         assert name in msg, (params, msg)

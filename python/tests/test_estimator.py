@@ -31,7 +31,7 @@ from privpred import BudgetExhausted, PrivateLogisticRegression as PLR
 )
 def test_private_training_methods_learn_digits(digits, method, kw, floor):
     Xtr, Xte, ytr, yte = digits
-    est = PLR(classes="observed", method=method, **kw).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method=method, **kw).fit(Xtr, ytr)
     acc = est.score(Xte, yte)
     assert acc > floor, (method, acc)
     assert est.release_ == ("non-private" if method == "non-private" else "private-release")
@@ -45,7 +45,7 @@ def test_private_training_methods_learn_digits(digits, method, kw, floor):
 
 def test_guarantee_is_recorded(digits):
     Xtr, _, ytr, _ = digits
-    g = PLR(classes="observed", method="model-sensitivity", epsilon=2.0, lam=1e-3).fit(Xtr, ytr).guarantee_
+    g = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=2.0, lam=1e-3).fit(Xtr, ytr).guarantee_
     assert g["method"] == "model-sensitivity"
     assert g["epsilon"] == 2.0 and g["delta"] == 0.0
     assert g["neighbours"] == "replace-one" and g["calibration"] == "corrected"
@@ -53,17 +53,17 @@ def test_guarantee_is_recorded(digits):
     assert g["valid_guarantee"] is True
     assert g["noise"]["distribution"] == "l2-laplace" and g["noise"]["beta"] > 0
     assert g["assumptions"]["n"] == len(Xtr) and g["assumptions"]["lambda"] == 1e-3
-    assert PLR(method="non-private").fit(Xtr, ytr).guarantee_ is None
+    assert PLR(unit_ball="normalize", method="non-private").fit(Xtr, ytr).guarantee_ is None
 
 
 def test_seeded_fits_are_reproducible_experiments_and_os_fits_differ(digits):
     Xtr, Xte, ytr, _ = digits
-    a = PLR(classes="observed", epsilon=1.0, lam=1e-3, random_state=7).fit(Xtr, ytr)
-    b = PLR(classes="observed", epsilon=1.0, lam=1e-3, random_state=7).fit(Xtr, ytr)
+    a = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=1e-3, random_state=7).fit(Xtr, ytr)
+    b = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=1e-3, random_state=7).fit(Xtr, ytr)
     assert a.release_ == "experiment" and a.info_["seed_policy"] == {"policy": "seeded", "seed": 7}
     np.testing.assert_array_equal(a.theta_, b.theta_)
-    c = PLR(classes="observed", epsilon=1.0, lam=1e-3).fit(Xtr, ytr)
-    d = PLR(classes="observed", epsilon=1.0, lam=1e-3).fit(Xtr, ytr)
+    c = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=1e-3).fit(Xtr, ytr)
+    d = PLR(unit_ball="normalize", classes="observed", epsilon=1.0, lam=1e-3).fit(Xtr, ytr)
     assert c.release_ == "private-release" and c.info_["seed_policy"] == {"policy": "os-random"}
     assert not np.array_equal(c.theta_, d.theta_)
 
@@ -72,7 +72,7 @@ def test_seeded_fits_are_reproducible_experiments_and_os_fits_differ(digits):
 def test_budgeted_methods_spend_and_refuse_past_b(digits, method):
     Xtr, Xte, ytr, yte = digits
     kw = {"teachers": 16} if method == "subsample-aggregate" else {}
-    est = PLR(classes="observed", method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
     assert est.guarantee_["budget"] == 10 and est.budget_left_ == 10
     assert not hasattr(est, "predict_proba") and not hasattr(est, "decision_function")
     assert est.theta_ is None  # secret parameters
@@ -96,7 +96,7 @@ def test_the_pickle_guard_reads_the_models_kind_not_the_method_parameter(digits,
     # with its secret parameters (un-noised theta*, or every teacher) and a fresh budget
     Xtr, Xte, ytr, yte = digits
     kw = {"teachers": 16} if method == "subsample-aggregate" else {}
-    est = PLR(classes="observed", method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method=method, epsilon=10.0, budget=10, **kw).fit(Xtr, ytr)
     est.set_params(method="model-sensitivity")
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(est)
@@ -109,7 +109,7 @@ def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_pa
     # -> 3 more: two budgets for one model
     Xtr, Xte, ytr, yte = digits
     kw = {"teachers": 16} if method == "subsample-aggregate" else {}
-    est = PLR(classes="observed", method=method, epsilon=10.0, budget=5, **kw).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method=method, epsilon=10.0, budget=5, **kw).fit(Xtr, ytr)
     p = tmp_path / "m.safetensors"
     est.save(p)
     with pytest.raises(RuntimeError, match="answers only through"):
@@ -129,7 +129,7 @@ def test_a_saved_budgeted_estimator_answers_only_through_the_files_ledger(tmp_pa
 def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
     Xtr, Xte, ytr, yte = digits
     # per answer epsilon / B; prediction sensitivity needs a large epsilon (the paper's finding)
-    est = PLR(classes="observed", method="prediction-sensitivity", epsilon=1e6, budget=len(Xte), lam=1e-3).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method="prediction-sensitivity", epsilon=1e6, budget=len(Xte), lam=1e-3).fit(Xtr, ytr)
     assert est.score(Xte, yte) > 0.85
 
 
@@ -140,7 +140,7 @@ def test_budgeted_methods_answer_accurately_at_large_epsilon(digits):
         ({"epsilon": -1.0}, "The 'epsilon' parameter of PrivateLogisticRegression must be a float in the range (0.0, inf)"),
         ({"delta": 1.5}, "The 'delta' parameter of PrivateLogisticRegression must be a float in the range [0.0, 1.0)"),
         ({"lam": "often"}, "The 'lam' parameter of PrivateLogisticRegression must be"),
-        ({"method": "prediction-sensitivity", "budget": 0}, "The 'budget' parameter of PrivateLogisticRegression must be an int in the range [1, inf) or None"),
+        ({"method": "prediction-sensitivity", "budget": 0}, "The 'budget' parameter of PrivateLogisticRegression must be an int in the range [1, 9223372036854775807] or None"),
         ({"method": "magic"}, "The 'method' parameter of PrivateLogisticRegression must be a str among"),
         ({"calibration": "loose"}, "The 'calibration' parameter of PrivateLogisticRegression must be a str among"),
         ({"bias": 1.5}, "The 'bias' parameter of PrivateLogisticRegression must be"),
@@ -158,12 +158,12 @@ def test_bad_arguments_raise_value_error_with_the_core_message(digits, params, m
 
     Xtr, _, ytr, _ = digits
     with pytest.raises(ValueError, match=re.escape(message)):
-        PLR(classes="observed", **params).fit(Xtr[:200], ytr[:200])
+        PLR(**{"unit_ball": "normalize", "classes": "observed", **params}).fit(Xtr[:200], ytr[:200])
 
 
 def test_queries_are_checked(digits):
     Xtr, Xte, ytr, _ = digits
-    est = PLR(classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", epsilon=5.0, lam=1e-3).fit(Xtr, ytr)
     with pytest.raises(ValueError, match="64 features"):
         est.predict(Xte[:, :10])
     with pytest.raises(ValueError, match="NaN"):
@@ -173,7 +173,7 @@ def test_queries_are_checked(digits):
 def test_string_labels_and_bias(digits):
     Xtr, Xte, ytr, yte = digits
     names = np.array([f"digit-{k}" for k in range(10)])
-    est = PLR(method="non-private", fit_intercept=True, bias=True).fit(Xtr, names[ytr])
+    est = PLR(unit_ball="normalize", method="non-private", fit_intercept=True, bias=True).fit(Xtr, names[ytr])
     assert est.theta_.shape == (65, 10)  # the bias feature
     assert set(est.predict(Xte)) <= set(names)
     assert est.score(Xte, names[yte]) > 0.9
@@ -182,7 +182,7 @@ def test_string_labels_and_bias(digits):
 def test_clone_pipeline_and_cross_val_score(digits):
     Xtr, _, ytr, _ = digits
     # a public lambda suited to digits' ~1,400 rows (the default 0.01 is set for MNIST's 60,000)
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=10.0, lam=0.1, random_state=0)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=10.0, lam=0.1, random_state=0)
     c = clone(est)
     assert c.get_params() == est.get_params() and not hasattr(c, "classes_")
     c.set_params(epsilon=5.0, calibration="tight")
@@ -194,7 +194,7 @@ def test_clone_pipeline_and_cross_val_score(digits):
 
 def test_pickle_round_trip_of_a_released_model(digits):
     Xtr, Xte, ytr, _ = digits
-    est = PLR(classes="observed", epsilon=10.0, lam=1e-3).fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", epsilon=10.0, lam=1e-3).fit(Xtr, ytr)
     back = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(back.predict_proba(Xte), est.predict_proba(Xte))
     assert back.guarantee_ == est.guarantee_
@@ -218,7 +218,7 @@ def test_released_state_is_the_same_on_neighbouring_datasets(digits, method, kw,
     Xtr, _, ytr, _ = digits
     Xn = Xtr.copy()
     Xn[0] = Xtr[1] * 0.5
-    fits = [PLR(classes="observed", method=method, random_state=3, **kw).fit(X, ytr) for X in (Xtr, Xn)]
+    fits = [PLR(unit_ball="normalize", classes="observed", method=method, random_state=3, **kw).fit(X, ytr) for X in (Xtr, Xn)]
     assert fits[0].info_ == fits[1].info_
     assert fits[0].private_diagnostics_["notice"].startswith("private to the data owner")
     metas = []

@@ -17,7 +17,7 @@ from test_client import Server
 
 def _fit(digits, budget=12):
     Xtr, Xte, ytr, yte = digits
-    return privpred.PrivateLogisticRegression(classes="observed", 
+    return privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", 
         method="subsample-aggregate", epsilon=50.0, budget=budget, teachers=8
     ).fit(Xtr, ytr)
 
@@ -138,7 +138,7 @@ def test_ledger_misuse_is_refused_with_clear_errors(tmp_path, digits):
     assert (tmp_path / "m.safetensors.ledger.sqlite").is_file()
     # a model whose answers cost nothing has no use for a ledger
     Xtr, _, ytr, _ = digits
-    ms = privpred.PrivateLogisticRegression(classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr)
+    ms = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr)
     with pytest.raises(ValueError, match="private-prediction"):
         ms.save(tmp_path / "ms.safetensors", ledger=tmp_path / "other.sqlite")
     with pytest.raises(ValueError, match="SQLite"):
@@ -152,6 +152,7 @@ def test_ledger_misuse_is_refused_with_clear_errors(tmp_path, digits):
 def test_bias_value_is_applied_and_recorded(tmp_path, digits, fit_intercept, bias, value):
     Xtr, Xte, ytr, yte = digits
     est = privpred.PrivateLogisticRegression(
+        unit_ball="normalize",
         method="non-private", fit_intercept=fit_intercept, bias=bias).fit(Xtr, ytr)
     info = json.loads(est._native.info_json())
     # one more feature exactly when a bias feature is appended
@@ -170,7 +171,7 @@ def test_bias_value_is_applied_and_recorded(tmp_path, digits, fit_intercept, bia
 def test_bad_bias_values_are_refused_naming_the_range(digits, bias):
     Xtr, _, ytr, _ = digits
     with pytest.raises(ValueError, match=r"\(0(\.0)?, 1(\.0)?\)"):
-        privpred.PrivateLogisticRegression(method="non-private", bias=bias).fit(Xtr, ytr)
+        privpred.PrivateLogisticRegression(unit_ball="normalize", method="non-private", bias=bias).fit(Xtr, ytr)
 
 
 def _answer_sequence(predict, left, Xte):
@@ -199,7 +200,7 @@ def test_one_answer_rule_in_memory_in_a_durable_ledger_and_in_the_server(tmp_pat
     """A repeated row is answered the same way everywhere: the stored answer, free."""
     Xtr, Xte, ytr, yte = digits
     kw = dict(method="subsample-aggregate", epsilon=50.0, budget=10, teachers=8)
-    memory = privpred.PrivateLogisticRegression(classes="observed", **kw).fit(Xtr, ytr)
+    memory = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", **kw).fit(Xtr, ytr)
     seq = _answer_sequence(memory.predict, lambda: memory.budget_left_, Xte)
     lefts = [left for _, left in seq]
     assert lefts == [6, 6, 4, 3, 3, 3, 0, 0, 0]
@@ -208,13 +209,13 @@ def test_one_answer_rule_in_memory_in_a_durable_ledger_and_in_the_server(tmp_pat
     assert a1 == a0 and a2[:2] == a0[:2] and a2[2] == a2[4] and a4 == a3
     assert seq[7][0][:4] == a0
 
-    durable = privpred.PrivateLogisticRegression(classes="observed", **kw).fit(Xtr, ytr)
+    durable = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", **kw).fit(Xtr, ytr)
     durable.save(tmp_path / "d.safetensors", ledger=tmp_path / "d.sqlite")
     dseq = _answer_sequence(durable.predict, lambda: durable.budget_left_, Xte)
     assert [left for _, left in dseq] == lefts
     assert [a == "refused" for a, _ in dseq] == [a == "refused" for a, _ in seq]
 
-    served = privpred.PrivateLogisticRegression(classes="observed", **kw).fit(Xtr, ytr)
+    served = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", **kw).fit(Xtr, ytr)
     (tmp_path / "srv").mkdir()
     served.save(tmp_path / "srv" / "s.safetensors")
     server = Server(tmp_path / "srv" / "s.safetensors", tmp_path / "srv")

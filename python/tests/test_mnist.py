@@ -13,7 +13,7 @@ from conftest import cli, cli_json, dataset_or_skip
 def test_python_and_cli_agree_on_mnist(tmp_path, method):
     Xtr, ytr, Xte, yte, prov = dataset_or_skip("mnist", f"test_python_and_cli_agree_on_mnist[{method}]")
     assert prov["verified"] and Xtr.shape == (60000, 784) and Xte.shape == (10000, 784)
-    est = privpred.PrivateLogisticRegression(classes="observed", method=method, epsilon=1.0, lam=1e-2, random_state=11)
+    est = privpred.PrivateLogisticRegression(unit_ball="normalize", classes="observed", method=method, epsilon=1.0, lam=1e-2, random_state=11)
     acc_py = est.fit(Xtr, ytr).score(Xte, yte)
     m = tmp_path / "cli.safetensors"
     cli("train", method, "--dataset", "mnist", "--epsilon", "1", "--lambda", "1e-2", "--seed", "11",

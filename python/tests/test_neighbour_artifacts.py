@@ -152,7 +152,7 @@ def same_release(tmp_path, fit, neighbour, methods):
 def test_numpy_neighbours_release_the_same_files_pickles_and_attributes(tmp_path, neighbour, methods):
     def fit(method, params, variant):
         X, y = numpy_set(variant)
-        return PLR(method=method, classes=["a", "b", "c"], **params).fit(X, y)
+        return PLR(unit_ball="normalize", method=method, classes=["a", "b", "c"], **params).fit(X, y)
 
     same_release(tmp_path, fit, neighbour, methods)
 

@@ -28,14 +28,14 @@ def test_fits_add_up_and_a_fit_past_the_limit_trains_nothing(tmp_path):
     X, y = toy()
     odo = str(tmp_path / "odo.sqlite")
     # the odometer is created by a limit, never by a fit
-    est = PrivateLogisticRegression(classes="observed", method="model-sensitivity", epsilon=0.5, lam=1e-2, odometer=odo)
+    est = PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=0.5, lam=1e-2, odometer=odo)
     with pytest.raises(ValueError, match="does not exist"):
         est.fit(X, y)
     assert not (tmp_path / "odo.sqlite").exists()
     rec = odometer.set_limit(odo, 1.0, 1e-5, X=X, y=y)
     assert rec["spent"]["fits"] == 0
     est.fit(X, y)
-    budgeted = PrivateLogisticRegression(classes="observed", 
+    budgeted = PrivateLogisticRegression(unit_ball="normalize", classes="observed", 
         method="prediction-sensitivity", epsilon=0.5, delta=1e-5, budget=20, lam=1e-2, odometer=odo
     )
     budgeted.fit(X[::-1], y[::-1])  # the same rows in another order: the same dataset
@@ -44,7 +44,7 @@ def test_fits_add_up_and_a_fit_past_the_limit_trains_nothing(tmp_path):
     assert rec["spent"] == {"fits": 2, "epsilon": 1.0, "delta": 1e-5}
     assert [f["state"] for f in rec["fits"]] == ["released", "released"]
     assert rec["fits"][1]["budget"] == 20
-    fresh = PrivateLogisticRegression(classes="observed", method="model-sensitivity", epsilon=0.01, lam=1e-2, odometer=odo)
+    fresh = PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=0.01, lam=1e-2, odometer=odo)
     with pytest.raises(ValueError) as e:
         fresh.fit(X, y)
     msg = str(e.value)
@@ -52,7 +52,7 @@ def test_fits_add_up_and_a_fit_past_the_limit_trains_nothing(tmp_path):
     assert "would cost epsilon = 0.01" in msg and "limit epsilon = 1" in msg, msg
     assert not hasattr(fresh, "guarantee_"), "a refused fit trained a model"
     with pytest.raises(ValueError, match="no finite guarantee"):
-        PrivateLogisticRegression(method="non-private", odometer=odo).fit(X, y)
+        PrivateLogisticRegression(unit_ball="normalize", method="non-private", odometer=odo).fit(X, y)
     assert odometer.show(odo, rec["dataset"])[0]["spent"]["fits"] == 2
 
 
@@ -60,13 +60,13 @@ def test_a_failed_fit_is_not_charged_and_keys_are_the_owners(tmp_path):
     X, y = toy()
     odo = str(tmp_path / "odo.sqlite")
     odometer.set_limit(odo, 1.0, key="census-2020")
-    est = PrivateLogisticRegression(classes="observed", 
+    est = PrivateLogisticRegression(unit_ball="normalize", classes="observed", 
         method="model-sensitivity", epsilon=0.4, lam=1e-2, odometer=odo, odometer_key="census-2020"
     )
     est.fit(X, y)
     # DP-SGD without delta: refused by the method after the reservation, which stays counted
     # (a failed fit is charged: retrying until success would otherwise spend more than shown)
-    bad = PrivateLogisticRegression(classes="observed", method="dp-sgd", epsilon=0.4, odometer=odo, odometer_key="census-2020")
+    bad = PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=0.4, odometer=odo, odometer_key="census-2020")
     with pytest.raises(ValueError):
         bad.fit(X, y)
     [rec] = odometer.show(odo, "census-2020")
@@ -74,9 +74,9 @@ def test_a_failed_fit_is_not_charged_and_keys_are_the_owners(tmp_path):
     assert [f["state"] for f in rec["fits"]] == ["released", "reserved"]
     # a dataset without a limit is refused
     with pytest.raises(ValueError, match="no limit for dataset"):
-        PrivateLogisticRegression(classes="observed", method="model-sensitivity", epsilon=0.1, lam=1e-2, odometer=odo).fit(X, y)
+        PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=0.1, lam=1e-2, odometer=odo).fit(X, y)
     with pytest.raises(ValueError, match="paper"):
-        PrivateLogisticRegression(classes="observed", 
+        PrivateLogisticRegression(unit_ball="normalize", classes="observed", 
             method="model-sensitivity", epsilon=0.1, calibration="paper", odometer=odo, odometer_key="census-2020"
         ).fit(X, y)
 
@@ -93,7 +93,7 @@ def test_concurrent_fitting_processes_cannot_both_pass_the_limit(tmp_path):
         from privpred import PrivateLogisticRegression
         X = np.load({str(tmp_path / 'X.npy')!r}); y = np.load({str(tmp_path / 'y.npy')!r})
         try:
-            PrivateLogisticRegression(classes="observed", method="model-sensitivity", epsilon=0.25, lam=1e-2,
+            PrivateLogisticRegression(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=0.25, lam=1e-2,
                                       odometer={odo!r}).fit(X, y)
         except ValueError as e:
             print(e, file=sys.stderr)
@@ -119,7 +119,7 @@ def test_concurrent_fitting_processes_cannot_both_pass_the_limit(tmp_path):
 def test_the_odometer_parameters_are_sklearn_parameters(tmp_path):
     from sklearn.base import clone
 
-    est = PrivateLogisticRegression(classes="observed", odometer=str(tmp_path / "o.sqlite"), odometer_key="k")
+    est = PrivateLogisticRegression(unit_ball="normalize", classes="observed", odometer=str(tmp_path / "o.sqlite"), odometer_key="k")
     c = clone(est)
     assert c.get_params()["odometer"] == str(tmp_path / "o.sqlite")
     assert c.get_params()["odometer_key"] == "k"
@@ -134,12 +134,12 @@ def test_seeded_cross_validated_and_searched_fits_are_refused(tmp_path):
     odometer.set_limit(odo, 10.0, X=X, y=y)
     base = dict(classes="observed", method="model-sensitivity", epsilon=0.1, odometer=odo)
     with pytest.raises(ValueError, match="seeded"):
-        PrivateLogisticRegression(**base, lam=1e-2, random_state=1).fit(X, y)
+        PrivateLogisticRegression(unit_ball="normalize", **base, lam=1e-2, random_state=1).fit(X, y)
     with pytest.raises(ValueError, match="cv"):
-        PrivateLogisticRegression(**base, lam="cv").fit(X, y)
+        PrivateLogisticRegression(unit_ball="normalize", **base, lam="cv").fit(X, y)
     with pytest.raises(ValueError, match="search"):
         GridSearchCV(
-            PrivateLogisticRegression(**base), {"lam": [1e-2, 1e-1]}, cv=2, error_score="raise"
+            PrivateLogisticRegression(unit_ball="normalize", **base), {"lam": [1e-2, 1e-1]}, cv=2, error_score="raise"
         ).fit(X, y)
     [rec] = odometer.show(odo)
     assert rec["spent"]["fits"] == 0

@@ -27,6 +27,7 @@ def _csv(path, X):
 def _model(tmp_path, digits, name="m.safetensors", **kw):
     Xtr, _, ytr, _ = digits
     est = privpred.PrivateLogisticRegression(
+        unit_ball="normalize",
         classes="observed", method="prediction-sensitivity", epsilon=5.0, budget=B, lam=1e-3, **kw
     ).fit(Xtr, ytr)
     path = tmp_path / name
@@ -131,11 +132,11 @@ def test_a_fresh_record_of_a_refused_init_ledger_cannot_be_spent_by_python(tmp_p
 def test_a_seeded_private_prediction_model_refuses_to_answer_as_a_release(tmp_path, digits):
     Xtr, Xte, ytr, _ = digits
     kw = dict(classes="observed", method="prediction-sensitivity", epsilon=5.0, budget=B, lam=1e-3)
-    seeded = privpred.PrivateLogisticRegression(random_state=11, **kw).fit(Xtr, ytr)
+    seeded = privpred.PrivateLogisticRegression(unit_ball="normalize", random_state=11, **kw).fit(Xtr, ytr)
     with pytest.raises(RuntimeError, match="seed 11"):
         seeded.predict(Xte[:1])
     # opted in, the answers are an experiment's and the model says so
-    opted = privpred.PrivateLogisticRegression(random_state=11, allow_seeded=True, **kw).fit(Xtr, ytr)
+    opted = privpred.PrivateLogisticRegression(unit_ball="normalize", random_state=11, allow_seeded=True, **kw).fit(Xtr, ytr)
     assert opted.predict(Xte[:2]).shape == (2,)
     assert json.loads(opted._native.info_json())["experiment_seed"] == 11
     # saved, the file is refused by predict and by load alike

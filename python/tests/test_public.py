@@ -30,9 +30,9 @@ def metadata(path):
 def test_a_private_fit_needs_the_classes_declared():
     X, y = toy()
     with pytest.raises(ValueError, match="classes"):
-        PLR(method="model-sensitivity", epsilon=1.0).fit(X, y)
+        PLR(unit_ball="normalize", method="model-sensitivity", epsilon=1.0).fit(X, y)
     # the non-private model may read them from the labels
-    assert list(PLR(method="non-private").fit(X, y).classes_) == ["a", "b", "c"]
+    assert list(PLR(unit_ball="normalize", method="non-private").fit(X, y).classes_) == ["a", "b", "c"]
 
 
 def test_a_label_outside_the_declared_classes_is_an_error_not_a_filter():
@@ -40,7 +40,7 @@ def test_a_label_outside_the_declared_classes_is_an_error_not_a_filter():
     y = y.copy()
     y[7] = "rare-dx-of-patient-0042"
     with pytest.raises(ValueError, match="row 7"):
-        PLR(method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"]).fit(X, y)
+        PLR(unit_ball="normalize", method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"]).fit(X, y)
 
 
 def test_a_rare_label_of_a_neighbour_changes_nothing_saved(tmp_path):
@@ -52,7 +52,7 @@ def test_a_rare_label_of_a_neighbour_changes_nothing_saved(tmp_path):
     declared = ["a", "b", "c", "d"]
     metas, states = [], []
     for i, labels in enumerate((y, yn)):
-        est = PLR(method="model-sensitivity", epsilon=1.0, lam=1e-2, classes=declared,
+        est = PLR(unit_ball="normalize", method="model-sensitivity", epsilon=1.0, lam=1e-2, classes=declared,
                   random_state=5).fit(X, labels)
         assert list(est.classes_) == declared
         p = tmp_path / f"{i}.safetensors"
@@ -69,13 +69,13 @@ def test_a_rare_label_of_a_neighbour_changes_nothing_saved(tmp_path):
 def test_add_remove_needs_a_public_n_and_saves_nothing_of_the_exact_n(tmp_path):
     X, y = toy()
     with pytest.raises(ValueError, match="public_n"):
-        PLR(method="loss-perturbation", epsilon=1.0, lam=1e-2, classes=["a", "b", "c"],
+        PLR(unit_ball="normalize", method="loss-perturbation", epsilon=1.0, lam=1e-2, classes=["a", "b", "c"],
             neighbours="add-remove").fit(X, y)
     metas = []
     for i, (Xd, yd) in enumerate(((X, y), (X[1:], y[1:]))):
         # under add-remove the public rule does not apply (its batch default of 256 exceeds
         # the 240 rows): the batch is given
-        est = PLR(method="dp-sgd", epsilon=1.0, delta=1e-5, clip=0.5, epochs=1.0, batch_size=32,
+        est = PLR(unit_ball="normalize", method="dp-sgd", epsilon=1.0, delta=1e-5, clip=0.5, epochs=1.0, batch_size=32,
                   classes=["a", "b", "c"], neighbours="add-remove", public_n=250,
                   random_state=2).fit(Xd, yd)
         assert est.guarantee_["assumptions"]["n"] == 250
@@ -90,7 +90,7 @@ def test_add_remove_needs_a_public_n_and_saves_nothing_of_the_exact_n(tmp_path):
 def test_a_search_around_the_estimator_is_marked_in_the_saved_model(tmp_path):
     X, y = toy()
     search = GridSearchCV(
-        PLR(method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"]),
+        PLR(unit_ball="normalize", method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"]),
         {"lam": [1e-2, 1e-1]},
         cv=2,
     )
@@ -104,7 +104,7 @@ def test_a_search_around_the_estimator_is_marked_in_the_saved_model(tmp_path):
     assert "external-search" in json.dumps(metadata(p))
     # stated public: nothing marked
     public = GridSearchCV(
-        PLR(method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"], public_search=True),
+        PLR(unit_ball="normalize", method="model-sensitivity", epsilon=1.0, classes=["a", "b", "c"], public_search=True),
         {"lam": [1e-2, 1e-1]},
         cv=2,
     )

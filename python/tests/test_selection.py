@@ -11,7 +11,7 @@ from privpred import PrivateLogisticRegression as PLR
 
 def test_the_default_lambda_is_the_public_rule_and_costs_nothing(digits):
     Xtr, _, ytr, _ = digits
-    g = PLR(classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr).guarantee_
+    g = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr).guarantee_
     assert g["selection"] == {"method": "public-rule", "epsilon": 0.0, "delta": 0.0,
                               "composition": "none"}
     assert g["valid_guarantee"] is True
@@ -20,7 +20,7 @@ def test_the_default_lambda_is_the_public_rule_and_costs_nothing(digits):
     # another N-hat gives another lambda and the same N-hat the same one (loss perturbation at a
     # small epsilon, where its analysis holds: rho = 2LC/epsilon >= N-hat lambda)
     def ar(X, y, n_hat):
-        return PLR(classes="observed", method="loss-perturbation", epsilon=0.1,
+        return PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=0.1,
                    neighbours="add-remove", public_n=n_hat).fit(X, y).guarantee_
     g = ar(Xtr, ytr, len(ytr))
     assert g["selection"]["method"] == "public-rule"
@@ -31,7 +31,7 @@ def test_the_default_lambda_is_the_public_rule_and_costs_nothing(digits):
 
 def test_the_private_selection_is_inside_the_guarantee(digits):
     Xtr, _, ytr, _ = digits
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam="private").fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam="private").fit(Xtr, ytr)
     g = est.guarantee_
     assert g["selection"]["method"] == "private-split"
     assert g["selection"]["epsilon"] == 1.0 and g["selection"]["composition"] == "parallel"
@@ -42,7 +42,7 @@ def test_the_private_selection_is_inside_the_guarantee(digits):
 
 def test_the_papers_selection_is_outside_the_guarantee_and_load_refuses_it(digits, tmp_path):
     Xtr, _, ytr, _ = digits
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam="cv").fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam="cv").fit(Xtr, ytr)
     g = est.guarantee_
     assert g["selection"]["method"] == "non-private-holdout"
     assert g["selection"]["epsilon"] is None
@@ -57,7 +57,7 @@ def test_the_papers_selection_is_outside_the_guarantee_and_load_refuses_it(digit
 
 def test_a_paper_calibration_is_refused_on_load_unless_allowed(digits, tmp_path):
     Xtr, _, ytr, _ = digits
-    est = PLR(classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, calibration="paper").fit(Xtr, ytr)
+    est = PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0, lam=0.01, calibration="paper").fit(Xtr, ytr)
     assert est.guarantee_["valid_guarantee"] is False
     p = tmp_path / "paper.safetensors"
     est.save(p)
@@ -66,5 +66,5 @@ def test_a_paper_calibration_is_refused_on_load_unless_allowed(digits, tmp_path)
     assert privpred.load(p, allow_invalid_guarantee=True).guarantee_["calibration"] == "paper"
     # a valid one loads as before
     ok = tmp_path / "ok.safetensors"
-    PLR(classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr).save(ok)
+    PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1.0).fit(Xtr, ytr).save(ok)
     assert privpred.load(ok).guarantee_["valid_guarantee"] is True

@@ -1,16 +1,20 @@
 """scikit-learn's estimator checks (`parametrize_with_checks`).
 
-The private-training methods and the non-private baseline pass every check. The checks
-run on toy problems of ~100 rows, so the private estimators are checked at a large epsilon
-(1e4; DP-SGD 10): the checks test the scikit-learn protocol (fit/predict semantics, validation,
-pickling, idempotence under a fixed random_state), not utility at a strict guarantee,
-which the other test files measure on real data.
+The private-training methods and the non-private baseline pass every check but the
+class-weight one (below); scikit-learn itself skips its array-API check unless
+SCIPY_ARRAY_API=1. The checks run on toy problems of ~100 rows, so the private estimators are
+checked at a large epsilon (1e4; DP-SGD 10): the checks test the scikit-learn protocol
+(fit/predict semantics, validation, pickling, idempotence under a fixed random_state), not
+utility at a strict guarantee, which the other test files measure on real data. The checks'
+rows are numbers on one scale, given with ``unit_ball="normalize"`` (without a schema an
+estimator needs it).
 
 Private-prediction methods (prediction sensitivity, subsample-and-aggregate) spend the
 inference budget on every `predict` and answer with fresh noise; the checks that cannot
 apply to them are listed in `expected_failed_checks` with the reason. ``class_weight`` is
 refused for every method (only None), so scikit-learn's class-weight check is expected to fail.
-The public-bounds scaler passes every check.
+scikit-learn skips its pipeline-consistency check for the non-deterministic budgeted methods.
+The public-bounds scaler passes every check (the array-API one skipped as above).
 """
 
 from __future__ import annotations
@@ -41,15 +45,15 @@ CLASS_WEIGHT_REFUSED = {
 }
 
 ESTIMATORS = [
-    PLR(method="non-private"),
-    PLR(classes="observed", method="model-sensitivity", epsilon=1e4),
-    PLR(classes="observed", method="loss-perturbation", epsilon=1e4),
+    PLR(unit_ball="normalize", method="non-private"),
+    PLR(unit_ball="normalize", classes="observed", method="model-sensitivity", epsilon=1e4),
+    PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=1e4),
     # DP-SGD at epsilon = 10 with a fixed clip: its accountant needs no huge PLD grid
-    PLR(classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
+    PLR(unit_ball="normalize", classes="observed", method="dp-sgd", epsilon=10.0, delta=1e-5, batch_size=4, epochs=5, clip=0.5),
     # the checks seed every estimator (random_state): the answers of a seeded
     # private-prediction model are an experiment's, answered only when opted in
-    PLR(classes="observed", method="prediction-sensitivity", epsilon=1e4, budget=10**9, allow_seeded=True),
-    PLR(classes="observed", method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4,
+    PLR(unit_ball="normalize", classes="observed", method="prediction-sensitivity", epsilon=1e4, budget=10**9, allow_seeded=True),
+    PLR(unit_ball="normalize", classes="observed", method="subsample-aggregate", epsilon=1e4, budget=10**9, teachers=4,
         allow_seeded=True),
     PublicBoundsScaler(lower=-3.0, upper=3.0),
 ]

@@ -281,9 +281,16 @@ fn noise_multiplier_search(
     while e_hi > target_epsilon {
         hi *= 2.0;
         if hi > 1e6 {
-            return Err(CoreError::Numerical(format!(
-                "no noise multiplier up to 1e6 reaches epsilon = {target_epsilon}"
-            )));
+            // the request is out of range (a smaller epsilon or more steps than any noise
+            // multiplier up to 1e6 meets), not a failure of the search
+            return Err(CoreError::invalid(
+                "epsilon",
+                target_epsilon,
+                format!(
+                    "no noise multiplier up to 1e6 reaches it in {} steps at sampling rate q = {:e}: use a larger epsilon, fewer epochs (steps) or a smaller batch size",
+                    schedule.steps, schedule.sampling_rate
+                ),
+            ));
         }
         e_hi = eps(hi)?;
     }

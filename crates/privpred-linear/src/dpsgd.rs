@@ -55,6 +55,11 @@ impl Default for DpSgdConfig {
 /// The clip grid of docs/study.md.
 pub const CLIP_GRID: [f64; 10] = [5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 1e-1, 2e-1, 5e-1];
 
+/// Most epochs a linear DP-SGD run takes. Far beyond any useful schedule (the default is 20),
+/// and it keeps q·√steps = √(epochs·q) ≤ 100, so that for every ε ≥ 0.01 a noise multiplier
+/// in the range the calibration searches (≤ 1e6) exists.
+pub const MAX_EPOCHS: f64 = 10_000.0;
+
 impl DpSgdConfig {
     /// Validates the hyper-parameters against the training-set size.
     pub fn check(&self, n: usize) -> Result<()> {
@@ -66,11 +71,11 @@ impl DpSgdConfig {
                 format!("must be in 1..={n} (the training-set size)"),
             ));
         }
-        if !(self.epochs.is_finite() && self.epochs > 0.0) {
+        if !(self.epochs.is_finite() && self.epochs > 0.0 && self.epochs <= MAX_EPOCHS) {
             return Err(LinearError::invalid(
                 "epochs",
                 self.epochs,
-                "must be a finite number > 0",
+                format!("must be a number in (0, {MAX_EPOCHS}] (passes over the training set)"),
             ));
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {

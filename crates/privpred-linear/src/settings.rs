@@ -47,6 +47,72 @@ pub enum ClipChoice {
     Selected,
 }
 
+/// Which of a linear training run's knobs the caller set (rather than left to the library's
+/// defaults), for [`check_knobs`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GivenKnobs {
+    /// λ (a value, or a selection).
+    pub lambda: bool,
+    /// DP-SGD's clip (a value, or a selection).
+    pub clip: bool,
+    /// Subsample-and-aggregate's teacher count.
+    pub teachers: bool,
+    /// DP-SGD's batch size.
+    pub batch_size: bool,
+    /// DP-SGD's epochs.
+    pub epochs: bool,
+    /// DP-SGD's learning rate.
+    pub learning_rate: bool,
+    /// The inference budget B (the command line's `--budget` has a default value, so it
+    /// never reports it given).
+    pub budget: bool,
+}
+
+/// Refuses, by name, a knob the linear method (`None`: the non-private reference) would
+/// ignore: λ with DP-SGD (it trains without L2 regularisation), the clip and DP-SGD's
+/// schedule with any other method, the teacher count with any method but
+/// subsample-and-aggregate, the inference budget with a method whose answers spend none.
+/// The message names the command-line flag (`--clip`), which the Python bindings word as
+/// their parameter; the caller adds the exit code or exception.
+pub fn check_knobs(method: Option<Method>, given: GivenKnobs) -> Result<(), String> {
+    let name = method.map_or("non-private", |m| m.name());
+    if method == Some(Method::DpSgd) && given.lambda {
+        return Err("--lambda does not apply to dp-sgd: linear DP-SGD trains without L2 regularisation (lambda = 0), so a value, `private` or `cv` would be ignored; drop --lambda (its knob is --clip)".into());
+    }
+    if method != Some(Method::DpSgd) && given.clip {
+        return Err(format!(
+            "--clip does not apply to {name}: the per-example clip norm is DP-SGD's (method dp-sgd only); {name} bounds each example by the unit ball instead; drop --clip"
+        ));
+    }
+    if method != Some(Method::SubsampleAggregate) && given.teachers {
+        return Err(format!(
+            "--teachers does not apply to {name}: the number of teachers is subsample-and-aggregate's (method subsample-aggregate only); drop --teachers"
+        ));
+    }
+    if !matches!(
+        method,
+        Some(Method::PredictionSensitivity | Method::SubsampleAggregate)
+    ) && given.budget
+    {
+        return Err(format!(
+            "--budget does not apply to {name}: the inference budget B is spent by the answers of prediction-sensitivity and subsample-aggregate only; {name}'s answers spend nothing; drop --budget"
+        ));
+    }
+    let schedule = [
+        (given.batch_size, "--batch-size"),
+        (given.epochs, "--epochs"),
+        (given.learning_rate, "--learning-rate"),
+    ];
+    if method != Some(Method::DpSgd)
+        && let Some((_, flag)) = schedule.iter().find(|(g, _)| *g)
+    {
+        return Err(format!(
+            "{flag} does not apply to {name}: the batch size, epochs and learning rate are DP-SGD's schedule (method dp-sgd only); {name} is trained to its optimum on the whole training set; drop {flag}"
+        ));
+    }
+    Ok(())
+}
+
 /// What a caller states of one linear private training run; `None` is the library's default.
 #[derive(Debug, Clone)]
 pub struct MethodSettings {
@@ -119,6 +185,95 @@ impl MethodSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_knob_the_method_ignores_is_refused_by_name() {
+        let none = GivenKnobs::default();
+        for m in [None, Some(Method::ModelSensitivity), Some(Method::DpSgd)] {
+            assert_eq!(check_knobs(m, none), Ok(()));
+        }
+        let clip = GivenKnobs { clip: true, ..none };
+        assert_eq!(check_knobs(Some(Method::DpSgd), clip), Ok(()));
+        for m in [
+            None,
+            Some(Method::ModelSensitivity),
+            Some(Method::LossPerturbation),
+            Some(Method::PredictionSensitivity),
+            Some(Method::SubsampleAggregate),
+        ] {
+            let e = check_knobs(m, clip).unwrap_err();
+            assert!(
+                e.starts_with("--clip does not apply to") && e.contains("dp-sgd only"),
+                "{e}"
+            );
+        }
+        let lambda = GivenKnobs {
+            lambda: true,
+            ..none
+        };
+        assert!(check_knobs(Some(Method::DpSgd), lambda).is_err());
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), lambda),
+            Ok(())
+        );
+        let budget = GivenKnobs {
+            budget: true,
+            ..none
+        };
+        assert_eq!(
+            check_knobs(Some(Method::PredictionSensitivity), budget),
+            Ok(())
+        );
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), budget),
+            Ok(())
+        );
+        let e = check_knobs(Some(Method::ModelSensitivity), budget).unwrap_err();
+        assert!(
+            e.starts_with("--budget does not apply to model-sensitivity"),
+            "{e}"
+        );
+        let teachers = GivenKnobs {
+            teachers: true,
+            ..none
+        };
+        assert_eq!(
+            check_knobs(Some(Method::SubsampleAggregate), teachers),
+            Ok(())
+        );
+        let e = check_knobs(Some(Method::DpSgd), teachers).unwrap_err();
+        assert!(e.starts_with("--teachers does not apply to dp-sgd"), "{e}");
+        for (given, flag) in [
+            (
+                GivenKnobs {
+                    batch_size: true,
+                    ..none
+                },
+                "--batch-size",
+            ),
+            (
+                GivenKnobs {
+                    epochs: true,
+                    ..none
+                },
+                "--epochs",
+            ),
+            (
+                GivenKnobs {
+                    learning_rate: true,
+                    ..none
+                },
+                "--learning-rate",
+            ),
+        ] {
+            assert_eq!(check_knobs(Some(Method::DpSgd), given), Ok(()));
+            let e = check_knobs(Some(Method::LossPerturbation), given).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{flag} does not apply to loss-perturbation")),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn unset_values_are_the_librarys_defaults() {

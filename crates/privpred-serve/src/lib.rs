@@ -23,5 +23,5 @@ pub mod server;
 
 pub use auth::TokenSet;
 pub use error::{Result, ServeError};
-pub use model::{Answer, FixtureModel, FixtureSpec, ModelInfo, ServedModel};
+pub use model::{Answer, FixtureModel, FixtureSpec, ModelInfo, QueryColumn, ServedModel};
 pub use server::{ServeConfig, Server, run_until_signal, shutdown_signal};

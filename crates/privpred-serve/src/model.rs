@@ -98,6 +98,13 @@ pub trait ServedModel: Send + Sync + 'static {
         let _ = raw;
         Err("this model takes rows of numbers".into())
     }
+    /// The columns of a query row, in order, for a model that
+    /// [`takes_cells`](Self::takes_cells): each column's name and type as its schema declares
+    /// them (public declarations, never a statistic of the data; the label is not part of a
+    /// query row). `None` (the default) for a model of numbers.
+    fn columns(&self) -> Option<Vec<QueryColumn>> {
+        None
+    }
     /// The bytes one raw query row may take in a JSON request body, for the default body limit
     /// (`max_batch` rows of this size, plus 64 KiB). Default: 32 per number of
     /// `info().input_dim`; a table's model allows for its longest declared category.
@@ -106,6 +113,16 @@ pub trait ServedModel: Send + Sync + 'static {
     }
     /// Answers preprocessed rows, one [`Answer`] per row, with fresh noise per answer.
     fn answer(&self, rows: &[Vec<f32>], rng: &mut ChaCha20Rng) -> Result<Vec<Answer>>;
+}
+
+/// One column of a table model's query row (`GET /v1/model`'s `columns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueryColumn {
+    /// The column's name, as the schema declares it.
+    pub name: String,
+    /// `numeric`, `categorical` or `ignore` (read and dropped).
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// The marker key that identifies a test-fixture model file.

@@ -565,6 +565,7 @@ async fn model_info(State(app): State<Arc<App>>, headers: HeaderMap) -> Response
         "neighbours": info.guarantee.neighbours(),
         "budget": budget,
         "input_dim": info.input_dim,
+        "columns": app.model.columns(),
         "classes": info.classes,
         "releases_scores": info.releases_scores,
         "preprocessing": info.preprocessing,

@@ -36,6 +36,26 @@ PRIVATE_TRAINING = ("model-sensitivity", "loss-perturbation", "dp-sgd")
 BUDGETED = ("prediction-sensitivity", "subsample-aggregate")
 METHODS = ("non-private",) + PRIVATE_TRAINING + BUDGETED
 
+# What a fit without a schema and without a unit-ball rule is told: a table needs a schema,
+# image-like rows the explicit per-row map (as on the command line, where a table without a
+# schema is refused and image data sets are normalised per example).
+NEEDS_SCHEMA = (
+    "invalid X without schema= or unit_ball=: a table's rows are mapped into the unit ball "
+    "through a schema of public facts about its columns: give schema= (a schema file or the "
+    "same JSON as a dict, declaring the label's classes, each numeric column's public bounds "
+    "and each categorical column's public categories; format in docs/tables.md; `privpred data "
+    "schema FILE` drafts one). For image-like rows (pixel intensities and other features on one "
+    "common scale) give unit_ball=\"normalize\": each row is scaled to unit length, x/||x||, "
+    "as the command line does for image data sets (unit_ball=\"clip:R\": x/max(R, ||x||))"
+)
+
+# The largest count the core takes (a 64-bit integer): beyond it a count is refused by
+# scikit-learn's parameter validation, naming the parameter, not by a conversion overflow.
+MAX_COUNT = 2**63 - 1
+
+# The most training threads ``n_jobs`` may ask for (each is an OS thread with its own stack).
+MAX_THREADS = 1024
+
 # The bias feature's value v when ``fit_intercept=True`` and ``bias`` is not given (see the
 # class docstring for the measurement behind ``fit_intercept``'s default).
 INTERCEPT_BIAS = 0.05
@@ -72,12 +92,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     linear models, trained by the privpred Rust core exactly as ``privpred train`` trains
     it (same preprocessing, cross-validation, calibration and noise).
 
-    Every row is mapped into the unit ball before training and prediction by the CLI's
-    preprocessing with scale 1: the ``normalize`` rule (x / ||x||, data-independent; the
-    CLI's default) unless ``unit_ball`` says otherwise, then the optional bias feature.
-    The guarantee assumes ||x|| <= 1 and this mapping ensures it. With ``schema``, raw
-    table rows are first mapped through the schema's public bounds and categories exactly
-    as ``privpred train --schema`` maps them.
+    Every row is mapped into the unit ball before training and prediction; the guarantee
+    assumes ||x|| <= 1 and this mapping ensures it, from public facts only. A table's raw
+    rows go through its ``schema`` (public bounds and categories) exactly as ``privpred
+    train --schema`` maps them. Without a schema the rows are taken as image-like (features
+    on one common scale, such as pixel intensities) only when ``unit_ball`` says how to map
+    them (``"normalize"``: x / ||x||, what the CLI does for image data sets); a fit with
+    neither raises ValueError naming both, as the CLI refuses a table without a schema.
+    The optional bias feature comes last.
 
     Parameters
     ----------
@@ -93,17 +115,19 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         Failure probability delta in [0, 1).
     budget : int, optional
         Inference budget B >= 1: the number of answers the guarantee covers (required by
-        private-prediction methods; ignored by the others).
+        private-prediction methods; given with any other method, whose answers spend
+        nothing, it raises ValueError).
     lam : float, "private", "cv" or None, default=None
         L2 strength lambda > 0, chosen without the data (costs nothing). None: for private
         methods the public rule from N, d, C, epsilon and B (docs/tables.md; costs nothing,
-        recorded as ``public-rule``; 0.01 under add-remove neighbours), a selection on a
-        hold-out for ``non-private``.
+        recorded as ``public-rule``; N-hat = ``public_n`` in place of N under add-remove
+        neighbours), a selection on a hold-out for ``non-private``.
         ``"private"``: the private selection over the grid {1e-5, ..., 0.5}, inside the
         guarantee (the model is trained on the 80 % of the data the selection does not use).
         ``"cv"``: the paper's selection on a 10 % hold-out without privacy; the guarantee is
         then marked not valid. ``guarantee_["selection"]`` says which and what it cost.
-        Subsample-and-aggregate: the teachers' lambda (default 0).
+        Subsample-and-aggregate: the teachers' lambda (default 0). DP-SGD trains without
+        L2 regularisation: ``lam`` given with it raises ValueError (its knob is ``clip``).
     neighbours : {"replace-one", "add-remove"}, default="replace-one"
         The neighbouring relation of the guarantee.
     calibration : {"corrected", "tight", "paper"}, default="corrected"
@@ -118,18 +142,23 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         from the seed, so ``privpred serve`` and ``privpred predict`` refuse the saved
         model.
     unit_ball : str or None, default=None
-        The unit-ball rule: ``normalize``, ``clip:R`` or ``max-norm`` (a statistic of
-        the private data, not accounted). None: ``normalize``, or ``clip:1`` with a
-        ``schema`` (its rows are already inside the unit ball; the CLI's default).
+        The unit-ball rule: ``normalize`` (x / ||x||: image-like rows), ``clip:R``
+        (x / max(R, ||x||)) or, for the non-private model only, ``max-norm`` (a statistic of
+        the data). None: ``clip:1`` with a ``schema`` (its rows are already inside the unit
+        ball; the CLI's default); without a schema None is refused with a ValueError naming
+        ``schema`` and ``unit_ball="normalize"`` (rows are never rescaled unless asked).
     teachers : int, optional
-        Subsample-and-aggregate: number of teachers T (default: the public rule
-        clamp(N // 6, 1, 256) of the N training rows; 256 under add-remove neighbours).
+        Subsample-and-aggregate: number of teachers T in 1..=N (default: the public rule
+        clamp(N // 6, 1, 256) of the public size: the N training rows, or ``public_n``
+        under add-remove neighbours). Given with any other method it raises ValueError.
     clip : float, "private", "cv" or None, default=None
-        DP-SGD: the clip norm nu (None: the public rule's 1; 0.1 under add-remove
-        neighbours), or a selection as for ``lam``.
+        DP-SGD: the clip norm nu > 0 (None: the public rule's 1), or a selection as for
+        ``lam`` (``clip="private"``, ``clip="cv"``). Given with any other method it raises
+        ValueError naming ``clip`` (the other methods bound each example by the unit ball).
     batch_size, epochs, learning_rate : optional
-        DP-SGD's expected batch size (the public rule clamp(floor(sqrt(N)), 1, 256); 256
-        under add-remove neighbours), epochs (20) and learning rate (1).
+        DP-SGD's expected batch size in 1..=N (the public rule clamp(floor(sqrt(N)), 1,
+        256) of the public size: N, or ``public_n`` under add-remove), epochs in (0, 10000]
+        (20) and learning rate > 0 (1). Given with any other method they raise ValueError.
     odometer : str or os.PathLike, optional
         The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
         :func:`privpred.odometer.set_limit`). Every ``fit`` is charged its whole guarantee
@@ -159,7 +188,8 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         0: silent; 1 or more: one line when a fit starts and one with its time and
         guarantee when it ends (public facts only).
     n_jobs : int or None, default=None
-        Threads used by training (None: all cores; -1: all cores; -2: all but one).
+        Threads used by training, at most 1024 (None: all cores; -1: all cores; -2: all
+        but one).
     binary : "auto", True or False, default="auto"
         Two-class problems as one sigmoid (logistic) output instead of a two-class
         softmax: the loss's constants are K = 1 and L = 1/4 instead of sqrt(2) and 1/2, so
@@ -325,16 +355,16 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "method": [StrOptions(set(METHODS) | {"subsample-and-aggregate"})],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="left")],
-        "budget": [Interval(Integral, 1, None, closed="left"), None],
+        "budget": [Interval(Integral, 1, MAX_COUNT, closed="both"), None],
         "lam": [Interval(Real, 0, None, closed="left"), StrOptions({"private", "cv"}), None],
         "neighbours": [StrOptions({"replace-one", "add-remove"})],
         "calibration": [StrOptions({"corrected", "tight", "paper"})],
         "bias": [Interval(Real, 0, 1, closed="neither"), "boolean", None],
         "random_state": ["random_state"],
         "unit_ball": [str, None],
-        "teachers": [Interval(Integral, 1, None, closed="left"), None],
+        "teachers": [Interval(Integral, 1, MAX_COUNT, closed="both"), None],
         "clip": [Interval(Real, 0, None, closed="neither"), StrOptions({"private", "cv"}), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [Interval(Integral, 1, MAX_COUNT, closed="both"), None],
         "epochs": [Interval(Real, 0, None, closed="neither"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
         "fit_intercept": ["boolean"],
@@ -346,7 +376,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         "binary": ["boolean", StrOptions({"auto"})],
         "schema": [str, os.PathLike, dict, None],
         "classes": ["array-like", StrOptions({"observed"}), None],
-        "public_n": [Interval(Integral, 1, None, closed="left"), None],
+        "public_n": [Interval(Integral, 1, MAX_COUNT, closed="both"), None],
         "public_search": ["boolean"],
         "allow_seeded": ["boolean"],
     }
@@ -436,6 +466,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         method = _canonical(self.method)
+        self._check_knobs(method)
+        if self.schema is None and self.unit_ball is None:
+            raise ValueError(NEEDS_SCHEMA)
         if self.class_weight is not None:
             raise ValueError(
                 f"invalid class_weight = {self.class_weight!r}: only None is supported. A class "
@@ -496,6 +529,20 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                 file=sys.stderr,
             )
         return self
+
+    def _check_knobs(self, method: str) -> None:
+        """Refuses a parameter the method would ignore (the rule ``privpred train`` applies
+        to its flags): ``lam`` with DP-SGD, ``clip`` and DP-SGD's schedule with any other
+        method, ``teachers`` but with subsample-and-aggregate, ``budget`` with a method whose
+        answers spend none."""
+        _native.check_knobs(
+            method,
+            self.lam is not None,
+            self.clip is not None,
+            self.teachers is not None,
+            (self.batch_size is not None, self.epochs is not None, self.learning_rate is not None),
+            self.budget is not None,
+        )
 
     def _classes(self, y, method):
         """The declared classes and ``y``'s class indices (see ``classes``)."""
@@ -594,7 +641,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             calibration=self.calibration,
             neighbours=self.neighbours,
             bias=bias,
-            unit_ball=self.unit_ball or ("normalize" if schema_text is None else "clip:1"),
+            unit_ball=self.unit_ball or "clip:1",  # a schema's rows are inside the ball
             seed=self._seed(),
             teachers=self.teachers,
             clip=self._value_or_cv("clip", self.clip),
@@ -888,8 +935,11 @@ def _threads(n_jobs: Optional[int]) -> Optional[int]:
     if n_jobs is None:
         return None
     cpus = os.cpu_count() or 1
-    if n_jobs == 0:
-        raise ValueError("invalid n_jobs = 0: must be a positive number of threads, -1 (all cores), -2 (all but one), ... or None")
+    if n_jobs == 0 or n_jobs > MAX_THREADS:
+        raise ValueError(
+            f"invalid n_jobs = {n_jobs}: must be a number of threads in 1..={MAX_THREADS}, -1 "
+            "(all cores), -2 (all but one), ... or None"
+        )
     return int(n_jobs) if n_jobs > 0 else max(1, cpus + 1 + int(n_jobs))
 
 
@@ -977,10 +1027,13 @@ def load(
             neighbours=guarantee["neighbours"],
             calibration=guarantee["calibration"],
         )
+    if guarantee is not None and not info["spends_budget"]:
+        params.pop("budget")  # answers cost nothing: no inference budget to state
     seed = (info.get("seed_policy") or {}).get("seed")
     if seed is not None:
         params["random_state"] = seed
-    if info.get("lambda") is not None:
+    lam_methods = ("non-private", "model-sensitivity", "loss-perturbation", "prediction-sensitivity")
+    if info.get("lambda") is not None and info["method"] in lam_methods:
         params["lam"] = info["lambda"]
     bias = [s for s in info.get("preprocessing_steps", []) if s.startswith("bias:")]
     params["fit_intercept"] = bool(bias)
@@ -989,6 +1042,8 @@ def load(
     schema_text = native.schema_json()
     if schema_text is not None:
         params["schema"] = json.loads(schema_text)
+    else:
+        params["unit_ball"] = info["unit_ball"]
     est = PrivateLogisticRegression(**params)
     py_extra = (info.get("extra") or {}).get("python") or {}
     classes = py_extra.get("classes")

@@ -59,6 +59,14 @@ def train(
     external_search: bool = False,
     allow_seeded: bool = False,
 ) -> NativeModel: ...
+def check_knobs(
+    method: str,
+    lam: bool,
+    clip: bool,
+    teachers: bool,
+    schedule: Tuple[bool, bool, bool],
+    budget: bool,
+) -> None: ...
 def schema_check(text: str, source: str) -> str: ...
 def encode_table(
     schema: str, rows: List[List[str]], labels: Optional[List[str]] = None

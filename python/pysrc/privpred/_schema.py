@@ -148,13 +148,19 @@ def _column(values: Any, kind: str):
 
 def _columns(X: Any, schema: Dict[str, Any]):
     """``X``'s feature columns in the schema's order, or None where ``X`` is not a 2-D
-    array or a DataFrame with them (the row path then reads it and words the error)."""
+    array, a rectangular list of rows or a DataFrame with them (the row path then reads it
+    and words the error)."""
     feats = [c for c in schema["columns"] if c["type"] != "label"]
     if hasattr(X, "columns") and hasattr(X, "__getitem__"):
         have = {str(c) for c in X.columns}
         if any(c["name"] not in have for c in feats):
             return None
         return [_column(np.asarray(X[c["name"]]), c["type"]) for c in feats]
+    if isinstance(X, (list, tuple)) and X and not isinstance(X[0], (str, bytes)):
+        try:  # a rectangular list of rows: its columns, each encoded at once
+            X = np.asarray(X, dtype=object)
+        except ValueError:
+            return None
     if not isinstance(X, np.ndarray) or X.ndim != 2 or len(X) == 0:
         return None
     names = [c["type"] for c in schema["columns"]]
@@ -169,8 +175,9 @@ def _columns(X: Any, schema: Dict[str, Any]):
 
 def encode(X: Any, schema: Dict[str, Any], text: str, y: Any = None):
     """The encoded rows of ``X`` (and, with ``y``, the class indices) through the schema:
-    column by column where ``X`` is a 2-D array or a DataFrame (each distinct cell encoded
-    once, numbers without text cells), else row by row; the same encoding and messages."""
+    column by column where ``X`` is a 2-D array, a rectangular list of rows or a DataFrame
+    (each distinct cell encoded once, numbers without text cells), else row by row; the
+    same encoding and messages."""
     cols = None
     try:
         cols = _columns(X, schema)

@@ -30,7 +30,9 @@ def load(
     -------
     X_train, y_train, X_test, y_test : ndarray
         Raw features (float32, e.g. pixels 0..255) and labels (uint32); the same split as
-        the command line (digits: its fixed 20 % test hold-out).
+        the command line (digits: its fixed 20 % test hold-out). An image set's rows are
+        mapped as the command line maps them with ``unit_ball="normalize"`` (each row scaled
+        to unit length; the scale 1/255 does not change that direction).
     provenance : dict
         Name, source, checksum, whether it was verified, classes, feature shape.
 

@@ -134,6 +134,27 @@ impl ServedModel for LinearServed {
             .map_err(|e| e.to_string())
     }
 
+    fn columns(&self) -> Option<Vec<privpred_serve::QueryColumn>> {
+        use privpred_data::schema::ColumnType;
+        let schema = self.preprocessing.schema.as_ref()?;
+        let kind = |k: ColumnType| match k {
+            ColumnType::Numeric => "numeric",
+            ColumnType::Categorical => "categorical",
+            ColumnType::Label | ColumnType::Ignore => "ignore",
+        };
+        Some(
+            schema
+                .columns
+                .iter()
+                .filter(|c| c.kind != ColumnType::Label)
+                .map(|c| privpred_serve::QueryColumn {
+                    name: c.name.clone(),
+                    kind: kind(c.kind).into(),
+                })
+                .collect(),
+        )
+    }
+
     fn answer(
         &self,
         rows: &[Vec<f32>],

@@ -3,8 +3,8 @@
 //! filter under replace-one, a loss the method does not train, a flag the method would
 //! ignore, and the fits the odometer cannot add up.
 
+use super::Args;
 use super::args::ValueOrCv;
-use super::{Args, TrainMethod};
 use crate::exit::usage;
 use privpred_core::Method;
 use privpred_data::UnitBall;
@@ -122,21 +122,20 @@ pub(super) fn check_loss(loss: privpred_core::Loss, method: Option<Method>) -> a
     }
 }
 
-/// Refuses, by name, a flag the linear method would ignore: `--lambda` with DP-SGD (it
-/// trains without L2 regularisation) and `--clip` with any method but DP-SGD.
+/// Refuses, by name, a flag the linear method would ignore
+/// ([`privpred_linear::settings::check_knobs`], the rule the Python estimator applies too).
 pub(super) fn check_method_flags(args: &Args) -> anyhow::Result<()> {
-    let name = args.method.name();
-    if args.method == TrainMethod::DpSgd && args.lambda.is_some() {
-        return Err(usage(
-            "--lambda does not apply to dp-sgd: linear DP-SGD trains without L2 regularisation (lambda = 0), so a value, `private` or `cv` would be ignored; drop --lambda (its knob is --clip)",
-        ));
-    }
-    if args.method != TrainMethod::DpSgd && args.clip.is_some() {
-        return Err(usage(format!(
-            "--clip does not apply to {name}: the per-example clip is DP-SGD's (train dp-sgd); {name} bounds each example by the unit ball instead; drop --clip"
-        )));
-    }
-    Ok(())
+    let given = privpred_linear::settings::GivenKnobs {
+        lambda: args.lambda.is_some(),
+        clip: args.clip.is_some(),
+        teachers: args.teachers.is_some(),
+        batch_size: args.batch_size.is_some(),
+        epochs: args.epochs.is_some(),
+        learning_rate: args.learning_rate.is_some(),
+        // --budget has a default value: whether it was given is not known here
+        budget: false,
+    };
+    privpred_linear::settings::check_knobs(args.method.method(), given).map_err(usage)
 }
 
 /// The arguments with `--loss` resolved: as given (the sigmoid refused unless there are two
