@@ -88,9 +88,8 @@ pub struct LinearOptions {
     pub dpsgd_batch_size: usize,
     /// DP-SGD epochs (unless [`LinearOptions::dpsgd_epochs_rule`]).
     pub dpsgd_epochs: f64,
-    /// DP-SGD's epochs follow each setting's ε by the public rule
-    /// ([`privpred_core::public_rule::dpsgd_epochs`], `compare`'s default) instead of
-    /// [`LinearOptions::dpsgd_epochs`] (the study's explicit schedule).
+    /// DP-SGD's epochs follow each ε by [`privpred_core::public_rule::dpsgd_epochs`]
+    /// (`compare`'s default), not [`LinearOptions::dpsgd_epochs`] (the study's).
     #[serde(default)]
     pub dpsgd_epochs_rule: bool,
     /// The neighbouring relation every method is calibrated for (docs/guarantees.md#neighbouring-relations; replace-one by
@@ -414,16 +413,11 @@ impl LinearRunner {
         self
     }
 
-    /// The runner with DP-SGD's epochs set: `Some(e)` (> 0) for every ε, `None` for the
-    /// public rule's at each setting's ε (its caches kept).
+    /// The runner with DP-SGD's epochs: `Some(e)` for every ε, `None` for the public rule's
+    /// at each setting's ε (its caches kept).
     pub fn with_dpsgd_epochs(mut self, epochs: Option<f64>) -> Self {
-        match epochs {
-            Some(e) => {
-                self.opts.dpsgd_epochs = e;
-                self.opts.dpsgd_epochs_rule = false;
-            }
-            None => self.opts.dpsgd_epochs_rule = true,
-        }
+        self.opts.dpsgd_epochs_rule = epochs.is_none();
+        self.opts.dpsgd_epochs = epochs.unwrap_or(self.opts.dpsgd_epochs);
         self
     }
 
@@ -444,18 +438,12 @@ impl LinearRunner {
     /// DP-SGD's schedule as this runner trains it at target `epsilon` (batch size, epochs),
     /// for recalibrating a result's guarantee.
     pub fn dpsgd_config(&self, epsilon: f64) -> DpSgdConfig {
-        self.dpsgd(epsilon)
-    }
-
-    pub(crate) fn dpsgd(&self, epsilon: f64) -> DpSgdConfig {
-        let epochs = if self.opts.dpsgd_epochs_rule {
-            privpred_core::public_rule::dpsgd_epochs(epsilon)
-        } else {
-            self.opts.dpsgd_epochs
-        };
         DpSgdConfig {
             batch_size: self.opts.dpsgd_batch_size,
-            epochs,
+            epochs: match self.opts.dpsgd_epochs_rule {
+                true => privpred_core::public_rule::dpsgd_epochs(epsilon),
+                false => self.opts.dpsgd_epochs,
+            },
             ..DpSgdConfig::default()
         }
     }

@@ -129,10 +129,14 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
 }
 
 /// The teachers T and DP-SGD's batch size: as given, or the public rule's for the training
-/// set's size (the study's N, which it declares as N̂ under add-remove).
-fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
+/// set's size (the study's N, which it declares as N̂ under add-remove); DP-SGD's epochs: as
+/// given, `--quick`'s short schedule, or `None` (the public rule's at each ε).
+fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize, Option<f64>)> {
+    let epochs = args.dpsgd_epochs.or(args
+        .quick
+        .then_some(privpred_core::defaults::LINEAR_DPSGD_EPOCHS_QUICK));
     if let (Some(t), Some(b)) = (args.teachers, args.dpsgd_batch_size) {
-        return Ok((t, b));
+        return Ok((t, b, epochs));
     }
     let n = runner
         .train_size(&args.dataset)
@@ -150,6 +154,7 @@ fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
             .unwrap_or(privpred_core::public_rule::teachers(n)),
         args.dpsgd_batch_size
             .unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
+        epochs,
     ))
 }
 
@@ -159,12 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let selection = selection(&args)?;
     let (bias, cv_draws) =
         super::reproduce::bias_and_cv_draws(args.bias.as_deref(), args.cv_draws)?;
-    let mut params = LinearParams::new(args.quick);
-    if let Some(e) = args.dpsgd_epochs {
-        // checked with the other options (> 0, finite)
-        params = params.dpsgd_epochs(e);
-    }
-    let opts = params
+    let opts = LinearParams::new(args.quick)
         .data_dir(args.data_dir.clone())
         .dataset(Some(args.dataset.clone()))
         .schema(super::shared::read_schema(args.schema.as_deref())?)
@@ -174,15 +174,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .selection(selection)
         // each method's loss as `train` picks it: the sigmoid on two classes
         .sigmoid_for_two_classes(true)
+        // given values checked here; the runner then takes the defaults' (`sizes`)
         .dpsgd_batch_size(args.dpsgd_batch_size.unwrap_or(1))
+        .dpsgd_epochs(args.dpsgd_epochs.unwrap_or(1.0))
         .check()
         .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);
-    let (teachers, batch) = sizes(&args, &runner)?;
-    // DP-SGD's epochs: as given; --quick's short schedule; else the public rule's at each ε
-    let epochs = args.dpsgd_epochs.or(args
-        .quick
-        .then_some(privpred_core::defaults::LINEAR_DPSGD_EPOCHS_QUICK));
+    let (teachers, batch, epochs) = sizes(&args, &runner)?;
     let runner = runner
         .with_dpsgd_batch_size(batch)
         .with_dpsgd_epochs(epochs);
