@@ -2,17 +2,21 @@
 
 For each public table of tables_vs_diffprivlib.py (one stratified 80/20 split, seed 0), each
 row map (examples/NAME.schema.json with its "map" replaced) and each public lambda of a grid,
-`privpred compare --lambda L` runs every method at epsilon in {0.1, 1, 10}; the teachers
-and DP-SGD's batch size are swept alongside. The result (JSON) is what the rule's constants
+`privpred compare --lambda L` runs every method at epsilon in {0.1, 1, 10}; the teachers,
+DP-SGD's batch size and DP-SGD's epochs are swept alongside. The result (JSON) is what the rule's constants
 are fitted on (docs/tables.md): public tables only, never a user's.
 
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
         --part lambda --json python/benchmarks/public_rule_fit.json
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
         --part teachers,batch --maps unit-sphere --json python/benchmarks/public_rule_fit.json
+    python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
+        --part epochs --maps unit-sphere --repetitions 10 --json python/benchmarks/public_rule_fit.json
 
 (python/benchmarks/public_rule_fit.json holds the run docs/tables.md reports: 5 draws per
-cell; the teachers and batch sweeps on the default map only.)
+cell; the teachers and batch sweeps on the default map only; the DP-SGD epochs sweep, at the
+rule's batch size and clip, with 10 draws per cell and each method's own loss as `compare`
+picks it: the sigmoid on two classes.)
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ MAPS = {
     "centered-sphere-bias": {"range": "centered", "sphere": True, "bias": True},
 }
 LAMBDAS = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+# DP-SGD's epochs (the rule: 20 up to epsilon = 1, 20 * epsilon^0.4 above, at most 100)
+EPOCHS = [20, 50, 100, 200]
 
 
 def compare(binary, d, schema, reps, extra):
@@ -111,6 +117,15 @@ def main():
                                        ["--teachers", str(t), "--dpsgd-batch-size", str(b_small)])
                         mres.setdefault("teachers", {})[str(t)] = [
                             x for x in r if x["method"] == "subsample-aggregate"]
+                if "epochs" in a.part:
+                    for e in EPOCHS:
+                        r, _ = compare(binary, d, sp, a.repetitions,
+                                       ["--dpsgd-epochs", f"{e:g}", "--delta", "1e-5"])
+                        mres.setdefault("epochs", {})[f"{e:g}"] = [
+                            x for x in r if x["method"] == "dp-sgd"]
+                        print(name, mname, "epochs", e, [(x["epsilon"], round(100 * x["mean"], 1))
+                                                         for x in r if x["method"] == "dp-sgd"],
+                              flush=True)
                 if "batch" in a.part:
                     for b, clip in itertools.product([8, 16, 32, 64, 128, 256], [0.1, 1.0]):
                         if b > int(0.9 * 0.9 * len(itr)):

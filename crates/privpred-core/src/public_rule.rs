@@ -30,6 +30,10 @@
 //!   few large ones on the public tables; 256 (the study's value) from N = 1,536 on.
 //! - DP-SGD's expected batch size: **b = clamp(⌊√N⌋, 1, 256)** — fits every N (b ≤ N) and
 //!   reaches the study's 256 at N = 65,536.
+//! - DP-SGD's epochs: **E = min(100, 20·max(1, ε)^0.4)** ([`dpsgd_epochs`]): at ε ≤ 1 more
+//!   steps raise the noise multiplier σ more than they help (20, the study's value); at larger
+//!   ε the noise per step is small and the learning-rate schedule's length is the limit, so
+//!   the rule gives more (about 50 at ε = 10), measured on the public tables.
 //! - DP-SGD's clip: **ν = 1** ([`DPSGD_CLIP`]): rows in the unit ball give per-example
 //!   gradients of norm at most 1 for the sigmoid and √2 for the softmax, so ν = 1 keeps
 //!   almost every gradient whole, while the noise's scale is σν either way.
@@ -54,6 +58,12 @@ pub const MAX_DPSGD_BATCH: usize = 256;
 pub const ROWS_PER_TEACHER: usize = 6;
 /// DP-SGD's clip ν by the rule.
 pub const DPSGD_CLIP: f64 = 1.0;
+/// DP-SGD's epochs by the rule at ε ≤ 1 (the study's 20).
+pub const DPSGD_EPOCHS: f64 = 20.0;
+/// The exponent of ε in DP-SGD's epochs 20·max(1, ε)^0.4 above ε = 1.
+pub const DPSGD_EPOCHS_EXPONENT: f64 = 0.4;
+/// Most DP-SGD epochs the rule gives.
+pub const MAX_DPSGD_EPOCHS: f64 = 100.0;
 
 /// The training-set size the rule may read: the exact N under replace-one neighbours (public
 /// there) or the declared N̂ under add/remove (where the exact N is private: D and D with one
@@ -177,6 +187,14 @@ pub fn dpsgd_batch_size(n: PublicN) -> usize {
     ((n.get() as f64).sqrt().floor() as usize).clamp(1, MAX_DPSGD_BATCH)
 }
 
+/// The rule's DP-SGD epochs for target ε: 20·max(1, ε)^0.4, at most 100 (20 up to ε = 1,
+/// about 50 at ε = 10). It reads no size: the steps ⌈epochs·N/b⌉ follow the public N
+/// through the batch size.
+pub fn dpsgd_epochs(epsilon: f64) -> f64 {
+    let e = if epsilon.is_finite() { epsilon } else { 1.0 };
+    (DPSGD_EPOCHS * e.max(1.0).powf(DPSGD_EPOCHS_EXPONENT)).min(MAX_DPSGD_EPOCHS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +279,22 @@ mod tests {
         assert!(PublicN::new(Neighbours::AddRemove, 300, Some(0)).is_none());
         assert!(PublicN::new(Neighbours::ReplaceOne, 300, Some(300)).is_none());
         assert!(!rn(300).is_declared());
+    }
+
+    #[test]
+    fn dpsgd_epochs_follow_epsilon_only() {
+        assert_eq!(dpsgd_epochs(0.1), DPSGD_EPOCHS);
+        assert_eq!(dpsgd_epochs(1.0), DPSGD_EPOCHS);
+        assert!((dpsgd_epochs(10.0) - 20.0 * 10f64.powf(0.4)).abs() < 1e-12);
+        assert!((50.0..51.0).contains(&dpsgd_epochs(10.0)));
+        assert_eq!(dpsgd_epochs(1e6), MAX_DPSGD_EPOCHS);
+        assert_eq!(dpsgd_epochs(f64::INFINITY), DPSGD_EPOCHS);
+        let mut last = 0.0;
+        for k in 0..200 {
+            let e = dpsgd_epochs(0.05 * f64::from(k) + 0.01);
+            assert!(e >= last && e > 0.0 && e.is_finite(), "{k}");
+            last = e;
+        }
     }
 
     #[test]

@@ -27,6 +27,12 @@ pub fn default_batch_size(neighbours: Neighbours, n: usize, public_n: Option<usi
     )
 }
 
+/// DP-SGD's epochs when none are given: the public rule's for the target ε
+/// ([`privpred_core::public_rule::dpsgd_epochs`]; it reads no size, so under either relation).
+pub fn default_epochs(privacy: Privacy) -> f64 {
+    privpred_core::public_rule::dpsgd_epochs(privacy.epsilon())
+}
+
 /// DP-SGD's clip when none is given or selected: the public rule's
 /// ([`privpred_core::public_rule::DPSGD_CLIP`]; it reads no size, so under either relation).
 pub fn default_clip() -> f64 {
@@ -136,7 +142,7 @@ pub struct MethodSettings {
     pub teachers: Option<usize>,
     /// DP-SGD: the batch size (default [`default_batch_size`]).
     pub batch_size: Option<usize>,
-    /// DP-SGD: epochs (default [`defaults::LINEAR_DPSGD_EPOCHS`]).
+    /// DP-SGD: epochs (default [`default_epochs`]).
     pub epochs: Option<f64>,
     /// DP-SGD: the learning rate (default [`defaults::LINEAR_DPSGD_LEARNING_RATE`]).
     pub learning_rate: Option<f64>,
@@ -169,7 +175,7 @@ impl MethodSettings {
                 self.batch_size
                     .unwrap_or_else(|| default_batch_size(self.neighbours, n, self.public_n)),
             )
-            .epochs(self.epochs.unwrap_or(defaults::LINEAR_DPSGD_EPOCHS))
+            .epochs(self.epochs.unwrap_or_else(|| default_epochs(self.privacy)))
             .learning_rate(
                 self.learning_rate
                     .unwrap_or(defaults::LINEAR_DPSGD_LEARNING_RATE),
@@ -318,5 +324,22 @@ mod tests {
             defaults::LINEAR_TEACHERS
         );
         assert_eq!(default_clip(), privpred_core::public_rule::DPSGD_CLIP);
+        // DP-SGD's epochs follow ε by the rule unless given
+        let dp = |eps: f64, epochs| MethodSettings {
+            method: Method::DpSgd,
+            privacy: Privacy::new(eps, 1e-5).unwrap(),
+            epochs,
+            ..s.clone()
+        };
+        let epochs = |m: MethodSettings| m.params(0.5, 1000).check().unwrap().dp_sgd().epochs;
+        assert_eq!(
+            epochs(dp(1.0, None)),
+            privpred_core::public_rule::dpsgd_epochs(1.0)
+        );
+        assert_eq!(
+            epochs(dp(10.0, None)),
+            privpred_core::public_rule::dpsgd_epochs(10.0)
+        );
+        assert_eq!(epochs(dp(10.0, Some(3.0))), 3.0);
     }
 }

@@ -68,7 +68,7 @@ pub fn lambda_draws(
     let (key, p) = runner.prepared(g, seed)?;
     let s = g.setting;
     let (n90, c) = (p.train90.n, p.train90.classes);
-    let dpsgd = runner.dpsgd_config();
+    let dpsgd = runner.dpsgd_config(s.epsilon);
     let neighbours = runner.options_ref().neighbours;
     let cal_at = |l: f64| {
         calibrate(&CalibrationInput {
@@ -158,7 +158,7 @@ pub fn votes_draws(
         n: p.train90.n,
         classes: p.train90.classes,
         lambda: None,
-        dpsgd: &runner.dpsgd_config(),
+        dpsgd: &runner.dpsgd_config(s.epsilon),
         neighbours: runner.options_ref().neighbours,
         loss: privpred_core::Loss::Softmax,
     })?;

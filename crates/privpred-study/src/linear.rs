@@ -86,8 +86,12 @@ pub struct LinearOptions {
     pub bias: f64,
     /// DP-SGD hyper-parameters other than ν.
     pub dpsgd_batch_size: usize,
-    /// DP-SGD epochs.
+    /// DP-SGD epochs (unless [`LinearOptions::dpsgd_epochs_rule`]).
     pub dpsgd_epochs: f64,
+    /// DP-SGD's epochs follow each ε by [`privpred_core::public_rule::dpsgd_epochs`]
+    /// (`compare`'s default), not [`LinearOptions::dpsgd_epochs`] (the study's).
+    #[serde(default)]
+    pub dpsgd_epochs_rule: bool,
     /// The neighbouring relation every method is calibrated for (docs/guarantees.md#neighbouring-relations; replace-one by
     /// default). Recorded in the manifest's options and in every row.
     #[serde(default)]
@@ -129,6 +133,7 @@ impl LinearOptions {
             cv_draws: CV_DRAWS_DEFAULT,
             bias: BIAS_DEFAULT,
             dpsgd_batch_size: DpSgdConfig::default().batch_size,
+            dpsgd_epochs_rule: false,
             dpsgd_epochs: if quick {
                 privpred_core::defaults::LINEAR_DPSGD_EPOCHS_QUICK
             } else {
@@ -408,6 +413,14 @@ impl LinearRunner {
         self
     }
 
+    /// The runner with DP-SGD's epochs: `Some(e)` for every ε, `None` for the public rule's
+    /// at each setting's ε (its caches kept).
+    pub fn with_dpsgd_epochs(mut self, epochs: Option<f64>) -> Self {
+        self.opts.dpsgd_epochs_rule = epochs.is_none();
+        self.opts.dpsgd_epochs = epochs.unwrap_or(self.opts.dpsgd_epochs);
+        self
+    }
+
     /// The dataset of a figure. With `--quick`, fig4 falls back to MNIST when the MNIST-1M
     /// substitute has not been generated (the quick run caps N at 5,000 anyway).
     fn dataset_for(&self, figure: FigureId) -> String {
@@ -422,16 +435,15 @@ impl LinearRunner {
         name
     }
 
-    /// DP-SGD's schedule as this runner trains it (batch size, epochs), for recalibrating a
-    /// result's guarantee.
-    pub fn dpsgd_config(&self) -> DpSgdConfig {
-        self.dpsgd()
-    }
-
-    fn dpsgd(&self) -> DpSgdConfig {
+    /// DP-SGD's schedule as this runner trains it at target `epsilon` (batch size, epochs),
+    /// for recalibrating a result's guarantee.
+    pub fn dpsgd_config(&self, epsilon: f64) -> DpSgdConfig {
         DpSgdConfig {
             batch_size: self.opts.dpsgd_batch_size,
-            epochs: self.opts.dpsgd_epochs,
+            epochs: match self.opts.dpsgd_epochs_rule {
+                true => privpred_core::public_rule::dpsgd_epochs(epsilon),
+                false => self.opts.dpsgd_epochs,
+            },
             ..DpSgdConfig::default()
         }
     }

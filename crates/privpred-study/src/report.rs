@@ -194,8 +194,12 @@ pub fn guarantee_of(
 }
 
 /// Every distinct guarantee of a grid comparison: one per (method, ε) for private training,
-/// one per (method, ε, B) for private prediction.
-pub fn compare_guarantees(g: &GridComparison, dpsgd: &DpSgdConfig) -> Vec<Guarantee> {
+/// one per (method, ε, B) for private prediction. `dpsgd` gives DP-SGD's schedule at a
+/// setting's ε.
+pub fn compare_guarantees(
+    g: &GridComparison,
+    dpsgd: &dyn Fn(f64) -> DpSgdConfig,
+) -> Vec<Guarantee> {
     let mut out = Vec::new();
     for (i, _) in g.epsilons.iter().enumerate() {
         for (j, _) in g.budgets.iter().enumerate() {
@@ -209,7 +213,7 @@ pub fn compare_guarantees(g: &GridComparison, dpsgd: &DpSgdConfig) -> Vec<Guaran
                     g.calibration,
                     &c.setting,
                     &r.example,
-                    dpsgd,
+                    &dpsgd(c.setting.epsilon),
                 ));
             }
         }
@@ -421,7 +425,7 @@ mod tests {
             version: "0.1.0".into(),
             ..Provenance::default()
         };
-        let gs = compare_guarantees(&g, &DpSgdConfig::default());
+        let gs = compare_guarantees(&g, &|_| DpSgdConfig::default());
         // private training once per ε, private prediction once per (ε, B)
         assert_eq!(gs.len(), 3 * 2 + 3 * 4 * 2);
         assert!(

@@ -1,7 +1,7 @@
 //! The public rule's defaults through `train`: λ, T, DP-SGD's batch size and clip come from
 //! public quantities only (N, d, C, ε, B) — two tables of the same shape but different rows
 //! give the same λ — the record says `public-rule` with the formula, two-class data trains the
-//! sigmoid, and small tables train every method at the defaults.
+//! sigmoid, small tables train every method at the defaults, and DP-SGD's epochs follow ε.
 
 mod common;
 
@@ -240,4 +240,56 @@ fn compare_trains_the_sigmoid_on_two_classes_as_train_does() {
     for r in v["grid"]["cells"][0]["results"].as_array().unwrap() {
         assert_eq!(r["example"]["loss"], "softmax", "{r}");
     }
+}
+
+/// DP-SGD's epochs follow the target ε by the rule when `--epochs` is not given: 20 at ε ≤ 1,
+/// more at larger ε, the steps ⌈epochs·N/b⌉ with the rule's batch b; `--epochs` overrides.
+#[test]
+fn dpsgd_epochs_follow_epsilon_unless_given() {
+    let d = tempfile::tempdir().unwrap();
+    let t = table(d.path(), "t", 300, 2);
+    let schema = d.path().join("t.schema.json");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    let run = |eps: &str, extra: &[&str]| {
+        let out = d.path().join(format!("dp-{eps}.safetensors"));
+        let mut args = vec![
+            "train",
+            "dp-sgd",
+            "--dataset",
+            &t,
+            "--schema",
+            schema.to_str().unwrap(),
+            "--epsilon",
+            eps,
+            "--delta",
+            "1e-5",
+            "--seed",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    for (eps, e) in [("1", 1.0), ("10", 10.0)] {
+        let v = run(eps, &[]);
+        let n = v["n"].as_u64().unwrap() as usize;
+        let b = public_rule::dpsgd_batch_size(
+            public_rule::PublicN::new(privpred_core::Neighbours::ReplaceOne, n, None).unwrap(),
+        ) as f64;
+        let epochs = public_rule::dpsgd_epochs(e);
+        assert_eq!(
+            v["steps"],
+            (epochs * n as f64 / b).ceil() as u64,
+            "ε = {eps}: {v}"
+        );
+    }
+    assert!(public_rule::dpsgd_epochs(10.0) > public_rule::dpsgd_epochs(1.0));
+    let v = run("10", &["--epochs", "2"]);
+    let n = v["n"].as_u64().unwrap() as f64;
+    let b = public_rule::dpsgd_batch_size(
+        public_rule::PublicN::new(privpred_core::Neighbours::ReplaceOne, n as usize, None).unwrap(),
+    ) as f64;
+    assert_eq!(v["steps"], (2.0 * n / b).ceil() as u64, "{v}");
 }

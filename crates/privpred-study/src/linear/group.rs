@@ -76,7 +76,7 @@ impl LinearRunner {
             n,
             classes: p.train.classes,
             lambda,
-            dpsgd: &self.dpsgd(),
+            dpsgd: &self.dpsgd_config(s.epsilon),
             neighbours: self.opts.neighbours,
             loss: self.opts.loss(g.method, p.train.classes),
         })
@@ -140,7 +140,7 @@ impl LinearRunner {
             .teachers(teachers)
             .dp_sgd(DpSgdConfig {
                 clip,
-                ..self.dpsgd()
+                ..self.dpsgd_config(cal.privacy().epsilon())
             })
             .lbfgs(lbfgs());
         if let Some(l) = lambda {

@@ -56,6 +56,10 @@ pub struct Args {
     /// public rule clamp(⌊√N⌋, 1, 256) of the N training rows).
     #[arg(long)]
     pub dpsgd_batch_size: Option<usize>,
+    /// DP-SGD's epochs (> 0; default: the public rule's for each ε, 20·max(1, ε)^0.4 capped at
+    /// 100, docs/tables.md; with --quick 5).
+    #[arg(long)]
+    pub dpsgd_epochs: Option<f64>,
     /// Repetitions (noise draws) per method and grid point.
     #[arg(long, default_value_t = 10)]
     pub repetitions: u32,
@@ -125,32 +129,33 @@ fn selection(args: &Args) -> anyhow::Result<SelectionOptions> {
 }
 
 /// The teachers T and DP-SGD's batch size: as given, or the public rule's for the training
-/// set's size (the study's N, which it declares as N̂ under add-remove).
-fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize)> {
-    Ok(match (args.teachers, args.dpsgd_batch_size) {
-        (Some(t), Some(b)) => (t, b),
-        (t, b) => {
-            let n = runner
-                .train_size(&args.dataset)
-                .map_err(super::shared::study_error)?;
-            let add_remove = args.neighbours == privpred_core::Neighbours::AddRemove;
-            let n = privpred_core::public_rule::PublicN::new(
-                args.neighbours,
-                n,
-                add_remove.then_some(n),
-            )
-            .ok_or_else(|| {
-                crate::exit::usage(format!(
-                    "the data set {} has no training rows",
-                    args.dataset
-                ))
-            })?;
-            (
-                t.unwrap_or(privpred_core::public_rule::teachers(n)),
-                b.unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
-            )
-        }
-    })
+/// set's size (the study's N, which it declares as N̂ under add-remove); DP-SGD's epochs: as
+/// given, `--quick`'s short schedule, or `None` (the public rule's at each ε).
+fn sizes(args: &Args, runner: &LinearRunner) -> anyhow::Result<(usize, usize, Option<f64>)> {
+    let epochs = args.dpsgd_epochs.or(args
+        .quick
+        .then_some(privpred_core::defaults::LINEAR_DPSGD_EPOCHS_QUICK));
+    if let (Some(t), Some(b)) = (args.teachers, args.dpsgd_batch_size) {
+        return Ok((t, b, epochs));
+    }
+    let n = runner
+        .train_size(&args.dataset)
+        .map_err(super::shared::study_error)?;
+    let add_remove = args.neighbours == privpred_core::Neighbours::AddRemove;
+    let n = privpred_core::public_rule::PublicN::new(args.neighbours, n, add_remove.then_some(n))
+        .ok_or_else(|| {
+        crate::exit::usage(format!(
+            "the data set {} has no training rows",
+            args.dataset
+        ))
+    })?;
+    Ok((
+        args.teachers
+            .unwrap_or(privpred_core::public_rule::teachers(n)),
+        args.dpsgd_batch_size
+            .unwrap_or(privpred_core::public_rule::dpsgd_batch_size(n)),
+        epochs,
+    ))
 }
 
 /// Runs `privpred compare`.
@@ -169,12 +174,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .selection(selection)
         // each method's loss as `train` picks it: the sigmoid on two classes
         .sigmoid_for_two_classes(true)
+        // given values checked here; the runner then takes the defaults' (`sizes`)
         .dpsgd_batch_size(args.dpsgd_batch_size.unwrap_or(1))
+        .dpsgd_epochs(args.dpsgd_epochs.unwrap_or(1.0))
         .check()
         .map_err(crate::exit::usage)?;
     let runner = LinearRunner::new(opts);
-    let (teachers, batch) = sizes(&args, &runner)?;
-    let runner = runner.with_dpsgd_batch_size(batch);
+    let (teachers, batch, epochs) = sizes(&args, &runner)?;
+    let runner = runner
+        .with_dpsgd_batch_size(batch)
+        .with_dpsgd_epochs(epochs);
     let points = epsilons.len() * budgets.len();
     let observer: Box<dyn Observer> = if points > 1 {
         progress::for_terminal()
@@ -217,7 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         format!("{}; {NOT_PRIVATE_NOTICE}", prov.data_dependent)
     };
-    let guarantees = report::compare_guarantees(&g, &runner.dpsgd_config());
+    let guarantees = report::compare_guarantees(&g, &|eps| runner.dpsgd_config(eps));
     if let Some(path) = &args.report {
         let html =
             report::compare_html(&g, &guarantees, &prov).map_err(super::shared::study_error)?;

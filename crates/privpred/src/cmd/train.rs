@@ -146,7 +146,8 @@ pub struct Args {
     /// under add-remove; 600 ResNet).
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// DP-SGD (and ResNet training): epochs (default 20 linear; ResNet: 100, teachers 500).
+    /// DP-SGD (and ResNet training): epochs (default linear: the public rule's for ε,
+    /// 20·max(1, ε)^0.4 up to 100, docs/tables.md; ResNet: 100, teachers 500).
     #[arg(long, allow_negative_numbers = true)]
     pub epochs: Option<f64>,
     /// DP-SGD (and ResNet training): initial learning rate (default 1 linear, 0.1 ResNet).
