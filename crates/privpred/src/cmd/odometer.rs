@@ -251,6 +251,30 @@ pub(crate) struct FitRequest<'a> {
     pub calibration: CalibrationMode,
 }
 
+/// Reserves `charge` against the dataset's limit (exit 2 when refused) and says on standard
+/// error what `what` (a fit, a draft) charged and what is spent of the limit.
+pub(crate) fn reserve_reported(
+    spec: &LedgerSpec,
+    key: &str,
+    charge: &Charge,
+    what: &str,
+) -> anyhow::Result<Reservation> {
+    let res = odometer::reserve(spec, key, charge).map_err(odo_err)?;
+    eprintln!(
+        "privacy odometer {}: dataset {}: this {what} charged epsilon = {}, delta = {}; total {} fit(s), epsilon = {}, delta = {} of the limit epsilon = {}, delta = {} (basic composition)",
+        spec.describe(),
+        res.dataset,
+        short(charge.epsilon),
+        short(charge.delta),
+        res.after.fits,
+        short(res.after.epsilon),
+        short(res.after.delta),
+        short(res.limit.epsilon),
+        short(res.limit.delta)
+    );
+    Ok(res)
+}
+
 impl FitCharge {
     /// Checks the fit against the dataset's limit and reserves its charge (exit 2 when
     /// refused, saying what is spent, what the fit costs and the limit).
@@ -276,21 +300,8 @@ impl FitCharge {
                 .map(|_| r.budget),
             neighbours: r.neighbours.name().to_string(),
         };
-        let res = odometer::reserve(&spec, &r.key, &charge).map_err(odo_err)?;
-        eprintln!(
-            "privacy odometer {}: dataset {}: this fit charged epsilon = {}, delta = {}; total {} fit(s), epsilon = {}, delta = {} of the limit epsilon = {}, delta = {} (basic composition)",
-            spec.describe(),
-            res.dataset,
-            short(epsilon),
-            short(delta),
-            res.after.fits,
-            short(res.after.epsilon),
-            short(res.after.delta),
-            short(res.limit.epsilon),
-            short(res.limit.delta)
-        );
         Ok(FitCharge {
-            reservation: Some(res),
+            reservation: Some(reserve_reported(&spec, &r.key, &charge, "fit")?),
         })
     }
 

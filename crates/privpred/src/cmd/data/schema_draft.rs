@@ -3,7 +3,7 @@
 //! for the mechanisms and the budget split).
 
 use crate::exit::usage;
-use privpred_answer::odometer::{self, Charge, short};
+use privpred_answer::odometer::Charge;
 use privpred_core::Neighbours;
 use privpred_data::schema::{DEFAULT_DRAFT_QUANTILE, PrivateDraft, declare_header};
 use privpred_data::table::{self, TableFormat};
@@ -117,21 +117,9 @@ pub fn run(file: &Path, label: Option<&str>, a: &DraftArgs, epsilon: f64) -> any
                 budget: None,
                 neighbours: Neighbours::ReplaceOne.name().to_string(),
             };
-            let r =
-                odometer::reserve(spec, key, &charge).map_err(super::super::odometer::odo_err)?;
-            eprintln!(
-                "privacy odometer {}: dataset {}: this draft charged epsilon = {}, delta = {}; total {} fit(s), epsilon = {}, delta = {} of the limit epsilon = {}, delta = {} (basic composition)",
-                spec.describe(),
-                r.dataset,
-                short(eps),
-                short(delta),
-                r.after.fits,
-                short(r.after.epsilon),
-                short(r.after.delta),
-                short(r.limit.epsilon),
-                short(r.limit.delta)
-            );
-            Some(r)
+            Some(super::super::odometer::reserve_reported(
+                spec, key, &charge, "draft",
+            )?)
         }
     };
     let schema = match plan.draft(&rows, &mut rng) {
