@@ -62,7 +62,7 @@ env PATH="$work/user/bin:$clean_path" sh -c '
         echo "error: a Rust toolchain is still on PATH" >&2; exit 1
     fi'
 env PATH="$work/user/bin:$clean_path" "$work/user/bin/pip" install -q --upgrade pip
-env PATH="$work/user/bin:$clean_path" "$work/user/bin/pip" install -q "$wheel" pytest dp-accounting numpydoc
+env PATH="$work/user/bin:$clean_path" "$work/user/bin/pip" install -q "$wheel" pytest dp-accounting numpydoc pandas
 installed=$("$user_py" - <<'EOF'
 import os, privpred
 root = os.path.dirname(privpred.__file__)
