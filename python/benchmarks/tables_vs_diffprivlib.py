@@ -253,7 +253,9 @@ def privpred_compare(binary, workdir, dataset, schema_path, reps, budget, delta,
         eps = cell["setting"]["epsilon"]
         for r in cell["results"]:
             rows[(r["method"], eps)] = (r["mean"], r["std"])
-            settings[(r["method"], eps)] = {k: r.get(k) for k in ("lambda", "teachers", "clip")}
+            ex = r.get("example", {})
+            settings[(r["method"], eps)] = {k: ex.get(k) for k in (
+                "lambda", "teachers", "clip", "noise_multiplier", "loss", "dim")}
     return rows, j["nonprivate_accuracy"], j["selection"], settings
 
 
