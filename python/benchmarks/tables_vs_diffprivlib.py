@@ -42,6 +42,7 @@ import math
 import os
 import subprocess
 import tempfile
+import time
 import warnings
 
 import numpy as np
@@ -497,7 +498,7 @@ def main():
     warnings.filterwarnings("ignore")
     results = {"settings": {"epsilons": EPSILONS, "budget": a.budget,
                             "repetitions": a.repetitions, "split": "stratified 80/20, seed 0",
-                            "date": __import__("datetime").date.today().isoformat(),
+                            "date": time.strftime("%Y-%m-%d"),
                             "versions": versions(a.privpred)}}
     wanted = a.tables.split(",")
     unknown = set(wanted) - {t[0] for t in TABLES} - set(IMAGE_TASKS)

@@ -202,9 +202,8 @@ pub struct Args {
     /// limit before training, and the fit is refused if it would pass it.
     #[arg(long, value_name = "URL")]
     pub odometer: Option<String>,
-    /// The dataset's key in the odometer (default: the key a privately drafted `--schema` was
-    /// charged to, its `drafted.odometer_key`; otherwise the SHA-256 identity of its training
-    /// rows).
+    /// The dataset's key in the odometer (default: a privately drafted `--schema`'s
+    /// `drafted.odometer_key`, otherwise the SHA-256 identity of its training rows).
     #[arg(long, value_name = "KEY", requires = "odometer")]
     pub odometer_key: Option<String>,
     /// Print the summary as JSON.
@@ -392,17 +391,14 @@ fn load_linear_data(
     check_public_classes(args, &splits.train)?;
     check_add_remove_input(args, &splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
-    let drafted_key = opts
+    let drafted = opts
         .schema
         .as_ref()
-        .and_then(|s| s.drafted.as_ref())
-        .and_then(|d| d.odometer_key.as_deref());
-    let odometer_key = match (&args.odometer, &args.odometer_key, drafted_key) {
-        (None, _, _) => None,
-        (Some(_), Some(k), _) => Some(super::odometer::check_key(k)?),
-        // a privately drafted schema: the fit is charged to the key its draft was charged to
-        (Some(_), None, Some(k)) => Some(super::odometer::check_key(k)?),
-        (Some(_), None, None) => {
+        .and_then(|s| s.drafted.as_ref()?.odometer_key.as_deref());
+    let odometer_key = match (&args.odometer, args.odometer_key.as_deref().or(drafted)) {
+        (None, _) => None,
+        (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
+        (Some(_), None) => {
             let (d, f, y) = splits.training_input();
             Some(privpred_answer::odometer::dataset_identity(d, &f, &y))
         }
