@@ -42,6 +42,7 @@ import math
 import os
 import subprocess
 import tempfile
+import time
 import warnings
 
 import numpy as np
@@ -236,7 +237,14 @@ def privpred_runs(binary, workdir, schema_path, reps, budget, delta):
     """`privpred compare` at its defaults: lambda, T, DP-SGD's batch and clip by the public rule."""
     # relative paths: compare's seeds are labelled with the --dataset text, so the same
     # text (not a random temporary path) gives the same numbers on every run
-    cmd = [binary, "compare", "--dataset", "csv:train.csv,test.csv", "--schema", schema_path,
+    return privpred_compare(binary, workdir, "csv:train.csv,test.csv", schema_path, reps,
+                            budget, delta)
+
+
+def privpred_compare(binary, workdir, dataset, schema_path, reps, budget, delta, extra=()):
+    """`privpred compare --dataset DATASET [--schema S]` at its defaults, as JSON."""
+    schema = ["--schema", schema_path] if schema_path else []
+    cmd = [binary, "compare", "--dataset", dataset, *schema, *extra,
            "--epsilon", ",".join(f"{e:g}" for e in EPSILONS), "--budget", str(budget),
            "--delta", f"{delta:g}", "--repetitions", str(reps), "--json"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=workdir)
@@ -246,7 +254,9 @@ def privpred_runs(binary, workdir, schema_path, reps, budget, delta):
         eps = cell["setting"]["epsilon"]
         for r in cell["results"]:
             rows[(r["method"], eps)] = (r["mean"], r["std"])
-            settings[(r["method"], eps)] = {k: r.get(k) for k in ("lambda", "teachers", "clip")}
+            ex = r.get("example", {})
+            settings[(r["method"], eps)] = {k: ex.get(k) for k in (
+                "lambda", "teachers", "clip", "noise_multiplier", "loss", "dim")}
     return rows, j["nonprivate_accuracy"], j["selection"], settings
 
 
@@ -278,10 +288,10 @@ def dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, seed):
     return float(np.mean(accs)), float(np.std(accs, ddof=1))
 
 
-def sk_logreg(Xtr, ytr, Xte, yte, seed=0):
+def sk_logreg(Xtr, ytr, Xte, yte, seed=0, grid=LAMBDA_GRID):
     """Non-private scikit-learn, lambda chosen on a 10 % hold-out of the training split."""
     Xa, Xh, ya, yh = train_test_split(Xtr, ytr, test_size=0.1, random_state=seed, stratify=ytr)
-    best = max(LAMBDA_GRID, key=lambda lam: LogisticRegression(C=1.0 / (lam * len(Xa)), max_iter=10000)
+    best = max(grid, key=lambda lam: LogisticRegression(C=1.0 / (lam * len(Xa)), max_iter=10000)
                .fit(Xa, ya).score(Xh, yh))
     acc = LogisticRegression(C=1.0 / (best * len(Xtr)), max_iter=10000).fit(Xtr, ytr).score(Xte, yte)
     return acc, best
@@ -335,7 +345,7 @@ def run_table(a, name, rows):
     sk_mm = LogisticRegression(max_iter=10000).fit((Rtr - mn) / span, ytr).score(
         (np.clip(Rte, mn, mx) - mn) / span, yte)
     res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Mtr.shape[1],
-           "classes": int(y.max() + 1),
+           "classes": int(y.max() + 1), "repetitions": a.repetitions,
            "test_majority": float(np.bincount(yte).max() / len(yte)),
            "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
            "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
@@ -359,6 +369,94 @@ def run_table(a, name, rows):
                            a.repetitions, 0)
         res["rows"].append({"library": "diffprivlib", "method": "GaussianNB",
                             "epsilon": eps, "mean": mean, "std": std})
+    return res
+
+
+# MNIST as `privpred compare --dataset mnist` reads it: pixels / 255, each row scaled to unit
+# length (no schema); the binary task is digits 0-4 (label 0) against 5-9 (label 1), given
+# to privpred as an IDX directory with the labels rewritten. Pinned SHA-256 of the raw files.
+MNIST_FILES = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+IMAGE_TASKS = ["mnist-binary", "mnist"]
+# the scikit-learn reference's hold-out grid on MNIST (a shorter one: each fit takes a minute)
+IMAGE_LAMBDA_GRID = [1e-5, 1e-4, 1e-3]
+
+
+def _read_idx(path):
+    import hashlib
+
+    raw = open(path, "rb").read()
+    want = MNIST_FILES[os.path.basename(path)]
+    if hashlib.sha256(raw).hexdigest() != want:
+        raise ValueError(f"{path}: SHA-256 is not the pinned {want}")
+    ndim = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def mnist_arrays(mnist_dir):
+    Xtr = _read_idx(os.path.join(mnist_dir, "train-images-idx3-ubyte")).reshape(60000, -1)
+    ytr = _read_idx(os.path.join(mnist_dir, "train-labels-idx1-ubyte")).astype(int)
+    Xte = _read_idx(os.path.join(mnist_dir, "t10k-images-idx3-ubyte")).reshape(10000, -1)
+    yte = _read_idx(os.path.join(mnist_dir, "t10k-labels-idx1-ubyte")).astype(int)
+    unit = lambda X: (X / 255.0) / np.maximum(np.linalg.norm(X / 255.0, axis=1, keepdims=True), 1e-12)  # noqa: E731
+    return unit(Xtr), ytr, unit(Xte), yte
+
+
+def run_image(a, name):
+    """MNIST (10 classes) or its binary task: privpred compare at its defaults, diffprivlib's
+    LogisticRegression as documented and scikit-learn's non-private one, on the same rows."""
+    Xtr, ytr, Xte, yte = mnist_arrays(a.mnist_dir)
+    reps = a.image_repetitions
+    binary = os.path.abspath(a.privpred)
+    with tempfile.TemporaryDirectory() as d:
+        if name == "mnist-binary":
+            ytr, yte = (ytr >= 5).astype(int), (yte >= 5).astype(int)
+            idx = os.path.join(d, "mnist-binary")
+            os.mkdir(idx)
+            for f in MNIST_FILES:
+                src = os.path.join(a.mnist_dir, f)
+                if "labels" in f:
+                    lab = _read_idx(src) >= 5
+                    with open(os.path.join(idx, f), "wb") as out:
+                        out.write(bytes([0, 0, 8, 1]) + len(lab).to_bytes(4, "big")
+                                  + lab.astype(np.uint8).tobytes())
+                else:
+                    os.symlink(src, os.path.join(idx, f))
+            dataset = "idx:mnist-binary"
+        else:
+            dataset = "mnist"
+        run = lambda delta: privpred_compare(binary, d, dataset, None, reps, a.budget,  # noqa: E731
+                                             delta)
+        pp, nonpriv, selection, settings = run(0.0)
+        pp_d, _, _, settings_d = run(DPSGD_DELTA)
+    pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
+    settings.update({k: v for k, v in settings_d.items() if k[0] == "dp-sgd"})
+    sk, sk_lam = sk_logreg(Xtr, ytr, Xte, yte, grid=IMAGE_LAMBDA_GRID)
+    res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Xtr.shape[1],
+           "classes": int(ytr.max() + 1), "repetitions": reps,
+           "test_majority": float(np.bincount(yte).max() / len(yte)),
+           "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
+           "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
+                                 for k, v in sorted(settings.items())],
+           "mapping_max_abs_diff_vs_privpred": None,
+           "privpred_nonprivate": nonpriv, "privpred_nonprivate_lambda_0.01": float("nan"),
+           "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
+           "sklearn_minmax": float("nan"), "rows": []}
+    for eps in EPSILONS:
+        for m in METHODS:
+            if (m, eps) in pp:
+                mean, std = pp[(m, eps)]
+                res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
+                                    "mean": mean, "std": std})
+        if have_diffprivlib():
+            mean, std = dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, 0)
+            res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
+                                "epsilon": eps, "mean": mean, "std": std})
     return res
 
 
@@ -392,24 +490,38 @@ def main():
     ap.add_argument("--repetitions", type=int, default=10)
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--tables", default=",".join(t[0] for t in TABLES))
+    ap.add_argument("--mnist-dir", default=os.path.expanduser("~/.cache/privpred/mnist"))
+    ap.add_argument("--image-repetitions", type=int, default=10,
+                    help="repetitions on mnist-binary and mnist (each fit is slower)")
     ap.add_argument("--json")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     results = {"settings": {"epsilons": EPSILONS, "budget": a.budget,
                             "repetitions": a.repetitions, "split": "stratified 80/20, seed 0",
+                            "date": time.strftime("%Y-%m-%d"),
                             "versions": versions(a.privpred)}}
     wanted = a.tables.split(",")
-    for name, load in TABLES:
+    unknown = set(wanted) - {t[0] for t in TABLES} - set(IMAGE_TASKS)
+    if unknown:
+        ap.error(f"--tables: unknown {sorted(unknown)}; known: "
+                 + ", ".join([t[0] for t in TABLES] + IMAGE_TASKS))
+    if a.json and os.path.exists(a.json):
+        # a run on some tables keeps the others' results
+        old = json.load(open(a.json))
+        results = {**{k: v for k, v in old.items() if k != "settings"}, **results}
+    jobs = [(n, lambda n=n, load=load: run_table(a, n, load(a))) for n, load in TABLES]
+    jobs += [(n, lambda n=n: run_image(a, n)) for n in IMAGE_TASKS]
+    for name, job in jobs:
         if name not in wanted:
             continue
-        res = run_table(a, name, load(a))
+        res = job()
         results[name] = res
         print_table(name, res)
-    if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(results, f, indent=1)
-        os.replace(tmp, a.json)
+        if a.json:
+            tmp = a.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(results, f, indent=1)
+            os.replace(tmp, a.json)
 
 
 if __name__ == "__main__":

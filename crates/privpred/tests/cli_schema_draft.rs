@@ -168,6 +168,74 @@ fn a_private_draft_is_charged_recorded_and_trains() {
 }
 
 #[test]
+fn a_fit_on_a_private_draft_defaults_to_the_drafts_odometer_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = table(dir.path());
+    let odo = dir.path().join("odo.sqlite");
+    let odo = s(&odo);
+    limit(odo, "survey", "30");
+    let (c, out, err) = draft(
+        &csv,
+        &[
+            "--epsilon",
+            "20",
+            "--delta",
+            "1e-6",
+            "--odometer",
+            odo,
+            "--odometer-key",
+            "survey",
+        ],
+    );
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["drafted"]["odometer_key"], "survey", "{v}");
+    let schema = dir.path().join("s.json");
+    std::fs::write(&schema, &out).unwrap();
+    let ds = format!("csv:{}", s(&csv));
+    let m = dir.path().join("m.safetensors");
+    let fit = |extra: &[&str]| {
+        let mut t = vec![
+            "train",
+            "model-sensitivity",
+            "--dataset",
+            &ds,
+            "--schema",
+            s(&schema),
+            "--epsilon",
+            "1",
+            "--lambda",
+            "1e-2",
+            "--out",
+            s(&m),
+            "--odometer",
+            odo,
+        ];
+        t.extend_from_slice(extra);
+        capture(&t)
+    };
+    // no --odometer-key: the fit is charged to the draft's key, one budget for both
+    let (c, _, err) = fit(&[]);
+    assert_eq!(c, 0, "{err}");
+    assert!(err.contains("dataset survey"), "{err}");
+    let rec = spent(odo, "survey");
+    assert_eq!(rec["spent"]["epsilon"], 21.0, "{rec}");
+    assert_eq!(rec["fits"][1]["method"], "model-sensitivity", "{rec}");
+    // a key given explicitly still wins (it needs its own limit)
+    limit(odo, "other", "5");
+    let (c, _, err) = fit(&["--odometer-key", "other"]);
+    assert_eq!(c, 0, "{err}");
+    assert_eq!(spent(odo, "other")["spent"]["epsilon"], 1.0);
+    assert_eq!(spent(odo, "survey")["spent"]["epsilon"], 21.0);
+
+    // a draft without an odometer records no key
+    let (c, out, err) = draft(&csv, &["--epsilon", "20", "--delta", "1e-6", "--seed", "3"]);
+    assert_eq!(c, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["drafted"].get("odometer_key").is_none(), "{v}");
+}
+
+#[test]
 fn bad_flags_exit_2_and_charge_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let csv = table(dir.path());

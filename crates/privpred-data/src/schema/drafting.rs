@@ -168,6 +168,12 @@ pub struct Drafted {
     /// it is not a release. Absent for a draft from the OS-seeded generator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The privacy odometer key the draft was charged to (`--odometer-key`): `train --schema`
+    /// with `--odometer` charges the fit to the same key unless `--odometer-key` names another,
+    /// so that the draft and the fits add up against one limit. Absent for a draft without an
+    /// odometer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub odometer_key: Option<String>,
 }
 
 /// One column of [`Drafted`].
@@ -589,6 +595,7 @@ impl DraftPlan {
                 quantiles: [self.quantile, 1.0 - self.quantile],
                 columns: record,
                 seed: self.seed,
+                odometer_key: None,
             }),
         };
         s.validate()?;

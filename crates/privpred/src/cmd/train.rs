@@ -202,7 +202,8 @@ pub struct Args {
     /// limit before training, and the fit is refused if it would pass it.
     #[arg(long, value_name = "URL")]
     pub odometer: Option<String>,
-    /// The dataset's key in the odometer (default: the SHA-256 identity of its training rows).
+    /// The dataset's key in the odometer (default: a privately drafted `--schema`'s
+    /// `drafted.odometer_key`, otherwise the SHA-256 identity of its training rows).
     #[arg(long, value_name = "KEY", requires = "odometer")]
     pub odometer_key: Option<String>,
     /// Print the summary as JSON.
@@ -390,7 +391,11 @@ fn load_linear_data(
     check_public_classes(args, &splits.train)?;
     check_add_remove_input(args, &splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
-    let odometer_key = match (&args.odometer, &args.odometer_key) {
+    let drafted = opts
+        .schema
+        .as_ref()
+        .and_then(|s| s.drafted.as_ref()?.odometer_key.as_deref());
+    let odometer_key = match (&args.odometer, args.odometer_key.as_deref().or(drafted)) {
         (None, _) => None,
         (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
         (Some(_), None) => {

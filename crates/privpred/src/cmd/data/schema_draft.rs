@@ -122,7 +122,7 @@ pub fn run(file: &Path, label: Option<&str>, a: &DraftArgs, epsilon: f64) -> any
             )?)
         }
     };
-    let schema = match plan.draft(&rows, &mut rng) {
+    let mut schema = match plan.draft(&rows, &mut rng) {
         Ok(s) => s,
         Err(e) => {
             if reservation.is_some() {
@@ -133,6 +133,10 @@ pub fn run(file: &Path, label: Option<&str>, a: &DraftArgs, epsilon: f64) -> any
             return Err(usage(format!("{}: {e}", file.display())));
         }
     };
+    // the key the draft was charged to: `train --schema` with `--odometer` charges it too
+    if let (Some((_, key)), Some(d)) = (&odometer, schema.drafted.as_mut()) {
+        d.odometer_key = Some(key.clone());
+    }
     let text = serde_json::to_string_pretty(&schema)?;
     if let Some(r) = reservation {
         r.confirm(&format!("schema draft of {}", file.display()))
