@@ -78,7 +78,9 @@ fn main() {
             }
         );
     }
+}
 
+fn answers_per_second() {
     println!("\n# answers per second, d = 10 (one process, seeded ChaCha20)");
     println!("eps\tf64 l2-Laplace\tlattice (exact)\tratio");
     for &eps in &[0.1, 1.0, 10.0] {
@@ -102,7 +104,9 @@ fn main() {
         let (a, b) = (per_s(&f64_noise, 1.0), per_s(&lattice, 3.0));
         println!("{eps}\t{a:.0}\t{b:.0}\t{:.1}", a / b);
     }
+}
 
+fn timing_channel() {
     println!("\n# timing channel, d = 10, eps = 1: 20000 draws");
     let (beta, rounding) = lattice_laplace_beta(1.0, 1, SENS).unwrap();
     let mut rng = seeded_rng(11);
@@ -161,7 +165,9 @@ fn main() {
             t / p
         );
     }
+}
 
+fn weights_at_model_sensitivity() {
     println!("\n# model sensitivity's weights at delta = 0, d = 7850 (MNIST), eps = 1");
     let d = 7850;
     let (beta, rounding) = lattice_laplace_beta(1.0, 1, SENS).unwrap();

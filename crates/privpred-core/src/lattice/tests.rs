@@ -1,5 +1,9 @@
 use super::*;
-use crate::noise::seeded_rng;
+use rand::SeedableRng;
+
+fn seeded_rng(seed: u64) -> rand_chacha::ChaCha20Rng {
+    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
+}
 
 /// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
 fn chi2_crit(df: f64) -> f64 {
