@@ -35,18 +35,25 @@ fn acceptance_limit(d: usize) -> f64 {
 const SENS: f64 = 2.0 * std::f64::consts::SQRT_2 / (60_000.0 * 1e-2);
 
 fn main() {
+    acceptance();
+    answers_per_second();
+    timing_channel();
+    weights_at_model_sensitivity();
+}
+
+fn acceptance() {
     println!(
         "# acceptance rate of the rejection (rate from a calibration at eps = 1, Delta = {SENS:.3e})"
     );
     println!("d\tproposals\taccepted\tmeasured\tcontinuous limit\tus per accepted draw");
-    for &(d, budget_s) in &[(2usize, 1.0), (10, 2.0), (16, 4.0), (32, 20.0), (100, 5.0)] {
+    for &(d, budget_s) in &[(2usize, 1.0), (10, 2.0), (16, 4.0), (32, 10.0), (100, 5.0)] {
         let (beta, r) = lattice_laplace_beta(1.0, 1, SENS).unwrap();
         let k = privpred_core::grid::grid_log2(r, d).unwrap();
         let rates = LatticeRates::new(beta, k, d).unwrap();
         let mut rng = seeded_rng(d as u64);
         let t = Instant::now();
         let (mut proposals, mut accepted) = (0u64, 0u64);
-        if d <= 32 {
+        if d <= privpred_core::lattice::LATTICE_L2_MAX_DIM {
             while t.elapsed().as_secs_f64() < budget_s {
                 let (_, p) = sample_lattice_noise(&mut rng, &rates).unwrap();
                 proposals += p;
