@@ -206,7 +206,11 @@ impl Mechanism for EndToEnd {
                     Some(VectorNoise::Gaussian { sigma }) => (b_d - b_dp) / (2.0 * sigma * sigma),
                     // the objective's noise is continuous; a grid release here is not the
                     // mechanism this audit models
-                    Some(VectorNoise::DiscreteGaussian { .. }) | None => {
+                    Some(
+                        VectorNoise::DiscreteGaussian { .. }
+                        | VectorNoise::DiscreteL2Laplace { .. },
+                    )
+                    | None => {
                         return Err(AuditError::Run("unexpected noise".into()));
                     }
                 })

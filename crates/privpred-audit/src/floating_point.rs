@@ -422,8 +422,84 @@ fn grid_row(a: &FloatingPointAudit, rng: &mut PrivRng, alpha: f64) -> FloatingPo
     )
 }
 
+/// The noisy logits on the grid with exact lattice ℓ2-Laplace noise, as shipped for δ = 0
+/// (`privpred_core::lattice`): every coordinate of every draw must be a grid point
+/// (self-check; the image is all of the grid from any input, as every lattice point has
+/// positive probability), so the inversion covers the sampler's whole image and a zero
+/// advantage is conclusive. Timing: draws from x and from x′ alternate, each timed alone;
+/// the draws from x are also grouped by the quartile of the noise's norm ‖y − x‖₂ (the
+/// noise drawn), and the largest z-score of a group's mean time against the overall mean
+/// is reported.
+fn lattice_row(a: &FloatingPointAudit, rng: &mut PrivRng, alpha: f64) -> FloatingPointRow {
+    let x = [2.31, -0.7, 0.05, 1.9, -3.2, 0.4, 0.41, -1.0, 2.0, 0.0];
+    let x_prime: Vec<f64> = x.iter().map(|v| v + 0.05).collect();
+    // β and r of a calibration at Δ = 0.1, ε = 2: β = ε/(Δ + r), r = Δ/1024
+    let rounding = 0.1 / 1024.0;
+    let noise = Noise::DiscreteL2Laplace {
+        beta: 2.0 / (0.1 + rounding),
+        rounding,
+    };
+    let k = privpred_core::grid::grid_log2(rounding, x.len()).expect("valid allowance");
+    let g = 2f64.powi(k);
+    let (mut unreachable, mut self_fail) = (0, 0);
+    let (mut times_d, mut times_dp, mut norms) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..a.draws {
+        for prime in [false, true] {
+            let mut y = if prime { x_prime.clone() } else { x.to_vec() };
+            let t = Instant::now();
+            noise
+                .add_to(rng, &mut y)
+                .expect("the audit's fixed noise is valid");
+            let ns = t.elapsed().as_nanos() as f64;
+            if prime {
+                times_dp.push(ns);
+                continue;
+            }
+            times_d.push(ns);
+            norms.push(y.iter().zip(&x).map(|(a, b)| (a - b).powi(2)).sum::<f64>());
+            if !y.iter().all(|&yi| grid_reaches(yi, g)) {
+                self_fail += 1;
+                unreachable += 1;
+            }
+        }
+    }
+    let ((md, sd), (mdp, sdp)) = (mean_se(&times_d), mean_se(&times_dp));
+    let mut sorted = norms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let q = |f: f64| sorted[((sorted.len() - 1) as f64 * f) as usize];
+    let cuts = [q(0.25), q(0.5), q(0.75)];
+    let mut groups: Vec<Vec<f64>> = vec![Vec::new(); 4];
+    for (&t, &n) in times_d.iter().zip(&norms) {
+        groups[cuts.iter().filter(|&&c| n > c).count()].push(t);
+    }
+    let z_labels = groups
+        .iter()
+        .filter(|v| v.len() >= 30)
+        .map(|v| {
+            let (m, se) = mean_se(v);
+            ((m - md) / se.max(1e-9)).abs()
+        })
+        .fold(0.0, f64::max);
+    let timing = Timing {
+        mean_ns_d: md,
+        mean_ns_d_prime: mdp,
+        z_inputs: (md - mdp) / (sd * sd + sdp * sdp).sqrt().max(1e-9),
+        z_labels,
+    };
+    row(
+        "noisy logits, ℓ2-Laplace on a power-of-two grid (exact lattice sampler, δ = 0)",
+        true,
+        true,
+        (a.draws, unreachable, self_fail),
+        true,
+        Some(timing),
+        alpha,
+    )
+}
+
 /// Runs the floating-point audit: the textbook reference, the four exact selections, the
-/// discrete Gaussian grid release and the two f64 additive releases of noisy logits.
+/// discrete Gaussian and lattice ℓ2-Laplace grid releases and the two f64 additive releases
+/// of numbers.
 pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<FloatingPointRow>> {
     crate::stats::check_confidence(a.confidence)?;
     if a.draws < 128 {
@@ -440,8 +516,9 @@ pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<Floatin
         rows.push(selection_row(&p, a, &mut rng, alpha));
     }
     rows.push(grid_row(a, &mut rng, alpha));
+    rows.push(lattice_row(a, &mut rng, alpha));
     rows.push(additive_row(
-        "noisy logits, ℓ2-Laplace (f64 sampler)",
+        "ℓ2-Laplace (f64 sampler; model sensitivity's weights at δ = 0 and the paper calibration's noisy logits)",
         Noise::L2Laplace { beta: 2.0 },
         a,
         &mut rng,
@@ -529,6 +606,21 @@ mod tests {
         assert!(grid_reaches(3.0 * 2f64.powi(-20), 2f64.powi(-20)));
         assert!(!grid_reaches(3.5 * 2f64.powi(-20), 2f64.powi(-20)));
         assert!(!grid_reaches(f64::NAN, 1.0));
+    }
+
+    /// The lattice release: every draw is a grid point, so x′ reaches it too (advantage 0
+    /// with a conclusive bound), and the timing is measured.
+    #[test]
+    fn lattice_release_has_no_reachability_advantage() {
+        let a = FloatingPointAudit {
+            draws: 4_096,
+            ..Default::default()
+        };
+        let mut rng = seeded_rng(5);
+        let r = lattice_row(&a, &mut rng, 0.05);
+        assert_eq!((r.unreachable, r.self_check_failures), (0, 0));
+        assert!(r.conclusive && r.exact && r.advantage_upper < 1e-3);
+        assert!(r.timing.is_some_and(|t| t.mean_ns_d > 0.0));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::{CoreError, Result};
 use crate::gaussian::sigma_ag;
 use crate::grid::discrete_gaussian_sigma;
 use crate::guarantee::{Calibration, Guarantee};
+use crate::lattice::lattice_laplace_beta;
 use crate::mechanism::{Mechanism, Scores, VectorNoise};
 use crate::privacy::{Budget, Privacy};
 use crate::types::{Assumptions, CalibrationMode, Loss, Method, Neighbours};
@@ -214,6 +215,9 @@ pub fn calibrate(req: &CalibrationRequest) -> Result<Calibration> {
 
 /// The note of a discrete Gaussian release (`crate::grid`).
 const DISCRETE_GAUSSIAN_NOTE: &str = "discrete Gaussian on a power-of-two grid (exact sampler): sigma = (Delta + r)*sqrt(B/(2 rho*)), r = Delta/1024 the grid rounding, rho* the largest zCDP rho giving (eps, delta) (Canonne, Kamath & Steinke 2020)";
+
+/// The note of a lattice ℓ2-Laplace release (`crate::lattice`).
+const LATTICE_LAPLACE_NOTE: &str = "l2-Laplace on a power-of-two grid (exact lattice sampler): beta = eps/(B*(Delta + r)), r = Delta/1024 the grid rounding; pure eps-DP by the triangle inequality on the lattice (the l1 product law of the same budget above 16 coordinates)";
 
 /// Model sensitivity (output perturbation), docs/guarantees.md#calibrations.
 ///
@@ -465,8 +469,11 @@ pub fn dp_sgd(req: &CalibrationRequest) -> Result<Calibration> {
 ///
 /// Theorem (paper, appendix Thms "prediction sensitivity" and "Gaussian prediction
 /// sensitivity"): each answer θᵀx has L2 sensitivity Δ = 2K/(Nλ) (Lemma "sensitivity bound",
-/// ‖x‖ ≤ 1). δ = 0: ℓ2-Laplace in R^C with β = Nλε/(2KB) is ε-DP over B answers (basic
-/// composition; all modes). δ > 0, `corrected` and `tight`: each answer's logits rounded to a
+/// ‖x‖ ≤ 1). δ = 0, `corrected`: each answer's logits rounded to a power-of-two grid plus
+/// exact ℓ2-Laplace noise on the lattice ([`crate::lattice`]) at β = ε/(B(Δ + r)), r = Δ/1024
+/// the rounding: the lattice law's normalising constant does not depend on its centre, so the
+/// triangle inequality gives (ε/B)-DP per answer, ε-DP over B answers (basic composition);
+/// `paper` keeps the published f64 ℓ2-Laplace with β = Nλε/(2KB). δ > 0, `corrected` and `tight`: each answer's logits rounded to a
 /// power-of-two grid plus exact discrete Gaussian noise ([`crate::grid`]); one answer is
 /// ½((Δ + r)/σ)²-zCDP (r = Δ/1024, the rounding; Canonne, Kamath & Steinke 2020), B answers
 /// B times that (Bun & Steinke 2016, Lemma 2.3), and σ is solved so that the zCDP conversion
@@ -494,13 +501,20 @@ pub fn prediction_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
     if p.is_pure() && req.mode == CalibrationMode::Tight {
         return Ok(prediction_sensitivity_selection(req, nz, sens));
     }
-    if p.is_pure() {
+    if p.is_pure() && req.mode == CalibrationMode::Paper {
         let noise = VectorNoise::L2Laplace {
             beta: eps / (sens * bf),
         };
         let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
         c.notes
             .push("l2-Laplace on logits, beta = N*lambda*eps/(2KB) (basic composition)".into());
+        return Ok(c);
+    }
+    if p.is_pure() {
+        let (beta, rounding) = lattice_laplace_beta(eps, b, sens)?;
+        let noise = VectorNoise::DiscreteL2Laplace { beta, rounding };
+        let mut c = base(req, Budget::Finite(nz), Mechanism::NoisyLogits { noise });
+        c.notes.push(LATTICE_LAPLACE_NOTE.into());
         return Ok(c);
     }
     if req.mode != CalibrationMode::Paper {

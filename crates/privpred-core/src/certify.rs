@@ -241,7 +241,11 @@ mod tests {
                             Noise::DiscreteGaussian { sigma: a, .. },
                             Noise::DiscreteGaussian { sigma: b, .. },
                         ) => b / a,
-                        (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => a / b,
+                        (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b })
+                        | (
+                            Noise::DiscreteL2Laplace { beta: a, .. },
+                            Noise::DiscreteL2Laplace { beta: b, .. },
+                        ) => a / b,
                         // tight δ = 0 prediction sensitivity: a selection over the logits
                         (Noise::PermuteAndFlip { beta: a }, Noise::PermuteAndFlip { beta: b })
                         | (Noise::Exponential { beta: a }, Noise::Exponential { beta: b }) => a / b,

@@ -53,7 +53,7 @@ pub fn rounding_allowance(sensitivity: f64) -> f64 {
 }
 
 /// 2^k exactly, for |k| ≤ 1000.
-fn pow2(k: i32) -> f64 {
+pub(crate) fn pow2(k: i32) -> f64 {
     f64::from_bits(((1023 + k as i64) as u64) << 52)
 }
 
@@ -141,35 +141,11 @@ pub fn discrete_gaussian_rho(sigma: f64, rounding: f64, sensitivity: f64, budget
     budget as f64 * (sensitivity + rounding).powi(2) / (2.0 * sigma * sigma)
 }
 
-/// Releases `values` in place on the grid of `rounding` with exact discrete Gaussian noise of
-/// scale σ (module docs). Errors on a non-finite value, a value too large for the grid, or a
-/// σ not positive.
-pub fn release_discrete_gaussian<R: Rng + ?Sized>(
-    rng: &mut R,
-    values: &mut [f64],
-    sigma: f64,
-    rounding: f64,
-) -> Result<()> {
-    if !(sigma.is_finite() && sigma > 0.0) {
-        return Err(CoreError::invalid(
-            "noise sigma",
-            sigma,
-            "must be a finite number > 0",
-        ));
-    }
-    if values.is_empty() {
-        return Ok(());
-    }
-    let k = grid_log2(rounding, values.len())?;
+/// round(v_i / 2^k) for each coordinate, exactly (dividing a double by a power of two and
+/// rounding to an integer are exact); errors on a non-finite value or one too large for the
+/// grid.
+pub(crate) fn grid_units(values: &[f64], k: i32) -> Result<Vec<i128>> {
     let inv_g = pow2(-k);
-    // (σ/g)² exactly: σ/g is σ's dyadic value times 2^-k
-    let s = Rational::from_f64(sigma)?;
-    let (num, den) = if k >= 0 {
-        (s.numer().clone(), s.denom() << (k as u64))
-    } else {
-        (s.numer() << ((-k) as u64), s.denom().clone())
-    };
-    let s2 = Rational::new(&num * &num, &den * &den)?;
     let mut units = Vec::with_capacity(values.len());
     for (i, &v) in values.iter().enumerate() {
         if !v.is_finite() {
@@ -194,6 +170,38 @@ pub fn release_discrete_gaussian<R: Rng + ?Sized>(
         }
         units.push(n as i128);
     }
+    Ok(units)
+}
+
+/// Releases `values` in place on the grid of `rounding` with exact discrete Gaussian noise of
+/// scale σ (module docs). Errors on a non-finite value, a value too large for the grid, or a
+/// σ not positive.
+pub fn release_discrete_gaussian<R: Rng + ?Sized>(
+    rng: &mut R,
+    values: &mut [f64],
+    sigma: f64,
+    rounding: f64,
+) -> Result<()> {
+    if !(sigma.is_finite() && sigma > 0.0) {
+        return Err(CoreError::invalid(
+            "noise sigma",
+            sigma,
+            "must be a finite number > 0",
+        ));
+    }
+    if values.is_empty() {
+        return Ok(());
+    }
+    let k = grid_log2(rounding, values.len())?;
+    // (σ/g)² exactly: σ/g is σ's dyadic value times 2^-k
+    let s = Rational::from_f64(sigma)?;
+    let (num, den) = if k >= 0 {
+        (s.numer().clone(), s.denom() << (k as u64))
+    } else {
+        (s.numer() << ((-k) as u64), s.denom().clone())
+    };
+    let s2 = Rational::new(&num * &num, &den * &den)?;
+    let units = grid_units(values, k)?;
     let g = pow2(k);
     for (v, n) in values.iter_mut().zip(units) {
         let z = discrete_gaussian(rng, &s2)?;

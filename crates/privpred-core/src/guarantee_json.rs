@@ -14,6 +14,9 @@ pub fn to_json(c: &Calibration) -> serde_json::Value {
         Noise::DiscreteGaussian { sigma, rounding } => {
             json!({"distribution": "discrete-gaussian", "sigma": sigma, "rounding": rounding})
         }
+        Noise::DiscreteL2Laplace { beta, rounding } => {
+            json!({"distribution": "discrete-l2-laplace", "beta": beta, "rounding": rounding})
+        }
         Noise::Exponential { beta } => json!({"distribution": "exponential", "beta": beta}),
         Noise::PermuteAndFlip { beta } => {
             json!({"distribution": "permute-and-flip", "beta": beta})

@@ -18,6 +18,7 @@ pub mod gaussian;
 pub mod grid;
 pub mod guarantee;
 pub mod guarantee_json;
+pub mod lattice;
 pub mod mechanism;
 pub mod noise;
 pub mod params;

@@ -38,6 +38,14 @@ pub enum VectorNoise {
         /// The ℓ2 rounding allowance r (part of the calibrated sensitivity).
         rounding: f64,
     },
+    /// Rounded to a power-of-two grid, plus exact ℓ2-Laplace noise on the lattice of rate β
+    /// ([`crate::lattice`]).
+    DiscreteL2Laplace {
+        /// Rate β (value units).
+        beta: f64,
+        /// The ℓ2 rounding allowance r (part of the calibrated sensitivity).
+        rounding: f64,
+    },
 }
 
 impl From<VectorNoise> for Noise {
@@ -47,6 +55,9 @@ impl From<VectorNoise> for Noise {
             VectorNoise::Gaussian { sigma } => Noise::Gaussian { sigma },
             VectorNoise::DiscreteGaussian { sigma, rounding } => {
                 Noise::DiscreteGaussian { sigma, rounding }
+            }
+            VectorNoise::DiscreteL2Laplace { beta, rounding } => {
+                Noise::DiscreteL2Laplace { beta, rounding }
             }
         }
     }
@@ -60,6 +71,9 @@ impl VectorNoise {
             Noise::Gaussian { sigma } => Some(VectorNoise::Gaussian { sigma }),
             Noise::DiscreteGaussian { sigma, rounding } => {
                 Some(VectorNoise::DiscreteGaussian { sigma, rounding })
+            }
+            Noise::DiscreteL2Laplace { beta, rounding } => {
+                Some(VectorNoise::DiscreteL2Laplace { beta, rounding })
             }
             Noise::Exponential { .. } | Noise::PermuteAndFlip { .. } => None,
         }
@@ -86,6 +100,10 @@ impl VectorNoise {
             },
             VectorNoise::DiscreteGaussian { sigma, rounding } => VectorNoise::DiscreteGaussian {
                 sigma: sigma * factor,
+                rounding: rounding * factor,
+            },
+            VectorNoise::DiscreteL2Laplace { beta, rounding } => VectorNoise::DiscreteL2Laplace {
+                beta: beta / factor,
                 rounding: rounding * factor,
             },
         }
@@ -219,6 +237,7 @@ impl Mechanism {
     pub fn scale(&self) -> f64 {
         match self.noise() {
             Noise::L2Laplace { beta }
+            | Noise::DiscreteL2Laplace { beta, .. }
             | Noise::Exponential { beta }
             | Noise::PermuteAndFlip { beta } => beta,
             Noise::Gaussian { sigma } | Noise::DiscreteGaussian { sigma, .. } => sigma,

@@ -160,6 +160,9 @@ impl Noise {
         match *self {
             Noise::L2Laplace { beta } => sample_l2_laplace(rng, dim, beta),
             Noise::Gaussian { sigma } => sample_gaussian(rng, dim, sigma),
+            Noise::DiscreteL2Laplace { .. } => Err(CoreError::Unsupported(
+                "the l2-Laplace on a grid is a release of the rounded value, not a noise vector: use add_to".into(),
+            )),
             Noise::DiscreteGaussian { .. } => Err(CoreError::Unsupported(
                 "the discrete Gaussian on a grid is a release of the rounded value, not a noise vector: use add_to".into(),
             )),
@@ -177,6 +180,9 @@ impl Noise {
         if let Noise::DiscreteGaussian { sigma, rounding } = *self {
             return crate::grid::release_discrete_gaussian(rng, values, sigma, rounding);
         }
+        if let Noise::DiscreteL2Laplace { beta, rounding } = *self {
+            return crate::lattice::release_lattice_laplace(rng, values, beta, rounding);
+        }
         let n = self.sample(rng, values.len())?;
         for (v, e) in values.iter_mut().zip(n) {
             *v += e;
@@ -186,7 +192,7 @@ impl Noise {
 
     /// Adds one noise draw to `values` (f32) in place.
     pub fn add_to_f32<R: Rng + ?Sized>(&self, rng: &mut R, values: &mut [f32]) -> Result<()> {
-        if let Noise::DiscreteGaussian { .. } = *self {
+        if let Noise::DiscreteGaussian { .. } | Noise::DiscreteL2Laplace { .. } = *self {
             let mut wide: Vec<f64> = values.iter().map(|&v| v as f64).collect();
             self.add_to(rng, &mut wide)?;
             for (v, w) in values.iter_mut().zip(wide) {
@@ -201,13 +207,14 @@ impl Noise {
         Ok(())
     }
 
-    /// The distribution's name as printed (`l2-laplace`, `gaussian`, `exponential`,
-    /// `permute-and-flip`).
+    /// The distribution's name as printed (`l2-laplace`, `gaussian`, `discrete-gaussian`,
+    /// `discrete-l2-laplace`, `exponential`, `permute-and-flip`).
     pub fn distribution_name(&self) -> &'static str {
         match self {
             Noise::L2Laplace { .. } => "l2-laplace",
             Noise::Gaussian { .. } => "gaussian",
             Noise::DiscreteGaussian { .. } => "discrete-gaussian",
+            Noise::DiscreteL2Laplace { .. } => "discrete-l2-laplace",
             Noise::Exponential { .. } => "exponential",
             Noise::PermuteAndFlip { .. } => "permute-and-flip",
         }

@@ -164,6 +164,17 @@ pub enum Noise {
         /// g·√d ≤ r, and the calibration's sensitivity includes r.
         rounding: f64,
     },
+    /// The value rounded to a power-of-two grid plus exact ℓ2-Laplace noise on the integer
+    /// lattice, P(z) ∝ exp(−β·g·‖z‖₂) in grid units g ([`crate::lattice`]; above
+    /// [`crate::lattice::LATTICE_L2_MAX_DIM`] coordinates the ℓ1 product law of the same
+    /// budget): every released value is a grid point.
+    DiscreteL2Laplace {
+        /// Rate β (in the value's units: the release is β·(Δ + r)-DP for sensitivity Δ).
+        beta: f64,
+        /// The ℓ2 rounding allowance r: the grid step g is the largest power of two with
+        /// g·√d ≤ r, and the calibration's sensitivity includes r.
+        rounding: f64,
+    },
     /// Exponential mechanism P(y) ∝ exp(β·votes_y) (subsample-and-aggregate), or over the
     /// logits, P(y) ∝ exp(β·logit_y) (prediction sensitivity, label-only `tight`).
     Exponential {
@@ -191,6 +202,7 @@ impl std::fmt::Display for Noise {
             Noise::L2Laplace { beta } => ("ℓ2-Laplace", "β", beta),
             Noise::Gaussian { sigma } => ("Gaussian", "σ", sigma),
             Noise::DiscreteGaussian { sigma, .. } => ("discrete Gaussian on a grid", "σ", sigma),
+            Noise::DiscreteL2Laplace { beta, .. } => ("ℓ2-Laplace on a grid", "β", beta),
             Noise::Exponential { beta } => ("exponential mechanism", "β", beta),
             Noise::PermuteAndFlip { beta } => ("permute-and-flip", "β", beta),
         };

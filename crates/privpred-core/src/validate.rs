@@ -134,6 +134,10 @@ fn check_mechanism(cal: &Calibration) -> Result<()> {
             positive("noise sigma", sigma)?;
             positive("noise rounding", rounding)
         }
+        Noise::DiscreteL2Laplace { beta, rounding } => {
+            positive("noise beta", beta)?;
+            positive("noise rounding", rounding)
+        }
         Noise::L2Laplace { beta }
         | Noise::Exponential { beta }
         | Noise::PermuteAndFlip { beta } => positive("noise beta", beta),

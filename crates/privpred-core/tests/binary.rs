@@ -182,7 +182,16 @@ fn prediction_sensitivity_on_one_score() {
     );
     r.budget = Budget::finite(10).unwrap();
     let c = calibrate(&r).unwrap();
-    let Noise::L2Laplace { beta } = c.noise() else {
+    // corrected: on the grid (exact lattice sampler), the rounding r = Δ/1024 in Δ
+    let Noise::DiscreteL2Laplace { beta, rounding } = c.noise() else {
+        panic!("{:?}", c.noise())
+    };
+    let want = n as f64 * lambda * eps / (2.0 * 10.0) / (1.0 + 1.0 / 1024.0);
+    assert!((beta - want).abs() <= 1e-11 * want);
+    assert_eq!(rounding, 2.0 / (n as f64 * lambda) / 1024.0);
+    // paper: the published f64 ℓ2-Laplace (a Laplace variable in R^1)
+    r.mode = CalibrationMode::Paper;
+    let Noise::L2Laplace { beta } = calibrate(&r).unwrap().noise() else {
         panic!()
     };
     let want = n as f64 * lambda * eps / (2.0 * 10.0);

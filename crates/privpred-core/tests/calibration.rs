@@ -49,7 +49,7 @@ fn req(
 fn noise_amount(n: &Noise) -> f64 {
     match *n {
         Noise::Gaussian { sigma } | Noise::DiscreteGaussian { sigma, .. } => sigma,
-        Noise::L2Laplace { beta } => 1.0 / beta,
+        Noise::L2Laplace { beta } | Noise::DiscreteL2Laplace { beta, .. } => 1.0 / beta,
         Noise::Exponential { beta } => 1.0 / beta,
         Noise::PermuteAndFlip { beta } => 1.0 / beta,
     }
@@ -236,6 +236,26 @@ fn spec_table_formulas() {
     let c = calibrate(&req(
         Method::PredictionSensitivity,
         CalibrationMode::Corrected,
+        eps,
+        0.0,
+        b,
+        n,
+        l,
+    ))
+    .unwrap();
+    // on the grid with the exact lattice sampler: β = ε/(B(Δ + r)), r = Δ/1024 the rounding
+    let sens = 2.0 * k / nl;
+    assert!(
+        matches!(c.noise(), Noise::DiscreteL2Laplace { beta, rounding }
+            if (beta - eps / (b as f64 * (sens + sens / 1024.0))).abs() < 1e-11 * beta
+                && rounding == sens / 1024.0),
+        "{:?}",
+        c.noise()
+    );
+    // `paper` keeps the published f64 ℓ2-Laplace with β = Nλε/(2KB)
+    let c = calibrate(&req(
+        Method::PredictionSensitivity,
+        CalibrationMode::Paper,
         eps,
         0.0,
         b,

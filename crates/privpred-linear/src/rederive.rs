@@ -170,7 +170,8 @@ mod tests {
                 };
                 // the grid's rounding allowance is part of the sensitivity: a larger one
                 // (a coarser grid) with the same σ is refused
-                if let privpred_core::Noise::DiscreteGaussian { rounding, .. } =
+                if let privpred_core::Noise::DiscreteGaussian { rounding, .. }
+                | privpred_core::Noise::DiscreteL2Laplace { rounding, .. } =
                     p.calibration.noise()
                 {
                     refused(

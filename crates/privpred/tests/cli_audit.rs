@@ -298,13 +298,13 @@ fn bad_input_exits_2() {
 
 /// `privpred audit floating-point`: the reachability attack finds the textbook Laplace
 /// sampler's leak (Mironov 2012) and the f64 release of noisy logits beside a zero logit, finds
-/// none in the exact selections and the discrete Gaussian grid release, and every draw is reproduced from its own input; a method
+/// none in the exact selections and the discrete Gaussian and lattice ℓ2-Laplace grid releases, and every draw is reproduced from its own input; a method
 /// audit without --epsilon and too few draws exit 2.
 #[test]
 fn floating_point_audit_finds_the_textbook_leak_and_none_in_the_exact_selections() {
     let v = audit_json(&["floating-point", "--trials", "4000", "--seed", "3"]);
     let rows = v.as_array().expect("one row per sampler");
-    assert_eq!(rows.len(), 8);
+    assert_eq!(rows.len(), 9);
     for r in rows {
         assert_eq!(r["self_check_failures"], 0, "{r}");
         let name = r["mechanism"].as_str().unwrap();
@@ -315,8 +315,10 @@ fn floating_point_audit_finds_the_textbook_leak_and_none_in_the_exact_selections
         } else if r["exact"] == true {
             assert_eq!(r["unreachable"], 0, "{r}");
             if name.contains("grid") {
-                // the discrete Gaussian grid release: the whole image inverted, conclusive
+                // the grid releases (discrete Gaussian, lattice ℓ2-Laplace): the whole image
+                // inverted, conclusive
                 assert_eq!(r["conclusive"], true, "{r}");
+                assert!(r["advantage_upper"].as_f64().unwrap() < 1e-2, "{r}");
             } else {
                 assert!(r["timing"]["mean_ns_d"].as_f64().unwrap() > 0.0);
             }

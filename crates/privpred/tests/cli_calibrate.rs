@@ -19,7 +19,7 @@ fn json_fields_for_every_method() {
         (
             "prediction-sensitivity",
             &["--n", "60000", "--lambda", "0.001", "--budget", "100"],
-            "l2-laplace",
+            "discrete-l2-laplace",
             "beta",
         ),
         (
@@ -40,6 +40,12 @@ fn json_fields_for_every_method() {
         assert!(v.get("budget").is_some());
         assert_eq!(v["noise"]["distribution"], *dist);
         assert!(v["noise"][param].as_f64().unwrap() > 0.0);
+        if *dist == "discrete-l2-laplace" {
+            // the grid allowance r = Δ/1024 is stated, Δ = 2K/(Nλ)
+            let sens = 2.0 * std::f64::consts::SQRT_2 / (60000.0 * 0.001);
+            let r = v["noise"]["rounding"].as_f64().unwrap();
+            assert!((r - sens / 1024.0).abs() < 1e-15, "{v}");
+        }
     }
     let v = json(&["calibrate", "loss-perturbation", "--epsilon", "2", "--json"]);
     // ρ = 2LC/ε = 2·0.5·10/2 = 5.

@@ -53,6 +53,9 @@ fn calibrate_names_the_selection_mechanism() {
     assert!((v["noise"]["beta"].as_f64().unwrap() / want - 1.0).abs() < 1e-12);
     let v = calibrate("prediction-sensitivity", "corrected", "0");
     assert_eq!(v["mechanism"], "noisy-logits");
+    // the noisy logits on the grid with the exact lattice ℓ2-Laplace
+    assert_eq!(v["noise"]["distribution"], "discrete-l2-laplace");
+    let v = calibrate("prediction-sensitivity", "paper", "0");
     assert_eq!(v["noise"]["distribution"], "l2-laplace");
     let v = calibrate("prediction-sensitivity", "tight", "1e-5");
     assert_eq!(v["mechanism"], "noisy-logits");

@@ -46,7 +46,11 @@ fn train_evaluate_and_compare_print_no_debug_forms() {
     let cases: &[(&str, &[&str], &str)] = &[
         ("model-sensitivity", &[], "noise: ℓ2-Laplace, β = "),
         ("loss-perturbation", &[], "noise: ℓ2-Laplace, β = "),
-        ("prediction-sensitivity", &[], "noise: ℓ2-Laplace, β = "),
+        (
+            "prediction-sensitivity",
+            &[],
+            "noise: ℓ2-Laplace on a grid, β = ",
+        ),
         (
             "subsample-aggregate",
             &["--teachers", "8"],

@@ -87,7 +87,11 @@ fn certified_methods_refuse_early_stops_and_pay_for_the_residual() {
         assert!(o.gradient_norm <= o.gradient_norm_bound, "{m}: {o:?}");
         let exact = privpred_core::calibrate::calibrate(&c.request(ds.n, ds.classes)).unwrap();
         match (exact.noise(), p.calibration.noise()) {
-            (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b }) => {
+            (Noise::L2Laplace { beta: a }, Noise::L2Laplace { beta: b })
+            | (
+                Noise::DiscreteL2Laplace { beta: a, .. },
+                Noise::DiscreteL2Laplace { beta: b, .. },
+            ) => {
                 assert!(b < a, "{m}: the residual must cost noise ({a} vs {b})")
             }
             other => panic!("{other:?}"),

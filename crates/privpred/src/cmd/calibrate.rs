@@ -132,6 +132,10 @@ pub fn to_text(c: &Calibration) -> String {
             VectorNoise::DiscreteGaussian { sigma, rounding } => s.push_str(&format!(
                 "Noise: discrete Gaussian with scale sigma = {sigma:.6e} per coordinate on a power-of-two grid (step g the largest power of two with g·√dimension <= {rounding:.6e}; values rounded to the grid, exact sampler), {what}.\n"
             )),
+            VectorNoise::DiscreteL2Laplace { beta, rounding } => s.push_str(&format!(
+                "Noise: l2-Laplace with beta = {beta:.6e} on a power-of-two grid (P(point) ∝ exp(-beta·‖offset‖); step g the largest power of two with g·√dimension <= {rounding:.6e}; values rounded to the grid, exact sampler, the l1 law of the same budget above {} coordinates), {what}.\n",
+                privpred_core::lattice::LATTICE_L2_MAX_DIM
+            )),
         },
         Mechanism::DpSgd { noise_multiplier: m, .. } => s.push_str(&format!(
             "Noise: Gaussian with noise multiplier sigma = {m:.4} (std = sigma × clip norm per coordinate), {what}.\n"

@@ -1,0 +1,311 @@
+use super::*;
+use rand::SeedableRng;
+
+fn seeded_rng(seed: u64) -> rand_chacha::ChaCha20Rng {
+    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
+}
+
+/// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
+fn chi2_crit(df: f64) -> f64 {
+    let a = 2.0 / (9.0 * df);
+    df * (1.0 - a + 6.0 * a.sqrt()).powi(3)
+}
+
+fn chi2(counts: &[u64], probs: &[f64], n: u64) -> f64 {
+    counts
+        .iter()
+        .zip(probs)
+        .map(|(&c, &p)| {
+            let e = p * n as f64;
+            (c as f64 - e).powi(2) / e
+        })
+        .sum()
+}
+
+/// Two-sided binomial check at α ≈ 1e-9 (|z| ≤ 6.1).
+fn binomial_ok(heads: u64, n: u64, p: f64) -> bool {
+    let e = n as f64 * p;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    (heads as f64 - e).abs() <= 6.1 * sd.max(1e-12)
+}
+
+fn big(v: u64) -> BigUint {
+    BigUint::from(v)
+}
+
+/// The coin exp(−(√X − c)/D) against exp(−γ): γ = 0 (a perfect square), an integer γ, a
+/// fraction, an irrational γ below 1 and above 1; 200,000 flips each, α ≈ 1e-9; a coin of
+/// exp(−1.05γ) is told apart from the irrational ones (power).
+#[test]
+fn sqrt_coin_matches_exp_neg_gamma() {
+    let mut rng = seeded_rng(31);
+    let cases = [
+        (big(49), big(7), big(3)),                   // γ = 0
+        (big(100), big(4), big(3)),                  // γ = 2
+        (big(64), big(5), big(4)),                   // γ = 3/4
+        (big(2), big(0), big(2)),                    // γ = √2/2
+        (big(1_000_003), big(998), big(1)),          // γ = √1000003 − 998 ≈ 2.0015
+        (big(7) << 128u32, big(0), big(1) << 64u32), // γ = √7
+    ];
+    let n = 200_000u64;
+    for (x, c, d) in cases {
+        let coin = ExpSqrtCoin::new(x.clone(), c.clone(), d.clone()).unwrap();
+        let g = coin.gamma_f64();
+        let heads = (0..n).filter(|_| coin.flip(&mut rng)).count() as u64;
+        let p = (-g).exp();
+        assert!(
+            binomial_ok(heads, n, p),
+            "γ = {g}: {heads}/{n}, want p = {p}"
+        );
+        if g > 0.5 {
+            assert!(
+                !binomial_ok(heads, n, (-1.05 * g).exp()),
+                "γ = {g}: a 5 % larger exponent was not told apart"
+            );
+        }
+    }
+    assert!(ExpSqrtCoin::new(big(3), big(2), big(1)).is_err());
+    assert!(ExpSqrtCoin::new(big(4), big(2), big(0)).is_err());
+}
+
+/// The exact pmf P(z) ∝ exp(−b‖z‖₂) on a box of half-width `box_r` (cells in row-major order,
+/// the rest pooled in a last cell), summed over |z_i| ≤ `sum_r`: the mass left out is below
+/// Σ_{m > sum_r} (2m + 1)^d·exp(−b·m), negligible for the values used.
+fn lattice_pmf(dim: usize, b: f64, l1: bool, box_r: i64, sum_r: i64) -> Vec<f64> {
+    let side = (2 * box_r + 1) as usize;
+    let cells = side.pow(dim as u32);
+    let mut p = vec![0.0; cells + 1];
+    let mut total = 0.0;
+    let mut z = vec![-sum_r; dim];
+    loop {
+        let w = if l1 {
+            (-b * z.iter().map(|v| v.abs() as f64).sum::<f64>()).exp()
+        } else {
+            (-b * z.iter().map(|v| (v * v) as f64).sum::<f64>().sqrt()).exp()
+        };
+        total += w;
+        p[cell(&z, box_r).unwrap_or(cells)] += w;
+        let mut i = 0;
+        loop {
+            if i == dim {
+                return p.into_iter().map(|w| w / total).collect();
+            }
+            z[i] += 1;
+            if z[i] <= sum_r {
+                break;
+            }
+            z[i] = -sum_r;
+            i += 1;
+        }
+    }
+}
+
+fn cell(z: &[i64], box_r: i64) -> Option<usize> {
+    let side = 2 * box_r + 1;
+    let mut idx = 0i64;
+    for &v in z.iter().rev() {
+        if v.abs() > box_r {
+            return None;
+        }
+        idx = idx * side + v + box_r;
+    }
+    Some(idx as usize)
+}
+
+fn draw_counts(dim: usize, beta: f64, box_r: i64, n: u64, seed: u64) -> Vec<u64> {
+    let rates = LatticeRates::new(beta, 0, dim).unwrap();
+    let side = (2 * box_r + 1) as usize;
+    let cells = side.pow(dim as u32);
+    let mut counts = vec![0u64; cells + 1];
+    let mut rng = seeded_rng(seed);
+    for _ in 0..n {
+        let (z, _) = sample_lattice_noise(&mut rng, &rates).unwrap();
+        let z: Vec<i64> = z.iter().map(|v| v.to_i64().unwrap()).collect();
+        counts[cell(&z, box_r).unwrap_or(cells)] += 1;
+    }
+    counts
+}
+
+/// The ℓ2 law on Z² and Z³ against its exact pmf (chi-square over a box, tails pooled,
+/// α ≈ 1e-9, seeded); the law at a 10 % larger rate (less noise) and the proposal's ℓ1 law
+/// are rejected by the same test.
+#[test]
+fn lattice_l2_law_matches_its_exact_pmf() {
+    for &(dim, b, box_r, n, seed) in &[
+        (2usize, 0.8, 5i64, 200_000u64, 41u64),
+        (3, 1.0, 2, 200_000, 43),
+    ] {
+        let counts = draw_counts(dim, b, box_r, n, seed);
+        let df = (counts.len() - 1) as f64;
+        let x = chi2(&counts, &lattice_pmf(dim, b, false, box_r, 60), n);
+        assert!(x < chi2_crit(df), "d = {dim}: χ² = {x} ≥ {}", chi2_crit(df));
+        let xs = chi2(&counts, &lattice_pmf(dim, 1.1 * b, false, box_r, 60), n);
+        assert!(
+            xs > chi2_crit(df),
+            "d = {dim}: a 10 % larger rate not rejected: {xs}"
+        );
+        let a = b / (dim as f64).sqrt();
+        let xl = chi2(&counts, &lattice_pmf(dim, a, true, box_r, 120), n);
+        assert!(
+            xl > chi2_crit(df),
+            "d = {dim}: the proposal's law not rejected: {xl}"
+        );
+    }
+}
+
+/// E‖Z‖₂ at a small rate in d = 2 (exact, by summation over |z_i| ≤ 1500) and in d = 10
+/// (the continuous value d/b, to within 0.5 %); the sample mean is within 6 standard errors
+/// and the value at a 10 % larger rate (too little noise) is not.
+#[test]
+fn lattice_noise_norm_has_the_exact_scale() {
+    let mean_norm = |dim: usize, b: f64, n: u64, seed: u64| -> (f64, f64) {
+        let rates = LatticeRates::new(b, 0, dim).unwrap();
+        let mut rng = seeded_rng(seed);
+        let v: Vec<f64> = (0..n)
+            .map(|_| {
+                let (z, _) = sample_lattice_noise(&mut rng, &rates).unwrap();
+                z.iter()
+                    .map(|x| x.to_f64().unwrap().powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            })
+            .collect();
+        let m = v.iter().sum::<f64>() / n as f64;
+        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+        (m, (var / n as f64).sqrt())
+    };
+    // d = 2: exact E‖Z‖ by summation
+    let exact2 = |b: f64| -> f64 {
+        let r = 1500i64;
+        let (mut num, mut den) = (0.0, 0.0);
+        for i in -r..=r {
+            for j in -r..=r {
+                let n = ((i * i + j * j) as f64).sqrt();
+                let w = (-b * n).exp();
+                num += n * w;
+                den += w;
+            }
+        }
+        num / den
+    };
+    let b = 0.05;
+    let (m, se) = mean_norm(2, b, 40_000, 51);
+    let (want, less) = (exact2(b), exact2(1.1 * b));
+    assert!(
+        (m - want).abs() < 6.0 * se,
+        "d = 2: mean {m}, exact {want}, se {se}"
+    );
+    assert!(
+        (m - less).abs() > 6.0 * se,
+        "d = 2: 10 % less noise not told apart"
+    );
+    let (b, dim) = (0.02, 10usize);
+    let (m, se) = mean_norm(dim, b, 4_000, 53);
+    let want = dim as f64 / b;
+    assert!(
+        (m - want).abs() < 6.0 * se + 0.005 * want,
+        "d = 10: mean {m}, want {want}, se {se}"
+    );
+    assert!((m - dim as f64 / (1.1 * b)).abs() > 6.0 * se + 0.005 * want);
+}
+
+/// Above [`LATTICE_L2_MAX_DIM`] the coordinates are independent discrete Laplace draws of
+/// rate a = b/q with q ≥ √d exactly (so the ℓ1 bound is within the ℓ2 budget): one proposal
+/// per draw, every coordinate's law checked by chi-square (pooled, α ≈ 1e-9), a 10 % larger
+/// rate rejected.
+#[test]
+fn l1_fallback_is_the_product_law_within_the_budget() {
+    let dim = LATTICE_L2_MAX_DIM + 1;
+    assert_eq!(lattice_sampler(dim), LatticeSampler::L1);
+    assert_eq!(lattice_sampler(LATTICE_L2_MAX_DIM), LatticeSampler::L2);
+    let b = 2.0;
+    let rates = LatticeRates::new(b, 0, dim).unwrap();
+    // a·√d ≤ b exactly: (1/a)²·b² ≥ d, i.e. t²·b² ≥ d·s² for scale t/s
+    let (t, s) = (rates.scale().numer(), rates.scale().denom());
+    let bq = Rational::from_f64(b).unwrap();
+    assert!(
+        t * t * bq.numer() * bq.numer()
+            >= BigUint::from(dim as u64) * s * s * bq.denom() * bq.denom()
+    );
+    let a = 1.0 / rates.scale().to_f64();
+    assert!(a <= b / (dim as f64).sqrt() && a > 0.999_999 * b / (dim as f64).sqrt());
+    let lim = 6i64;
+    let mut counts = vec![0u64; (2 * lim + 2) as usize];
+    let mut rng = seeded_rng(61);
+    let draws = 20_000u64;
+    for _ in 0..draws {
+        let (z, proposals) = sample_lattice_noise(&mut rng, &rates).unwrap();
+        assert_eq!(proposals, 1);
+        for v in z {
+            let v = v.to_i64().unwrap();
+            let bin = if v.abs() > lim {
+                counts.len() - 1
+            } else {
+                (v + lim) as usize
+            };
+            counts[bin] += 1;
+        }
+    }
+    let probs = |a: f64| -> Vec<f64> {
+        let w = |k: i64| (-a * k.abs() as f64).exp();
+        let z: f64 = (-400..=400).map(w).sum();
+        let mut p: Vec<f64> = (-lim..=lim).map(|k| w(k) / z).collect();
+        p.push(1.0 - p.iter().sum::<f64>());
+        p
+    };
+    let n = draws * dim as u64;
+    let df = (counts.len() - 1) as f64;
+    let x = chi2(&counts, &probs(a), n);
+    assert!(x < chi2_crit(df), "χ² = {x}: {counts:?}");
+    assert!(chi2(&counts, &probs(1.1 * a), n) > chi2_crit(df));
+}
+
+/// The calibrated rate meets ε over B releases and 1 % more rate (less noise) does not; the
+/// rounding allowance is in the sensitivity.
+#[test]
+fn beta_is_enough_and_not_more_than_needed() {
+    for &(eps, b, sens) in &[(1.0, 1u64, 0.02), (0.1, 100, 3.0), (10.0, 7, 1.0)] {
+        let (beta, r) = lattice_laplace_beta(eps, b, sens).unwrap();
+        assert_eq!(r, sens / 1024.0);
+        assert!(lattice_laplace_epsilon(beta, r, sens, b) <= eps);
+        assert!(lattice_laplace_epsilon(1.01 * beta, r, sens, b) > eps);
+        assert!(
+            lattice_laplace_epsilon(beta, 0.0, sens, b) < lattice_laplace_epsilon(beta, r, sens, b)
+        );
+    }
+    assert!(lattice_laplace_beta(1.0, 0, 1.0).is_err());
+    assert!(lattice_laplace_beta(1.0, 1, 0.0).is_err());
+    assert!(lattice_laplace_beta(f64::NAN, 1, 1.0).is_err());
+}
+
+/// Every released value is a grid point and the noise is centred on the rounded input; bad
+/// values and rates are refused.
+#[test]
+fn releases_are_grid_points() {
+    let mut rng = seeded_rng(71);
+    let base = [0.0, 1e-3, -2.5, std::f64::consts::PI, 1e-300, -7.0e4];
+    let (beta, r) = (3.0, 1e-3);
+    let k = grid_log2(r, base.len()).unwrap();
+    let g = pow2(k);
+    for _ in 0..200 {
+        let mut v = base;
+        release_lattice_laplace(&mut rng, &mut v, beta, r).unwrap();
+        for x in v {
+            assert_eq!((x / g).fract(), 0.0, "{x} is not a multiple of 2^{k}");
+        }
+    }
+    // 20 coordinates: the ℓ1 law, also on the grid
+    let mut w = [0.3; 20];
+    release_lattice_laplace(&mut rng, &mut w, beta, r).unwrap();
+    let k20 = grid_log2(r, 20).unwrap();
+    assert!(w.iter().all(|x| (x / pow2(k20)).fract() == 0.0));
+    let mut bad = [f64::NAN];
+    assert!(release_lattice_laplace(&mut rng, &mut bad, beta, r).is_err());
+    let mut huge = [1e300];
+    assert!(release_lattice_laplace(&mut rng, &mut huge, beta, r).is_err());
+    let mut ok = [1.0];
+    assert!(release_lattice_laplace(&mut rng, &mut ok, 0.0, r).is_err());
+    assert!(release_lattice_laplace(&mut rng, &mut ok, beta, 0.0).is_err());
+    let mut empty: [f64; 0] = [];
+    assert!(release_lattice_laplace(&mut rng, &mut empty, beta, r).is_ok());
+}
