@@ -33,6 +33,7 @@ use privpred_core::noise::{sample_exponential_mechanism, seeded_rng};
 use privpred_core::select::sample_permute_and_flip;
 use privpred_core::{Noise, PrivRng};
 use rand::Rng;
+use rand_distr::{Distribution, StandardNormal};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -353,15 +354,29 @@ fn additive_row(
     rng: &mut PrivRng,
     alpha: f64,
 ) -> FloatingPointRow {
+    let add = |rng: &mut PrivRng, y: &mut [f64]| {
+        noise
+            .add_to(rng, y)
+            .expect("the audit's fixed noise is valid")
+    };
+    additive_row_with(name, add, a, rng, alpha)
+}
+
+/// [`additive_row`] for a noise given as the operation that adds it in place.
+fn additive_row_with(
+    name: &str,
+    mut add: impl FnMut(&mut PrivRng, &mut [f64]),
+    a: &FloatingPointAudit,
+    rng: &mut PrivRng,
+    alpha: f64,
+) -> FloatingPointRow {
     let x = [2.31, -0.7, 0.05, 1.9, -3.2, 0.4, 0.41, -1.0, 2.0, 0.0];
     let x_prime: Vec<f64> = x.iter().map(|v| v + 0.05).collect();
     let reaches = |y: f64, from: f64| additive_reaches(y, from);
     let (mut unreachable, mut self_fail) = (0, 0);
     for _ in 0..a.draws {
         let mut y = x.to_vec();
-        noise
-            .add_to(rng, &mut y)
-            .expect("the audit's fixed noise is valid");
+        add(rng, &mut y);
         if !y.iter().zip(&x_prime).all(|(&yi, &xi)| reaches(yi, xi)) {
             unreachable += 1;
         }
@@ -531,7 +546,27 @@ pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<Floatin
         &mut rng,
         alpha,
     ));
+    rows.push(additive_row_with(
+        "DP-SGD one step's noisy gradient sum, Gaussian (f64 sampler; not released by itself)",
+        dpsgd_step_noise,
+        a,
+        &mut rng,
+        alpha,
+    ));
     Ok(rows)
+}
+
+/// The per-step noise of the linear DP-SGD trainer as it computes it
+/// (`privpred_linear::dpsgd`): gᵢ + std·z with z a `rand_distr::StandardNormal` f64 draw, at
+/// std = σ·ν = 1.1 (a noise multiplier of 1.1 and a clip of 1). The trainer never releases a
+/// step's sum (the released θ is the end of the run), so a leak here is what an observer of one
+/// step's exact bits could see, not an attack on the released model.
+fn dpsgd_step_noise(rng: &mut PrivRng, y: &mut [f64]) {
+    let std = 1.1;
+    for v in y.iter_mut() {
+        let z: f64 = StandardNormal.sample(rng);
+        *v += std * z;
+    }
 }
 
 #[cfg(test)]

@@ -297,14 +297,15 @@ fn bad_input_exits_2() {
 }
 
 /// `privpred audit floating-point`: the reachability attack finds the textbook Laplace
-/// sampler's leak (Mironov 2012) and the f64 release of noisy logits beside a zero logit, finds
-/// none in the exact selections and the discrete Gaussian and lattice ℓ2-Laplace grid releases, and every draw is reproduced from its own input; a method
+/// sampler's leak (Mironov 2012) and the f64 releases of noisy logits and of one DP-SGD step
+/// beside a zero coordinate, finds none in the exact selections and the discrete Gaussian and
+/// lattice ℓ2-Laplace grid releases, and every draw is reproduced from its own input; a method
 /// audit without --epsilon and too few draws exit 2.
 #[test]
 fn floating_point_audit_finds_the_textbook_leak_and_none_in_the_exact_selections() {
     let v = audit_json(&["floating-point", "--trials", "4000", "--seed", "3"]);
     let rows = v.as_array().expect("one row per sampler");
-    assert_eq!(rows.len(), 9);
+    assert_eq!(rows.len(), 10);
     for r in rows {
         assert_eq!(r["self_check_failures"], 0, "{r}");
         let name = r["mechanism"].as_str().unwrap();
