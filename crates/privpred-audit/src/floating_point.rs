@@ -359,12 +359,14 @@ fn additive_row(
             .add_to(rng, y)
             .expect("the audit's fixed noise is valid")
     };
-    additive_row_with(name, add, a, rng, alpha)
+    additive_row_with(name, true, add, a, rng, alpha)
 }
 
-/// [`additive_row`] for a noise given as the operation that adds it in place.
+/// [`additive_row`] for a noise given as the operation that adds it in place; `released`
+/// says whether privpred releases the noisy values themselves.
 fn additive_row_with(
     name: &str,
+    released: bool,
     mut add: impl FnMut(&mut PrivRng, &mut [f64]),
     a: &FloatingPointAudit,
     rng: &mut PrivRng,
@@ -386,7 +388,7 @@ fn additive_row_with(
     }
     row(
         name,
-        true,
+        released,
         false,
         (a.draws, unreachable, self_fail),
         unreachable > 0,
@@ -548,6 +550,7 @@ pub fn audit_floating_point(a: &FloatingPointAudit) -> crate::Result<Vec<Floatin
     ));
     rows.push(additive_row_with(
         "DP-SGD one step's noisy gradient sum, Gaussian (f64 sampler; not released by itself)",
+        false,
         dpsgd_step_noise,
         a,
         &mut rng,
