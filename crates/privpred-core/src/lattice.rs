@@ -54,7 +54,10 @@
 //! covered").
 
 use crate::error::{CoreError, Result};
-use crate::exact::{Rational, bernoulli_exp_neg, discrete_laplace, uniform_below_u64};
+use crate::exact::{
+    Rational, bernoulli_exp_neg_one, discrete_laplace, discrete_laplace_u64, uniform_below,
+    uniform_below_u64,
+};
 use crate::grid::{grid_log2, grid_units, pow2, rounding_allowance};
 use num_bigint::{BigInt, BigUint};
 use num_integer::Integer;
@@ -123,31 +126,43 @@ pub fn lattice_laplace_epsilon(beta: f64, rounding: f64, sensitivity: f64, budge
     budget as f64 * beta * (sensitivity + rounding)
 }
 
-/// The exact rates of a lattice release: b = β·g and the proposal's a = b/q ≤ b/√d, with
-/// the integers of the acceptance coin.
+/// The least number of significant bits of the proposal scale's numerator t (module docs,
+/// "the rates"): the rates are rounded down by less than one part in 2²².
+pub const SCALE_BITS: u64 = 22;
+
+/// The exact rates of a lattice release: the proposal's (and the ℓ1 law's) rate a = s/t and
+/// the ℓ2 law's rate b′ = q·a ≤ β·g, with the integers of the acceptance coin (module docs,
+/// "the rates").
 #[derive(Debug, Clone)]
 pub struct LatticeRates {
     dim: usize,
-    /// The discrete Laplace scale 1/a = q/b, as a reduced rational.
+    /// The discrete Laplace scale 1/a = t/s (s a power of two; not reduced).
     scale: Rational,
-    /// q_n²·b_n² (X = this·S).
+    /// The rate b′ = q·s/t of the ℓ2 law.
+    rate: Rational,
+    /// (s·q_n)² (X = this·S).
     x_factor: BigUint,
-    /// 2³²·b_n (c = this·L).
+    /// 2³²·s (c = this·L).
     c_factor: BigUint,
-    /// D = q_n·b_d.
+    /// D = 2³²·t.
     denom: BigUint,
+    /// The same on machine integers, when they fit.
+    small: Option<SmallRates>,
 }
 
-fn reduced(num: BigUint, den: BigUint) -> Result<Rational> {
-    let g = num.gcd(&den);
-    if g.is_zero() {
-        return Rational::new(num, den);
-    }
-    Rational::new(num / &g, den / g)
+/// [`LatticeRates`] on machine integers.
+#[derive(Debug, Clone, Copy)]
+struct SmallRates {
+    t: u64,
+    s: u64,
+    x_factor: u128,
+    c_factor: u128,
+    denom: u64,
 }
 
 impl LatticeRates {
-    /// The rates for a rate β (value units), the grid step 2^`log2_step` and dimension `dim`.
+    /// The rates for a rate β (value units), the grid step 2^`log2_step` and dimension `dim`
+    /// (module docs, "the rates").
     pub fn new(beta: f64, log2_step: i32, dim: usize) -> Result<Self> {
         if !(beta.is_finite() && beta > 0.0) {
             return Err(CoreError::invalid(
@@ -165,27 +180,65 @@ impl LatticeRates {
         } else {
             (beta.numer().clone(), beta.denom() << ((-log2_step) as u64))
         };
-        let b = reduced(bn, bd)?;
-        let (bn, bd) = (b.numer().clone(), b.denom().clone());
         // q_n = ⌈√(d·2⁶⁴)⌉, so q = q_n/2³² ≥ √d
         let d2 = BigUint::from(dim as u64) << (2 * SQRT_D_BITS);
         let mut qn = d2.sqrt();
         if &qn * &qn < d2 {
             qn += 1u32;
         }
-        let scale = reduced(&qn * &bd, &bn << SQRT_D_BITS)?;
+        // t(m) = ⌈q·2ᵐ/b⌉ = ⌈q_n·b_d·2ᵐ/(2³²·b_n)⌉, nondecreasing in m; the least m ≥ 0 with
+        // t(m) ≥ 2^SCALE_BITS
+        let (num, den) = (&qn * &bd, &bn << SQRT_D_BITS);
+        let t_of = |m: u64| -> BigUint { (&num << m).div_ceil(&den) };
+        let floor = BigUint::from(1u64) << SCALE_BITS;
+        let mut m = (SCALE_BITS + den.bits()).saturating_sub(num.bits());
+        while t_of(m) < floor {
+            m += 1;
+        }
+        while m > 0 && t_of(m - 1) >= floor {
+            m -= 1;
+        }
+        let t = t_of(m);
+        let s = BigUint::from(1u64) << m;
+        let sq = &s * &qn;
+        let x_factor = &sq * &sq;
+        let c_factor = &s << SQRT_D_BITS;
+        let denom = &t << SQRT_D_BITS;
+        let small = match (
+            t.to_u64(),
+            s.to_u64(),
+            x_factor.to_u128(),
+            c_factor.to_u128(),
+            denom.to_u64(),
+        ) {
+            (Some(t), Some(s), Some(x_factor), Some(c_factor), Some(denom)) => Some(SmallRates {
+                t,
+                s,
+                x_factor,
+                c_factor,
+                denom,
+            }),
+            _ => None,
+        };
         Ok(LatticeRates {
             dim,
-            scale,
-            x_factor: &qn * &qn * &bn * &bn,
-            c_factor: &bn << SQRT_D_BITS,
-            denom: &qn * &bd,
+            scale: Rational::new(t.clone(), s.clone())?,
+            rate: Rational::new(sq, denom.clone())?,
+            x_factor,
+            c_factor,
+            denom,
+            small,
         })
     }
 
-    /// The discrete Laplace scale 1/a of the proposal (and of the ℓ1 law).
+    /// The discrete Laplace scale 1/a = t/s of the proposal (and of the ℓ1 law).
     pub fn scale(&self) -> &Rational {
         &self.scale
+    }
+
+    /// The rate b′ = q·s/t ≤ β·g of the ℓ2 law in grid units (module docs, "the rates").
+    pub fn rate(&self) -> &Rational {
+        &self.rate
     }
 
     /// The dimension.
@@ -193,7 +246,7 @@ impl LatticeRates {
         self.dim
     }
 
-    /// The acceptance coin exp(−(b‖z‖₂ − a‖z‖₁)) of a proposal z.
+    /// The acceptance coin exp(−(b′‖z‖₂ − a‖z‖₁)) of a proposal z.
     pub fn acceptance(&self, z: &[BigInt]) -> ExpSqrtCoin {
         let mut s = BigUint::zero();
         let mut l = BigUint::zero();
@@ -202,6 +255,10 @@ impl LatticeRates {
             s += m * m;
             l += m;
         }
+        self.coin(s, l)
+    }
+
+    fn coin(&self, s: BigUint, l: BigUint) -> ExpSqrtCoin {
         ExpSqrtCoin {
             x: &self.x_factor * s,
             c: &self.c_factor * l,
@@ -212,7 +269,7 @@ impl LatticeRates {
 
 /// A coin of probability exp(−γ) for γ = (√X − c)/D ≥ 0 with integers X, c ≥ 0, D ≥ 1
 /// (module docs: integer part by the integer square root, the fraction by Canonne, Kamath &
-/// Steinke 2020, Algorithm 1 with an exact Bernoulli(f) from lazily drawn uniform digits).
+/// Steinke 2020, Algorithm 1 with an exact Bernoulli(f)).
 #[derive(Debug, Clone)]
 pub struct ExpSqrtCoin {
     x: BigUint,
@@ -242,45 +299,105 @@ impl ExpSqrtCoin {
             / self.d.to_f64().unwrap_or(f64::INFINITY)
     }
 
-    /// One flip: heads with probability exactly exp(−γ).
+    /// One flip: heads with probability exactly exp(−γ). When X fits in 128 bits and D in 64
+    /// it runs on machine integers (the same outcome from the same random bits).
     pub fn flip<R: Rng + ?Sized>(&self, rng: &mut R) -> bool {
+        if let (Some(x), Some(c), Some(d)) = (self.x.to_u128(), self.c.to_u128(), self.d.to_u64()) {
+            return flip_sqrt_coin_small(rng, x, c, d);
+        }
+        self.flip_big(rng)
+    }
+
+    /// [`ExpSqrtCoin::flip`] on arbitrary-precision integers.
+    fn flip_big<R: Rng + ?Sized>(&self, rng: &mut R) -> bool {
         // ⌊√X⌋ ≥ c because √X ≥ c and c is an integer
-        let s = self.x.sqrt();
-        let m = (&s - &self.c) / &self.d;
-        let one = Rational::integer(1u32);
-        let mut i = BigUint::zero();
-        while i < m {
-            if !bernoulli_exp_neg(rng, &one) {
-                return false;
+        let root = self.x.sqrt();
+        let m = (&root - &self.c) / &self.d;
+        match m.to_u64() {
+            Some(m) => {
+                for _ in 0..m {
+                    if !bernoulli_exp_neg_one(rng) {
+                        return false;
+                    }
+                }
             }
-            i += 1u32;
+            None => {
+                let mut i = BigUint::zero();
+                while i < m {
+                    if !bernoulli_exp_neg_one(rng) {
+                        return false;
+                    }
+                    i += 1u32;
+                }
+            }
         }
         let c = &self.c + &m * &self.d;
         // exp(−f), f = (√X − c)/D ∈ [0, 1): Canonne, Kamath & Steinke 2020, Algorithm 1
         let mut k: u64 = 1;
-        while uniform_below_u64(rng, k) == 0 && self.below_fraction(rng, &c) {
+        while uniform_below_u64(rng, k) == 0 && {
+            // Bernoulli(f): U = (V + U′)/D, V uniform below D (module docs)
+            let w = &c + uniform_below(rng, &self.d);
+            match w.cmp(&root) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => below_root_fraction(rng, &self.x, &root),
+            }
+        } {
             k += 1;
         }
         k % 2 == 1
     }
+}
 
-    /// Bernoulli(f) for f = (√X − c)/D ∈ [0, 1): whether a uniform U ∈ [0, 1), its digits
-    /// drawn 64 at a time, satisfies (U·D + c)² < X (module docs).
-    fn below_fraction<R: Rng + ?Sized>(&self, rng: &mut R, c: &BigUint) -> bool {
-        let mut u = BigUint::zero();
-        let mut j: u64 = 0;
-        loop {
-            u = (u << 64u32) + BigUint::from(rng.next_u64());
-            j += 64;
-            let target = &self.x << (2 * j);
-            let lo = &u * &self.d + (c << j);
-            if &lo * &lo >= target {
-                return false;
+/// [`ExpSqrtCoin::flip`] for X < 2¹²⁸, c < 2¹²⁸ and 1 ≤ D < 2⁶⁴ (√X ≥ c), without allocation
+/// but in the rare case (probability 1/D per Bernoulli(f)) that U's first D-ary digit leaves
+/// the comparison undecided.
+fn flip_sqrt_coin_small<R: Rng + ?Sized>(rng: &mut R, x: u128, c: u128, d: u64) -> bool {
+    let root = x.isqrt();
+    let m = (root - c) / d as u128;
+    let mut i = 0u128;
+    while i < m {
+        if !bernoulli_exp_neg_one(rng) {
+            return false;
+        }
+        i += 1;
+    }
+    // c + m·D ≤ ⌊√X⌋
+    let c = c + m * d as u128;
+    let mut k: u64 = 1;
+    while uniform_below_u64(rng, k) == 0 && {
+        let w = c + uniform_below_u64(rng, d) as u128;
+        match w.cmp(&root) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
+                below_root_fraction(rng, &BigUint::from(x), &BigUint::from(root))
             }
-            let hi = lo + &self.d;
-            if &hi * &hi <= target {
-                return true;
-            }
+        }
+    } {
+        k += 1;
+    }
+    k % 2 == 1
+}
+
+/// Whether a uniform U′ ∈ [0, 1) lies below √X − r for r = ⌊√X⌋: U′'s binary digits drawn 64
+/// at a time, after j digits U′ ∈ [u/2ʲ, (u + 1)/2ʲ), and U′ < √X − r is decided once
+/// (r·2ʲ + u)² ≥ X·4ʲ (no) or (r·2ʲ + u + 1)² ≤ X·4ʲ (yes); never for a perfect square X
+/// (the first test says no).
+fn below_root_fraction<R: Rng + ?Sized>(rng: &mut R, x: &BigUint, root: &BigUint) -> bool {
+    let mut u = BigUint::zero();
+    let mut j: u64 = 0;
+    loop {
+        u = (u << 64u32) + BigUint::from(rng.next_u64());
+        j += 64;
+        let target = x << (2 * j);
+        let lo = (root << j) + &u;
+        if &lo * &lo >= target {
+            return false;
+        }
+        let hi = lo + 1u32;
+        if &hi * &hi <= target {
+            return true;
         }
     }
 }
@@ -291,6 +408,11 @@ pub fn sample_lattice_noise<R: Rng + ?Sized>(
     rng: &mut R,
     rates: &LatticeRates,
 ) -> Result<(Vec<BigInt>, u64)> {
+    if let Some(small) = rates.small {
+        let mut z = vec![0i64; rates.dim];
+        let proposals = sample_small(rng, rates, &small, &mut z)?;
+        return Ok((z.into_iter().map(BigInt::from).collect(), proposals));
+    }
     let mut proposals = 0u64;
     loop {
         proposals += 1;
@@ -299,6 +421,57 @@ pub fn sample_lattice_noise<R: Rng + ?Sized>(
             .collect::<Result<Vec<_>>>()?;
         if lattice_sampler(rates.dim) == LatticeSampler::L1 || rates.acceptance(&z).flip(rng) {
             return Ok((z, proposals));
+        }
+    }
+}
+
+/// [`sample_lattice_noise`] on machine integers (the same draws from the same random bits):
+/// writes Z into `z`, returns the number of proposals. A proposal whose coin integers do not
+/// fit in 128 bits flips the arbitrary-precision coin.
+fn sample_small<R: Rng + ?Sized>(
+    rng: &mut R,
+    rates: &LatticeRates,
+    small: &SmallRates,
+    z: &mut [i64],
+) -> Result<u64> {
+    let out_of_range = || CoreError::Numerical("lattice Laplace draw out of range".into());
+    let l1 = lattice_sampler(rates.dim) == LatticeSampler::L1;
+    let mut proposals = 0u64;
+    loop {
+        proposals += 1;
+        // ‖z‖₂² and ‖z‖₁, None on overflow
+        let (mut s2, mut l) = (Some(0u128), Some(0u128));
+        for v in z.iter_mut() {
+            let y = discrete_laplace_u64(rng, small.t, small.s)?;
+            *v = i64::try_from(y).map_err(|_| out_of_range())?;
+            let m = v.unsigned_abs() as u128;
+            s2 = s2.and_then(|s2| s2.checked_add(m * m));
+            l = l.and_then(|l| l.checked_add(m));
+        }
+        if l1 {
+            return Ok(proposals);
+        }
+        let small_coin = match (s2, l) {
+            (Some(s2), Some(l)) => small
+                .x_factor
+                .checked_mul(s2)
+                .zip(small.c_factor.checked_mul(l)),
+            _ => None,
+        };
+        let heads = match small_coin {
+            Some((x, c)) => flip_sqrt_coin_small(rng, x, c, small.denom),
+            None => {
+                let (mut s2, mut l) = (BigUint::zero(), BigUint::zero());
+                for v in z.iter() {
+                    let m = BigUint::from(v.unsigned_abs());
+                    s2 += &m * &m;
+                    l += m;
+                }
+                rates.coin(s2, l).flip_big(rng)
+            }
+        };
+        if heads {
+            return Ok(proposals);
         }
     }
 }

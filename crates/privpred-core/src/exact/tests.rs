@@ -294,3 +294,61 @@ fn selections_handle_integer_votes_and_extreme_gaps() {
         assert_ne!(permute_and_flip(&mut rng, &s, 1.0).unwrap(), 2);
     }
 }
+
+/// The machine-integer paths draw the same values as the arbitrary-precision ones from the
+/// same random bits: discrete Laplace at scales t/s that fit in 64 bits (including powers of
+/// two, where the Bernoulli comparison is lazy), Bernoulli(n/d) and exp(−n/d).
+#[test]
+fn machine_integer_paths_match_the_arbitrary_precision_ones() {
+    let scales: [(u64, u64); 7] = [
+        (1, 1),
+        (3, 2),
+        (1 << 20, 3),
+        (15_000_001, 1024),
+        (4_194_305, 1 << 21),
+        (u64::MAX, 7),
+        (1 << 63, 1),
+    ];
+    for (i, &(t, s)) in scales.iter().enumerate() {
+        let scale = Rational::new(t, s).unwrap();
+        let (mut a, mut b) = (seeded_rng(500 + i as u64), seeded_rng(500 + i as u64));
+        for _ in 0..3_000 {
+            let fast = discrete_laplace_u64(&mut a, t, s).unwrap();
+            let slow = discrete_laplace_big(&mut b, &scale).unwrap();
+            assert_eq!(BigInt::from(fast), slow, "scale {t}/{s}");
+        }
+    }
+    let fractions: [(u64, u64); 6] = [(0, 5), (5, 5), (1, 2), (3, 1 << 40), (7, 9), (99, 100)];
+    for (i, &(n, d)) in fractions.iter().enumerate() {
+        let p = Rational::new(n, d).unwrap();
+        let (mut a, mut b) = (seeded_rng(600 + i as u64), seeded_rng(600 + i as u64));
+        for _ in 0..3_000 {
+            assert_eq!(bernoulli_u64(&mut a, n, d), {
+                // the BigUint comparison, bypassing the dispatch
+                if p.num.is_zero() {
+                    false
+                } else if p.num >= p.den {
+                    true
+                } else if p.den.count_ones() == 1 {
+                    below_power_of_two(&mut b, &p.num, p.den.bits() - 1)
+                } else {
+                    uniform_below(&mut b, &p.den) < p.num
+                }
+            });
+            // Algorithm 1 on the BigUint coin Bernoulli(n/d)
+            let mut k: u64 = 1;
+            while uniform_below_u64(&mut b, k) == 0 && bernoulli(&mut b, &p) {
+                k += 1;
+            }
+            assert_eq!(bernoulli_exp_neg_unit_u64(&mut a, n, d), k % 2 == 1);
+        }
+    }
+    let one = Rational::integer(1u32);
+    let (mut a, mut b) = (seeded_rng(700), seeded_rng(700));
+    for _ in 0..3_000 {
+        assert_eq!(
+            bernoulli_exp_neg_one(&mut a),
+            bernoulli_exp_neg(&mut b, &one)
+        );
+    }
+}
