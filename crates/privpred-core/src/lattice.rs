@@ -55,14 +55,14 @@
 
 use crate::error::{CoreError, Result};
 use crate::exact::{
-    Rational, bernoulli_exp_neg_one, discrete_laplace, discrete_laplace_u64, uniform_below,
-    uniform_below_u64,
+    BitSource, Rational, bernoulli_exp_neg_one, discrete_laplace, uniform_below, uniform_below_u64,
 };
 use crate::grid::{grid_log2, grid_units, pow2, rounding_allowance};
 use num_bigint::{BigInt, BigUint};
-use num_integer::Integer;
 use num_traits::{ToPrimitive, Zero};
 use rand::Rng;
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// The largest dimension drawn from the ℓ2 law by rejection; above it the ℓ1 (product) law
 /// is used. The acceptance rate of the rejection falls quickly with d (measured: 0.79 at
@@ -73,7 +73,7 @@ use rand::Rng;
 pub const LATTICE_L2_MAX_DIM: usize = 16;
 
 /// Fractional bits of the dyadic upper bound q on √d.
-const SQRT_D_BITS: u64 = 32;
+const SQRT_D_BITS: u64 = 16;
 
 /// Which law a lattice release of dimension d draws from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,43 +126,50 @@ pub fn lattice_laplace_epsilon(beta: f64, rounding: f64, sensitivity: f64, budge
     budget as f64 * beta * (sensitivity + rounding)
 }
 
-/// The least number of significant bits of the proposal scale's numerator t (module docs,
-/// "the rates"): the rates are rounded down by less than one part in 2²².
-pub const SCALE_BITS: u64 = 22;
+/// The significant bits of the proposal rate's numerator: a = s/2ᵏ with 2²² ≤ s < 2²³
+/// (module docs, "the rates"), so the rates are rounded down by less than one part in 2²².
+pub const SCALE_BITS: u32 = 22;
 
-/// The exact rates of a lattice release: the proposal's (and the ℓ1 law's) rate a = s/t and
-/// the ℓ2 law's rate b′ = q·a ≤ β·g, with the integers of the acceptance coin (module docs,
-/// "the rates").
+/// The exact rates of a lattice release: the proposal's (and the ℓ1 law's) rate a = s/2ᵏ and,
+/// for the ℓ2 law, its rate b′ = q·a ≤ β·g (module docs, "the rates").
 #[derive(Debug, Clone)]
 pub struct LatticeRates {
     dim: usize,
-    /// The discrete Laplace scale 1/a = t/s (s a power of two; not reduced).
+    /// The discrete Laplace scale 1/a = 2ᵏ/s.
     scale: Rational,
-    /// The rate b′ = q·s/t of the ℓ2 law.
-    rate: Rational,
-    /// (s·q_n)² (X = this·S).
-    x_factor: BigUint,
-    /// 2³²·s (c = this·L).
-    c_factor: BigUint,
-    /// D = 2³²·t.
-    denom: BigUint,
+    /// The rate b′ = q·a of the ℓ2 law (None for the ℓ1 law).
+    rate: Option<Rational>,
+    /// a = s/2ᵏ as (s, k), k possibly negative.
+    s: BigUint,
+    k: i64,
+    /// q_n = q·2¹⁶.
+    qn: BigUint,
     /// The same on machine integers, when they fit.
     small: Option<SmallRates>,
 }
 
-/// [`LatticeRates`] on machine integers.
+/// The machine-integer form of [`LatticeRates`] (23 ≤ k ≤ 63, so a < 1).
 #[derive(Debug, Clone, Copy)]
 struct SmallRates {
-    t: u64,
+    dim: usize,
     s: u64,
-    x_factor: u128,
-    c_factor: u128,
-    denom: u64,
+    k: u32,
+    qn2: u128,
+}
+
+/// ⌊x·2ᵉ⌋ for an integer x and any integer e.
+fn shift(x: &BigUint, e: i64) -> BigUint {
+    if e >= 0 {
+        x << (e as u64)
+    } else {
+        x >> ((-e) as u64)
+    }
 }
 
 impl LatticeRates {
     /// The rates for a rate β (value units), the grid step 2^`log2_step` and dimension `dim`
-    /// (module docs, "the rates").
+    /// (module docs, "the rates"): a pure function of the three, so a stored calibration
+    /// re-derives them.
     pub fn new(beta: f64, log2_step: i32, dim: usize) -> Result<Self> {
         if !(beta.is_finite() && beta > 0.0) {
             return Err(CoreError::invalid(
@@ -175,70 +182,101 @@ impl LatticeRates {
             return Err(CoreError::invalid("dimension", dim, "must be >= 1"));
         }
         let beta = Rational::from_f64(beta)?;
+        // b = β·g = bn/bd
         let (bn, bd) = if log2_step >= 0 {
             (beta.numer() << (log2_step as u64), beta.denom().clone())
         } else {
             (beta.numer().clone(), beta.denom() << ((-log2_step) as u64))
         };
-        // q_n = ⌈√(d·2⁶⁴)⌉, so q = q_n/2³² ≥ √d
+        // q_n = ⌈√(d·2³²)⌉, so q = q_n/2¹⁶ ≥ √d
         let d2 = BigUint::from(dim as u64) << (2 * SQRT_D_BITS);
         let mut qn = d2.sqrt();
         if &qn * &qn < d2 {
             qn += 1u32;
         }
-        // t(m) = ⌈q·2ᵐ/b⌉ = ⌈q_n·b_d·2ᵐ/(2³²·b_n)⌉, nondecreasing in m; the least m ≥ 0 with
-        // t(m) ≥ 2^SCALE_BITS
-        let (num, den) = (&qn * &bd, &bn << SQRT_D_BITS);
-        let t_of = |m: u64| -> BigUint { (&num << m).div_ceil(&den) };
-        let floor = BigUint::from(1u64) << SCALE_BITS;
-        let mut m = (SCALE_BITS + den.bits()).saturating_sub(num.bits());
-        while t_of(m) < floor {
-            m += 1;
-        }
-        while m > 0 && t_of(m - 1) >= floor {
-            m -= 1;
-        }
-        let t = t_of(m);
-        let s = BigUint::from(1u64) << m;
-        let sq = &s * &qn;
-        let x_factor = &sq * &sq;
-        let c_factor = &s << SQRT_D_BITS;
-        let denom = &t << SQRT_D_BITS;
-        let small = match (
-            t.to_u64(),
-            s.to_u64(),
-            x_factor.to_u128(),
-            c_factor.to_u128(),
-            denom.to_u64(),
-        ) {
-            (Some(t), Some(s), Some(x_factor), Some(c_factor), Some(denom)) => Some(SmallRates {
-                t,
-                s,
-                x_factor,
-                c_factor,
-                denom,
-            }),
-            _ => None,
+        let l2 = lattice_sampler(dim) == LatticeSampler::L2;
+        // a ≤ b/√w with w = q² (ℓ2) or d (ℓ1) as wn/wd: s(k) = ⌊2ᵏ·b/√w⌋ =
+        // ⌊√⌊4ᵏ·bn²·wd/(bd²·wn)⌋⌋, nondecreasing in k
+        let (wn, wd) = if l2 {
+            (&qn * &qn, BigUint::from(1u32) << (2 * SQRT_D_BITS))
+        } else {
+            (BigUint::from(dim as u64), BigUint::from(1u32))
         };
-        Ok(LatticeRates {
+        let num = &bn * &bn * wd;
+        let den = &bd * &bd * wn;
+        let s_of = |k: i64| -> BigUint {
+            if k >= 0 {
+                ((&num << (2 * k as u64)) / &den).sqrt()
+            } else {
+                (&num / (&den << (2 * (-k) as u64))).sqrt()
+            }
+        };
+        let (lo, hi) = (
+            BigUint::from(1u64) << SCALE_BITS,
+            BigUint::from(1u64) << (SCALE_BITS + 1),
+        );
+        // start from the bit lengths, then step to the k with 2²² ≤ s(k) < 2²³
+        let mut k = SCALE_BITS as i64 - (num.bits() as i64 - den.bits() as i64) / 2;
+        let mut s = s_of(k);
+        while s < lo {
+            k += 1;
+            s = s_of(k);
+        }
+        while s >= hi {
+            k -= 1;
+            s = s_of(k);
+        }
+        let scale = if k >= 0 {
+            Rational::new(BigUint::from(1u32) << (k as u64), s.clone())?
+        } else {
+            Rational::new(1u32, shift(&s, -k))?
+        };
+        let rate = if l2 {
+            // b′ = q·a = q_n·s/2^(k+16)
+            let e = k + SQRT_D_BITS as i64;
+            Some(if e >= 0 {
+                Rational::new(&qn * &s, BigUint::from(1u32) << (e as u64))?
+            } else {
+                Rational::new(shift(&(&qn * &s), -e), 1u32)?
+            })
+        } else {
+            None
+        };
+        let mut rates = LatticeRates {
             dim,
-            scale: Rational::new(t.clone(), s.clone())?,
-            rate: Rational::new(sq, denom.clone())?,
-            x_factor,
-            c_factor,
-            denom,
-            small,
+            scale,
+            rate,
+            s,
+            k,
+            qn,
+            small: None,
+        };
+        rates.small = rates.machine_form();
+        Ok(rates)
+    }
+
+    fn machine_form(&self) -> Option<SmallRates> {
+        if !(23..=63).contains(&self.k) {
+            return None;
+        }
+        let qn = self.qn.to_u64()? as u128;
+        Some(SmallRates {
+            dim: self.dim,
+            s: self.s.to_u64()?,
+            k: self.k as u32,
+            qn2: qn.checked_mul(qn)?,
         })
     }
 
-    /// The discrete Laplace scale 1/a = t/s of the proposal (and of the ℓ1 law).
+    /// The discrete Laplace scale 1/a = 2ᵏ/s of the proposal (and of the ℓ1 law).
     pub fn scale(&self) -> &Rational {
         &self.scale
     }
 
-    /// The rate b′ = q·s/t ≤ β·g of the ℓ2 law in grid units (module docs, "the rates").
-    pub fn rate(&self) -> &Rational {
-        &self.rate
+    /// The rate b′ = q·a ≤ β·g of the ℓ2 law in grid units (None for the ℓ1 law, whose rate
+    /// is a ≤ β·g/√d; module docs, "the rates").
+    pub fn rate(&self) -> Option<&Rational> {
+        self.rate.as_ref()
     }
 
     /// The dimension.
@@ -258,13 +296,149 @@ impl LatticeRates {
         self.coin(s, l)
     }
 
-    fn coin(&self, s: BigUint, l: BigUint) -> ExpSqrtCoin {
+    /// γ = a·(q‖z‖₂ − ‖z‖₁) = (√X − c)/D with a = s·2⁻ᵏ, q = q_n·2⁻¹⁶: X = (s·q_n)²·S,
+    /// c = s·2¹⁶·L, D = 2^(k+16), all scaled by 2^(−k−16) when k + 16 < 0.
+    fn coin(&self, s2: BigUint, l: BigUint) -> ExpSqrtCoin {
+        let e = self.k + SQRT_D_BITS as i64;
+        let (an, dd) = if e >= 0 {
+            (self.s.clone(), BigUint::from(1u32) << (e as u64))
+        } else {
+            (shift(&self.s, -e), BigUint::from(1u32))
+        };
+        let sq = &an * &self.qn;
         ExpSqrtCoin {
-            x: &self.x_factor * s,
-            c: &self.c_factor * l,
-            d: self.denom.clone(),
+            x: &sq * &sq * s2,
+            c: (an << SQRT_D_BITS) * l,
+            d: dd,
         }
     }
+}
+
+/// One exact draw of the lattice noise Z ∈ Z^dim at `rates` ([`lattice_sampler`] picks the
+/// law), with the number of proposals drawn (1 for the ℓ1 law).
+pub fn sample_lattice_noise<R: Rng + ?Sized>(
+    rng: &mut R,
+    rates: &LatticeRates,
+) -> Result<(Vec<BigInt>, u64)> {
+    if let Some(small) = rates.small {
+        let mut z = vec![0i64; rates.dim];
+        let proposals = sample_small(rng, &small, &mut z)?;
+        return Ok((z.into_iter().map(BigInt::from).collect(), proposals));
+    }
+    sample_big(rng, rates)
+}
+
+/// [`sample_lattice_noise`] on arbitrary-precision integers (rates outside the machine
+/// range).
+fn sample_big<R: Rng + ?Sized>(rng: &mut R, rates: &LatticeRates) -> Result<(Vec<BigInt>, u64)> {
+    let mut proposals = 0u64;
+    loop {
+        proposals += 1;
+        let z = (0..rates.dim)
+            .map(|_| discrete_laplace(rng, &rates.scale))
+            .collect::<Result<Vec<_>>>()?;
+        if lattice_sampler(rates.dim) == LatticeSampler::L1 || rates.acceptance(&z).flip(rng) {
+            return Ok((z, proposals));
+        }
+    }
+}
+
+/// [`sample_lattice_noise`] on machine integers, taking only the random bits each draw
+/// needs ([`BitSource`]): writes Z into `z`, returns the number of proposals. The coin is
+/// exp(−a·Y) for Y = q‖z‖₂ − ‖z‖₁ = (√X − c)/2¹⁶ with X = q_n²·S, c = 2¹⁶·L (module docs);
+/// a proposal whose integers do not fit in 128 bits flips the arbitrary-precision coin.
+fn sample_small<R: Rng + ?Sized>(rng: &mut R, r: &SmallRates, z: &mut [i64]) -> Result<u64> {
+    let l1 = lattice_sampler(r.dim) == LatticeSampler::L1;
+    let mut bits = BitSource::new(rng);
+    let mut proposals = 0u64;
+    loop {
+        proposals += 1;
+        // ‖z‖₂² and ‖z‖₁, None on overflow
+        let (mut s2, mut l) = (Some(0u128), Some(0u128));
+        for v in z.iter_mut() {
+            *v = bits.discrete_laplace_dyadic(r.k, r.s)?;
+            let m = v.unsigned_abs() as u128;
+            s2 = s2.and_then(|s2| s2.checked_add(m * m));
+            l = l.and_then(|l| l.checked_add(m));
+        }
+        if l1 {
+            return Ok(proposals);
+        }
+        let xc = match (s2, l) {
+            (Some(s2), Some(l)) => r.qn2.checked_mul(s2).zip(l.checked_mul(1 << SQRT_D_BITS)),
+            _ => None,
+        };
+        let heads = match xc {
+            Some((x, c)) => flip_scaled_coin(&mut bits, x, c, r.s, r.k),
+            None => {
+                let (mut s2, mut l) = (BigUint::zero(), BigUint::zero());
+                for v in z.iter() {
+                    let m = BigUint::from(v.unsigned_abs());
+                    s2 += &m * &m;
+                    l += m;
+                }
+                let rates = LatticeRates {
+                    dim: r.dim,
+                    scale: Rational::new(BigUint::from(1u32) << r.k, r.s)?,
+                    rate: None,
+                    s: BigUint::from(r.s),
+                    k: r.k as i64,
+                    qn: BigUint::from(r.qn2.isqrt()),
+                    small: None,
+                };
+                rates.coin(s2, l).flip_big(bits.rng())
+            }
+        };
+        if heads {
+            return Ok(proposals);
+        }
+    }
+}
+
+/// A coin of probability exp(−a·Y) for a = s/2ᵏ < 1 (s < 2ᵏ) and Y = (√X − c)/2¹⁶ ≥ 0
+/// (module docs): with r = ⌊√X⌋, n = ⌊Y⌋ = ⌊(r − c)/2¹⁶⌋ and f = Y − n ∈ [0, 1),
+/// exp(−aY) = exp(−1)^w·exp(−ρ/2ᵏ)·exp(−a·f) where s·n = w·2ᵏ + ρ; the last by Canonne,
+/// Kamath & Steinke (2020), Algorithm 1 with Bernoulli(a·f/K) = Bernoulli(1/K)·Bernoulli(a)·
+/// Bernoulli(f), and Bernoulli(f) from U = (V + U′)/2¹⁶, V uniform below 2¹⁶: c + n·2¹⁶ + V
+/// below r says yes, above r no, equal (probability 2⁻¹⁶) leaves U′ < √X − r, decided on
+/// arbitrary-precision integers.
+fn flip_scaled_coin<R: Rng + ?Sized>(
+    bits: &mut BitSource<'_, R>,
+    x: u128,
+    c: u128,
+    s: u64,
+    k: u32,
+) -> bool {
+    let root = x.isqrt();
+    let n = (root - c) >> SQRT_D_BITS;
+    let c = c + (n << SQRT_D_BITS);
+    let sn = s as u128 * n;
+    let whole = sn >> k;
+    let frac = sn & ((1u128 << k) - 1);
+    let mut i = 0u128;
+    while i < whole {
+        if !bits.exp_neg_one() {
+            return false;
+        }
+        i += 1;
+    }
+    if frac != 0 && !bits.exp_neg_dyadic(frac, k) {
+        return false;
+    }
+    let mut j: u64 = 1;
+    while bits.below(j) == 0 && bits.below_dyadic(s as u128, k) && {
+        let w = c + bits.bits(SQRT_D_BITS as u32) as u128;
+        match w.cmp(&root) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
+                below_root_fraction(bits.rng(), &BigUint::from(x), &BigUint::from(root))
+            }
+        }
+    } {
+        j += 1;
+    }
+    j % 2 == 1
 }
 
 /// A coin of probability exp(−γ) for γ = (√X − c)/D ≥ 0 with integers X, c ≥ 0, D ≥ 1
@@ -402,80 +576,6 @@ fn below_root_fraction<R: Rng + ?Sized>(rng: &mut R, x: &BigUint, root: &BigUint
     }
 }
 
-/// One exact draw of the lattice noise Z ∈ Z^dim at `rates` ([`lattice_sampler`] picks the
-/// law), with the number of proposals drawn (1 for the ℓ1 law).
-pub fn sample_lattice_noise<R: Rng + ?Sized>(
-    rng: &mut R,
-    rates: &LatticeRates,
-) -> Result<(Vec<BigInt>, u64)> {
-    if let Some(small) = rates.small {
-        let mut z = vec![0i64; rates.dim];
-        let proposals = sample_small(rng, rates, &small, &mut z)?;
-        return Ok((z.into_iter().map(BigInt::from).collect(), proposals));
-    }
-    let mut proposals = 0u64;
-    loop {
-        proposals += 1;
-        let z = (0..rates.dim)
-            .map(|_| discrete_laplace(rng, &rates.scale))
-            .collect::<Result<Vec<_>>>()?;
-        if lattice_sampler(rates.dim) == LatticeSampler::L1 || rates.acceptance(&z).flip(rng) {
-            return Ok((z, proposals));
-        }
-    }
-}
-
-/// [`sample_lattice_noise`] on machine integers (the same draws from the same random bits):
-/// writes Z into `z`, returns the number of proposals. A proposal whose coin integers do not
-/// fit in 128 bits flips the arbitrary-precision coin.
-fn sample_small<R: Rng + ?Sized>(
-    rng: &mut R,
-    rates: &LatticeRates,
-    small: &SmallRates,
-    z: &mut [i64],
-) -> Result<u64> {
-    let out_of_range = || CoreError::Numerical("lattice Laplace draw out of range".into());
-    let l1 = lattice_sampler(rates.dim) == LatticeSampler::L1;
-    let mut proposals = 0u64;
-    loop {
-        proposals += 1;
-        // ‖z‖₂² and ‖z‖₁, None on overflow
-        let (mut s2, mut l) = (Some(0u128), Some(0u128));
-        for v in z.iter_mut() {
-            let y = discrete_laplace_u64(rng, small.t, small.s)?;
-            *v = i64::try_from(y).map_err(|_| out_of_range())?;
-            let m = v.unsigned_abs() as u128;
-            s2 = s2.and_then(|s2| s2.checked_add(m * m));
-            l = l.and_then(|l| l.checked_add(m));
-        }
-        if l1 {
-            return Ok(proposals);
-        }
-        let small_coin = match (s2, l) {
-            (Some(s2), Some(l)) => small
-                .x_factor
-                .checked_mul(s2)
-                .zip(small.c_factor.checked_mul(l)),
-            _ => None,
-        };
-        let heads = match small_coin {
-            Some((x, c)) => flip_sqrt_coin_small(rng, x, c, small.denom),
-            None => {
-                let (mut s2, mut l) = (BigUint::zero(), BigUint::zero());
-                for v in z.iter() {
-                    let m = BigUint::from(v.unsigned_abs());
-                    s2 += &m * &m;
-                    l += m;
-                }
-                rates.coin(s2, l).flip_big(rng)
-            }
-        };
-        if heads {
-            return Ok(proposals);
-        }
-    }
-}
-
 /// Releases `values` in place on the grid of `rounding` with exact lattice ℓ2-Laplace noise
 /// of rate β (ℓ1 law above [`LATTICE_L2_MAX_DIM`]; module docs). Errors on a non-finite
 /// value, a value too large for the grid, or a β not positive.
@@ -506,20 +606,56 @@ pub fn release_lattice_laplace_counted<R: Rng + ?Sized>(
     if values.is_empty() {
         return Ok(0);
     }
-    let k = grid_log2(rounding, values.len())?;
+    let (k, rates) = cached_rates(beta, rounding, values.len())?;
     let units = grid_units(values, k)?;
-    let rates = LatticeRates::new(beta, k, values.len())?;
-    let (z, proposals) = sample_lattice_noise(rng, &rates)?;
     let g = pow2(k);
+    let out_of_range = || CoreError::Numerical("lattice Laplace draw out of range".into());
+    if let Some(small) = rates.small {
+        let mut z = vec![0i64; values.len()];
+        let proposals = sample_small(rng, &small, &mut z)?;
+        for ((v, n), z) in values.iter_mut().zip(units).zip(z) {
+            let z = z as i128;
+            if z.abs() >= 1i128 << 100 {
+                return Err(out_of_range());
+            }
+            // post-processing of the exact integer: its nearest double, times the exact step
+            *v = (n + z) as f64 * g;
+        }
+        return Ok(proposals);
+    }
+    let (z, proposals) = sample_big(rng, &rates)?;
     for ((v, n), z) in values.iter_mut().zip(units).zip(z) {
         let z = z
             .to_i128()
             .filter(|z| z.abs() < 1i128 << 100)
-            .ok_or_else(|| CoreError::Numerical("lattice Laplace draw out of range".into()))?;
+            .ok_or_else(out_of_range)?;
         // post-processing of the exact integer: its nearest double, times the exact step
         *v = (n + z) as f64 * g;
     }
     Ok(proposals)
+}
+
+/// The grid exponent and the rates of a release, kept for the last (β, r, d) a thread used:
+/// a service answers many queries at the same calibration (a pure function of the three, so
+/// the cache changes nothing but the time).
+fn cached_rates(beta: f64, rounding: f64, dim: usize) -> Result<(i32, Rc<LatticeRates>)> {
+    type Entry = Option<((u64, u64, usize), i32, Rc<LatticeRates>)>;
+    thread_local! {
+        static LAST: RefCell<Entry> = const { RefCell::new(None) };
+    }
+    let key = (beta.to_bits(), rounding.to_bits(), dim);
+    if let Some(hit) = LAST.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|e| e.0 == key)
+            .map(|e| (e.1, e.2.clone()))
+    }) {
+        return Ok(hit);
+    }
+    let k = grid_log2(rounding, dim)?;
+    let rates = Rc::new(LatticeRates::new(beta, k, dim)?);
+    LAST.with(|c| *c.borrow_mut() = Some((key, k, rates.clone())));
+    Ok((k, rates))
 }
 
 /// The rate b = β·g of a release in grid units, as f64 (for tests and reports).

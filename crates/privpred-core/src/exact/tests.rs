@@ -352,3 +352,62 @@ fn machine_integer_paths_match_the_arbitrary_precision_ones() {
         );
     }
 }
+
+/// The bit-buffered draws: the discrete Laplace law at dyadic scales 2ᵏ/s against its pmf
+/// (α ≈ 1e-9; a 10 % smaller scale rejected where the scale is ≥ 1), Bernoulli(n/2ᵏ) and
+/// exp(−n/2ᵏ) against their probabilities (binomial, |z| ≤ 6.1).
+#[test]
+fn bit_source_draws_have_their_exact_laws() {
+    let mut rng = seeded_rng(800);
+    let mut bits = BitSource::new(&mut rng);
+    for (k, s) in [
+        (1u32, 1u64),
+        (3, 5),
+        (24, 5_000_001),
+        (30, (1 << 22) + 12_345),
+        (26, 3 * (1 << 22) + 1),
+    ] {
+        let b = 2f64.powi(k as i32) / s as f64;
+        let draws: Vec<i64> = (0..100_000)
+            .map(|_| bits.discrete_laplace_dyadic(k, s).unwrap())
+            .collect();
+        let kk = (8.0 * b).ceil().min(400.0) as i64;
+        let (bins, tail) = histogram(&draws, kk);
+        let (o, p) = with_tail(bins.clone(), tail, laplace_pmf(b, kk));
+        assert!(passes(&o, &p), "scale 2^{k}/{s}: {:?}", chi2(&o, &p));
+        if b >= 1.0 {
+            let (o, p) = with_tail(bins, tail, laplace_pmf(0.9 * b, kk));
+            assert!(
+                !passes(&o, &p),
+                "scale 2^{k}/{s}: 10 % smaller not detected"
+            );
+        }
+    }
+    assert!(bits.discrete_laplace_dyadic(0, 1).is_err());
+    assert!(bits.discrete_laplace_dyadic(64, 1).is_err());
+    assert!(bits.discrete_laplace_dyadic(3, 0).is_err());
+    let n = 200_000u64;
+    for (num, k) in [
+        (1u128, 1u32),
+        (3, 2),
+        (5_000_001, 23),
+        (1 << 40, 41),
+        (7, 70),
+    ] {
+        let p = num as f64 / 2f64.powi(k as i32);
+        let heads = (0..n).filter(|_| bits.below_dyadic(num, k)).count() as u64;
+        assert!(frequency_matches(heads, n, p), "{num}/2^{k}: {heads}");
+        let heads = (0..n).filter(|_| bits.exp_neg_dyadic(num, k)).count() as u64;
+        assert!(
+            frequency_matches(heads, n, (-p).exp()),
+            "exp(-{num}/2^{k}): {heads}"
+        );
+    }
+    let heads = (0..n).filter(|_| bits.exp_neg_one()).count() as u64;
+    assert!(frequency_matches(heads, n, (-1f64).exp()));
+    let counts = (0..n).fold([0u64; 7], |mut c, _| {
+        c[bits.below(7) as usize] += 1;
+        c
+    });
+    assert!(passes(&counts, &[1.0 / 7.0; 7]), "{counts:?}");
+}
