@@ -455,7 +455,7 @@ impl<'a, R: Rng + ?Sized> BitSource<'a, R> {
     /// from the most significant bits down, 16 at a time, stopping at the first difference.
     #[inline]
     pub fn below_dyadic(&mut self, num: u128, k: u32) -> bool {
-        debug_assert!(k >= 1 && k <= 128 && (k == 128 || num >> k == 0));
+        debug_assert!((1..=128).contains(&k) && (k == 128 || num >> k == 0));
         let mut rest = k;
         while rest > 0 {
             let c = rest.min(16);

@@ -10,43 +10,57 @@
 //!    ([`crate::grid::grid_log2`]);
 //! 2. each coordinate is rounded to the nearest multiple of g, n_i = round(v_i / g) (exact);
 //! 3. (n + Z)·g is released, with Z ∈ Zᵈ drawn exactly from the lattice ℓ2-Laplace law
-//!    P(Z = z) ∝ exp(−b·‖z‖₂), b = β·g (a dyadic rational: β is a double, g a power of two),
-//!    or, for d above [`LATTICE_L2_MAX_DIM`], from the product of discrete Laplace laws
-//!    P(Z = z) ∝ exp(−a·‖z‖₁) with a ≤ b/√d (below). Which of the two is a function of d
-//!    alone ([`lattice_sampler`]), so a stored calibration re-derives it.
+//!    P(Z = z) ∝ exp(−b′·‖z‖₂) at a rate b′ ≤ b = β·g (below, "the rates"), or, for d above
+//!    [`LATTICE_L2_MAX_DIM`], from the product of discrete Laplace laws
+//!    P(Z = z) ∝ exp(−a·‖z‖₁) with a ≤ b/√d. Which of the two is a function of d alone
+//!    ([`lattice_sampler`]), so a stored calibration re-derives it.
 //!
 //! **Sensitivity with rounding.** |v_i − g·n_i| ≤ g/2, so for neighbours v, v′:
 //! ‖n − n′‖₂·g ≤ ‖v − v′‖₂ + g·√d ≤ Δ + r. In grid units the sensitivity is (Δ + r)/g.
 //!
-//! **Privacy (ℓ2 law).** P(n + Z = y) = exp(−b‖y − n‖₂)/C with C = Σ_{z∈Zᵈ} exp(−b‖z‖₂),
+//! **Privacy (ℓ2 law).** P(n + Z = y) = exp(−b′‖y − n‖₂)/C with C = Σ_{z∈Zᵈ} exp(−b′‖z‖₂),
 //! the same for every centre n (the lattice sum is invariant under integer translation). For
 //! neighbours, by the triangle inequality, P(n + Z = y)/P(n′ + Z = y) =
-//! exp(b(‖y − n′‖₂ − ‖y − n‖₂)) ≤ exp(b‖n − n′‖₂) ≤ exp(β·(Δ + r)). So one release is
-//! β(Δ + r)-DP (pure), and B releases are Bβ(Δ + r)-DP by basic composition;
-//! [`lattice_laplace_beta`] sets β = ε/(B(Δ + r)). The conversion of the integer back to a
-//! double is post-processing.
+//! exp(b′(‖y − n′‖₂ − ‖y − n‖₂)) ≤ exp(b′‖n − n′‖₂) ≤ exp(b‖n − n′‖₂) ≤ exp(β·(Δ + r)).
+//! So one release is β(Δ + r)-DP (pure), and B releases are Bβ(Δ + r)-DP by basic
+//! composition; [`lattice_laplace_beta`] sets β = ε/(B(Δ + r)). The conversion of the
+//! integer back to a double is post-processing.
 //!
 //! **Privacy (ℓ1 law, large d).** With Z_i independent, P(Z_i = z) ∝ exp(−a|z|), the ratio
 //! at y is ≤ exp(a‖n − n′‖₁) ≤ exp(a√d‖n − n′‖₂) ≤ exp(b‖n − n′‖₂) (Cauchy–Schwarz and
 //! a ≤ b/√d): the same bound, so the same β serves both laws.
 //!
+//! **The rates (rounded down).** b = β·g is a dyadic rational with a numerator of up to 53
+//! bits; the draws use shorter ones. With w = q² for the ℓ2 law, where q = ⌈√d·2¹⁶⌉/2¹⁶ ≥ √d,
+//! and w = d for the ℓ1 law, the proposal rate is a = s/2ᵏ with s = ⌊2ᵏ·b/√w⌋ and k the
+//! integer with 2²² ≤ s < 2²³ ([`SCALE_BITS`]; s by an exact integer square root), so
+//! b/√w·(1 − 2⁻²²) < a ≤ b/√w. The ℓ2 law's rate is b′ = q·a ≤ b (within one part in 2²²
+//! of b), and a = b′/q ≤ b′/√d. Both are exact rationals and functions of (β, g, d) alone
+//! ([`LatticeRates::scale`], [`LatticeRates::rate`]), so loading a calibration re-derives
+//! them; rounding a rate down only adds noise, and the bounds above hold with b′ and a as
+//! they are (tested exactly in integers over many β, g and d).
+//!
 //! **Exact sampling of the ℓ2 law (rejection).** Propose Z with independent discrete Laplace
-//! coordinates of rate a ([`crate::exact::discrete_laplace`], Canonne, Kamath & Steinke 2020,
-//! Algorithm 2), a = b/q for a dyadic q = ⌈√d·2³²⌉/2³² ≥ √d (so a ≤ b/√d exactly), and
-//! accept with probability exp(−γ), γ = b‖Z‖₂ − a‖Z‖₁ ≥ 0 (‖z‖₁ ≤ √d‖z‖₂ ≤ q‖z‖₂). The
-//! accepted Z has P ∝ exp(−a‖z‖₁)·exp(−(b‖z‖₂ − a‖z‖₁)) = exp(−b‖z‖₂): the target law
+//! coordinates of scale 1/a = 2ᵏ/s (Canonne, Kamath & Steinke 2020, Algorithm 2 with t = 2ᵏ:
+//! the uniform U below t is k random bits and the coin exp(−U/t) compares bits lazily;
+//! [`crate::exact::BitSource::discrete_laplace_dyadic`]), and accept with probability
+//! exp(−γ), γ = b′‖Z‖₂ − a‖Z‖₁ = a·Y, Y = q‖Z‖₂ − ‖Z‖₁ ≥ 0 (‖z‖₁ ≤ √d‖z‖₂ ≤ q‖z‖₂). The
+//! accepted Z has P ∝ exp(−a‖z‖₁)·exp(−(b′‖z‖₂ − a‖z‖₁)) = exp(−b′‖z‖₂): the target law
 //! exactly, and the number of proposals is geometric, independent of the accepted Z.
 //!
-//! **The coin exp(−γ) with γ irrational.** With S = ‖Z‖₂², L = ‖Z‖₁ and b = b_n/b_d,
-//! γ = (√X − c)/D for the integers X = q_n²b_n²S, c = 2³²b_nL, D = q_n·b_d ([`ExpSqrtCoin`]).
-//! Its integer part is m = ⌊(⌊√X⌋ − c)/D⌋ (integer square root), and exp(−γ) =
-//! exp(−1)^m·exp(−f) with f = γ − m ∈ [0, 1): m coins exp(−1) and one exp(−f) by Canonne,
-//! Kamath & Steinke (2020), Algorithm 1 (K = 1; while Bernoulli(1/K)·Bernoulli(f), K += 1;
-//! heads iff K is odd), which needs only Bernoulli(f). That coin compares a uniform
-//! U ∈ [0, 1) with f, drawing U's binary digits 64 at a time: U < f ⇔ UD + c′ < √X
-//! (c′ = c + mD) ⇔ (UD + c′)² < X, and after j digits U lies in [u/2ʲ, (u + 1)/2ʲ): if
-//! ((u + 1)D + c′2ʲ)² ≤ X·4ʲ then U < f, if (uD + c′2ʲ)² ≥ X·4ʲ then U ≥ f, otherwise more
-//! digits are drawn (with probability ≤ 2·2⁻⁶⁴·D per step). Integers only, throughout.
+//! **The coin exp(−a·Y) with Y irrational.** With S = ‖Z‖₂², L = ‖Z‖₁ and q = q_n/2¹⁶,
+//! Y = (√X − c)/2¹⁶ for the integers X = q_n²·S and c = 2¹⁶·L. With r = ⌊√X⌋ (integer square
+//! root), n = ⌊Y⌋ = ⌊(r − c)/2¹⁶⌋ and f = Y − n ∈ [0, 1): exp(−aY) = exp(−a·n)·exp(−a·f).
+//! The rational a·n = s·n/2ᵏ = w + ρ/2ᵏ gives w coins exp(−1) and one exp(−ρ/2ᵏ); exp(−a·f)
+//! is Canonne, Kamath & Steinke (2020), Algorithm 1 (K = 1; while Bernoulli(1/K)·Bernoulli(a)·
+//! Bernoulli(f), K += 1; heads iff K is odd; a < 1 on this path). Bernoulli(f) compares a
+//! uniform U = (V + U′)/2¹⁶ with f, V uniform below 2¹⁶: U < f ⇔ c + n·2¹⁶ + V + U′ < √X, so
+//! c + n·2¹⁶ + V < r says yes, > r says no, and = r (probability 2⁻¹⁶) leaves U′ < √X − r,
+//! decided from U′'s binary digits drawn 64 at a time by squaring ((r·2ʲ + u)² ≥ X·4ʲ: no;
+//! (r·2ʲ + u + 1)² ≤ X·4ʲ: yes). Integers only, throughout: machine integers (u64/u128) on
+//! the common path, arbitrary precision when the integers do not fit (a tiny rate, k > 63, or
+//! a huge proposal; [`ExpSqrtCoin`], the same law). The random bits come from a buffer that
+//! hands out only the bits each draw needs ([`crate::exact::BitSource`]).
 //!
 //! **Timing.** The number of proposals does not depend on the accepted noise, but the time of
 //! one proposal does (the discrete Laplace draws' loops, the coins' lengths, the integer
@@ -72,7 +86,7 @@ use std::rc::Rc;
 /// lattice_laplace`).
 pub const LATTICE_L2_MAX_DIM: usize = 16;
 
-/// Fractional bits of the dyadic upper bound q on √d.
+/// Fractional bits of the dyadic upper bound q on √d (module docs, "the rates").
 const SQRT_D_BITS: u64 = 16;
 
 /// Which law a lattice release of dimension d draws from.
