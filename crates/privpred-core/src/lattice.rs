@@ -80,10 +80,10 @@ use std::rc::Rc;
 
 /// The largest dimension drawn from the ℓ2 law by rejection; above it the ℓ1 (product) law
 /// is used. The acceptance rate of the rejection falls quickly with d (measured: 0.79 at
-/// d = 2, 0.091 at d = 10, 0.018 at d = 16, 2.1e-4 at d = 32; about 1.7e-12 at d = 100 in
-/// the continuous limit 2π^{d/2}Γ(d)/(Γ(d/2)(2√d)^d)), and a draw at d = 16 takes about
-/// 0.6 ms, at d = 32 about 47 ms (`cargo run --release -p privpred-core --example
-/// lattice_laplace`).
+/// d = 2, 0.090 at d = 10, 0.017 at d = 16, 2.3e-4 at d = 32; about 1.7e-12 at d = 100 in
+/// the continuous limit 2π^{d/2}Γ(d)/(Γ(d/2)(2√d)^d)), and a draw at d = 10 takes about
+/// 7.7 µs, at d = 16 about 57 µs, at d = 32 about 16 ms (`cargo run --release -p
+/// privpred-core --example lattice_laplace`).
 pub const LATTICE_L2_MAX_DIM: usize = 16;
 
 /// Fractional bits of the dyadic upper bound q on √d (module docs, "the rates").
