@@ -428,3 +428,29 @@ fn scaled_coin_matches_exp_neg_a_y() {
         );
     }
 }
+
+/// [`ExpSqrtCoin`]'s machine-integer flip gives the same outcomes as its arbitrary-precision
+/// flip from the same random bits (γ = 0, integral, rational, irrational below and above 1,
+/// and a D near 2⁶⁴).
+#[test]
+fn sqrt_coin_machine_path_matches_the_arbitrary_precision_one() {
+    let cases: [(u128, u128, u64); 6] = [
+        (49, 7, 3),
+        (100, 4, 3),
+        (64, 5, 4),
+        (2, 0, 2),
+        (1_000_003, 998, 1),
+        (7 << 100, 1 << 40, u64::MAX - 58),
+    ];
+    for (i, (x, c, d)) in cases.into_iter().enumerate() {
+        let coin = ExpSqrtCoin::new(BigUint::from(x), BigUint::from(c), BigUint::from(d)).unwrap();
+        let (mut a, mut b) = (seeded_rng(900 + i as u64), seeded_rng(900 + i as u64));
+        for _ in 0..5_000 {
+            assert_eq!(
+                flip_sqrt_coin_small(&mut a, x, c, d),
+                coin.flip_big(&mut b),
+                "case {i}"
+            );
+        }
+    }
+}
