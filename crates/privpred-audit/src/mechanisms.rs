@@ -330,16 +330,22 @@ impl Mechanism for ShiftedNoise {
                 Noise::DiscreteL2Laplace { beta, rounding } => {
                     // centred on the grid point nearest the input; the lattice law's
                     // normalising constant does not depend on the centre, so the exact
-                    // log-likelihood ratio is β(‖o‖₂ − ‖o − c‖₂) (ℓ2 law) or
+                    // log-likelihood ratio is b′(‖o‖₂ − ‖o − c‖₂) (ℓ2 law) or
                     // a(‖o‖₁ − ‖o − c‖₁) with a = 1/(scale·g) (ℓ1 law above 16 coordinates)
                     let k = privpred_core::grid::grid_log2(rounding, self.dim).map_err(core_err)?;
                     let g = 2f64.powi(k);
                     let c = (self.shift / g).round() * g;
                     match privpred_core::lattice::lattice_sampler(self.dim) {
                         privpred_core::lattice::LatticeSampler::L2 => {
+                            // the law's rate b′ ≤ β·g (rounded down to a 23-bit dyadic), in
+                            // value units
+                            let rates =
+                                privpred_core::lattice::LatticeRates::new(beta, k, self.dim)
+                                    .map_err(core_err)?;
+                            let b = rates.rate().map_or(beta * g, |r| r.to_f64()) / g;
                             let n2: f64 = o.iter().map(|x| x * x).sum();
                             let shifted = n2 - 2.0 * c * o[0] + c * c;
-                            beta * (n2.sqrt() - shifted.max(0.0).sqrt())
+                            b * (n2.sqrt() - shifted.max(0.0).sqrt())
                         }
                         privpred_core::lattice::LatticeSampler::L1 => {
                             let rates =

@@ -35,6 +35,10 @@ fn acceptance_limit(d: usize) -> f64 {
 const SENS: f64 = 2.0 * std::f64::consts::SQRT_2 / (60_000.0 * 1e-2);
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("rate") {
+        answers_per_second();
+        return;
+    }
     acceptance();
     answers_per_second();
     timing_channel();
@@ -88,9 +92,13 @@ fn acceptance() {
 }
 
 fn answers_per_second() {
-    println!("\n# answers per second, d = 10 (one process, seeded ChaCha20)");
-    println!("eps\tf64 l2-Laplace\tlattice (exact)\tratio");
-    for &eps in &[0.1, 1.0, 10.0] {
+    println!("\n# answers per second (one process, seeded ChaCha20)");
+    println!("d\teps\tf64 l2-Laplace\tlattice (exact)\tratio");
+    for &(d, eps) in &[2usize, 10, 16]
+        .iter()
+        .flat_map(|&d| [0.1, 1.0, 10.0].map(|e| (d, e)))
+        .collect::<Vec<_>>()
+    {
         let (beta, rounding) = lattice_laplace_beta(eps, 1, SENS).unwrap();
         let f64_noise = Noise::L2Laplace { beta: eps / SENS };
         let lattice = Noise::DiscreteL2Laplace { beta, rounding };
@@ -100,16 +108,16 @@ fn answers_per_second() {
             let mut n = 0u64;
             let mut sink = 0.0;
             while t.elapsed().as_secs_f64() < secs {
-                let mut v = [0.3; 10];
-                noise.add_to(&mut rng, &mut v).unwrap();
+                let mut v = [0.3; 16];
+                noise.add_to(&mut rng, &mut v[..d]).unwrap();
                 sink += v[0];
                 n += 1;
             }
             std::hint::black_box(sink);
             n as f64 / t.elapsed().as_secs_f64()
         };
-        let (a, b) = (per_s(&f64_noise, 1.0), per_s(&lattice, 3.0));
-        println!("{eps}\t{a:.0}\t{b:.0}\t{:.1}", a / b);
+        let (a, b) = (per_s(&f64_noise, 0.5), per_s(&lattice, 1.5));
+        println!("{d}\t{eps}\t{a:.0}\t{b:.0}\t{:.1}", a / b);
     }
 }
 

@@ -234,6 +234,9 @@ fn below_power_of_two<R: Rng + ?Sized>(rng: &mut R, num: &BigUint, k: u64) -> bo
 /// the independent coins Bernoulli(1/K) and Bernoulli(γ).
 fn bernoulli_exp_neg_unit<R: Rng + ?Sized>(rng: &mut R, gamma: &Rational) -> bool {
     debug_assert!(gamma.num <= gamma.den);
+    if let (Some(n), Some(d)) = (gamma.num.to_u64(), gamma.den.to_u64()) {
+        return bernoulli_exp_neg_unit_u64(rng, n, d);
+    }
     let mut k: u64 = 1;
     while uniform_below_u64(rng, k) == 0 && bernoulli(rng, gamma) {
         k += 1;
@@ -305,7 +308,229 @@ impl ExpCoin {
 
 /// One draw of the discrete Laplace distribution on the integers with rational scale
 /// t/s > 0: P(Z = z) ∝ exp(−|z|·s/t) (Canonne, Kamath & Steinke 2020, Algorithm 2; exact).
+/// When t and s fit in 64 bits the draw runs on machine integers ([`discrete_laplace_u64`],
+/// the same output from the same random bits).
 pub fn discrete_laplace<R: Rng + ?Sized>(rng: &mut R, scale: &Rational) -> Result<BigInt> {
+    if scale.num.is_zero() {
+        return Err(CoreError::invalid("scale", 0, "must be > 0"));
+    }
+    if let (Some(t), Some(s)) = (scale.num.to_u64(), scale.den.to_u64()) {
+        return discrete_laplace_u64(rng, t, s).map(BigInt::from);
+    }
+    discrete_laplace_big(rng, scale)
+}
+
+/// A coin of probability exp(−1) (Canonne, Kamath & Steinke 2020, Algorithm 1 with γ = 1:
+/// K = 1; while Bernoulli(1/K), K += 1; heads iff K is odd), on machine integers; the same
+/// random bits as [`bernoulli_exp_neg`] at γ = 1.
+#[inline]
+pub fn bernoulli_exp_neg_one<R: Rng + ?Sized>(rng: &mut R) -> bool {
+    let mut k: u64 = 1;
+    while uniform_below_u64(rng, k) == 0 {
+        k += 1;
+    }
+    k % 2 == 1
+}
+
+/// Bernoulli(num/den) on machine integers (heads for num ≥ den; den ≥ 1): the same random
+/// bits and outcome as [`bernoulli`] on the same fraction.
+#[inline]
+pub fn bernoulli_u64<R: Rng + ?Sized>(rng: &mut R, num: u64, den: u64) -> bool {
+    debug_assert!(den >= 1);
+    if num == 0 {
+        return false;
+    }
+    if num >= den {
+        return true;
+    }
+    // for a power-of-two den the lazy comparison of [`bernoulli`] reads one word, masked to
+    // den's bits: the same as a uniform integer below den
+    uniform_below_u64(rng, den) < num
+}
+
+/// Bernoulli(exp(−num/den)) for num ≤ den ≥ 1 on machine integers (Canonne, Kamath & Steinke
+/// 2020, Algorithm 1, as [`bernoulli_exp_neg`]; the same random bits and outcome).
+#[inline]
+fn bernoulli_exp_neg_unit_u64<R: Rng + ?Sized>(rng: &mut R, num: u64, den: u64) -> bool {
+    debug_assert!(num <= den);
+    let mut k: u64 = 1;
+    while uniform_below_u64(rng, k) == 0 && bernoulli_u64(rng, num, den) {
+        k += 1;
+    }
+    k % 2 == 1
+}
+
+/// [`discrete_laplace`] at scale t/s for t, s ≥ 1 that fit in 64 bits, on machine integers
+/// (no allocation; Canonne, Kamath & Steinke 2020, Algorithm 2): the same output from the
+/// same random bits as the arbitrary-precision path.
+pub fn discrete_laplace_u64<R: Rng + ?Sized>(rng: &mut R, t: u64, s: u64) -> Result<i128> {
+    if t == 0 {
+        return Err(CoreError::invalid("scale", 0, "must be > 0"));
+    }
+    if s == 0 {
+        return Err(CoreError::invalid("denominator", 0, "must be > 0"));
+    }
+    loop {
+        let u = uniform_below_u64(rng, t);
+        if !bernoulli_exp_neg_unit_u64(rng, u, t) {
+            continue;
+        }
+        let mut v: u64 = 0;
+        while bernoulli_exp_neg_one(rng) {
+            v += 1;
+        }
+        // u + t·v < 2¹²⁸ for t, v < 2⁶⁴
+        let x = u as u128 + t as u128 * v as u128;
+        let y = x / s as u128;
+        let negative = rng.next_u32() & 1 == 1;
+        if negative && y == 0 {
+            continue;
+        }
+        let y = i128::try_from(y)
+            .map_err(|_| CoreError::Numerical("discrete Laplace draw out of range".into()))?;
+        return Ok(if negative { -y } else { y });
+    }
+}
+
+/// A source of exact uniform draws that takes from the random generator only the bits it
+/// needs: a uniform integer below n uses ⌈log₂ n⌉ bits per try, where [`uniform_below_u64`]
+/// uses a 64-bit word. Bits left in the buffer when a request needs more are discarded; the
+/// bits handed out are never reused, so every draw is independent and exactly uniform.
+pub struct BitSource<'a, R: Rng + ?Sized> {
+    rng: &'a mut R,
+    buf: u64,
+    left: u32,
+}
+
+impl<'a, R: Rng + ?Sized> BitSource<'a, R> {
+    /// A source over `rng` with an empty buffer.
+    pub fn new(rng: &'a mut R) -> Self {
+        BitSource {
+            rng,
+            buf: 0,
+            left: 0,
+        }
+    }
+
+    /// The generator (for whole 64-bit words).
+    pub fn rng(&mut self) -> &mut R {
+        self.rng
+    }
+
+    /// `n` uniform bits, 1 ≤ n ≤ 64.
+    #[inline]
+    pub fn bits(&mut self, n: u32) -> u64 {
+        debug_assert!((1..=64).contains(&n));
+        if n > self.left {
+            self.buf = self.rng.next_u64();
+            self.left = 64;
+        }
+        let v = if n == 64 {
+            self.buf
+        } else {
+            self.buf & ((1u64 << n) - 1)
+        };
+        self.buf = self.buf.checked_shr(n).unwrap_or(0);
+        self.left -= n;
+        v
+    }
+
+    /// A uniform integer in [0, n), n ≥ 1 (rejection from ⌈log₂ n⌉ bits; exact).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n >= 1);
+        if n == 1 {
+            return 0;
+        }
+        let k = 64 - (n - 1).leading_zeros();
+        loop {
+            let v = self.bits(k);
+            if v < n {
+                return v;
+            }
+        }
+    }
+
+    /// Bernoulli(num/2ᵏ) for num < 2ᵏ, 1 ≤ k ≤ 128: a uniform k-bit integer compared with num
+    /// from the most significant bits down, 16 at a time, stopping at the first difference.
+    #[inline]
+    pub fn below_dyadic(&mut self, num: u128, k: u32) -> bool {
+        debug_assert!((1..=128).contains(&k) && (k == 128 || num >> k == 0));
+        let mut rest = k;
+        while rest > 0 {
+            let c = rest.min(16);
+            rest -= c;
+            let w = self.bits(c) as u128;
+            let d = (num >> rest) & ((1u128 << c) - 1);
+            if w != d {
+                return w < d;
+            }
+        }
+        false
+    }
+
+    /// A coin of probability exp(−1) (Canonne, Kamath & Steinke 2020, Algorithm 1 with
+    /// γ = 1).
+    #[inline]
+    pub fn exp_neg_one(&mut self) -> bool {
+        let mut k: u64 = 1;
+        while self.below(k) == 0 {
+            k += 1;
+        }
+        k % 2 == 1
+    }
+
+    /// A coin of probability exp(−num/2ᵏ) for num < 2ᵏ (Canonne, Kamath & Steinke 2020,
+    /// Algorithm 1 with Bernoulli(γ/K) = Bernoulli(1/K)·Bernoulli(num/2ᵏ)).
+    #[inline]
+    pub fn exp_neg_dyadic(&mut self, num: u128, k: u32) -> bool {
+        let mut j: u64 = 1;
+        while self.below(j) == 0 && self.below_dyadic(num, k) {
+            j += 1;
+        }
+        j % 2 == 1
+    }
+
+    /// One draw of the discrete Laplace distribution with the dyadic scale 2ᵏ/s
+    /// (1 ≤ k ≤ 63, s ≥ 1): P(Z = z) ∝ exp(−|z|·s/2ᵏ) (Canonne, Kamath & Steinke 2020,
+    /// Algorithm 2 with t = 2ᵏ: U is k uniform bits and the coin exp(−U/t) compares bits
+    /// lazily).
+    pub fn discrete_laplace_dyadic(&mut self, k: u32, s: u64) -> Result<i64> {
+        if !(1..=63).contains(&k) || s == 0 {
+            return Err(CoreError::invalid(
+                "dyadic scale",
+                format!("2^{k}/{s}"),
+                "needs 1 <= k <= 63 and s >= 1",
+            ));
+        }
+        loop {
+            let u = self.bits(k);
+            if !self.exp_neg_dyadic(u as u128, k) {
+                continue;
+            }
+            let mut v: u64 = 0;
+            while self.exp_neg_one() {
+                v += 1;
+            }
+            // u + 2ᵏ·v < 2¹²⁸ for v < 2⁶⁴
+            let x = u as u128 + ((v as u128) << k);
+            let y = match u64::try_from(x) {
+                Ok(x) => (x / s) as u128,
+                Err(_) => x / s as u128,
+            };
+            let negative = self.bits(1) == 1;
+            if negative && y == 0 {
+                continue;
+            }
+            let y = i64::try_from(y)
+                .map_err(|_| CoreError::Numerical("discrete Laplace draw out of range".into()))?;
+            return Ok(if negative { -y } else { y });
+        }
+    }
+}
+
+/// The arbitrary-precision path of [`discrete_laplace`].
+fn discrete_laplace_big<R: Rng + ?Sized>(rng: &mut R, scale: &Rational) -> Result<BigInt> {
     if scale.num.is_zero() {
         return Err(CoreError::invalid("scale", 0, "must be > 0"));
     }

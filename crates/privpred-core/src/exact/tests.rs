@@ -294,3 +294,120 @@ fn selections_handle_integer_votes_and_extreme_gaps() {
         assert_ne!(permute_and_flip(&mut rng, &s, 1.0).unwrap(), 2);
     }
 }
+
+/// The machine-integer paths draw the same values as the arbitrary-precision ones from the
+/// same random bits: discrete Laplace at scales t/s that fit in 64 bits (including powers of
+/// two, where the Bernoulli comparison is lazy), Bernoulli(n/d) and exp(−n/d).
+#[test]
+fn machine_integer_paths_match_the_arbitrary_precision_ones() {
+    let scales: [(u64, u64); 7] = [
+        (1, 1),
+        (3, 2),
+        (1 << 20, 3),
+        (15_000_001, 1024),
+        (4_194_305, 1 << 21),
+        (u64::MAX, 7),
+        (1 << 63, 1),
+    ];
+    for (i, &(t, s)) in scales.iter().enumerate() {
+        let scale = Rational::new(t, s).unwrap();
+        let (mut a, mut b) = (seeded_rng(500 + i as u64), seeded_rng(500 + i as u64));
+        for _ in 0..3_000 {
+            let fast = discrete_laplace_u64(&mut a, t, s).unwrap();
+            let slow = discrete_laplace_big(&mut b, &scale).unwrap();
+            assert_eq!(BigInt::from(fast), slow, "scale {t}/{s}");
+        }
+    }
+    let fractions: [(u64, u64); 6] = [(0, 5), (5, 5), (1, 2), (3, 1 << 40), (7, 9), (99, 100)];
+    for (i, &(n, d)) in fractions.iter().enumerate() {
+        let p = Rational::new(n, d).unwrap();
+        let (mut a, mut b) = (seeded_rng(600 + i as u64), seeded_rng(600 + i as u64));
+        for _ in 0..3_000 {
+            assert_eq!(bernoulli_u64(&mut a, n, d), {
+                // the BigUint comparison, bypassing the dispatch
+                if p.num.is_zero() {
+                    false
+                } else if p.num >= p.den {
+                    true
+                } else if p.den.count_ones() == 1 {
+                    below_power_of_two(&mut b, &p.num, p.den.bits() - 1)
+                } else {
+                    uniform_below(&mut b, &p.den) < p.num
+                }
+            });
+            // Algorithm 1 on the BigUint coin Bernoulli(n/d)
+            let mut k: u64 = 1;
+            while uniform_below_u64(&mut b, k) == 0 && bernoulli(&mut b, &p) {
+                k += 1;
+            }
+            assert_eq!(bernoulli_exp_neg_unit_u64(&mut a, n, d), k % 2 == 1);
+        }
+    }
+    let one = Rational::integer(1u32);
+    let (mut a, mut b) = (seeded_rng(700), seeded_rng(700));
+    for _ in 0..3_000 {
+        assert_eq!(
+            bernoulli_exp_neg_one(&mut a),
+            bernoulli_exp_neg(&mut b, &one)
+        );
+    }
+}
+
+/// The bit-buffered draws: the discrete Laplace law at dyadic scales 2ᵏ/s against its pmf
+/// (α ≈ 1e-9; a 10 % smaller scale rejected where the scale is ≥ 1), Bernoulli(n/2ᵏ) and
+/// exp(−n/2ᵏ) against their probabilities (binomial, |z| ≤ 6.1).
+#[test]
+fn bit_source_draws_have_their_exact_laws() {
+    let mut rng = seeded_rng(800);
+    let mut bits = BitSource::new(&mut rng);
+    for (k, s) in [
+        (1u32, 1u64),
+        (3, 5),
+        (24, 5_000_001),
+        (30, (1 << 22) + 12_345),
+        (26, 3 * (1 << 22) + 1),
+    ] {
+        let b = 2f64.powi(k as i32) / s as f64;
+        let draws: Vec<i64> = (0..100_000)
+            .map(|_| bits.discrete_laplace_dyadic(k, s).unwrap())
+            .collect();
+        let kk = (8.0 * b).ceil().min(400.0) as i64;
+        let (bins, tail) = histogram(&draws, kk);
+        let (o, p) = with_tail(bins.clone(), tail, laplace_pmf(b, kk));
+        assert!(passes(&o, &p), "scale 2^{k}/{s}: {:?}", chi2(&o, &p));
+        if b >= 1.0 {
+            let (o, p) = with_tail(bins, tail, laplace_pmf(0.9 * b, kk));
+            assert!(
+                !passes(&o, &p),
+                "scale 2^{k}/{s}: 10 % smaller not detected"
+            );
+        }
+    }
+    assert!(bits.discrete_laplace_dyadic(0, 1).is_err());
+    assert!(bits.discrete_laplace_dyadic(64, 1).is_err());
+    assert!(bits.discrete_laplace_dyadic(3, 0).is_err());
+    let n = 200_000u64;
+    for (num, k) in [
+        (1u128, 1u32),
+        (3, 2),
+        (5_000_001, 23),
+        (1 << 40, 41),
+        (7, 70),
+    ] {
+        let p = num as f64 / 2f64.powi(k as i32);
+        let heads = (0..n).filter(|_| bits.below_dyadic(num, k)).count() as u64;
+        assert!(frequency_matches(heads, n, p), "{num}/2^{k}: {heads}");
+        let heads = (0..n).filter(|_| bits.exp_neg_dyadic(num, k)).count() as u64;
+        assert!(
+            frequency_matches(heads, n, (-p).exp()),
+            "exp(-{num}/2^{k}): {heads}"
+        );
+    }
+    let heads = (0..n).filter(|_| bits.exp_neg_one()).count() as u64;
+    assert!(frequency_matches(heads, n, (-1f64).exp()));
+    let counts = (0..n).fold([0u64; 7], |mut c, _| {
+        c[bits.below(7) as usize] += 1;
+        c
+    });
+    assert!(passes(&counts, &[1.0 / 7.0; 7]), "{counts:?}");
+}

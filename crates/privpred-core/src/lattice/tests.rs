@@ -309,3 +309,148 @@ fn releases_are_grid_points() {
     let mut empty: [f64; 0] = [];
     assert!(release_lattice_laplace(&mut rng, &mut empty, beta, r).is_ok());
 }
+
+/// The rates are rounded down, never up: for doubles β over 24 orders of magnitude, grid
+/// exponents and dimensions on both sides of [`LATTICE_L2_MAX_DIM`], exactly (in integers)
+/// b′ ≤ β·g and a·√d ≤ b′ (ℓ2 law), a·√d ≤ β·g (ℓ1 law), each within one part in 2²¹ of
+/// the calibrated rate; fails if the rounding ever gives less noise than calibrated.
+#[test]
+fn rounded_rates_never_exceed_the_calibrated_rate() {
+    let mut rng = seeded_rng(81);
+    let mut betas = vec![1.0, 0.8, 2.0, 0.05, 0.02, 212.0, 21.2, 2120.0];
+    for _ in 0..60 {
+        let e = (rng.next_u64() % 80) as i32 - 40;
+        betas.push(2f64.powi(e) * (1.0 + (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64));
+    }
+    let mut small = 0;
+    for &beta in &betas {
+        for &k in &[-30i32, -20, 0, 3] {
+            for &dim in &[1usize, 2, 3, 10, 16, 17, 100, 7850] {
+                let rates = LatticeRates::new(beta, k, dim).unwrap();
+                small += rates.small.is_some() as u32;
+                // b = β·2ᵏ = bn/bd
+                let bq = Rational::from_f64(beta).unwrap();
+                let (bn, bd) = if k >= 0 {
+                    (bq.numer() << k as u64, bq.denom().clone())
+                } else {
+                    (bq.numer().clone(), bq.denom() << (-k) as u64)
+                };
+                // a = an/ad
+                let (ad, an) = (rates.scale().numer(), rates.scale().denom());
+                let d = BigUint::from(dim as u64);
+                let tol = BigUint::from((1u64 << 21) - 1);
+                let two21 = BigUint::from(1u64 << 21);
+                match lattice_sampler(dim) {
+                    LatticeSampler::L2 => {
+                        let r = rates.rate().unwrap();
+                        let (rn, rd) = (r.numer(), r.denom());
+                        assert!(
+                            rn * &bd <= &bn * rd,
+                            "b' > b at beta {beta}, k {k}, d {dim}"
+                        );
+                        assert!(rn * &bd * &two21 >= &bn * rd * &tol, "b' far below b");
+                        // a²·d ≤ b′²
+                        assert!(
+                            an * an * &d * rd * rd <= rn * rn * ad * ad,
+                            "a > b'/sqrt(d)"
+                        );
+                    }
+                    LatticeSampler::L1 => {
+                        assert!(rates.rate().is_none());
+                        // a²·d ≤ b², and ≥ b²(1 − 2⁻²¹)²
+                        let lhs = an * an * &d * &bd * &bd;
+                        let rhs = &bn * &bn * ad * ad;
+                        assert!(lhs <= rhs, "a > b/sqrt(d) at beta {beta}, k {k}, d {dim}");
+                        assert!(lhs * &two21 * &two21 >= rhs * &tol * &tol, "a far below");
+                    }
+                }
+            }
+        }
+    }
+    // the machine-integer path is the common one
+    assert!(small > 1000, "{small}");
+}
+
+/// The arbitrary-precision path (rates outside the machine range) draws the same law as the
+/// machine-integer path: the ℓ2 law on Z² against its exact pmf (α ≈ 1e-9), the law at a 10 %
+/// larger rate rejected; and rates at a tiny β take that path.
+#[test]
+fn arbitrary_precision_path_has_the_same_law() {
+    let (dim, b, box_r, n) = (2usize, 0.8, 5i64, 100_000u64);
+    let rates = LatticeRates::new(b, 0, dim).unwrap();
+    assert!(rates.small.is_some());
+    let side = (2 * box_r + 1) as usize;
+    let cells = side.pow(dim as u32);
+    let mut counts = vec![0u64; cells + 1];
+    let mut rng = seeded_rng(91);
+    for _ in 0..n {
+        let (z, _) = sample_big(&mut rng, &rates).unwrap();
+        let z: Vec<i64> = z.iter().map(|v| v.to_i64().unwrap()).collect();
+        counts[cell(&z, box_r).unwrap_or(cells)] += 1;
+    }
+    let df = (counts.len() - 1) as f64;
+    let x = chi2(&counts, &lattice_pmf(dim, b, false, box_r, 60), n);
+    assert!(x < chi2_crit(df), "χ² = {x} ≥ {}", chi2_crit(df));
+    let xs = chi2(&counts, &lattice_pmf(dim, 1.1 * b, false, box_r, 60), n);
+    assert!(xs > chi2_crit(df), "a 10 % larger rate not rejected: {xs}");
+    // β·g below 2⁻⁴¹: the scale 2ᵏ/s needs k > 63
+    let tiny = LatticeRates::new(1e-13, 0, 10).unwrap();
+    assert!(tiny.small.is_none());
+    let (z, _) = sample_lattice_noise(&mut rng, &tiny).unwrap();
+    assert_eq!(z.len(), 10);
+}
+
+/// The machine-integer coin exp(−a·Y), a = s/2ᵏ, Y = (√X − c)/2¹⁶, against exp(−aY)
+/// (200,000 flips each, |z| ≤ 6.1) for Y integral, irrational below and above 1/a.
+#[test]
+fn scaled_coin_matches_exp_neg_a_y() {
+    let mut rng = seeded_rng(93);
+    let mut bits = BitSource::new(&mut rng);
+    let n = 200_000u64;
+    let cases: [(u128, u128, u64, u32); 5] = [
+        (49 << 32, 7 << 16, 5 << 20, 23),                        // Y = 0
+        (100 << 32, 4 << 16, 3 << 21, 23),                       // Y = 6
+        (2 << 32, 0, 1 << 22, 23),                               // Y = √2, a = 1/2
+        (1_000_003 << 32, 998 << 16, 4_321_987, 24),             // Y ≈ 2.0015
+        ((7u128 << 32) * 1_000_000, 2_643 << 16, 6_000_000, 23), // Y ≈ 2.75
+    ];
+    for (x, c, s, k) in cases {
+        let a = s as f64 / 2f64.powi(k as i32);
+        let y = ((x as f64).sqrt() - c as f64) / 65536.0;
+        let p = (-a * y).exp();
+        let heads = (0..n)
+            .filter(|_| flip_scaled_coin(&mut bits, x, c, s, k))
+            .count() as u64;
+        assert!(
+            binomial_ok(heads, n, p),
+            "aY = {}: {heads}/{n}, want {p}",
+            a * y
+        );
+    }
+}
+
+/// [`ExpSqrtCoin`]'s machine-integer flip gives the same outcomes as its arbitrary-precision
+/// flip from the same random bits (γ = 0, integral, rational, irrational below and above 1,
+/// and a D near 2⁶⁴).
+#[test]
+fn sqrt_coin_machine_path_matches_the_arbitrary_precision_one() {
+    let cases: [(u128, u128, u64); 6] = [
+        (49, 7, 3),
+        (100, 4, 3),
+        (64, 5, 4),
+        (2, 0, 2),
+        (1_000_003, 998, 1),
+        (7 << 100, 1 << 40, u64::MAX - 58),
+    ];
+    for (i, (x, c, d)) in cases.into_iter().enumerate() {
+        let coin = ExpSqrtCoin::new(BigUint::from(x), BigUint::from(c), BigUint::from(d)).unwrap();
+        let (mut a, mut b) = (seeded_rng(900 + i as u64), seeded_rng(900 + i as u64));
+        for _ in 0..5_000 {
+            assert_eq!(
+                flip_sqrt_coin_small(&mut a, x, c, d),
+                coin.flip_big(&mut b),
+                "case {i}"
+            );
+        }
+    }
+}
