@@ -52,6 +52,14 @@ pub fn short_number(text: String) -> String {
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, CoreError>;
 
+/// `v` is a finite number > 0, or an error naming `name` and the valid range.
+pub(crate) fn check_scale(name: &'static str, v: f64) -> Result<()> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(CoreError::invalid(name, v, "must be a finite number > 0"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@
 //! [`discrete_gaussian_sigma`] solves this for σ; the calibration records σ and r.
 
 use crate::composition::zcdp_rho_for;
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, check_scale};
 use crate::exact::{Rational, discrete_gaussian};
 use num_traits::ToPrimitive;
 use rand::Rng;
@@ -61,13 +61,7 @@ pub(crate) fn pow2(k: i32) -> f64 {
 /// `dim` coordinates moves a vector by at most `rounding` in ℓ2 norm). The comparison is made
 /// exactly, as 4^k·dim ≤ r² in rationals.
 pub fn grid_log2(rounding: f64, dim: usize) -> Result<i32> {
-    if !(rounding.is_finite() && rounding > 0.0) {
-        return Err(CoreError::invalid(
-            "rounding allowance",
-            rounding,
-            "must be a finite number > 0",
-        ));
-    }
+    check_scale("rounding allowance", rounding)?;
     let d = dim.max(1);
     let fits = |k: i32| -> Result<bool> {
         // 4^k·d ≤ r², exactly
@@ -111,13 +105,7 @@ pub fn discrete_gaussian_sigma(
     budget: u64,
     sensitivity: f64,
 ) -> Result<(f64, f64)> {
-    if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(CoreError::invalid(
-            "sensitivity",
-            sensitivity,
-            "must be a finite number > 0",
-        ));
-    }
+    check_scale("sensitivity", sensitivity)?;
     if budget == 0 {
         return Err(CoreError::invalid("budget", 0, "must be an integer >= 1"));
     }
@@ -182,13 +170,7 @@ pub fn release_discrete_gaussian<R: Rng + ?Sized>(
     sigma: f64,
     rounding: f64,
 ) -> Result<()> {
-    if !(sigma.is_finite() && sigma > 0.0) {
-        return Err(CoreError::invalid(
-            "noise sigma",
-            sigma,
-            "must be a finite number > 0",
-        ));
-    }
+    check_scale("noise sigma", sigma)?;
     if values.is_empty() {
         return Ok(());
     }

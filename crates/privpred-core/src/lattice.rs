@@ -67,7 +67,7 @@
 //! sizes): the answering time carries information on Z (docs/guarantees.md, "what is not
 //! covered").
 
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, check_scale};
 use crate::exact::{
     BitSource, Rational, bernoulli_exp_neg_one, discrete_laplace, uniform_below, uniform_below_u64,
 };
@@ -112,20 +112,8 @@ pub fn lattice_sampler(dim: usize) -> LatticeSampler {
 /// β = ε/(B(Δ + r)), rounded down by one part in 10¹² (more noise, never less). Returns
 /// (β, r).
 pub fn lattice_laplace_beta(epsilon: f64, budget: u64, sensitivity: f64) -> Result<(f64, f64)> {
-    if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(CoreError::invalid(
-            "sensitivity",
-            sensitivity,
-            "must be a finite number > 0",
-        ));
-    }
-    if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(CoreError::invalid(
-            "epsilon",
-            epsilon,
-            "must be a finite number > 0",
-        ));
-    }
+    check_scale("sensitivity", sensitivity)?;
+    check_scale("epsilon", epsilon)?;
     if budget == 0 {
         return Err(CoreError::invalid("budget", 0, "must be an integer >= 1"));
     }
@@ -185,13 +173,7 @@ impl LatticeRates {
     /// (module docs, "the rates"): a pure function of the three, so a stored calibration
     /// re-derives them.
     pub fn new(beta: f64, log2_step: i32, dim: usize) -> Result<Self> {
-        if !(beta.is_finite() && beta > 0.0) {
-            return Err(CoreError::invalid(
-                "noise beta",
-                beta,
-                "must be a finite number > 0",
-            ));
-        }
+        check_scale("noise beta", beta)?;
         if dim == 0 {
             return Err(CoreError::invalid("dimension", dim, "must be >= 1"));
         }
@@ -610,13 +592,7 @@ pub fn release_lattice_laplace_counted<R: Rng + ?Sized>(
     beta: f64,
     rounding: f64,
 ) -> Result<u64> {
-    if !(beta.is_finite() && beta > 0.0) {
-        return Err(CoreError::invalid(
-            "noise beta",
-            beta,
-            "must be a finite number > 0",
-        ));
-    }
+    check_scale("noise beta", beta)?;
     if values.is_empty() {
         return Ok(0);
     }

@@ -29,6 +29,8 @@ pub mod rdp;
 pub mod rederive;
 pub mod select;
 pub mod summary;
+#[cfg(test)]
+mod test_stats;
 pub mod tuning;
 pub mod types;
 pub mod validate;

@@ -4,7 +4,7 @@
 //! generator ([`seeded_rng`]) and releases pass the OS-seeded cryptographic one
 //! ([`release_rng`]). There is no global or ambient generator here.
 
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, check_scale};
 use crate::types::Noise;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -24,13 +24,6 @@ pub fn release_rng() -> Result<PrivRng> {
 /// An experiment generator: ChaCha20 from a recorded 64-bit seed (deterministic).
 pub fn seeded_rng(seed: u64) -> PrivRng {
     ChaCha20Rng::seed_from_u64(seed)
-}
-
-fn check_scale(name: &'static str, v: f64) -> Result<()> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(CoreError::invalid(name, v, "must be a finite number > 0"));
-    }
-    Ok(())
 }
 
 /// A uniformly distributed direction on the unit sphere in R^dim (normalised Gaussian).
@@ -224,24 +217,7 @@ impl Noise {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
-    fn chi2_crit(df: f64) -> f64 {
-        let z = 6.0;
-        let a = 2.0 / (9.0 * df);
-        df * (1.0 - a + z * a.sqrt()).powi(3)
-    }
-
-    fn chi2(counts: &[u64], probs: &[f64], n: u64) -> f64 {
-        counts
-            .iter()
-            .zip(probs)
-            .map(|(&c, &p)| {
-                let e = p * n as f64;
-                (c as f64 - e).powi(2) / e
-            })
-            .sum()
-    }
+    use crate::test_stats::{chi2, chi2_crit};
 
     /// The exponential mechanism's draws match its distribution, here with one class at
     /// probability ≈ 5e-4 (β·gap = 7.5); chi-square at α ≈ 1e-9, seeded.

@@ -209,6 +209,7 @@ impl Noise {
 mod tests {
     use super::*;
     use crate::noise::{exponential_mechanism_log_probabilities, seeded_rng};
+    use crate::test_stats::chi2_crit;
     use rand::RngExt;
 
     /// P(r) by enumerating all n! visiting orders (Heap's algorithm): in each order the
@@ -249,13 +250,6 @@ mod tests {
             }
         }
         out.iter().map(|v| v / count as f64).collect()
-    }
-
-    /// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
-    fn chi2_crit(df: f64) -> f64 {
-        let z = 6.0;
-        let a = 2.0 / (9.0 * df);
-        df * (1.0 - a + z * a.sqrt()).powi(3)
     }
 
     const CASES: &[(&[f64], f64)] = &[

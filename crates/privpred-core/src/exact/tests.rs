@@ -4,18 +4,7 @@
 //! `crate::select` and `crate::noise`, beside their exact probabilities.
 
 use super::*;
-use rand::SeedableRng;
-
-fn seeded_rng(seed: u64) -> rand_chacha::ChaCha20Rng {
-    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
-}
-
-/// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
-fn chi2_crit(df: f64) -> f64 {
-    let z = 6.0;
-    let a = 2.0 / (9.0 * df);
-    df * (1.0 - a + z * a.sqrt()).powi(3)
-}
+use crate::test_stats::{chi2_crit, seeded_rng};
 
 /// Pearson's statistic of `counts` against `probs` (bins with expected count < 5 pooled into
 /// one) and its degrees of freedom.
@@ -188,6 +177,21 @@ fn with_tail(bins: Vec<u64>, tail: u64, probs: Vec<f64>) -> (Vec<u64>, Vec<f64>)
     (b, p)
 }
 
+/// Draws of a discrete Laplace of scale `b` match its pmf on −k..=k (tail pooled), and, for
+/// b ≥ 1, the same histogram rejects the pmf of a 10 % smaller scale (power).
+fn check_discrete_laplace_law(draws: &[i64], b: f64, k: i64, what: &str) {
+    let (bins, tail) = histogram(draws, k);
+    let (o, p) = with_tail(bins.clone(), tail, laplace_pmf(b, k));
+    assert!(passes(&o, &p), "{what}: {:?}", chi2(&o, &p));
+    if b >= 1.0 {
+        let (o, p) = with_tail(bins, tail, laplace_pmf(0.9 * b, k));
+        assert!(
+            !passes(&o, &p),
+            "{what}: a 10 % smaller scale was not detected"
+        );
+    }
+}
+
 #[test]
 fn discrete_laplace_matches_its_pmf_and_rejects_a_smaller_scale() {
     let mut rng = seeded_rng(4);
@@ -203,16 +207,7 @@ fn discrete_laplace_matches_its_pmf_and_rejects_a_smaller_scale() {
             })
             .collect();
         let k = (8.0 * b).ceil() as i64;
-        let (bins, tail) = histogram(&draws, k);
-        let (o, p) = with_tail(bins.clone(), tail, laplace_pmf(b, k));
-        assert!(passes(&o, &p), "scale {t}/{s}: {:?}", chi2(&o, &p));
-        if b >= 1.0 {
-            let (o, p) = with_tail(bins, tail, laplace_pmf(0.9 * b, k));
-            assert!(
-                !passes(&o, &p),
-                "scale {t}/{s}: a 10 % smaller scale was not detected"
-            );
-        }
+        check_discrete_laplace_law(&draws, b, k, &format!("scale {t}/{s}"));
     }
     assert!(discrete_laplace(&mut rng, &Rational::integer(0u32)).is_err());
 }
@@ -372,16 +367,7 @@ fn bit_source_draws_have_their_exact_laws() {
             .map(|_| bits.discrete_laplace_dyadic(k, s).unwrap())
             .collect();
         let kk = (8.0 * b).ceil().min(400.0) as i64;
-        let (bins, tail) = histogram(&draws, kk);
-        let (o, p) = with_tail(bins.clone(), tail, laplace_pmf(b, kk));
-        assert!(passes(&o, &p), "scale 2^{k}/{s}: {:?}", chi2(&o, &p));
-        if b >= 1.0 {
-            let (o, p) = with_tail(bins, tail, laplace_pmf(0.9 * b, kk));
-            assert!(
-                !passes(&o, &p),
-                "scale 2^{k}/{s}: 10 % smaller not detected"
-            );
-        }
+        check_discrete_laplace_law(&draws, b, kk, &format!("scale 2^{k}/{s}"));
     }
     assert!(bits.discrete_laplace_dyadic(0, 1).is_err());
     assert!(bits.discrete_laplace_dyadic(64, 1).is_err());

@@ -1,33 +1,5 @@
 use super::*;
-use rand::SeedableRng;
-
-fn seeded_rng(seed: u64) -> rand_chacha::ChaCha20Rng {
-    rand_chacha::ChaCha20Rng::seed_from_u64(seed)
-}
-
-/// Chi-square critical value at α ≈ 1e-9 (z = 6.0, Wilson–Hilferty).
-fn chi2_crit(df: f64) -> f64 {
-    let a = 2.0 / (9.0 * df);
-    df * (1.0 - a + 6.0 * a.sqrt()).powi(3)
-}
-
-fn chi2(counts: &[u64], probs: &[f64], n: u64) -> f64 {
-    counts
-        .iter()
-        .zip(probs)
-        .map(|(&c, &p)| {
-            let e = p * n as f64;
-            (c as f64 - e).powi(2) / e
-        })
-        .sum()
-}
-
-/// Two-sided binomial check at α ≈ 1e-9 (|z| ≤ 6.1).
-fn binomial_ok(heads: u64, n: u64, p: f64) -> bool {
-    let e = n as f64 * p;
-    let sd = (n as f64 * p * (1.0 - p)).sqrt();
-    (heads as f64 - e).abs() <= 6.1 * sd.max(1e-12)
-}
+use crate::test_stats::{binomial_ok, chi2, chi2_crit, seeded_rng};
 
 fn big(v: u64) -> BigUint {
     BigUint::from(v)
