@@ -76,6 +76,31 @@ pub struct Timing {
     pub z_labels: f64,
 }
 
+impl Timing {
+    /// The timing columns from draw times under x and x′ and the draws from x grouped by what
+    /// was drawn (a label, or a quartile of the noise): the groups' largest z-score (groups of
+    /// at least 30) is against the mean of all grouped draws.
+    fn summarise(times_d: &[f64], times_dp: &[f64], groups: &[Vec<f64>]) -> Timing {
+        let ((md, sd), (mdp, sdp)) = (mean_se(times_d), mean_se(times_dp));
+        let all: Vec<f64> = groups.iter().flatten().copied().collect();
+        let (m_all, _) = mean_se(&all);
+        let z_labels = groups
+            .iter()
+            .filter(|v| v.len() >= 30)
+            .map(|v| {
+                let (m, se) = mean_se(v);
+                ((m - m_all) / se.max(1e-9)).abs()
+            })
+            .fold(0.0, f64::max);
+        Timing {
+            mean_ns_d: md,
+            mean_ns_d_prime: mdp,
+            z_inputs: (md - mdp) / (sd * sd + sdp * sdp).sqrt().max(1e-9),
+            z_labels,
+        }
+    }
+}
+
 /// The audit's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct FloatingPointAudit {
@@ -289,23 +314,7 @@ fn selection_row(
         let l = draw(p, rng, false);
         per_label[l].push(t.elapsed().as_nanos() as f64);
     }
-    let ((md, sd), (mdp, sdp)) = (mean_se(&times_d), mean_se(&times_dp));
-    let all: Vec<f64> = per_label.iter().flatten().copied().collect();
-    let (m_all, _) = mean_se(&all);
-    let z_labels = per_label
-        .iter()
-        .filter(|v| v.len() >= 30)
-        .map(|v| {
-            let (m, se) = mean_se(v);
-            ((m - m_all) / se.max(1e-9)).abs()
-        })
-        .fold(0.0, f64::max);
-    let timing = Timing {
-        mean_ns_d: md,
-        mean_ns_d_prime: mdp,
-        z_inputs: (md - mdp) / (sd * sd + sdp * sdp).sqrt().max(1e-9),
-        z_labels,
-    };
+    let timing = Timing::summarise(&times_d, &times_dp, &per_label);
     row(
         p.name,
         true,
@@ -480,7 +489,6 @@ fn lattice_row(a: &FloatingPointAudit, rng: &mut PrivRng, alpha: f64) -> Floatin
             }
         }
     }
-    let ((md, sd), (mdp, sdp)) = (mean_se(&times_d), mean_se(&times_dp));
     let mut sorted = norms.clone();
     sorted.sort_by(f64::total_cmp);
     let q = |f: f64| sorted[((sorted.len() - 1) as f64 * f) as usize];
@@ -489,20 +497,7 @@ fn lattice_row(a: &FloatingPointAudit, rng: &mut PrivRng, alpha: f64) -> Floatin
     for (&t, &n) in times_d.iter().zip(&norms) {
         groups[cuts.iter().filter(|&&c| n > c).count()].push(t);
     }
-    let z_labels = groups
-        .iter()
-        .filter(|v| v.len() >= 30)
-        .map(|v| {
-            let (m, se) = mean_se(v);
-            ((m - md) / se.max(1e-9)).abs()
-        })
-        .fold(0.0, f64::max);
-    let timing = Timing {
-        mean_ns_d: md,
-        mean_ns_d_prime: mdp,
-        z_inputs: (md - mdp) / (sd * sd + sdp * sdp).sqrt().max(1e-9),
-        z_labels,
-    };
+    let timing = Timing::summarise(&times_d, &times_dp, &groups);
     row(
         "noisy logits, ℓ2-Laplace on a power-of-two grid (exact lattice sampler, δ = 0)",
         true,
