@@ -76,6 +76,28 @@ fn draft(csv: &Path, extra: &[&str]) -> (i32, String, String) {
     capture(&a)
 }
 
+/// `privpred train model-sensitivity` (ε = 1, λ = 0.01) on `csv` through `schema`, writing
+/// `out`, with `extra` flags.
+fn fit(csv: &Path, schema: &Path, out: &Path, extra: &[&str]) -> (i32, String, String) {
+    let ds = format!("csv:{}", s(csv));
+    let mut t = vec![
+        "train",
+        "model-sensitivity",
+        "--dataset",
+        &ds,
+        "--schema",
+        s(schema),
+        "--epsilon",
+        "1",
+        "--lambda",
+        "1e-2",
+        "--out",
+        s(out),
+    ];
+    t.extend_from_slice(extra);
+    capture(&t)
+}
+
 #[test]
 fn a_private_draft_is_charged_recorded_and_trains() {
     let dir = tempfile::tempdir().unwrap();
@@ -140,23 +162,7 @@ fn a_private_draft_is_charged_recorded_and_trains() {
     let schema = dir.path().join("s.json");
     std::fs::write(&schema, &out).unwrap();
     let m = dir.path().join("m.safetensors");
-    let ds = format!("csv:{}", s(&csv));
-    let mut t = vec![
-        "train",
-        "model-sensitivity",
-        "--dataset",
-        &ds,
-        "--schema",
-        s(&schema),
-        "--epsilon",
-        "1",
-        "--lambda",
-        "1e-2",
-        "--out",
-        s(&m),
-    ];
-    t.extend_from_slice(&charge);
-    let (c, _, err) = capture(&t);
+    let (c, _, err) = fit(&csv, &schema, &m, &charge);
     assert_eq!(c, 0, "{err}");
     assert_eq!(spent(odo, "survey")["spent"]["epsilon"], 21.0);
 
@@ -192,28 +198,8 @@ fn a_fit_on_a_private_draft_defaults_to_the_drafts_odometer_key() {
     assert_eq!(v["drafted"]["odometer_key"], "survey", "{v}");
     let schema = dir.path().join("s.json");
     std::fs::write(&schema, &out).unwrap();
-    let ds = format!("csv:{}", s(&csv));
     let m = dir.path().join("m.safetensors");
-    let fit = |extra: &[&str]| {
-        let mut t = vec![
-            "train",
-            "model-sensitivity",
-            "--dataset",
-            &ds,
-            "--schema",
-            s(&schema),
-            "--epsilon",
-            "1",
-            "--lambda",
-            "1e-2",
-            "--out",
-            s(&m),
-            "--odometer",
-            odo,
-        ];
-        t.extend_from_slice(extra);
-        capture(&t)
-    };
+    let fit = |extra: &[&str]| fit(&csv, &schema, &m, &[&["--odometer", odo], extra].concat());
     // no --odometer-key: the fit is charged to the draft's key, one budget for both
     let (c, _, err) = fit(&[]);
     assert_eq!(c, 0, "{err}");
