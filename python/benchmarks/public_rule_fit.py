@@ -12,6 +12,9 @@ are fitted on (docs/tables.md): public tables only, never a user's.
         --part teachers,batch --maps unit-sphere --json python/benchmarks/public_rule_fit.json
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
         --part epochs --maps unit-sphere --repetitions 10 --json python/benchmarks/public_rule_fit.json
+    python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
+        --part lambda,rule --maps unit-sphere --json python/benchmarks/public_rule_fit.json
+    python python/benchmarks/public_rule_fit.py summary python/benchmarks/public_rule_fit.json
 
 (python/benchmarks/public_rule_fit.json holds the run docs/tables.md reports: 5 draws per
 cell; the teachers and batch sweeps on the default map only; the DP-SGD epochs sweep, at the
@@ -109,6 +112,10 @@ def main():
                                                  if x["method"] in ("loss-perturbation",
                                                                     "model-sensitivity")],
                               flush=True)
+                if "rule" in a.part:
+                    # the public rule's own values: compare at its defaults
+                    r, _ = compare(binary, d, sp, a.repetitions, [])
+                    mres["rule"] = r
                 if "teachers" in a.part:
                     for t in [2, 4, 8, 16, 32, 64, 128]:
                         if t > len(itr):
@@ -140,5 +147,30 @@ def main():
                 os.replace(tmp, a.json)
 
 
+def summary(path, mname="unit-sphere"):
+    """The public rule against the best fixed lambda in hindsight and lambda = 0.01: the mean
+    test accuracy over the tables and epsilons of each lambda method (from --part
+    lambda,rule)."""
+    out = json.load(open(path))
+    tables = [t for t in out if mname in out[t].get("maps", {})
+              and "rule" in out[t]["maps"][mname] and "lambda" in out[t]["maps"][mname]]
+    print(f"tables: {', '.join(tables)}")
+    print("| method | the rule | best fixed λ (its value) | λ = 0.01 |")
+    print("|---|---|---|---|")
+    for method in ["loss-perturbation", "model-sensitivity", "prediction-sensitivity"]:
+        def mean(rows_of):
+            v = [x["mean"] for t in tables for x in rows_of(out[t]["maps"][mname])
+                 if x["method"] == method]
+            return 100 * float(np.mean(v))
+        rule = mean(lambda m: m["rule"])
+        fixed = {lam: mean(lambda m, lam=lam: m["lambda"][lam])
+                 for lam in out[tables[0]]["maps"][mname]["lambda"]}
+        best = max(fixed, key=fixed.get)
+        print(f"| {method} | {rule:.1f} | {fixed[best]:.1f} ({best}) | {fixed['0.01']:.1f} |")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "summary":
+        summary(sys.argv[2])
+    else:
+        main()

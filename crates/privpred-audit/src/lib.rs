@@ -62,8 +62,8 @@ pub struct AuditSetting {
     /// it and the worst-case pair is that relation's.
     #[serde(default)]
     pub neighbours: Neighbours,
-    /// Loss perturbation: audit the noise term of the proof alone, against its ε/2 share of
-    /// the claim, on the pair that moves b by the relation's full sensitivity (2K for
+    /// Loss perturbation: audit the noise term of the proof alone, against its share of the
+    /// claim ([`audited_epsilon`]), on the pair that moves b by the relation's full sensitivity (2K for
     /// replace-one, K for add/remove), instead of the end-to-end training audit.
     #[serde(default)]
     pub noise_term: bool,
@@ -468,7 +468,7 @@ fn loss_noise_term_pair(
     let dim = s.features * s.classes;
     let m = ShiftedNoise::new(additive.into(), dim, shift, 1)?;
     let desc = format!(
-        "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its ε/2 share of the claim (the Jacobian term's ε/2 is a deterministic bound, the same for both relations); statistic: exact log-likelihood ratio",
+        "{}: the example's gradient term ∇ℓ⊗x is a constant K·u in D and {} in D′ (a linear K-Lipschitz loss at the unit sphere), so the noise b that yields a released Θ moves by {shift:.6} along u; b ∈ R^{{D·C = {dim}}}; audits the noise term of the proof against its share of the claim (ε less the Jacobian term's deterministic bound C·ln(1 + L/ρ) at δ = 0, ε/2 at δ > 0; the same for both relations); statistic: exact log-likelihood ratio",
         s.neighbours,
         if s.neighbours == Neighbours::ReplaceOne {
             "−K·u"
@@ -510,13 +510,23 @@ pub fn is_end_to_end(req: &AuditRequest) -> bool {
 }
 
 /// The ε of the claim an audit checks: the whole ε, except for loss perturbation's noise-term
-/// audit, which checks the noise term's ε/2 share (the paper's proof gives the other half to
-/// the Jacobian term).
-pub fn audited_epsilon(req: &AuditRequest) -> f64 {
-    if req.method == Method::LossPerturbation && req.setting.noise_term {
-        req.privacy.epsilon() / 2.0
-    } else {
-        req.privacy.epsilon()
+/// audit, which checks the noise term's share: what the Jacobian term's bound at the
+/// calibration's recorded ρ leaves at δ = 0 (`corrected`, `tight`), ε/2 otherwise
+/// ([`privpred_core::calibrate::objective_noise_epsilon`], computed from the request's
+/// privacy, mode and the loss's constants, never from the noise being audited).
+pub fn audited_epsilon(req: &AuditRequest, cal: &Calibration) -> f64 {
+    match (req.method, req.setting.noise_term, cal.mechanism.rho()) {
+        (Method::LossPerturbation, true, Some(rho)) => {
+            privpred_core::calibrate::objective_noise_epsilon(
+                req.calibration,
+                req.privacy,
+                cal.assumptions.outputs(),
+                cal.assumptions.l,
+                rho,
+            )
+        }
+        (Method::LossPerturbation, true, None) => req.privacy.epsilon() / 2.0,
+        _ => req.privacy.epsilon(),
     }
 }
 
@@ -563,7 +573,7 @@ pub fn audit(req: &AuditRequest) -> Result<AuditReport> {
     };
     let (on_d, on_dp) = mechanisms::run_trials(mech.as_ref(), req.trials, req.seed)?;
     let test = stats::epsilon_lower_bound(&on_d, &on_dp, req.privacy.delta(), req.confidence)?;
-    let claimed = audited_epsilon(req);
+    let claimed = audited_epsilon(req, &cal);
     Ok(AuditReport {
         method: req.method,
         calibration: req.calibration,

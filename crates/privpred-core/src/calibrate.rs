@@ -282,6 +282,11 @@ pub fn model_sensitivity(req: &CalibrationRequest) -> Result<Calibration> {
 /// ln(det(A)/det(A′)) ≤ C·ln(1 + L/ρ) ≤ ε/2 and a noise term from ‖b′ − b‖, where
 /// b(Θ) = −(Σ∇ℓ(Θ) + ρ_eff Θ) is the noise that produces Θ.
 ///
+/// - δ = 0, `corrected` and `tight`: the ℓ2-Laplace noise spends what the Jacobian term
+///   leaves, ε − C·ln(1 + L/ρ_eff) ≥ ε/2, with ρ_eff = max(ρ, Nλ) at the request's N and λ
+///   (recorded as the mechanism's ρ, the floor every fit's regulariser keeps); see
+///   [`objective_noise_epsilon`] for the proof. Below, "β = ε/(2K)" and "β = ε/(4K)" are the
+///   published fixed split, which `paper` keeps.
 /// - `add-remove` (the appendix's proof, D′ = D ∪ {z}): ‖b′ − b‖ = ‖∇ℓ(z)⊗x‖ ≤ K. δ = 0:
 ///   b ~ ℓ2-Laplace with β = ε/(2K) spends ε/2 on the noise. δ > 0: b ~ Gaussian with
 ///   σ = (K/ε)·√(8 ln(2/δ) + 4ε) (Kifer et al. 2012 Thm 2: the Gaussian tail bound for
@@ -330,9 +335,16 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         a.k
     };
     let (e, d) = (p.epsilon(), p.delta());
+    // The regulariser floor the noise is calibrated for: ρ_eff = max(ρ, Nλ) when N (N̂ under
+    // add/remove) and λ are given, else ρ. It is recorded as the mechanism's ρ, and every fit
+    // minimises with max(recorded ρ, Nλ) ≥ it, so the Jacobian bound below holds for the fit.
+    let rho_floor = match (a.n, a.lambda) {
+        (Some(n), Some(l)) if req.mode != CalibrationMode::Paper => rho.max(n as f64 * l),
+        _ => rho,
+    };
     let noise = if p.is_pure() {
         VectorNoise::L2Laplace {
-            beta: e / (2.0 * b_sens),
+            beta: objective_noise_epsilon(req.mode, p, a.outputs(), a.l, rho_floor) / b_sens,
         }
     } else {
         VectorNoise::Gaussian {
@@ -341,7 +353,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     };
     let mech = Mechanism::ObjectivePerturbation {
         noise,
-        rho: Some(rho),
+        rho: Some(rho_floor),
     };
     let mut c = base(req, Budget::Unlimited, mech);
     if replace_one && req.mode == CalibrationMode::Paper {
@@ -350,7 +362,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         );
     } else if replace_one {
         c.notes.push(
-            "replace-one neighbours: ||b' - b|| <= 2K, so the noise is calibrated to sensitivity 2K (beta = eps/(4K), Gaussian sigma doubled; erratum 4.7)".into(),
+            "replace-one neighbours: ||b' - b|| <= 2K, so the noise is calibrated to sensitivity 2K (beta = its share of eps/(2K), Gaussian sigma doubled; erratum 4.7)".into(),
         );
     } else {
         c.notes.push(
@@ -358,17 +370,50 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         );
     }
     c.notes.push(format!(
-        "rho = 2LC/eps = {rho:.6e}; the objective uses rho_eff = max(rho, N*lambda)"
+        "2LC/eps = {rho:.6e}; recorded rho = {rho_floor:.6e} (max(2LC/eps, N*lambda) when N and lambda are given); the objective uses rho_eff = max(rho, N*lambda)"
     ));
-    if let (Some(n), Some(l)) = (a.n, a.lambda) {
-        c.notes
-            .push(format!("rho_eff = {:.6e}", rho.max(n as f64 * l)));
+    if p.is_pure() && req.mode != CalibrationMode::Paper {
+        c.notes.push(format!(
+            "delta = 0: the noise spends eps - C*ln(1 + L/rho) = {:.6e} of eps = {e:.6e} (the Jacobian term's exact bound at the recorded rho; at least eps/2)",
+            objective_noise_epsilon(req.mode, p, a.outputs(), a.l, rho_floor)
+        ));
     }
     if req.mode == CalibrationMode::Tight {
         c.notes
             .push("tight = corrected for loss perturbation".into());
     }
     Ok(c)
+}
+
+/// The share of ε that loss perturbation's objective noise spends for the (ε, δ) it is
+/// calibrated at (the objective's part, (1 − s)(ε, δ) when the minimiser is certified): at
+/// δ = 0 in `corrected` and `tight`, ε minus the Jacobian term's bound C·ln(1 + L/ρ) at the
+/// regulariser floor ρ the objective is held to (the mechanism's recorded ρ); ε/2 at δ > 0
+/// (Kifer, Smith & Thakurta 2012, Theorem 2: the Gaussian's tail bound at ε/2) and in
+/// `paper` (the published split).
+///
+/// Proof: the density of the released minimiser Θ on D is ν(b_D(Θ))·|det A_D(Θ)| with
+/// A_D = Σ∇²ℓ + ρ_eff·I, ρ_eff ≥ ρ. The determinant ratio between neighbours is within
+/// e^{±C·ln(1 + L/ρ)} (each example's Hessian has rank ≤ C and eigenvalues in [0, L], and the
+/// rest of A is ⪰ ρ·I), and the ℓ2-Laplace density ratio ν(b)/ν(b′) = e^{β(‖b′‖ − ‖b‖)} ≤
+/// e^{β‖b − b′‖} pointwise, so β·(sensitivity) = ε − C·ln(1 + L/ρ) gives ε-DP at every
+/// output. Since ln(1 + x) ≤ x and ρ ≥ 2LC/ε, the Jacobian term is at most ε/2: the share is
+/// never below the ε/2 of the fixed split (Chaudhuri, Monteleoni & Sarwate 2011, Algorithm 2,
+/// spends ε minus its Jacobian bound the same way). The bound is rounded up by a relative
+/// 10⁻¹² so that floating point cannot make the noise's share larger than the proof allows.
+pub fn objective_noise_epsilon(
+    mode: CalibrationMode,
+    privacy: Privacy,
+    outputs: usize,
+    l: f64,
+    rho: f64,
+) -> f64 {
+    let e = privacy.epsilon();
+    if mode == CalibrationMode::Paper || !privacy.is_pure() {
+        return e / 2.0;
+    }
+    let jacobian = outputs as f64 * (l / rho).ln_1p() * (1.0 + 1e-12);
+    e - jacobian.min(e / 2.0)
 }
 
 /// DP-SGD, docs/guarantees.md#calibrations and §5.

@@ -490,7 +490,9 @@ mod tests {
         cfg.loss = Loss::Logistic;
         let mut cal = LossPerturbation.calibrate(&cfg, n, 2).unwrap();
         let e1 = 0.99 * eps;
-        let (rho, beta) = (2.0 * 0.25 / e1, e1 / 4.0);
+        // ρ = 2L/ε₁ (Nλ = 0.004 is below it); β spends what the Jacobian term ln(1 + L/ρ) leaves
+        let rho = 2.0 * 0.25 / e1;
+        let beta = (e1 - (1.0 + 0.25 / rho).ln()) / 2.0;
         assert!(
             (cal.mechanism.rho().unwrap() - rho).abs() < 1e-12,
             "{cal:?}"
@@ -535,7 +537,7 @@ mod tests {
 
     /// Loss perturbation trains the binary model end to end: a certified release in the
     /// binary layout whose certificate is the binary one, the calibration records the logistic
-    /// loss with ρ = 1/(2·0.99ε) (the softmax's would be 2/(0.99ε)), and the artifact round
+    /// loss with ρ = max(1/(2·0.99ε), Nλ) (the softmax's floor would be 2/(0.99ε)), and the artifact round
     /// trip re-derives it.
     #[test]
     fn loss_perturbation_binary_end_to_end() {
@@ -554,7 +556,9 @@ mod tests {
             let p = train_private(&cfg, &e.ds, &mut e.rng).unwrap();
             assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
             let rho = p.calibration.mechanism.rho().unwrap();
-            assert!((rho - 1.0 / (2.0 * 0.99 * 2.0)).abs() < 1e-12, "ρ {rho}");
+            // the recorded floor max(1/(2·0.99ε), Nλ) = max(0.2525, 0.4)
+            let want = (1.0 / (2.0 * 0.99 * 2.0)).max(e.ds.n as f64 * 1e-3);
+            assert!((rho - want).abs() < 1e-12, "ρ {rho} vs {want}");
             let PredictorKind::Released { model } = &p.kind else {
                 panic!("{:?}", p.kind)
             };
