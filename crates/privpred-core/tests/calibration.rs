@@ -560,6 +560,45 @@ proptest! {
         prop_assert!(sigma_ag(eps, (delta * f).min(0.5)).unwrap() <= s);
     }
 
+    /// Loss perturbation at δ = 0, every relation, loss and class count: the Jacobian term's
+    /// bound at the recorded ρ plus the noise term β·(b's sensitivity) is at most ε and, in
+    /// `corrected`/`tight`, equal to it (no budget left unspent); the recorded ρ is at least
+    /// both 2LC/ε and Nλ, so every fit's regulariser max(ρ, Nλ) keeps the bound; the noise is
+    /// never less than the fixed split's (β ≤ (ε/2)/sensitivity).
+    #[test]
+    fn loss_perturbation_terms_sum_to_epsilon(
+        le in -2.0f64..1.3, n in 10usize..200000, ll in -7.0f64..0.0, c in 2usize..12,
+        logistic in any::<bool>(), add_remove in any::<bool>(), modei in 0usize..3,
+    ) {
+        let (eps, lambda, mode) = (10f64.powf(le), 10f64.powf(ll), MODES[modei]);
+        let loss = if logistic { privpred_core::Loss::Logistic } else { privpred_core::Loss::Softmax };
+        let classes = if logistic { 2 } else { c };
+        let neighbours = if add_remove { Neighbours::AddRemove } else { Neighbours::ReplaceOne };
+        let r = CalibrationRequest {
+            classes, loss, neighbours,
+            ..req(Method::LossPerturbation, mode, eps, 0.0, 1, n, lambda)
+        };
+        let cal = calibrate(&r).unwrap();
+        let Noise::L2Laplace { beta } = cal.noise() else { panic!("{:?}", cal.noise()) };
+        let (k, l) = (loss.k(), loss.l());
+        let outputs = loss.outputs(classes) as f64;
+        let sens = if add_remove || mode == CalibrationMode::Paper { k } else { 2.0 * k };
+        let rho = cal.mechanism.rho().unwrap();
+        let floor = 2.0 * l * outputs / eps;
+        prop_assert!(rho >= floor * (1.0 - 1e-12));
+        if mode != CalibrationMode::Paper {
+            prop_assert!(rho >= n as f64 * lambda);
+        }
+        let jacobian = outputs * (1.0 + l / rho).ln();
+        let total = jacobian + beta * sens;
+        prop_assert!(total <= eps * (1.0 + 1e-9), "{total} > {eps}");
+        prop_assert!(beta * sens <= eps / 2.0 * (1.0 + 1e-12) || mode != CalibrationMode::Paper);
+        if mode != CalibrationMode::Paper {
+            prop_assert!(total >= eps * (1.0 - 1e-9), "{total} < {eps}: budget unspent");
+            prop_assert!(beta * sens >= eps / 2.0 * (1.0 - 1e-12));
+        }
+    }
+
     #[test]
     fn noise_decreasing_in_n_lambda_epsilon(
         le in -2.0f64..1.0, n in 100usize..100000, ll in -5.0f64..-0.5, b in 1u64..1000,

@@ -146,7 +146,8 @@ fn pld_degenerate_inputs_are_usage_errors() {
 }
 
 /// Erratum 4.7 on the command line: the replace-one pair that moves b by 2K refutes the old
-/// β = ε/(2K) (paper) and not the corrected β = ε/(4K).
+/// β = ε/(2K) (paper) and not the corrected β (sensitivity 2K, the share the Jacobian bound
+/// leaves).
 #[test]
 fn audit_loss_perturbation_noise_term_under_replace_one() {
     let run = |cal: &str| {
