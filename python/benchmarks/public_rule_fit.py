@@ -13,7 +13,7 @@ are fitted on (docs/tables.md): public tables only, never a user's.
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
         --part epochs --maps unit-sphere --repetitions 10 --json python/benchmarks/public_rule_fit.json
     python python/benchmarks/public_rule_fit.py --privpred target/release/privpred \
-        --part lambda,rule --maps unit-sphere --json python/benchmarks/public_rule_fit.json
+        --part lambda,rule,kappa --maps unit-sphere --json python/benchmarks/public_rule_fit.json
     python python/benchmarks/public_rule_fit.py summary python/benchmarks/public_rule_fit.json
 
 (python/benchmarks/public_rule_fit.json holds the run docs/tables.md reports: 5 draws per
@@ -48,14 +48,16 @@ MAPS = {
     "centered-sphere-bias": {"range": "centered", "sphere": True, "bias": True},
 }
 LAMBDAS = [1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+# loss perturbation's kappa in lambda = kappa*d*C/(N*eps) (the rule: 0.3)
+KAPPAS = [0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5]
 # DP-SGD's epochs (the rule: 20 up to epsilon = 1, 20 * epsilon^0.4 above, at most 100)
 EPOCHS = [20, 50, 100, 200]
 
 
 def compare(binary, d, schema, reps, extra):
+    eps = [] if "--epsilon" in extra else ["--epsilon", "0.1,1,10"]
     cmd = [binary, "compare", "--dataset", "csv:train.csv,test.csv", "--schema", schema,
-           "--epsilon", "0.1,1,10", "--budget", "100", "--repetitions", str(reps), "--json",
-           *extra]
+           *eps, "--budget", "100", "--repetitions", str(reps), "--json", *extra]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=d)
     j = json.loads(out.stdout)
     rows = []
@@ -112,6 +114,16 @@ def main():
                                                  if x["method"] in ("loss-perturbation",
                                                                     "model-sensitivity")],
                               flush=True)
+                if "kappa" in a.part:
+                    # loss perturbation's constant: lambda = kappa*d*C/(N*eps) per epsilon
+                    c_out = 1 if res["classes"] == 2 else res["classes"]
+                    for kappa in KAPPAS:
+                        for eps in [0.1, 1.0, 10.0]:
+                            lam = min(max(kappa * dim * c_out / (len(itr) * eps), 1e-6), 1.0)
+                            r, _ = compare(binary, d, sp, a.repetitions,
+                                           ["--lambda", f"{lam:.6g}", "--epsilon", f"{eps:g}"])
+                            mres.setdefault("kappa", {}).setdefault(f"{kappa:g}", []).extend(
+                                x for x in r if x["method"] == "loss-perturbation")
                 if "rule" in a.part:
                     # the public rule's own values: compare at its defaults
                     r, _ = compare(binary, d, sp, a.repetitions, [])
@@ -169,8 +181,45 @@ def summary(path, mname="unit-sphere"):
         print(f"| {method} | {rule:.1f} | {fixed[best]:.1f} ({best}) | {fixed['0.01']:.1f} |")
 
 
+def kappa_summary(path, mname="unit-sphere"):
+    """Loss perturbation's mean test accuracy over the tables per kappa (from --part kappa)."""
+    out = json.load(open(path))
+    tables = [t for t in out if "kappa" in out[t].get("maps", {}).get(mname, {})]
+    if not tables:
+        return
+    print("| κ | ε = 0.1 | ε = 1 | ε = 10 | mean |")
+    print("|---|---|---|---|---|")
+    for kappa in out[tables[0]]["maps"][mname]["kappa"]:
+        per = [100 * float(np.mean([x["mean"] for t in tables
+                                    for x in out[t]["maps"][mname]["kappa"][kappa]
+                                    if x["epsilon"] == eps])) for eps in [0.1, 1.0, 10.0]]
+        print(f"| {kappa} | " + " | ".join(f"{v:.1f}" for v in per) + f" | {np.mean(per):.1f} |")
+
+
+def map_summary(path):
+    """Each row map's mean test accuracy over the tables (from --part lambda): loss
+    perturbation and model sensitivity at epsilon = 1 and 10, lambda the best of the grid for
+    each cell, and the non-private reference."""
+    out = json.load(open(path))
+    print("| map | loss perturbation ε = 1 | ε = 10 | model sensitivity ε = 1 | ε = 10 | non-private |")
+    print("|---|---|---|---|---|---|")
+    for mname in MAPS:
+        tables = [t for t in out if "lambda" in out[t].get("maps", {}).get(mname, {})]
+        if len(tables) < len(out):
+            continue
+        cells = []
+        for method, eps in itertools.product(["loss-perturbation", "model-sensitivity"], [1.0, 10.0]):
+            per = [max(x["mean"] for rows in out[t]["maps"][mname]["lambda"].values() for x in rows
+                       if x["method"] == method and x["epsilon"] == eps) for t in tables]
+            cells.append(f"{100 * float(np.mean(per)):.1f}")
+        nonpriv = 100 * float(np.mean([out[t]["maps"][mname]["nonprivate"] for t in tables]))
+        print(f"| {mname} | " + " | ".join(cells) + f" | {nonpriv:.1f} |")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "summary":
         summary(sys.argv[2])
+        kappa_summary(sys.argv[2])
+        map_summary(sys.argv[2])
     else:
         main()
