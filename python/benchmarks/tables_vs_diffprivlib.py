@@ -317,6 +317,48 @@ def versions(binary):
     return out
 
 
+def privpred_both_deltas(run):
+    """`run(delta)` at delta = 0 for every method but DP-SGD, and at DPSGD_DELTA for DP-SGD:
+    the accuracies, the non-private accuracy, the selection and the settings."""
+    pp, nonpriv, selection, settings = run(0.0)
+    pp_d, _, _, settings_d = run(DPSGD_DELTA)
+    pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
+    settings.update({k: v for k, v in settings_d.items() if k[0] == "dp-sgd"})
+    return pp, nonpriv, selection, settings
+
+
+def result_record(*, ytr, yte, feature_dim, classes, repetitions, privpred, sklearn,
+                  mapping_diff, nonprivate_public, sklearn_minmax, baselines):
+    """One task's result, as the JSON holds it: `privpred` is privpred_both_deltas' tuple,
+    `sklearn` (accuracy, hold-out lambda), `baselines` the diffprivlib methods as
+    (name, eps -> (mean, std)), run when diffprivlib imports."""
+    pp, nonpriv, selection, settings = privpred
+    sk, sk_lam = sklearn
+    res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": feature_dim,
+           "classes": classes, "repetitions": repetitions,
+           "test_majority": float(np.bincount(yte).max() / len(yte)),
+           "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
+           "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
+                                 for k, v in sorted(settings.items())],
+           "mapping_max_abs_diff_vs_privpred": mapping_diff,
+           "privpred_nonprivate": nonpriv, "privpred_nonprivate_lambda_0.01": nonprivate_public,
+           "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
+           "sklearn_minmax": sklearn_minmax, "rows": []}
+    for eps in EPSILONS:
+        for m in METHODS:
+            if (m, eps) in pp:
+                mean, std = pp[(m, eps)]
+                res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
+                                    "mean": mean, "std": std})
+        if not have_diffprivlib():
+            continue
+        for method, fit in baselines:
+            mean, std = fit(eps)
+            res["rows"].append({"library": "diffprivlib", "method": method,
+                                "epsilon": eps, "mean": mean, "std": std})
+    return res
+
+
 def run_table(a, name, rows):
     schema_path = os.path.join(ROOT, "examples", f"{name}.schema.json")
     schema = json.load(open(schema_path))
@@ -331,45 +373,26 @@ def run_table(a, name, rows):
         binary = os.path.abspath(a.privpred)
         run = lambda delta: privpred_runs(binary, d, schema_path, a.repetitions,  # noqa: E731
                                           a.budget, delta)
-        pp, nonpriv, selection, settings = run(0.0)
-        pp_d, _, _, settings_d = run(DPSGD_DELTA)
-        pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
-        settings.update({k: v for k, v in settings_d.items() if k[0] == "dp-sgd"})
+        pp = privpred_both_deltas(run)
         nonpriv_pub = privpred_nonprivate_public(binary, d, schema_path)
     Mtr, Rtr, lo, hi = schema_map(tr, schema)
     Mte, Rte, _, _ = schema_map(te, schema)
     diff = privpred_mapping_diff(tr + te, schema, np.vstack([Mtr, Mte]))
-    sk, sk_lam = sk_logreg(Mtr, ytr, Mte, yte)
     mn, mx = Rtr.min(0), Rtr.max(0)
     span = np.where(mx > mn, mx - mn, 1.0)
     sk_mm = LogisticRegression(max_iter=10000).fit((Rtr - mn) / span, ytr).score(
         (np.clip(Rte, mn, mx) - mn) / span, yte)
-    res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Mtr.shape[1],
-           "classes": int(y.max() + 1), "repetitions": a.repetitions,
-           "test_majority": float(np.bincount(yte).max() / len(yte)),
-           "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
-           "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
-                                 for k, v in sorted(settings.items())],
-           "mapping_max_abs_diff_vs_privpred": diff,
-           "privpred_nonprivate": nonpriv, "privpred_nonprivate_lambda_0.01": nonpriv_pub,
-           "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
-           "sklearn_minmax": sk_mm, "rows": []}
-    for eps in EPSILONS:
-        for m in METHODS:
-            if (m, eps) in pp:
-                mean, std = pp[(m, eps)]
-                res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
-                                    "mean": mean, "std": std})
-        if not have_diffprivlib():
-            continue
-        mean, std = dpl_logreg(Mtr, ytr, Mte, yte, eps, a.repetitions, 0)
-        res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
-                            "epsilon": eps, "mean": mean, "std": std})
-        mean, std = dpl_nb(np.clip(Rtr, lo, hi), ytr, np.clip(Rte, lo, hi), yte, lo, hi, eps,
-                           a.repetitions, 0)
-        res["rows"].append({"library": "diffprivlib", "method": "GaussianNB",
-                            "epsilon": eps, "mean": mean, "std": std})
-    return res
+    return result_record(
+        ytr=ytr, yte=yte, feature_dim=Mtr.shape[1], classes=int(y.max() + 1),
+        repetitions=a.repetitions, privpred=pp, sklearn=sk_logreg(Mtr, ytr, Mte, yte),
+        mapping_diff=diff, nonprivate_public=nonpriv_pub, sklearn_minmax=sk_mm,
+        baselines=[
+            ("LogisticRegression",
+             lambda eps: dpl_logreg(Mtr, ytr, Mte, yte, eps, a.repetitions, 0)),
+            ("GaussianNB",
+             lambda eps: dpl_nb(np.clip(Rtr, lo, hi), ytr, np.clip(Rte, lo, hi), yte, lo, hi,
+                                eps, a.repetitions, 0)),
+        ])
 
 
 # MNIST as `privpred compare --dataset mnist` reads it: pixels / 255, each row scaled to unit
@@ -432,32 +455,14 @@ def run_image(a, name):
             dataset = "mnist"
         run = lambda delta: privpred_compare(binary, d, dataset, None, reps, a.budget,  # noqa: E731
                                              delta)
-        pp, nonpriv, selection, settings = run(0.0)
-        pp_d, _, _, settings_d = run(DPSGD_DELTA)
-    pp.update({k: v for k, v in pp_d.items() if k[0] == "dp-sgd"})
-    settings.update({k: v for k, v in settings_d.items() if k[0] == "dp-sgd"})
-    sk, sk_lam = sk_logreg(Xtr, ytr, Xte, yte, grid=IMAGE_LAMBDA_GRID)
-    res = {"n_train": len(ytr), "n_test": len(yte), "feature_dim": Xtr.shape[1],
-           "classes": int(ytr.max() + 1), "repetitions": reps,
-           "test_majority": float(np.bincount(yte).max() / len(yte)),
-           "dpsgd_delta": DPSGD_DELTA, "privpred_selection": selection,
-           "privpred_settings": [{"method": k[0], "epsilon": k[1], **v}
-                                 for k, v in sorted(settings.items())],
-           "mapping_max_abs_diff_vs_privpred": None,
-           "privpred_nonprivate": nonpriv, "privpred_nonprivate_lambda_0.01": float("nan"),
-           "sklearn_schema": sk, "sklearn_schema_lambda": sk_lam,
-           "sklearn_minmax": float("nan"), "rows": []}
-    for eps in EPSILONS:
-        for m in METHODS:
-            if (m, eps) in pp:
-                mean, std = pp[(m, eps)]
-                res["rows"].append({"library": "privpred", "method": m, "epsilon": eps,
-                                    "mean": mean, "std": std})
-        if have_diffprivlib():
-            mean, std = dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, 0)
-            res["rows"].append({"library": "diffprivlib", "method": "LogisticRegression",
-                                "epsilon": eps, "mean": mean, "std": std})
-    return res
+        pp = privpred_both_deltas(run)
+    return result_record(
+        ytr=ytr, yte=yte, feature_dim=Xtr.shape[1], classes=int(ytr.max() + 1),
+        repetitions=reps, privpred=pp,
+        sklearn=sk_logreg(Xtr, ytr, Xte, yte, grid=IMAGE_LAMBDA_GRID),
+        mapping_diff=None, nonprivate_public=float("nan"), sklearn_minmax=float("nan"),
+        baselines=[("LogisticRegression",
+                    lambda eps: dpl_logreg(Xtr, ytr, Xte, yte, eps, reps, 0))])
 
 
 def print_table(name, res):

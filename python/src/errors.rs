@@ -35,6 +35,9 @@ const PYTHON_WORDS: &[(&str, &str)] = &[
     ("--loss softmax", "loss=\"softmax\""),
     ("--loss logistic", "loss=\"logistic\""),
     ("--lambda", "lam"),
+    ("invalid --no-header = true", "invalid header = False"),
+    ("--no-header", "header=False"),
+    ("--delta 1e-6", "delta=1e-6"),
 ];
 
 /// The crates' argument names (`invalid NAME = VALUE: …`) whose Python parameter is spelt

@@ -39,10 +39,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schema::encode_table, m)?)?;
     m.add_function(wrap_pyfunction!(schema::encode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(schema::schema_check, m)?)?;
+    m.add_function(wrap_pyfunction!(schema::draft_schema, m)?)?;
     m.add_function(wrap_pyfunction!(datasets::load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(accounting::calibrate, m)?)?;
     m.add_class::<odometer::OdometerReservation>()?;
     m.add_function(wrap_pyfunction!(odometer::dataset_identity, m)?)?;
+    m.add_function(wrap_pyfunction!(odometer::odometer_fit_key, m)?)?;
     m.add_function(wrap_pyfunction!(odometer::odometer_limit, m)?)?;
     m.add_function(wrap_pyfunction!(odometer::odometer_show, m)?)?;
     m.add_function(wrap_pyfunction!(odometer::odometer_reserve, m)?)?;

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Mutex;
 
-fn err(e: OdometerError) -> PyErr {
+pub(crate) fn err(e: OdometerError) -> PyErr {
     if e.is_user_error() {
         PyValueError::new_err(e.to_string())
     } else {
@@ -40,6 +40,36 @@ pub fn dataset_identity(
         )));
     }
     Ok(odometer::dataset_identity(d, &features, labels))
+}
+
+/// The key a fit is charged to: `key` when given, else the key a privately drafted schema
+/// (JSON text) was charged to, else the training set's [`dataset_identity`] (the CLI's rule,
+/// `privpred_answer::odometer::fit_key`).
+#[pyfunction]
+#[pyo3(signature = (key, schema, x, y))]
+pub fn odometer_fit_key(
+    key: Option<&str>,
+    schema: Option<&str>,
+    x: PyReadonlyArray2<'_, f32>,
+    y: PyReadonlyArray1<'_, u32>,
+) -> PyResult<String> {
+    let schema = schema
+        .map(|t| crate::schema::parse(t, "schema"))
+        .transpose()?;
+    let a = x.as_array();
+    let (n, d) = a.dim();
+    let labels = y.as_slice()?;
+    if labels.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "dimension mismatch: {n} rows of features but {} labels",
+            labels.len()
+        )));
+    }
+    odometer::fit_key(key, schema.as_ref(), || {
+        let features: Vec<f32> = a.iter().copied().collect();
+        odometer::dataset_identity(d, &features, labels)
+    })
+    .map_err(err)
 }
 
 /// Sets (or changes) the limit of dataset `key`, creating the odometer if missing; returns
@@ -79,12 +109,7 @@ pub fn odometer_show(py: Python<'_>, odometer: &str, key: Option<&str>) -> PyRes
 }
 
 fn check_key(k: &str) -> PyResult<()> {
-    if k.is_empty() || k.len() > 256 || k.chars().any(char::is_control) {
-        return Err(PyValueError::new_err(format!(
-            "invalid odometer key {k:?}: must be 1 to 256 printable characters"
-        )));
-    }
-    Ok(())
+    odometer::check_key(k).map_err(err)
 }
 
 /// A fit's charge, reserved before training.

@@ -145,3 +145,91 @@ pub fn encode_columns<'py>(
     let x = PyArray1::from_vec(py, features).reshape([n, d])?;
     Ok((x, classes.map(|y| PyArray1::from_vec(py, y))))
 }
+
+/// A table's header (when it has one) and rows of text cells.
+type Table = (Option<Vec<String>>, Vec<Vec<String>>);
+
+/// The table a private draft reads: a CSV or Parquet file, or rows of text cells (the
+/// header first, with `header`).
+fn draft_table(
+    path: Option<&str>,
+    rows: Option<Vec<Vec<String>>>,
+    header: bool,
+) -> PyResult<Table> {
+    use privpred_data::schema::declare_header;
+    use privpred_data::table::draft_input;
+    match (path, rows) {
+        (Some(p), None) => draft_input(Path::new(p), header).map_err(data),
+        (None, Some(r)) => Ok(declare_header(None, r, header)),
+        _ => Err(PyValueError::new_err(
+            "invalid data: give a table file's path or the table's rows, not both",
+        )),
+    }
+}
+
+/// Drafts a schema privately (the numeric bounds by DP quantiles, the category lists and the
+/// label's classes by a DP thresholded histogram; `privpred data schema --epsilon`'s code,
+/// [`privpred_answer::odometer::private_draft`]), charged to the privacy odometer before it
+/// is returned; the schema as JSON text, its cost (and odometer key) in its `drafted`.
+#[pyfunction]
+#[pyo3(signature = (*, path=None, rows=None, header=true, epsilon, delta, quantile, label=None, categorical=Vec::new(), ignore=Vec::new(), odometer=None, odometer_key=None, seed=None, note))]
+#[allow(clippy::too_many_arguments)]
+pub fn draft_schema(
+    py: Python<'_>,
+    path: Option<&str>,
+    rows: Option<Vec<Vec<String>>>,
+    header: bool,
+    epsilon: f64,
+    delta: Option<f64>,
+    quantile: f64,
+    label: Option<String>,
+    categorical: Vec<String>,
+    ignore: Vec<String>,
+    odometer: Option<&str>,
+    odometer_key: Option<&str>,
+    seed: Option<u64>,
+    note: &str,
+) -> PyResult<String> {
+    use crate::errors::python_words;
+    use privpred_answer::odometer::{DraftError, private_draft};
+    use privpred_data::schema::PrivateDraft;
+    use pyo3::exceptions::PyRuntimeError;
+    let opts = PrivateDraft {
+        epsilon,
+        delta,
+        quantile,
+        label,
+        categorical,
+        ignore,
+        seed,
+    };
+    let drafted = py.detach(|| -> PyResult<Result<Schema, DraftError>> {
+        let (head, cells) = draft_table(path, rows, header)?;
+        Ok(private_draft(
+            &opts,
+            head.as_deref(),
+            &cells,
+            odometer,
+            odometer_key,
+            note,
+            |_, _| {},
+        )
+        .map(|r| r.schema))
+    })?;
+    let schema = drafted.map_err(|e| match e {
+        DraftError::Invalid(d) => data(d),
+        DraftError::Usage(m) => PyValueError::new_err(python_words(&m)),
+        DraftError::Odometer(o) => crate::odometer::err(o),
+        DraftError::Failed { error, charged } => PyValueError::new_err(format!(
+            "{}{}",
+            python_words(&error.to_string()),
+            if charged {
+                " (the draft read the data: its charge stays counted in the odometer, no refund)"
+            } else {
+                ""
+            }
+        )),
+        DraftError::Noise(n) => PyRuntimeError::new_err(n.to_string()),
+    })?;
+    serde_json::to_string(&schema).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}

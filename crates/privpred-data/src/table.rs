@@ -328,6 +328,25 @@ pub fn read_cells(path: &Path, format: TableFormat) -> Result<(Option<Vec<String
     Ok((header, rows))
 }
 
+/// A table file's cells for a private schema draft: its header as the caller declares it
+/// ([`crate::schema::declare_header`]; `header = false` is refused for a Parquet file, whose
+/// column names are its header) and its rows as text.
+pub fn draft_input(path: &Path, header: bool) -> Result<(Option<Vec<String>>, Cells)> {
+    let format = format_of(path);
+    if !header && format == TableFormat::Parquet {
+        return Err(DataError::InvalidArgument {
+            name: "--no-header",
+            value: "true".into(),
+            expected: format!(
+                "applies to CSV files only: {} is Parquet, whose column names are its header",
+                path.display()
+            ),
+        });
+    }
+    let (detected, rows) = read_cells(path, format)?;
+    Ok(crate::schema::declare_header(detected, rows, header))
+}
+
 /// The format of a table file from its name: `.parquet`/`.pq` is Parquet, anything else CSV.
 pub fn format_of(path: &Path) -> TableFormat {
     match path.extension().and_then(|e| e.to_str()) {

@@ -5,14 +5,15 @@ Private Prediction", 2020): a scikit-learn estimator for private multinomial log
 regression (five private methods), the guarantee of every fitted model, the same
 safetensors artifacts as the ``privpred`` command line, DP-SGD accountants with Opacus's
 argument names, a client for ``privpred serve``, a scaler with public bounds
-(:class:`PublicBoundsScaler`) and :class:`PrivacyLeakWarning` for releases the guarantee does
-not cover.
+(:class:`PublicBoundsScaler`), a private schema draft for tables (:func:`draft_schema`) and
+:class:`PrivacyLeakWarning` for releases the guarantee does not cover.
 """
 
 from . import accounting, datasets, odometer
 from ._native import BudgetExhausted, __version__
 from ._estimator import PrivateLogisticRegression, load
 from ._privacy import PrivacyLeakWarning, PublicBoundsScaler
+from ._schema import draft_schema
 from ._client import Client
 from .accounting import calibrate
 
@@ -27,5 +28,6 @@ __all__ = [
     "datasets",
     "odometer",
     "calibrate",
+    "draft_schema",
     "load",
 ]

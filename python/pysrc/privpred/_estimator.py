@@ -166,8 +166,9 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         training, and raises ``ValueError`` without training when it would pass the limit
         (see :mod:`privpred.odometer`).
     odometer_key : str, optional
-        The dataset's key in the odometer (default: :func:`privpred.odometer.dataset_key`
-        of the training data).
+        The dataset's key in the odometer (default: the key a privately drafted ``schema``
+        was charged to, its ``drafted["odometer_key"]``, else
+        :func:`privpred.odometer.dataset_key` of the training data).
     fit_intercept : bool, default=False
         Learn an intercept: a constant bias feature of value v (``bias``) is appended to
         every row, [x * sqrt(1 - v**2), v], so rows stay in the unit ball and the guarantee
@@ -512,7 +513,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         except TypeError:
             extra = json.dumps({"cross_validated": cv, "classes_from": source})
         y_enc = np.ascontiguousarray(y_enc, dtype=np.uint32)
-        reservation = self._reserve(X, y_enc, method)
+        reservation = self._reserve(X, y_enc, method, schema_text)
         # a fit that fails after it started stays charged (reserved): its failure is an
         # outcome of the data, and retrying until success would spend several times the charge
         native = self._train(X, y_enc, classes, method, bias, extra, loss, schema_text)
@@ -591,7 +592,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         classes = _schema.classes_like(_schema.classes_of(schema), y)
         return Xe, y_enc, classes, text
 
-    def _reserve(self, X, y_enc, method):
+    def _reserve(self, X, y_enc, method, schema_text=None):
         """Reserves the fit's charge on the odometer (None without one)."""
         if self.odometer is None:
             return None
@@ -614,12 +615,17 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
                     "fit there is another release chosen among on the same data, outside the "
                     "guarantee; search on public data (public_search=True), or fit once"
                 )
-        key = self.odometer_key
-        if key is None:
-            key = _native.dataset_identity(X, y_enc)
+        # the key given, else a privately drafted schema's (one limit for the draft and the
+        # fits), else the training rows' identity: the CLI's rule
+        key = _native.odometer_fit_key(
+            None if self.odometer_key is None else str(self.odometer_key),
+            schema_text,
+            X,
+            y_enc,
+        )
         return _native.odometer_reserve(
             os.fspath(self.odometer),
-            str(key),
+            key,
             method,
             None if method == "non-private" else float(self.epsilon),
             float(self.delta),

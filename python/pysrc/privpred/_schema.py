@@ -223,3 +223,171 @@ def classes_like(classes: List[str], y: Any) -> np.ndarray:
         except (ValueError, OverflowError):
             pass
     return np.asarray(classes)
+
+
+def _real(name: str, v: Any) -> float:
+    """A number parameter as float; a ValueError names the parameter otherwise."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise ValueError(f"invalid {name} = {v!r}: must be a number")
+    return float(v)
+
+
+def _names(name: str, v: Any) -> List[str]:
+    """Column names: one name or a sequence of names."""
+    if isinstance(v, str):
+        return [v]
+    try:
+        out = list(v)
+    except TypeError:
+        raise ValueError(f"invalid {name} = {v!r}: must be a column name or a sequence of column names") from None
+    if not all(isinstance(n, str) for n in out):
+        raise ValueError(f"invalid {name} = {v!r}: must be a column name or a sequence of column names")
+    return out
+
+
+def draft_schema(
+    data: Any,
+    *,
+    epsilon: float,
+    delta: float,
+    label: Any = None,
+    quantile: float = 0.01,
+    categorical: Any = (),
+    ignore: Any = (),
+    header: bool = True,
+    odometer: Any = None,
+    odometer_key: Any = None,
+    seed: Any = None,
+) -> Dict[str, Any]:
+    """Draft a table's schema with differential privacy, as ``privpred data schema --epsilon``.
+
+    The same code as the command line: each numeric column's bounds are its ``quantile`` and
+    ``1 - quantile`` quantiles chosen by the exponential mechanism over a public grid of
+    round numbers (rows outside them are clipped), each categorical column's values and the
+    label's classes are kept by a thresholded histogram (values held by few rows are left
+    out), and the cost, ``(epsilon, delta)`` under replace-one neighbours split over the
+    columns by basic composition, is recorded in the schema's ``drafted``. With an
+    ``odometer`` the whole ``(epsilon, delta)`` is charged to ``odometer_key``'s limit
+    before anything drafted is returned: a draft past the limit raises ``ValueError`` and
+    returns nothing, and the charge stays once the data has been read. The header, the label
+    and the column types are declared, not read from the data: every column not named in
+    ``categorical`` or ``ignore`` (and not the label) is numeric.
+
+    Parameters
+    ----------
+    data : str, os.PathLike, DataFrame or sequence of rows
+        The table: a CSV or Parquet file's path, a DataFrame (its column names are the
+        header), or rows of values (a 2-d array or a list of rows; with ``header``, the
+        first row holds the column names).
+    epsilon : float
+        The draft's total epsilon, > 0.
+    delta : float
+        The draft's total delta, in (0, 1) (the lists' thresholded histogram needs
+        delta > 0; e.g. 1e-6, below 1/N).
+    label : str, optional
+        The label column's name (default: the last column).
+    quantile : float, default=0.01
+        The quantile q of the numeric bounds, in (0, 0.5): the bounds are the q and 1 - q
+        quantiles.
+    categorical : str or sequence of str, default=()
+        The categorical columns.
+    ignore : str or sequence of str, default=()
+        Columns to leave out (not read, they cost nothing).
+    header : bool, default=True
+        Whether the first row of a file (or of the rows) names the columns; without, the
+        columns are ``column_0``, ``column_1``, ….
+    odometer : str or os.PathLike, optional
+        The data owner's privacy odometer (an SQLite path or a postgres:// URL, set up with
+        :func:`privpred.odometer.set_limit`), charged before the draft is returned.
+    odometer_key : str, optional
+        The dataset's key in the odometer (required with ``odometer``): the key whose limit
+        the owner set. It is recorded in the schema's ``drafted``, and a fit on the schema
+        with the same odometer charges it too.
+    seed : int, optional
+        An experiment seed: the draft's noise can be regenerated from it, so it is not a
+        release (recorded in ``drafted``; refused with ``odometer``). Default: the
+        operating system's generator.
+
+    Returns
+    -------
+    dict
+        The drafted schema (as the estimator's ``schema`` takes it, or to write as JSON to
+        the file ``privpred train --schema`` reads).
+
+    Raises
+    ------
+    ValueError
+        For a parameter outside its range (naming it), a table that does not fit the
+        declarations, ``seed`` with ``odometer``, ``odometer`` without ``odometer_key``, or
+        a draft the odometer refuses.
+    OSError
+        If the file cannot be read.
+    """
+    eps = _real("epsilon", epsilon)
+    dlt = None if delta is None else _real("delta", delta)
+    q = _real("quantile", quantile)
+    if label is not None and not isinstance(label, str):
+        raise ValueError(f"invalid label = {label!r}: must be a column name or None (the last column)")
+    if not isinstance(header, (bool, np.bool_)):
+        raise ValueError(f"invalid header = {header!r}: must be True or False")
+    if seed is not None and (
+        isinstance(seed, (bool, np.bool_))
+        or not isinstance(seed, numbers.Integral)
+        or not 0 <= int(seed) < 2**64
+    ):
+        raise ValueError(
+            f"invalid seed = {seed!r}: must be an integer in [0, 2**64), or None (the "
+            "operating system's generator)"
+        )
+    if odometer is not None and not isinstance(odometer, (str, os.PathLike)):
+        raise ValueError(
+            f"invalid odometer = {odometer!r}: must be an SQLite path or a postgres:// URL"
+        )
+    if odometer_key is not None and not isinstance(odometer_key, str):
+        raise ValueError(f"invalid odometer_key = {odometer_key!r}: must be a str")
+    path = table = None
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+        note = f"schema draft of {path}"
+    elif hasattr(data, "columns") and hasattr(data, "__getitem__"):
+        if not header:
+            raise ValueError(
+                "invalid header = False with a DataFrame: its column names are its header"
+            )
+        names = [str(c) for c in data.columns]
+        cols = [list(np.asarray(data[c], dtype=object)) for c in data.columns]
+        table = [names] + [[cell(v) for v in r] for r in zip(*cols)]
+        note = "schema draft of a DataFrame (Python)"
+    else:
+        if isinstance(data, np.ndarray) and data.ndim != 2:
+            raise ValueError(
+                f"invalid data: expected a 2-D table of rows (got {data.ndim} dimension(s))"
+            )
+        table = []
+        try:
+            for r in data:
+                if isinstance(r, (str, bytes)) or not hasattr(r, "__iter__"):
+                    raise TypeError
+                table.append([cell(v) for v in r])
+        except TypeError:
+            raise ValueError(
+                "invalid data: expected a table file's path, a DataFrame or a 2-D table of "
+                "rows (a sequence of rows, each a sequence of values)"
+            ) from None
+        note = "schema draft of rows (Python)"
+    text = _native.draft_schema(
+        path=path,
+        rows=table,
+        header=bool(header),
+        epsilon=eps,
+        delta=dlt,
+        quantile=q,
+        label=label,
+        categorical=_names("categorical", categorical),
+        ignore=_names("ignore", ignore),
+        odometer=None if odometer is None else os.fspath(odometer),
+        odometer_key=odometer_key,
+        seed=None if seed is None else int(seed),
+        note=note,
+    )
+    return json.loads(text)

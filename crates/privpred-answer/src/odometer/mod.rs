@@ -27,8 +27,11 @@
 //!   training rows, independent of their order and file format), or a name the owner gives.
 //!   The odometer is the owner's private store, never released.
 
+mod draft;
 mod postgres;
 mod sqlite;
+
+pub use draft::{DRAFT_METHOD, DraftError, DraftRelease, private_draft};
 
 use crate::ledger::LedgerSpec;
 use serde::Serialize;
@@ -89,6 +92,34 @@ pub fn parse_spec(s: &str) -> Result<LedgerSpec> {
             .map_err(|e| OdometerError::Usage(e.to_string().replace("--ledger", "odometer")));
     }
     Ok(LedgerSpec::Sqlite(t.into()))
+}
+
+/// Checks a key given by the owner: 1 to 256 printable characters.
+pub fn check_key(k: &str) -> Result<()> {
+    if k.is_empty() || k.len() > 256 || k.chars().any(char::is_control) {
+        return Err(OdometerError::Usage(format!(
+            "invalid odometer key {k:?}: must be 1 to 256 printable characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The key a fit is charged to: the key given, else the key a privately drafted schema's
+/// draft was charged to (its `drafted.odometer_key`: the draft and the fits add up against
+/// one limit), else `identity()` (the training rows' [`dataset_identity`]).
+pub fn fit_key(
+    given: Option<&str>,
+    schema: Option<&privpred_data::Schema>,
+    identity: impl FnOnce() -> String,
+) -> Result<String> {
+    let drafted = schema.and_then(|s| s.drafted.as_ref()?.odometer_key.as_deref());
+    match given.or(drafted) {
+        Some(k) => {
+            check_key(k)?;
+            Ok(k.to_string())
+        }
+        None => Ok(identity()),
+    }
 }
 
 /// The identity of a training set: SHA-256 over the row count, the number of features and
@@ -321,6 +352,11 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// The odometer the fit is recorded in.
+    pub fn spec(&self) -> &LedgerSpec {
+        &self.spec
+    }
+
     /// Marks the fit `released` (its model was written), noting `note` (the output file).
     pub fn confirm(&self, note: &str) -> Result<()> {
         self.set_state("released", note)

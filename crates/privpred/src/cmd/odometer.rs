@@ -94,13 +94,10 @@ pub(crate) fn spec(s: &str) -> anyhow::Result<LedgerSpec> {
     odometer::parse_spec(s).map_err(odo_err)
 }
 
-/// Checks a key given by the owner: 1 to 256 printable characters.
+/// Checks a key given by the owner: 1 to 256 printable characters
+/// (`privpred_answer::odometer::check_key`).
 pub(crate) fn check_key(k: &str) -> anyhow::Result<String> {
-    if k.is_empty() || k.len() > 256 || k.chars().any(char::is_control) {
-        return Err(usage(format!(
-            "invalid odometer key {k:?}: must be 1 to 256 printable characters"
-        )));
-    }
+    odometer::check_key(k).map_err(odo_err)?;
     Ok(k.to_string())
 }
 
@@ -260,9 +257,15 @@ pub(crate) fn reserve_reported(
     what: &str,
 ) -> anyhow::Result<Reservation> {
     let res = odometer::reserve(spec, key, charge).map_err(odo_err)?;
+    report_charge(&res, charge, what);
+    Ok(res)
+}
+
+/// Says on standard error what `what` (a fit, a draft) charged and what is spent of the limit.
+pub(crate) fn report_charge(res: &Reservation, charge: &Charge, what: &str) {
     eprintln!(
         "privacy odometer {}: dataset {}: this {what} charged epsilon = {}, delta = {}; total {} fit(s), epsilon = {}, delta = {} of the limit epsilon = {}, delta = {} (basic composition)",
-        spec.describe(),
+        res.spec().describe(),
         res.dataset,
         short(charge.epsilon),
         short(charge.delta),
@@ -272,7 +275,6 @@ pub(crate) fn reserve_reported(
         short(res.limit.epsilon),
         short(res.limit.delta)
     );
-    Ok(res)
 }
 
 impl FitCharge {

@@ -391,18 +391,17 @@ fn load_linear_data(
     check_public_classes(args, &splits.train)?;
     check_add_remove_input(args, &splits.train)?;
     let base = Preprocessing::for_data(&splits.train).map_err(usage)?;
-    let drafted = opts
-        .schema
-        .as_ref()
-        .and_then(|s| s.drafted.as_ref()?.odometer_key.as_deref());
-    let odometer_key = match (&args.odometer, args.odometer_key.as_deref().or(drafted)) {
-        (None, _) => None,
-        (Some(_), Some(k)) => Some(super::odometer::check_key(k)?),
-        (Some(_), None) => {
-            let (d, f, y) = splits.training_input();
-            Some(privpred_answer::odometer::dataset_identity(d, &f, &y))
-        }
+    let identity = || {
+        let (d, f, y) = splits.training_input();
+        privpred_answer::odometer::dataset_identity(d, &f, &y)
     };
+    let drafted = opts.schema.as_ref();
+    let odometer_key = (args.odometer.as_ref())
+        .map(|_| {
+            privpred_answer::odometer::fit_key(args.odometer_key.as_deref(), drafted, identity)
+        })
+        .transpose()
+        .map_err(super::odometer::odo_err)?;
     let recipe = Preprocessing {
         classes: args.classes.as_ref().map(args::ClassesArg::count),
         subsample: args.subsample,

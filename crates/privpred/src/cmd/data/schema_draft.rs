@@ -3,10 +3,10 @@
 //! for the mechanisms and the budget split).
 
 use crate::exit::usage;
-use privpred_answer::odometer::Charge;
-use privpred_core::Neighbours;
-use privpred_data::schema::{DEFAULT_DRAFT_QUANTILE, PrivateDraft, declare_header};
-use privpred_data::table::{self, TableFormat};
+use privpred_answer::odometer::{DraftError, private_draft};
+use privpred_data::DataError;
+use privpred_data::schema::{DEFAULT_DRAFT_QUANTILE, PrivateDraft};
+use privpred_data::table::draft_input;
 use std::path::Path;
 
 /// The flags of a private draft.
@@ -61,17 +61,13 @@ pub struct DraftArgs {
     pub seed: Option<u64>,
 }
 
-/// The private draft of `file`: checks, then the charge, then the draft on standard output.
+/// The private draft of `file`: checks, then the charge, then the draft on standard output
+/// (`privpred_answer::odometer::private_draft`, the path the Python bindings take too).
 pub fn run(file: &Path, label: Option<&str>, a: &DraftArgs, epsilon: f64) -> anyhow::Result<()> {
-    let format = table::format_of(file);
-    if a.no_header && format == TableFormat::Parquet {
-        return Err(usage(format!(
-            "--no-header applies to CSV files: {} is Parquet, whose column names are its header",
-            file.display()
-        )));
-    }
-    let (detected, rows) = table::read_cells(file, format)?;
-    let (header, rows) = declare_header(detected, rows, !a.no_header);
+    let (header, rows) = draft_input(file, !a.no_header).map_err(|e| match e {
+        DataError::InvalidArgument { .. } => usage(e),
+        other => anyhow::Error::new(other),
+    })?;
     let opts = PrivateDraft {
         epsilon,
         delta: a.delta,
@@ -81,70 +77,33 @@ pub fn run(file: &Path, label: Option<&str>, a: &DraftArgs, epsilon: f64) -> any
         ignore: a.ignore.clone(),
         seed: a.seed,
     };
-    let plan = opts
-        .plan(header.as_deref(), &rows)
-        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    let odometer = match (&a.odometer, &a.odometer_key) {
-        (None, _) => None,
-        (Some(_), None) => {
-            return Err(usage(
-                "--odometer needs --odometer-key KEY with data schema: a table's default key is the identity of its rows as read through its schema, which is what is being drafted; give the key `odometer limit --key` set, and train with the same `--odometer-key`",
-            ));
-        }
-        (Some(_), Some(_)) if a.seed.is_some() => {
-            return Err(usage(format!(
-                "--seed {} is refused with --odometer: a seeded draft's noise can be regenerated from the seed, it is not a release the odometer can add up; draft without --seed",
-                a.seed.unwrap_or_default()
-            )));
-        }
-        (Some(url), Some(key)) => Some((
-            super::super::odometer::spec(url)?,
-            super::super::odometer::check_key(key)?,
-        )),
-    };
-    let mut rng = match a.seed {
-        Some(s) => privpred_core::noise::seeded_rng(s),
-        None => privpred_core::noise::release_rng()?,
-    };
-    let (eps, delta) = plan.cost();
-    let reservation = match &odometer {
-        None => None,
-        Some((spec, key)) => {
-            let charge = Charge {
-                epsilon: eps,
-                delta,
-                method: "schema-draft".into(),
-                budget: None,
-                neighbours: Neighbours::ReplaceOne.name().to_string(),
-            };
-            Some(super::super::odometer::reserve_reported(
-                spec, key, &charge, "draft",
-            )?)
-        }
-    };
-    let mut schema = match plan.draft(&rows, &mut rng) {
-        Ok(s) => s,
-        Err(e) => {
-            if reservation.is_some() {
+    let note = format!("schema draft of {}", file.display());
+    let released = private_draft(
+        &opts,
+        header.as_deref(),
+        &rows,
+        a.odometer.as_deref(),
+        a.odometer_key.as_deref(),
+        &note,
+        |charge, r| super::super::odometer::report_charge(r, charge, "draft"),
+    )
+    .map_err(|e| match e {
+        DraftError::Invalid(_) | DraftError::Failed { .. } => {
+            if matches!(e, DraftError::Failed { charged: true, .. }) {
                 eprintln!(
                     "privacy odometer: the draft failed after reading the data; its charge stays counted (no refund)"
                 );
             }
-            return Err(usage(format!("{}: {e}", file.display())));
+            usage(format!("{}: {e}", file.display()))
         }
-    };
-    // the key the draft was charged to: `train --schema` with `--odometer` charges it too
-    if let (Some((_, key)), Some(d)) = (&odometer, schema.drafted.as_mut()) {
-        d.odometer_key = Some(key.clone());
-    }
-    let text = serde_json::to_string_pretty(&schema)?;
-    if let Some(r) = reservation {
-        r.confirm(&format!("schema draft of {}", file.display()))
-            .map_err(super::super::odometer::odo_err)?;
-    }
+        DraftError::Usage(m) => usage(m),
+        DraftError::Odometer(o) => super::super::odometer::odo_err(o),
+        DraftError::Noise(n) => anyhow::Error::new(n),
+    })?;
+    let text = serde_json::to_string_pretty(&released.schema)?;
     eprintln!(
         "drafted privately: {}; recorded in the schema's \"drafted\"",
-        plan.describe()
+        released.plan.describe()
     );
     if let Some(s) = a.seed {
         eprintln!(
