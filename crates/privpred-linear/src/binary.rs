@@ -557,7 +557,7 @@ mod tests {
             assert_eq!(p.calibration.assumptions.loss, Loss::Logistic);
             let rho = p.calibration.mechanism.rho().unwrap();
             // the recorded floor max(1/(2·0.99ε), Nλ) = max(0.2525, 0.4)
-            let want = (1.0 / (2.0 * 0.99 * 2.0)).max(e.ds.n as f64 * 1e-3);
+            let want = (1.0f64 / (2.0 * 0.99 * 2.0)).max(e.ds.n as f64 * 1e-3);
             assert!((rho - want).abs() < 1e-12, "ρ {rho} vs {want}");
             let PredictorKind::Released { model } = &p.kind else {
                 panic!("{:?}", p.kind)
