@@ -99,6 +99,7 @@ def make(model, eps, lam, n):
     return privpred.PrivateLogisticRegression(
         method=method, epsilon=eps, lam=lam, binary=model.endswith("sigmoid"),
         unit_ball="normalize",  # x/||x||, as for diffprivlib
+        classes=[0, 1],  # public: both tasks have two declared labels
     )
 
 

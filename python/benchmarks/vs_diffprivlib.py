@@ -34,10 +34,12 @@ def unit(X):
     return X / np.where(n > 0, n, 1.0)
 
 
-def ours(method, eps, lam):
-    # the rows are already x/||x|| (the estimator's normalize rule leaves them unchanged)
+def ours(method, eps, lam, classes):
+    # the rows are already x/||x|| (the estimator's normalize rule leaves them unchanged);
+    # the labels are the task's declared ones (public)
     return privpred.PrivateLogisticRegression(method=method, epsilon=eps, lam=lam,
-                                              unit_ball="normalize")  # x/||x||, as for diffprivlib
+                                              unit_ball="normalize",  # x/||x||, as diffprivlib
+                                              classes=classes)
 
 
 def load(name):
@@ -92,13 +94,14 @@ def main():
     p = rng.permutation(len(Xtr))
     k = len(Xtr) // 10
     ho, tr = p[:k], p[k:]
+    classes = list(range(10)) if a.dataset == "mnist" else [0, 1]
     rows = []
     for eps in a.epsilons:
         for method in a.methods:
             if method == "diffprivlib":
                 make = lambda lam, n, e=eps: dpl(e, lam, n)  # noqa: E731
             else:
-                make = lambda lam, n, e=eps, m=method: ours(m, e, lam)  # noqa: E731
+                make = lambda lam, n, e=eps, m=method: ours(m, e, lam, classes)  # noqa: E731
             r = run(make, a.grid, Xtr[tr], ytr[tr], Xtr[ho], ytr[ho], Xtr, ytr, Xte, yte, a.repetitions)
             r.update(epsilon=eps, method=method)
             rows.append(r)
