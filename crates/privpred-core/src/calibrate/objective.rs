@@ -39,7 +39,7 @@ use crate::types::{CalibrationMode, Neighbours};
 /// spends ε on the noise alone (1.5ε in all) and is labelled `valid_guarantee: false`.
 /// B = ∞. `tight` equals `corrected` (no tighter analysis is claimed here).
 ///
-/// Two-class logistic model ([`Loss::Logistic`]): the same proof with the logistic constants
+/// Two-class logistic model ([`crate::Loss::Logistic`]): the same proof with the logistic constants
 /// K = 1 (|ℓ′| ≤ 1), L = 1/4 (|ℓ″| ≤ c = 1/4) and one output column (each example's Hessian
 /// ℓ″·xxᵀ has rank 1), as in Chaudhuri, Monteleoni & Sarwate (2011), Theorem 9 and
 /// Section 3.4: ρ = 2L·1/ε = 1/(2ε), so (1 + L/ρ) ≤ e^{L/ρ} = e^{ε/2}; b ∈ R^D with
