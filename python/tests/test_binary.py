@@ -55,22 +55,27 @@ def test_prediction_sensitivity_answers_on_one_score(cancer):
 
 
 def test_loss_perturbation_trains_the_sigmoid_model(cancer):
-    """Chaudhuri, Monteleoni & Sarwate (2011), Algorithm 2 with c = 1/4 (Section 3.4):
-    rho = 2c / eps' and beta = eps' / 4 under replace-one (b's sensitivity 2, half of eps'
-    on the noise), eps' = 0.99 eps (the certificate's residual share); the softmax's would be
-    rho = 2 / eps' and beta = eps' / (4 sqrt 2)."""
+    """Chaudhuri, Monteleoni & Sarwate (2011), Algorithm 2 with c = 1/4 (Section 3.4): the
+    regulariser floor rho = max(2c / eps', N lam) and, under replace-one (b's sensitivity 2),
+    the noise spends what the rank-one Jacobian term ln(1 + c / rho) leaves:
+    beta = (eps' - ln(1 + c / rho)) / 2, eps' = 0.99 eps (the certificate's residual share);
+    the softmax's floor would be max(2 / eps', N lam)."""
     X, y = cancer
     est = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=True, random_state=0)
     est.fit(X, y)
     g = est.guarantee_
     assert g["assumptions"]["loss"] == "logistic"
     e1 = 0.99 * 2.0
-    assert g["noise"]["beta"] == pytest.approx(e1 / 4.0, rel=1e-12)
-    assert g["rho"] == pytest.approx(2 * 0.25 / e1, rel=1e-12)
+    n = g["assumptions"]["n"]
+    rho = max(2 * 0.25 / e1, n * 0.001)
+    assert g["rho"] == pytest.approx(rho, rel=1e-12)
+    assert g["noise"]["beta"] == pytest.approx((e1 - np.log1p(0.25 / rho)) / 2.0, rel=1e-9)
+    # never less noise than the fixed split's beta = eps' / 4 allows
+    assert g["noise"]["beta"] >= e1 / 4.0
     assert np.all(est.theta_[:, 0] == 0.0)
     soft = PLR(unit_ball="normalize", classes="observed", method="loss-perturbation", epsilon=2.0, lam=0.001, binary=False,
                random_state=0).fit(X, y).guarantee_
-    assert soft["rho"] / g["rho"] == pytest.approx(4.0, rel=1e-12)
+    assert soft["rho"] == pytest.approx(max(2.0 / e1, n * 0.001), rel=1e-12)
 
 
 def test_refusals(cancer, digits):
