@@ -222,18 +222,21 @@ mod tests {
         };
         super::super::set_limit(&spec, "k", &limit).unwrap();
         let (h, rows) = table();
+        let draft = |on_charge: &mut dyn FnMut(&Charge, &Reservation)| {
+            private_draft(
+                &opts(None),
+                Some(&h),
+                &rows,
+                Some(url),
+                Some("k"),
+                "t",
+                |c, r| on_charge(c, r),
+            )
+        };
         let mut seen = None;
-        let r = private_draft(
-            &opts(None),
-            Some(&h),
-            &rows,
-            Some(url),
-            Some("k"),
-            "t",
-            |c, _| {
-                seen = Some((c.epsilon, c.delta, c.method.clone()));
-            },
-        )
+        let r = draft(&mut |c, _| {
+            seen = Some((c.epsilon, c.delta, c.method.clone()));
+        })
         .unwrap();
         assert_eq!(seen, Some((20.0, 1e-6, DRAFT_METHOD.to_string())));
         let d = r.schema.drafted.as_ref().unwrap();
@@ -243,16 +246,7 @@ mod tests {
         assert_eq!(rec[0].spent.fits, 1);
         assert_eq!((rec[0].spent.epsilon, rec[0].spent.delta), (20.0, 1e-6));
         // past the limit: refused before anything is drafted
-        let e = private_draft(
-            &opts(None),
-            Some(&h),
-            &rows,
-            Some(url),
-            Some("k"),
-            "t",
-            |_, _| {},
-        )
-        .unwrap_err();
+        let e = draft(&mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("past the limit"), "{e}");
     }
 }

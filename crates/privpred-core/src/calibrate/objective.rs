@@ -77,9 +77,10 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
         (Some(n), Some(l)) if req.mode != CalibrationMode::Paper => rho.max(n as f64 * l),
         _ => rho,
     };
+    let share = objective_noise_epsilon(req.mode, p, a.outputs(), a.l, rho_floor);
     let noise = if p.is_pure() {
         VectorNoise::L2Laplace {
-            beta: objective_noise_epsilon(req.mode, p, a.outputs(), a.l, rho_floor) / b_sens,
+            beta: share / b_sens,
         }
     } else {
         VectorNoise::Gaussian {
@@ -109,8 +110,7 @@ pub fn loss_perturbation(req: &CalibrationRequest) -> Result<Calibration> {
     ));
     if p.is_pure() && req.mode != CalibrationMode::Paper {
         c.notes.push(format!(
-            "delta = 0: the noise spends eps - C*ln(1 + L/rho) = {:.6e} of eps = {e:.6e} (the Jacobian term's exact bound at the recorded rho; at least eps/2)",
-            objective_noise_epsilon(req.mode, p, a.outputs(), a.l, rho_floor)
+            "delta = 0: the noise spends eps - C*ln(1 + L/rho) = {share:.6e} of eps = {e:.6e} (the Jacobian term's exact bound at the recorded rho; at least eps/2)"
         ));
     }
     if req.mode == CalibrationMode::Tight {

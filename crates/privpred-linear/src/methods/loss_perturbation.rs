@@ -597,6 +597,26 @@ mod tests {
     use privpred_data::Dataset;
     use rand::SeedableRng;
 
+    /// The noise at δ = 0 is calibrated for the Jacobian bound at the recorded floor ρ; a fit
+    /// at any λ, smaller than the calibration's included, minimises with a regulariser at
+    /// least that floor, so the bound (and the noise's share of ε) holds for the fit.
+    #[test]
+    fn every_fit_keeps_the_calibrated_floor() {
+        let ds = toy(400, 6, 3, 4);
+        let mut c = cfg(Method::LossPerturbation, 1.0, 0.0, 1);
+        c.lambda = 0.1;
+        let calib = shim::calibrate(&c.request(ds.n, ds.classes)).unwrap();
+        let floor = calib.mechanism.rho().unwrap();
+        assert!(
+            floor >= ds.n as f64 * 0.1,
+            "the floor covers the calibration's Nλ"
+        );
+        for lambda in [0.0, 1e-6, 1e-3, 0.1, 1.0] {
+            let rho_eff = loss_perturbation_rho_eff(&calib, lambda, ds.n, ds.classes);
+            assert!(rho_eff >= floor, "λ = {lambda}: {rho_eff} < {floor}");
+        }
+    }
+
     /// Warm-starting loss perturbation from the non-private solution gives the same minimiser
     /// as a cold start with the same noise draw (the documented exactness of the shortcut).
     #[test]
