@@ -119,3 +119,26 @@ def test_benchmark_runs_on_one_small_table(tmp_path):
     assert 0.9 <= res["sklearn_schema"] <= 1.0
     if b.have_diffprivlib():
         assert any(r["library"] == "diffprivlib" for r in res["rows"])
+    if b.have_diffprivlib():
+        # GaussianNB at epsilon/2 (its replace-one guarantee matched) beside the nominal run
+        nb = {(r["method"], r["epsilon"]) for r in res["rows"] if r["library"] == "diffprivlib"}
+        assert {(b.GNB_MATCHED, e) for e in b.EPSILONS} <= nb
+        assert {("GaussianNB", e) for e in b.EPSILONS} <= nb
+
+
+def test_gaussiannb_audit_pair_is_a_replace_one_pair():
+    """The diffprivlib GaussianNB audit's pair differs in exactly one row, same size, and that
+    row changes class (the case parallel composition over classes does not cover)."""
+    path = REPO / "python" / "benchmarks" / "audit_diffprivlib_gnb.py"
+    spec = importlib.util.spec_from_file_location("audit_diffprivlib_gnb", path)
+    audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(audit)
+    (x, y), (x2, y2) = audit.pair()
+    assert x.shape == x2.shape and y.shape == y2.shape
+    changed = [i for i in range(len(y)) if y[i] != y2[i] or (x[i] != x2[i]).any()]
+    assert changed == [0] and y[0] != y2[0]
+    assert ((x >= 0) & (x <= 1)).all() and ((x2 >= 0) & (x2 <= 1)).all()
+    # the event's test: a count at or above its threshold, a sum at or below
+    out = np.array([[audit.N_PER_CLASS, 1.0, 0.0, 1.0, 0.0]])
+    assert audit.in_event(out, (audit.N_PER_CLASS, 1.0, 0.0, None, None)).all()
+    assert not audit.in_event(out, (None, 1.5, None, None, None)).any()
